@@ -1,0 +1,5 @@
+//! cbtop: `top` for LLM inference. The library holds the engine and everything that measures
+//! it; `main.rs` is only the command line. Data flows one way:
+//! gguf → model → engine → (report | tui).
+
+pub mod quant;

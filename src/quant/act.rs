@@ -1,0 +1,95 @@
+//! Activation quantization and the llama.cpp-compatible dot product.
+//!
+//! llama.cpp does not multiply quantized weights by f32 activations: each weight type has a
+//! "vec_dot type" into which the activation vector is quantized once per product (Q8_0 for
+//! Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the k-quants, F16/BF16 for those float types),
+//! then the dot runs block by block on integers. Doing the same keeps our logits within the
+//! noise of llama.cpp's, which exact greedy-token agreement on real models needs.
+
+use super::{float, kquants, legacy, GgmlType};
+
+/// The format an activation vector is quantized into for a given weight type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActType {
+    F32,
+    F16,
+    BF16,
+    Q8_0,
+    Q8_1,
+    Q8_K,
+}
+
+impl ActType {
+    /// The activation format llama.cpp pairs with weights of type `ty`.
+    pub fn for_weights(ty: GgmlType) -> ActType {
+        match ty {
+            GgmlType::F32 => ActType::F32,
+            GgmlType::F16 => ActType::F16,
+            GgmlType::BF16 => ActType::BF16,
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => ActType::Q8_0,
+            GgmlType::Q4_1 | GgmlType::Q5_1 => ActType::Q8_1,
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+                ActType::Q8_K
+            }
+        }
+    }
+}
+
+/// An activation vector in a vec-dot format. Float variants hold the (rounded) values as f32.
+#[derive(Clone, Debug)]
+pub enum QuantizedAct {
+    F32(Vec<f32>),
+    F16(Vec<f32>),
+    BF16(Vec<f32>),
+    Q8_0(Vec<legacy::BlockQ8_0>),
+    Q8_1(Vec<legacy::BlockQ8_1>),
+    Q8_K(Vec<kquants::BlockQ8K>),
+}
+
+impl QuantizedAct {
+    /// The format of this activation.
+    pub fn act_type(&self) -> ActType {
+        match self {
+            QuantizedAct::F32(_) => ActType::F32,
+            QuantizedAct::F16(_) => ActType::F16,
+            QuantizedAct::BF16(_) => ActType::BF16,
+            QuantizedAct::Q8_0(_) => ActType::Q8_0,
+            QuantizedAct::Q8_1(_) => ActType::Q8_1,
+            QuantizedAct::Q8_K(_) => ActType::Q8_K,
+        }
+    }
+}
+
+/// Quantize activations `x` into `kind`. `x.len()` must be a multiple of the format's block
+/// (32 for Q8_0/Q8_1, 256 for Q8_K).
+pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
+    match kind {
+        ActType::F32 => QuantizedAct::F32(x.to_vec()),
+        ActType::F16 => QuantizedAct::F16(float::round_f16(x)),
+        ActType::BF16 => QuantizedAct::BF16(float::round_bf16(x)),
+        ActType::Q8_0 => QuantizedAct::Q8_0(legacy::quantize_act_q8_0(x)),
+        ActType::Q8_1 => QuantizedAct::Q8_1(legacy::quantize_act_q8_1(x)),
+        ActType::Q8_K => QuantizedAct::Q8_K(kquants::quantize_act_q8_k(x)),
+    }
+}
+
+/// Dot product of one weight row (`ty` blocks in `w`) with an activation already quantized
+/// into `ActType::for_weights(ty)`. Panics if the activation format does not match.
+pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
+    match (ty, act) {
+        (GgmlType::F32, QuantizedAct::F32(x)) => float::dot_f32_row(w, x),
+        (GgmlType::F16, QuantizedAct::F16(x)) => float::dot_f16_row(w, x),
+        (GgmlType::BF16, QuantizedAct::BF16(x)) => float::dot_bf16_row(w, x),
+        (GgmlType::Q4_0, QuantizedAct::Q8_0(a)) => legacy::vec_dot_q4_0_q8_0(w, a),
+        (GgmlType::Q5_0, QuantizedAct::Q8_0(a)) => legacy::vec_dot_q5_0_q8_0(w, a),
+        (GgmlType::Q8_0, QuantizedAct::Q8_0(a)) => legacy::vec_dot_q8_0_q8_0(w, a),
+        (GgmlType::Q4_1, QuantizedAct::Q8_1(a)) => legacy::vec_dot_q4_1_q8_1(w, a),
+        (GgmlType::Q5_1, QuantizedAct::Q8_1(a)) => legacy::vec_dot_q5_1_q8_1(w, a),
+        (GgmlType::Q2_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q2_k_q8_k(w, a),
+        (GgmlType::Q3_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q3_k_q8_k(w, a),
+        (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q4_k_q8_k(w, a),
+        (GgmlType::Q5_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q5_k_q8_k(w, a),
+        (GgmlType::Q6_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q6_k_q8_k(w, a),
+        (ty, act) => panic!("{ty} weights need {:?} activations, got {:?}", ActType::for_weights(ty), act.act_type()),
+    }
+}

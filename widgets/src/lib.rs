@@ -1,0 +1,1 @@
+//! cbtop-widgets: reusable ratatui widgets for cbtop, rendering plain data only.
