@@ -2,4 +2,8 @@
 //! it; `main.rs` is only the command line. Data flows one way:
 //! gguf → model → engine → (report | tui).
 
+pub mod cli;
+pub mod engine;
+pub mod gguf;
+pub mod model;
 pub mod quant;

@@ -1,1 +1,26 @@
-fn main() {}
+//! The `cbtop` binary: parse arguments, run, and turn every failure into one line on stderr
+//! and DESIGN.md's exit code.
+
+use clap::Parser;
+
+use cbtop::cli::{self, exit, Cli};
+
+fn main() {
+    // A bug must still end in one line and exit code 3, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let loc = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("cbtop: internal error: {msg}{loc}");
+        std::process::exit(exit::RUNTIME);
+    }));
+    let cli = Cli::parse();
+    if let Err(e) = cli::run(cli) {
+        eprintln!("cbtop: error: {}", e.message);
+        std::process::exit(e.code);
+    }
+}

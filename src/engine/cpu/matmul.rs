@@ -1,0 +1,49 @@
+//! Matrix times a batch of activation rows, with weights in their GGUF type.
+//!
+//! Each activation row is quantized once into the weight type's vec-dot format (as llama.cpp
+//! does), then every weight row is dotted with every activation row. Rows are split across the
+//! rayon pool; each weight row is read once per batch.
+
+use rayon::prelude::*;
+
+use crate::model::weights::{Mat, Weights};
+use crate::quant::{quantize_act, vec_dot, ActType};
+
+/// Weight rows per parallel task: enough work to amortise scheduling.
+const ROWS_PER_TASK: usize = 16;
+
+/// `out[t][r] = W[r] · x[t]` for the `n = x.len() / m.cols` rows of `x`; `out` is `n × m.rows`.
+pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
+    let n = x.len() / m.cols;
+    debug_assert_eq!(x.len(), n * m.cols);
+    debug_assert_eq!(out.len(), n * m.rows);
+    let kind = ActType::for_weights(m.ty);
+    let acts: Vec<_> = x.chunks_exact(m.cols).map(|row| quantize_act(kind, row)).collect();
+    let bytes = w.bytes(m);
+    let rb = m.row_bytes();
+    if n == 1 {
+        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(ci, chunk)| {
+            for (i, o) in chunk.iter_mut().enumerate() {
+                let r = ci * ROWS_PER_TASK + i;
+                *o = vec_dot(m.ty, &bytes[r * rb..(r + 1) * rb], &acts[0]);
+            }
+        });
+        return;
+    }
+    // Transposed result `[row][token]`, so each task writes one contiguous block.
+    let mut out_t = vec![0f32; n * m.rows];
+    out_t.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(ci, chunk)| {
+        for (i, per_tok) in chunk.chunks_exact_mut(n).enumerate() {
+            let r = ci * ROWS_PER_TASK + i;
+            let row = &bytes[r * rb..(r + 1) * rb];
+            for (o, a) in per_tok.iter_mut().zip(&acts) {
+                *o = vec_dot(m.ty, row, a);
+            }
+        }
+    });
+    for (r, per_tok) in out_t.chunks_exact(n).enumerate() {
+        for (t, &v) in per_tok.iter().enumerate() {
+            out[t * m.rows + r] = v;
+        }
+    }
+}

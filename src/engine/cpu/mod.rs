@@ -1,0 +1,6 @@
+//! The CPU backend's building blocks: matrix products over GGUF-typed weights, attention over
+//! the KV cache, and the per-row operations of a layer.
+
+pub mod attention;
+pub mod matmul;
+pub mod ops;

@@ -1,0 +1,105 @@
+//! Element-wise and per-row operations of a transformer layer on the CPU, with llama.cpp's
+//! arithmetic (f32 values, f64 sums where ggml uses them).
+
+use crate::model::RopeStyle;
+
+/// `out = x / rms(x) * w` for one row, as ggml's rms_norm followed by mul.
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = (v * scale) * g;
+    }
+}
+
+/// `x += y`.
+pub fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x).
+pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// Cosine/sine table for one position: `n_rot / 2` pairs, as ggml's rope cache (theta
+/// multiplied by `base^(-2/n_rot)` step by step in f32).
+pub fn rope_table(pos: usize, n_rot: usize, base: f32) -> Vec<(f32, f32)> {
+    let theta_scale = base.powf(-2.0 / n_rot as f32);
+    let mut theta = pos as f32;
+    (0..n_rot / 2)
+        .map(|_| {
+            let cs = (theta.cos(), theta.sin());
+            theta *= theta_scale;
+            cs
+        })
+        .collect()
+}
+
+/// Rotate each head of `x` (`n_heads` heads of `head_dim`) in place.
+pub fn rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
+    let n_rot = table.len() * 2;
+    for head in x.chunks_exact_mut(head_dim) {
+        for (i, &(c, s)) in table.iter().enumerate() {
+            let (a, b) = match style {
+                RopeStyle::Norm => (2 * i, 2 * i + 1),
+                RopeStyle::Neox => (i, i + n_rot / 2),
+            };
+            let (x0, x1) = (head[a], head[b]);
+            head[a] = x0 * c - x1 * s;
+            head[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_matches_definition() {
+        let x = [1.0f32, -2.0, 3.0, 0.5];
+        let w = [1.0f32, 2.0, 0.5, 1.0];
+        let mut out = [0f32; 4];
+        rms_norm(&x, &w, 1e-6, &mut out);
+        let rms = ((1.0 + 4.0 + 9.0 + 0.25) / 4.0f32 + 1e-6).sqrt();
+        for i in 0..4 {
+            assert!((out[i] - x[i] / rms * w[i]).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn rope_rotates_the_right_pairs() {
+        let table = rope_table(3, 4, 10000.0);
+        assert!((table[0].0 - 3f32.cos()).abs() < 1e-6);
+        assert!((table[1].1 - (3.0f32 * 0.01).sin()).abs() < 1e-6);
+        let orig = [1.0f32, 2.0, 3.0, 4.0];
+        let mut norm = orig;
+        rope(&mut norm, 4, &table, RopeStyle::Norm);
+        let (c, s) = table[0];
+        assert!((norm[0] - (1.0 * c - 2.0 * s)).abs() < 1e-6);
+        assert!((norm[1] - (1.0 * s + 2.0 * c)).abs() < 1e-6);
+        let mut neox = orig;
+        rope(&mut neox, 4, &table, RopeStyle::Neox);
+        assert!((neox[0] - (1.0 * c - 3.0 * s)).abs() < 1e-6);
+        assert!((neox[2] - (1.0 * s + 3.0 * c)).abs() < 1e-6);
+        // Position 0 is the identity.
+        let mut id = orig;
+        rope(&mut id, 4, &rope_table(0, 4, 10000.0), RopeStyle::Neox);
+        assert_eq!(id, orig);
+    }
+
+    #[test]
+    fn silu_mul_values() {
+        let mut g = [0.0f32, 1.0, -1.0];
+        silu_mul(&mut g, &[2.0, 2.0, 2.0]);
+        assert_eq!(g[0], 0.0);
+        assert!((g[1] - 2.0 / (1.0 + (-1.0f32).exp())).abs() < 1e-6);
+        assert!((g[2] + 2.0 / (1.0 + 1.0f32.exp())).abs() < 1e-6);
+    }
+}

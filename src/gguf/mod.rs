@@ -1,0 +1,12 @@
+//! The GGUF file format: a validating reader over a memory map, metadata values, the tensor
+//! index, and a writer. Nothing here knows about models; `model` interprets what this reads.
+
+mod error;
+mod reader;
+mod value;
+mod writer;
+
+pub use error::{GgufError, GgufErrorKind};
+pub use reader::{GgufFile, TensorInfo, DEFAULT_ALIGNMENT, MAGIC};
+pub use value::{ty as value_type, MetaValue, Metadata};
+pub use writer::GgufWriter;

@@ -1,0 +1,94 @@
+//! Conformance with llama.cpp on the tiny models of every tensor type: logits at every prompt
+//! position and every greedy step within the fixture README's bounds, and the same greedy token
+//! wherever llama.cpp's top-1 margin exceeds 0.05.
+
+mod common;
+
+use std::sync::Arc;
+
+use cbtop::engine::{Engine, LogitsFor};
+use cbtop::model::Model;
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "logit vector lengths differ");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// Compare one model against its reference; returns the largest logit difference seen.
+fn check(name: &str) -> f32 {
+    let model = Arc::new(Model::load(&common::fixture(&format!("conformance/models/{name}.gguf"))).unwrap());
+    let reference = &common::jsonl(&common::fixture(&format!("conformance/ref/{name}.jsonl")))[0];
+    let bound = if ["F32", "F16", "BF16"].iter().any(|t| name.ends_with(t)) { 0.005 } else { 0.05 };
+    let prompt = common::ids(&reference["prompt_ids"]);
+    let mut engine = Engine::new(model, 64);
+    let ours = engine.eval(&prompt, LogitsFor::All).unwrap();
+    let theirs = reference["prompt_logits"].as_array().unwrap();
+    assert_eq!(ours.len(), theirs.len());
+    let mut worst = 0f32;
+    for (pos, (o, t)) in ours.iter().zip(theirs).enumerate() {
+        let d = max_abs_diff(o, &common::floats(t));
+        assert!(d <= bound, "{name}: prompt position {pos}: max |logit diff| {d} > {bound}");
+        worst = worst.max(d);
+    }
+    let mut logits = ours.last().unwrap().clone();
+    for (i, step) in reference["steps"].as_array().unwrap().iter().enumerate() {
+        let want = common::floats(&step["logits"]);
+        let d = max_abs_diff(&logits, &want);
+        assert!(d <= bound, "{name}: step {i}: max |logit diff| {d} > {bound}");
+        worst = worst.max(d);
+        let token = step["token"].as_u64().unwrap() as u32;
+        let top = step["top"].as_array().unwrap();
+        let margin = top[0][1].as_f64().unwrap() - top[1][1].as_f64().unwrap();
+        let our_token = cbtop::engine::sampler::argmax(&logits);
+        if margin > 0.05 {
+            assert_eq!(our_token, token, "{name}: step {i}: greedy token differs (margin {margin})");
+        }
+        // Continue with llama.cpp's token so one near-tie cannot cascade.
+        logits = engine.eval(&[token], LogitsFor::Last).unwrap().pop().unwrap();
+    }
+    eprintln!("{name}: max |logit diff| {worst:.5} (bound {bound})");
+    worst
+}
+
+macro_rules! conformance {
+    ($($test:ident => $name:literal),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            check($name);
+        }
+    )*};
+}
+
+conformance! {
+    llama_q4_k_s => "conf-llama-Q4_K_S",
+    llama_q6_k => "conf-llama-Q6_K",
+    llama_q8_0 => "conf-llama-Q8_0",
+    qwen2_bf16 => "conf-qwen2-BF16",
+    qwen2_f16 => "conf-qwen2-F16",
+    qwen2_f32 => "conf-qwen2-F32",
+    qwen2_q2_k => "conf-qwen2-Q2_K",
+    qwen2_q3_k_s => "conf-qwen2-Q3_K_S",
+    qwen2_q4_0 => "conf-qwen2-Q4_0",
+    qwen2_q4_1 => "conf-qwen2-Q4_1",
+    qwen2_q4_k_m => "conf-qwen2-Q4_K_M",
+    qwen2_q4_k_s => "conf-qwen2-Q4_K_S",
+    qwen2_q5_0 => "conf-qwen2-Q5_0",
+    qwen2_q5_1 => "conf-qwen2-Q5_1",
+    qwen2_q5_k_s => "conf-qwen2-Q5_K_S",
+    qwen2_q6_k => "conf-qwen2-Q6_K",
+    qwen2_q8_0 => "conf-qwen2-Q8_0",
+}
+
+#[test]
+fn every_fixture_model_has_a_test() {
+    let dir = common::fixture("conformance/models");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".gguf").to_string())
+        .collect();
+    names.sort();
+    let src = include_str!("conformance.rs");
+    for n in names {
+        assert!(src.contains(&format!("\"{n}\"")), "no conformance test for {n}");
+    }
+}
