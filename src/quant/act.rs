@@ -9,6 +9,7 @@
 use super::{float, kquants, legacy, GgmlType};
 
 /// The format an activation vector is quantized into for a given weight type.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActType {
     F32,
@@ -36,6 +37,7 @@ impl ActType {
 }
 
 /// An activation vector in a vec-dot format. Float variants hold the (rounded) values as f32.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Debug)]
 pub enum QuantizedAct {
     F32(Vec<f32>),
