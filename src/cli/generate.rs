@@ -34,6 +34,13 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         (Some(p), None) => tok.encode(p, true),
         (None, None) => return Err(CliError::usage("give --prompt or --ids")),
     };
+    if let Some(bad) = prompt_ids.iter().find(|&&id| id as usize >= model.config.vocab_size) {
+        return Err(CliError::usage(format!(
+            "--ids: token id {bad} is outside the vocabulary of {} ({})",
+            model.config.vocab_size,
+            a.model_path.display()
+        )));
+    }
     if prompt_ids.is_empty() {
         return Err(CliError::usage("--prompt: the prompt encodes to no tokens"));
     }
