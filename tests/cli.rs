@@ -5,11 +5,16 @@ mod common;
 use std::process::{Command, Output};
 
 fn cbtop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cbtop")).args(args).output().expect("run cbtop")
+    Command::new(env!("CARGO_BIN_EXE_cbtop"))
+        .args(args)
+        .output()
+        .expect("run cbtop")
 }
 
 fn conf(name: &str) -> String {
-    common::fixture(&format!("conformance/models/{name}.gguf")).to_string_lossy().into_owned()
+    common::fixture(&format!("conformance/models/{name}.gguf"))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// An error run: exit `code`, nothing on stdout, exactly one line on stderr containing `needle`.
@@ -18,7 +23,10 @@ fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
     assert_eq!(out.status.code(), Some(code), "stderr: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(err.contains(needle), "{err:?} should mention {needle:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -38,7 +46,11 @@ fn inspect_text_shows_the_tensor_table() {
     let out = cbtop(&["inspect", &conf("conf-llama-Q8_0")]);
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("blk.1.ffn_down.weight") && s.contains("Q8_0") && s.contains("llama.block_count"));
+    assert!(
+        s.contains("blk.1.ffn_down.weight")
+            && s.contains("Q8_0")
+            && s.contains("llama.block_count")
+    );
 }
 
 #[test]
@@ -51,29 +63,98 @@ fn malformed_and_missing_files_exit_2_with_one_line() {
     std::fs::write(&bad, &bytes).unwrap();
     let bad = bad.to_string_lossy().into_owned();
     assert_one_line_error(&cbtop(&["inspect", &bad]), 2, "bad.gguf");
-    assert_one_line_error(&cbtop(&["generate", "--model-path", &bad, "--ids", "1"]), 2, "bad.gguf");
-    assert_one_line_error(&cbtop(&["tokenize", "--model-path", &bad, "hi"]), 2, "bad.gguf");
-    assert_one_line_error(&cbtop(&["inspect", "/no/such/model.gguf"]), 2, "/no/such/model.gguf");
+    assert_one_line_error(
+        &cbtop(&["generate", "--model-path", &bad, "--ids", "1"]),
+        2,
+        "bad.gguf",
+    );
+    assert_one_line_error(
+        &cbtop(&["tokenize", "--model-path", &bad, "hi"]),
+        2,
+        "bad.gguf",
+    );
+    assert_one_line_error(
+        &cbtop(&["inspect", "/no/such/model.gguf"]),
+        2,
+        "/no/such/model.gguf",
+    );
     let text = dir.join("text.gguf");
     std::fs::write(&text, "hello").unwrap();
-    assert_one_line_error(&cbtop(&["inspect", &text.to_string_lossy()]), 2, "not a GGUF file");
+    assert_one_line_error(
+        &cbtop(&["inspect", &text.to_string_lossy()]),
+        2,
+        "not a GGUF file",
+    );
 }
 
 #[test]
 fn bad_flags_exit_2() {
     let m = conf("conf-qwen2-Q8_0");
-    assert_eq!(cbtop(&["generate", "--model-path", &m, "--bogus"]).status.code(), Some(2));
-    assert_eq!(cbtop(&["generate", "--model-path", &m]).status.code(), Some(2));
-    assert_one_line_error(&cbtop(&["generate", "--model-path", &m, "--ids", "1 x"]), 2, "--ids");
-    assert_one_line_error(&cbtop(&["generate", "--model-path", &m, "--ids", "1 512"]), 2, "512");
-    assert_one_line_error(&cbtop(&["generate", "--model-path", &m, "--ids", "1", "--threads", "0"]), 2, "--threads");
-    assert_eq!(cbtop(&["generate", "--model-path", &m, "--ids", "1", "--device", "tpu"]).status.code(), Some(2));
+    assert_eq!(
+        cbtop(&["generate", "--model-path", &m, "--bogus"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        cbtop(&["generate", "--model-path", &m]).status.code(),
+        Some(2)
+    );
+    assert_one_line_error(
+        &cbtop(&["generate", "--model-path", &m, "--ids", "1 x"]),
+        2,
+        "--ids",
+    );
+    assert_one_line_error(
+        &cbtop(&["generate", "--model-path", &m, "--ids", "1 512"]),
+        2,
+        "512",
+    );
+    assert_one_line_error(
+        &cbtop(&[
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            "1",
+            "--threads",
+            "0",
+        ]),
+        2,
+        "--threads",
+    );
+    assert_eq!(
+        cbtop(&[
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            "1",
+            "--device",
+            "tpu"
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
 }
 
 #[test]
 fn cuda_device_without_backend_is_a_runtime_error() {
     let m = conf("conf-qwen2-Q8_0");
-    assert_one_line_error(&cbtop(&["generate", "--model-path", &m, "--ids", "1", "--device", "cuda"]), 3, "CUDA");
+    assert_one_line_error(
+        &cbtop(&[
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            "1",
+            "--device",
+            "cuda",
+        ]),
+        3,
+        "CUDA",
+    );
 }
 
 #[test]
@@ -81,10 +162,25 @@ fn generate_json_has_the_fixture_layout_and_llama_cpp_tokens() {
     let name = "conf-llama-Q8_0";
     let reference = &common::jsonl(&common::fixture(&format!("conformance/ref/{name}.jsonl")))[0];
     let out = cbtop(&[
-        "generate", "--model-path", &conf(name), "--ids", "1 5 9 200 300 17 42 499 3 256",
-        "--max-tokens", "8", "--greedy", "--json", "--top-k-logits", "5", "--full-logits", "--ignore-eos",
+        "generate",
+        "--model-path",
+        &conf(name),
+        "--ids",
+        "1 5 9 200 300 17 42 499 3 256",
+        "--max-tokens",
+        "8",
+        "--greedy",
+        "--json",
+        "--top-k-logits",
+        "5",
+        "--full-logits",
+        "--ignore-eos",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.trim_end().lines().count(), 1, "one JSON line");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -105,9 +201,18 @@ fn generate_json_has_the_fixture_layout_and_llama_cpp_tokens() {
 fn tokenize_json_matches_llama_cpp_on_smollm2() {
     let model = common::smollm2();
     let case = &common::jsonl(&common::fixture("smollm2/tokenizer.jsonl"))[3];
-    let out = cbtop(&["tokenize", "--model-path", &model.to_string_lossy(), case["prompt"].as_str().unwrap(), "--json"]);
+    let out = cbtop(&[
+        "tokenize",
+        "--model-path",
+        &model.to_string_lossy(),
+        case["prompt"].as_str().unwrap(),
+        "--json",
+    ]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ids"], case["prompt_ids"]);
-    assert_eq!(v["pieces"].as_array().unwrap().len(), v["ids"].as_array().unwrap().len());
+    assert_eq!(
+        v["pieces"].as_array().unwrap().len(),
+        v["ids"].as_array().unwrap().len()
+    );
 }

@@ -11,14 +11,23 @@ use cbtop::model::Model;
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "logit vector lengths differ");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// Compare one model against its reference; returns the largest logit difference seen.
 fn check(name: &str) -> f32 {
-    let model = Arc::new(Model::load(&common::fixture(&format!("conformance/models/{name}.gguf"))).unwrap());
+    let model = Arc::new(
+        Model::load(&common::fixture(&format!("conformance/models/{name}.gguf"))).unwrap(),
+    );
     let reference = &common::jsonl(&common::fixture(&format!("conformance/ref/{name}.jsonl")))[0];
-    let bound = if ["F32", "F16", "BF16"].iter().any(|t| name.ends_with(t)) { 0.005 } else { 0.05 };
+    let bound = if ["F32", "F16", "BF16"].iter().any(|t| name.ends_with(t)) {
+        0.005
+    } else {
+        0.05
+    };
     let prompt = common::ids(&reference["prompt_ids"]);
     let mut engine = Engine::new(model, 64);
     let ours = engine.eval(&prompt, LogitsFor::All).unwrap();
@@ -27,24 +36,37 @@ fn check(name: &str) -> f32 {
     let mut worst = 0f32;
     for (pos, (o, t)) in ours.iter().zip(theirs).enumerate() {
         let d = max_abs_diff(o, &common::floats(t));
-        assert!(d <= bound, "{name}: prompt position {pos}: max |logit diff| {d} > {bound}");
+        assert!(
+            d <= bound,
+            "{name}: prompt position {pos}: max |logit diff| {d} > {bound}"
+        );
         worst = worst.max(d);
     }
     let mut logits = ours.last().unwrap().clone();
     for (i, step) in reference["steps"].as_array().unwrap().iter().enumerate() {
         let want = common::floats(&step["logits"]);
         let d = max_abs_diff(&logits, &want);
-        assert!(d <= bound, "{name}: step {i}: max |logit diff| {d} > {bound}");
+        assert!(
+            d <= bound,
+            "{name}: step {i}: max |logit diff| {d} > {bound}"
+        );
         worst = worst.max(d);
         let token = step["token"].as_u64().unwrap() as u32;
         let top = step["top"].as_array().unwrap();
         let margin = top[0][1].as_f64().unwrap() - top[1][1].as_f64().unwrap();
         let our_token = cbtop::engine::sampler::argmax(&logits);
         if margin > 0.05 {
-            assert_eq!(our_token, token, "{name}: step {i}: greedy token differs (margin {margin})");
+            assert_eq!(
+                our_token, token,
+                "{name}: step {i}: greedy token differs (margin {margin})"
+            );
         }
         // Continue with llama.cpp's token so one near-tie cannot cascade.
-        logits = engine.eval(&[token], LogitsFor::Last).unwrap().pop().unwrap();
+        logits = engine
+            .eval(&[token], LogitsFor::Last)
+            .unwrap()
+            .pop()
+            .unwrap();
     }
     eprintln!("{name}: max |logit diff| {worst:.5} (bound {bound})");
     worst
@@ -84,11 +106,20 @@ fn every_fixture_model_has_a_test() {
     let dir = common::fixture("conformance/models");
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".gguf").to_string())
+        .map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".gguf")
+                .to_string()
+        })
         .collect();
     names.sort();
     let src = include_str!("conformance.rs");
     for n in names {
-        assert!(src.contains(&format!("\"{n}\"")), "no conformance test for {n}");
+        assert!(
+            src.contains(&format!("\"{n}\"")),
+            "no conformance test for {n}"
+        );
     }
 }

@@ -9,7 +9,10 @@ use proptest::prelude::*;
 
 fn parse(bytes: Vec<u8>) -> Result<GgufFile, K> {
     GgufFile::from_bytes(Path::new("test.gguf"), bytes).map_err(|e| {
-        assert!(e.to_string().starts_with("test.gguf: "), "error names the file: {e}");
+        assert!(
+            e.to_string().starts_with("test.gguf: "),
+            "error names the file: {e}"
+        );
         e.kind
     })
 }
@@ -94,9 +97,17 @@ fn valid_file_round_trips() {
     assert_eq!(f.metadata.get_str("general.architecture"), Some("llama"));
     assert_eq!(f.metadata.get("i16"), Some(&MetaValue::I16(-2)));
     assert_eq!(f.metadata.get_f32("f64"), Some(0.25));
-    assert_eq!(f.metadata.get("nested").unwrap().as_array().unwrap()[1].as_array().unwrap()[1], MetaValue::U32(8));
+    assert_eq!(
+        f.metadata.get("nested").unwrap().as_array().unwrap()[1]
+            .as_array()
+            .unwrap()[1],
+        MetaValue::U32(8)
+    );
     let a = f.tensor("a").unwrap();
-    assert_eq!((a.dims.clone(), a.ty, a.size), (vec![4, 2], GgmlType::F32, 32));
+    assert_eq!(
+        (a.dims.clone(), a.ty, a.size),
+        (vec![4, 2], GgmlType::F32, 32)
+    );
     assert_eq!(f.tensor_data(a), (0..32).collect::<Vec<u8>>());
     let b = f.tensor("b").unwrap();
     assert_eq!(b.offset % 32, 0);
@@ -106,7 +117,8 @@ fn valid_file_round_trips() {
 #[test]
 fn version_2_and_custom_alignment_are_read() {
     let mut raw = Raw::header(2, 1, 1);
-    raw.kv_u32("general.alignment", 64).tensor("t", &[8], GgmlType::F32.id(), 0);
+    raw.kv_u32("general.alignment", 64)
+        .tensor("t", &[8], GgmlType::F32.id(), 0);
     let mut bytes = raw.0.clone();
     bytes.resize(bytes.len().div_ceil(64) * 64 + 32, 0);
     let f = parse(bytes).unwrap();
@@ -139,7 +151,10 @@ fn bad_magic() {
 #[test]
 fn unsupported_versions() {
     for v in [0, 1, 4, u32::MAX] {
-        assert_eq!(parse(Raw::header(v, 0, 0).0).err(), Some(K::UnsupportedVersion(v)));
+        assert_eq!(
+            parse(Raw::header(v, 0, 0).0).err(),
+            Some(K::UnsupportedVersion(v))
+        );
     }
 }
 
@@ -155,8 +170,14 @@ fn truncated_anywhere_is_an_error() {
 
 #[test]
 fn counts_beyond_the_file() {
-    assert!(matches!(parse(Raw::header(3, u64::MAX, 0).0), Err(K::CountTooLarge { .. })));
-    assert!(matches!(parse(Raw::header(3, 0, 1 << 40).0), Err(K::CountTooLarge { .. })));
+    assert!(matches!(
+        parse(Raw::header(3, u64::MAX, 0).0),
+        Err(K::CountTooLarge { .. })
+    ));
+    assert!(matches!(
+        parse(Raw::header(3, 0, 1 << 40).0),
+        Err(K::CountTooLarge { .. })
+    ));
     let mut r = Raw::header(3, 0, 1);
     r.str(b"arr").u32(vt::ARRAY).u32(vt::U64).u64(1 << 50);
     assert!(matches!(parse(r.0), Err(K::CountTooLarge { .. })));
@@ -182,10 +203,22 @@ fn invalid_utf8_key() {
 fn unknown_value_types() {
     let mut r = Raw::header(3, 0, 1);
     r.str(b"k").u32(13).u64(0);
-    assert_eq!(parse(r.0).err(), Some(K::UnknownValueType { key: "k".into(), ty: 13 }));
+    assert_eq!(
+        parse(r.0).err(),
+        Some(K::UnknownValueType {
+            key: "k".into(),
+            ty: 13
+        })
+    );
     let mut r = Raw::header(3, 0, 1);
     r.str(b"k").u32(vt::ARRAY).u32(99).u64(0);
-    assert_eq!(parse(r.0).err(), Some(K::UnknownValueType { key: "k".into(), ty: 99 }));
+    assert_eq!(
+        parse(r.0).err(),
+        Some(K::UnknownValueType {
+            key: "k".into(),
+            ty: 99
+        })
+    );
 }
 
 #[test]
@@ -223,7 +256,10 @@ fn alignment_checks() {
 fn duplicate_tensor() {
     let mut r = Raw::header(3, 2, 0);
     r.tensor("t", &[8], 0, 0).tensor("t", &[8], 0, 32);
-    assert_eq!(parse(r.data(64)).err(), Some(K::DuplicateTensor("t".into())));
+    assert_eq!(
+        parse(r.data(64)).err(),
+        Some(K::DuplicateTensor("t".into()))
+    );
 }
 
 #[test]
@@ -232,7 +268,13 @@ fn bad_dimension_counts_and_shapes() {
         let mut r = Raw::header(3, 1, 0);
         r.str(b"t").u32(n);
         r.0.extend_from_slice(&[0; 64]);
-        assert_eq!(parse(r.0).err(), Some(K::BadDimCount { tensor: "t".into(), n_dims: n }));
+        assert_eq!(
+            parse(r.0).err(),
+            Some(K::BadDimCount {
+                tensor: "t".into(),
+                n_dims: n
+            })
+        );
     }
     let mut r = Raw::header(3, 1, 0);
     r.tensor("t", &[8, 0], 0, 0);
@@ -247,7 +289,13 @@ fn unknown_tensor_type() {
     for id in [4u32, 16, 39, 1 << 20] {
         let mut r = Raw::header(3, 1, 0);
         r.tensor("t", &[32], id, 0);
-        assert_eq!(parse(r.data(64)).err(), Some(K::UnknownTensorType { tensor: "t".into(), id }));
+        assert_eq!(
+            parse(r.data(64)).err(),
+            Some(K::UnknownTensorType {
+                tensor: "t".into(),
+                id
+            })
+        );
     }
 }
 
@@ -255,14 +303,20 @@ fn unknown_tensor_type() {
 fn row_not_a_block_multiple() {
     let mut r = Raw::header(3, 1, 0);
     r.tensor("t", &[33, 2], GgmlType::Q4_0.id(), 0);
-    assert!(matches!(parse(r.data(64)), Err(K::NotBlockMultiple { ne0: 33, .. })));
+    assert!(matches!(
+        parse(r.data(64)),
+        Err(K::NotBlockMultiple { ne0: 33, .. })
+    ));
 }
 
 #[test]
 fn misaligned_offset() {
     let mut r = Raw::header(3, 1, 0);
     r.tensor("t", &[8], 0, 4);
-    assert!(matches!(parse(r.data(64)), Err(K::Misaligned { offset: 4, .. })));
+    assert!(matches!(
+        parse(r.data(64)),
+        Err(K::Misaligned { offset: 4, .. })
+    ));
 }
 
 #[test]

@@ -22,17 +22,28 @@ fn greedy_generation_matches_llama_cpp() {
         let mut got = Vec::new();
         let mut worst = 0f32;
         let steps = case["steps"].as_array().unwrap();
-        generate(&mut engine, &prompt, 32, &mut Sampler::new(SamplerConfig::greedy()), true, false, |s| {
-            if let Some(step) = steps.get(got.len()) {
-                for pair in step["top"].as_array().unwrap() {
-                    let id = pair[0].as_u64().unwrap() as usize;
-                    worst = worst.max((s.logits[id] - pair[1].as_f64().unwrap() as f32).abs());
+        generate(
+            &mut engine,
+            &prompt,
+            32,
+            &mut Sampler::new(SamplerConfig::greedy()),
+            true,
+            false,
+            |s| {
+                if let Some(step) = steps.get(got.len()) {
+                    for pair in step["top"].as_array().unwrap() {
+                        let id = pair[0].as_u64().unwrap() as usize;
+                        worst = worst.max((s.logits[id] - pair[1].as_f64().unwrap() as f32).abs());
+                    }
                 }
-            }
-            got.push(s.token);
-        })
+                got.push(s.token);
+            },
+        )
         .unwrap();
-        eprintln!("{:?}: max |top-5 logit diff| {worst:.4}", case["prompt"].as_str().unwrap_or(""));
+        eprintln!(
+            "{:?}: max |top-5 logit diff| {worst:.4}",
+            case["prompt"].as_str().unwrap_or("")
+        );
         if got != want {
             failures.push(format!("{:?}: got {got:?}, want {want:?}", case["prompt"]));
         }

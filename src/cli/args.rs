@@ -6,7 +6,11 @@ use std::str::FromStr;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "cbtop", version, about = "top for LLM inference: where each microsecond of a token goes")]
+#[command(
+    name = "cbtop",
+    version,
+    about = "top for LLM inference: where each microsecond of a token goes"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,

@@ -14,11 +14,17 @@ use crate::engine::{generate, Engine};
 use crate::model::Model;
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
-    let ids: Result<Vec<u32>, _> = s.split(|c: char| c.is_whitespace() || c == ',').filter(|t| !t.is_empty()).map(str::parse).collect();
+    let ids: Result<Vec<u32>, _> = s
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|t| !t.is_empty())
+        .map(str::parse)
+        .collect();
     match ids {
         Ok(v) if !v.is_empty() => Ok(v),
         Ok(_) => Err(CliError::usage("--ids: no token ids given")),
-        Err(_) => Err(CliError::usage(format!("--ids {s:?}: not a list of non-negative integers"))),
+        Err(_) => Err(CliError::usage(format!(
+            "--ids {s:?}: not a list of non-negative integers"
+        ))),
     }
 }
 
@@ -34,7 +40,10 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         (Some(p), None) => tok.encode(p, true),
         (None, None) => return Err(CliError::usage("give --prompt or --ids")),
     };
-    if let Some(bad) = prompt_ids.iter().find(|&&id| id as usize >= model.config.vocab_size) {
+    if let Some(bad) = prompt_ids
+        .iter()
+        .find(|&&id| id as usize >= model.config.vocab_size)
+    {
         return Err(CliError::usage(format!(
             "--ids: token id {bad} is outside the vocabulary of {} ({})",
             model.config.vocab_size,
@@ -48,12 +57,19 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     if prompt_ids.len() + a.max_tokens > ctx.min(model.config.context_length) {
         return Err(CliError::usage(format!(
             "--ctx {ctx}: prompt ({}) plus --max-tokens ({}) do not fit (model context {})",
-            prompt_ids.len(), a.max_tokens, model.config.context_length
+            prompt_ids.len(),
+            a.max_tokens,
+            model.config.context_length
         )));
     }
     let mut engine = Engine::new(model.clone(), ctx);
     let temperature = if a.greedy { 0.0 } else { a.temperature };
-    let mut sampler = Sampler::new(SamplerConfig { temperature, top_k: a.top_k, top_p: a.top_p, seed: a.seed });
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+    });
 
     let start = Instant::now();
     let mut first_token_at = None;
@@ -101,10 +117,18 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     .map_err(CliError::runtime)?;
     let end = Instant::now();
     let text = tok.decode(&generated);
-    let prefill_s = first_token_at.map(|t| (t - start).as_secs_f64()).unwrap_or_default();
-    let decode_s = first_token_at.map(|t| (end - t).as_secs_f64()).unwrap_or_default();
+    let prefill_s = first_token_at
+        .map(|t| (t - start).as_secs_f64())
+        .unwrap_or_default();
+    let decode_s = first_token_at
+        .map(|t| (end - t).as_secs_f64())
+        .unwrap_or_default();
     let decoded = generated.len().saturating_sub(1);
-    let decode_tok_s = if decode_s > 0.0 { decoded as f64 / decode_s } else { 0.0 };
+    let decode_tok_s = if decode_s > 0.0 {
+        decoded as f64 / decode_s
+    } else {
+        0.0
+    };
     if a.json {
         let mut out = json!({
             "prompt": a.prompt,

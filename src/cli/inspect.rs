@@ -19,8 +19,11 @@ pub fn run(a: InspectArgs) -> Result<(), CliError> {
     }
     let params: u64 = f.tensors.iter().map(|t| t.n_elements()).sum();
     if a.json {
-        let metadata: serde_json::Map<String, serde_json::Value> =
-            f.metadata.iter().map(|(k, v)| (k.to_string(), v.to_json(Some(MAX_ITEMS)))).collect();
+        let metadata: serde_json::Map<String, serde_json::Value> = f
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_json(Some(MAX_ITEMS))))
+            .collect();
         let tensors: Vec<_> = f
             .tensors
             .iter()
@@ -34,19 +37,41 @@ pub fn run(a: InspectArgs) -> Result<(), CliError> {
         println!("{out}");
         return Ok(());
     }
-    println!("{}: GGUF v{}, {} bytes, alignment {}", f.path.display(), f.version, f.file_size(), f.alignment);
-    println!("{} parameters in {} tensors: {types:?}", params, f.tensors.len());
+    println!(
+        "{}: GGUF v{}, {} bytes, alignment {}",
+        f.path.display(),
+        f.version,
+        f.file_size(),
+        f.alignment
+    );
+    println!(
+        "{} parameters in {} tensors: {types:?}",
+        params,
+        f.tensors.len()
+    );
     println!("\nmetadata ({} keys):", f.metadata.len());
     for (k, v) in f.metadata.iter() {
         let shown = match v {
-            MetaValue::String(s) if s.len() > 80 => format!("{:?}… ({} bytes)", &s[..s.floor_char_boundary(77)], s.len()),
+            MetaValue::String(s) if s.len() > 80 => {
+                format!("{:?}… ({} bytes)", &s[..s.floor_char_boundary(77)], s.len())
+            }
             other => other.to_string(),
         };
         println!("  {k:<44} {shown}");
     }
-    println!("\n{:<36} {:<5} {:<22} {:>12} {:>12}", "tensor", "type", "dims", "offset", "bytes");
+    println!(
+        "\n{:<36} {:<5} {:<22} {:>12} {:>12}",
+        "tensor", "type", "dims", "offset", "bytes"
+    );
     for t in &f.tensors {
-        println!("{:<36} {:<5} {:<22} {:>12} {:>12}", t.name, t.ty.name(), format!("{:?}", t.dims), t.offset, t.size);
+        println!(
+            "{:<36} {:<5} {:<22} {:>12} {:>12}",
+            t.name,
+            t.ty.name(),
+            format!("{:?}", t.dims),
+            t.offset,
+            t.size
+        );
     }
     Ok(())
 }

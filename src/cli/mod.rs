@@ -28,10 +28,16 @@ pub struct CliError {
 
 impl CliError {
     pub fn usage(m: impl Display) -> CliError {
-        CliError { code: exit::USAGE, message: m.to_string() }
+        CliError {
+            code: exit::USAGE,
+            message: m.to_string(),
+        }
     }
     pub fn runtime(m: impl Display) -> CliError {
-        CliError { code: exit::RUNTIME, message: m.to_string() }
+        CliError {
+            code: exit::RUNTIME,
+            message: m.to_string(),
+        }
     }
 }
 

@@ -12,8 +12,10 @@ pub fn run(a: TokenizeArgs) -> Result<(), CliError> {
     let tok = Tokenizer::from_gguf(&f)
         .map_err(|e| CliError::usage(format!("{}: {e}", a.model_path.display())))?;
     let ids = tok.encode(&a.text, !a.no_parse_special);
-    let pieces: Vec<String> =
-        ids.iter().map(|&id| String::from_utf8_lossy(&tok.token_bytes(id)).into_owned()).collect();
+    let pieces: Vec<String> = ids
+        .iter()
+        .map(|&id| String::from_utf8_lossy(&tok.token_bytes(id)).into_owned())
+        .collect();
     if a.json {
         println!("{}", json!({"ids": ids, "pieces": pieces}));
     } else {

@@ -29,8 +29,14 @@ pub fn forward(
     let pos0 = kv.len();
     let (e, qd, kvd, ff) = (cfg.n_embd, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
     let style = cfg.arch.rope_style();
-    let shape = AttnShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim };
-    let tables: Vec<_> = (0..n).map(|t| rope_table(pos0 + t, cfg.rope_dims, cfg.rope_base)).collect();
+    let shape = AttnShape {
+        n_heads: cfg.n_heads,
+        n_kv_heads: cfg.n_kv_heads,
+        head_dim: cfg.head_dim,
+    };
+    let tables: Vec<_> = (0..n)
+        .map(|t| rope_table(pos0 + t, cfg.rope_dims, cfg.rope_base))
+        .collect();
 
     // embed
     let mut x = vec![0f32; n * e];
@@ -54,19 +60,42 @@ pub fn forward(
         matmul(w, &lw.wv, &h, &mut v);
         for (out, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
             if let Some(b) = bias {
-                out.chunks_exact_mut(b.len()).for_each(|r| add_in_place(r, b));
+                out.chunks_exact_mut(b.len())
+                    .for_each(|r| add_in_place(r, b));
             }
         }
         // rope
         for t in 0..n {
-            rope(&mut q[t * qd..(t + 1) * qd], cfg.head_dim, &tables[t], style);
-            rope(&mut k[t * kvd..(t + 1) * kvd], cfg.head_dim, &tables[t], style);
+            rope(
+                &mut q[t * qd..(t + 1) * qd],
+                cfg.head_dim,
+                &tables[t],
+                style,
+            );
+            rope(
+                &mut k[t * kvd..(t + 1) * kvd],
+                cfg.head_dim,
+                &tables[t],
+                style,
+            );
         }
         // attention (stores this batch's K and V first)
         for t in 0..n {
-            kv.store(l, pos0 + t, &k[t * kvd..(t + 1) * kvd], &v[t * kvd..(t + 1) * kvd]);
+            kv.store(
+                l,
+                pos0 + t,
+                &k[t * kvd..(t + 1) * kvd],
+                &v[t * kvd..(t + 1) * kvd],
+            );
         }
-        attention(shape, &q, kv.keys(l, pos0 + n), kv.values(l, pos0 + n), pos0, &mut att);
+        attention(
+            shape,
+            &q,
+            kv.keys(l, pos0 + n),
+            kv.values(l, pos0 + n),
+            pos0,
+            &mut att,
+        );
         // attn_out, attn_residual
         matmul(w, &lw.wo, &att, &mut o);
         add_in_place(&mut x, &o);

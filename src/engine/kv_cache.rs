@@ -15,8 +15,12 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(n_layers: usize, kv_dim: usize, capacity: usize) -> KvCache {
         KvCache {
-            k: (0..n_layers).map(|_| vec![f16::ZERO; kv_dim * capacity]).collect(),
-            v: (0..n_layers).map(|_| vec![f16::ZERO; kv_dim * capacity]).collect(),
+            k: (0..n_layers)
+                .map(|_| vec![f16::ZERO; kv_dim * capacity])
+                .collect(),
+            v: (0..n_layers)
+                .map(|_| vec![f16::ZERO; kv_dim * capacity])
+                .collect(),
             kv_dim,
             capacity,
             len: 0,

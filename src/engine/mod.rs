@@ -21,7 +21,11 @@ pub enum EngineError {
     #[error("token id {id} is outside the vocabulary of {vocab}")]
     BadToken { id: u32, vocab: usize },
     #[error("the context of {ctx} positions is full ({used} used, {asked} more asked)")]
-    ContextFull { ctx: usize, used: usize, asked: usize },
+    ContextFull {
+        ctx: usize,
+        used: usize,
+        asked: usize,
+    },
     #[error("nothing to evaluate: the token list is empty")]
     Empty,
 }
@@ -77,7 +81,13 @@ impl Engine {
             });
         }
         let m = &self.model;
-        Ok(forward::forward(&m.config, &m.weights, &mut self.kv, tokens, want))
+        Ok(forward::forward(
+            &m.config,
+            &m.weights,
+            &mut self.kv,
+            tokens,
+            want,
+        ))
     }
 }
 
@@ -99,7 +109,11 @@ pub fn generate(
     prompt_logits: bool,
     mut on_step: impl FnMut(&Step),
 ) -> Result<Vec<Vec<f32>>, EngineError> {
-    let want = if prompt_logits { LogitsFor::All } else { LogitsFor::Last };
+    let want = if prompt_logits {
+        LogitsFor::All
+    } else {
+        LogitsFor::Last
+    };
     let mut all = engine.eval(prompt, want)?;
     let mut logits = all.last().cloned().unwrap_or_default();
     if !prompt_logits {
@@ -112,7 +126,10 @@ pub fn generate(
         if (stop_at_eog && engine.model().tokenizer.is_eog(token)) || i + 1 == max_tokens {
             break;
         }
-        logits = engine.eval(&[token], LogitsFor::Last)?.pop().unwrap_or_default();
+        logits = engine
+            .eval(&[token], LogitsFor::Last)?
+            .pop()
+            .unwrap_or_default();
     }
     Ok(all)
 }

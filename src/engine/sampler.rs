@@ -14,13 +14,21 @@ pub struct SamplerConfig {
 
 impl Default for SamplerConfig {
     fn default() -> Self {
-        SamplerConfig { temperature: 0.0, top_k: 40, top_p: 0.95, seed: 42 }
+        SamplerConfig {
+            temperature: 0.0,
+            top_k: 40,
+            top_p: 0.95,
+            seed: 42,
+        }
     }
 }
 
 impl SamplerConfig {
     pub fn greedy() -> Self {
-        SamplerConfig { temperature: 0.0, ..Default::default() }
+        SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        }
     }
 }
 
@@ -69,7 +77,11 @@ pub fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     if k == 0 {
         return Vec::new();
     }
-    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+    let by_logit = |a: &u32, b: &u32| {
+        logits[*b as usize]
+            .total_cmp(&logits[*a as usize])
+            .then(a.cmp(b))
+    };
     idx.select_nth_unstable_by(k - 1, by_logit);
     idx.truncate(k);
     idx.sort_by(by_logit);
@@ -91,11 +103,18 @@ impl Sampler {
         if self.cfg.temperature <= 0.0 || logits.len() <= 1 {
             return argmax(logits);
         }
-        let k = if self.cfg.top_k == 0 { logits.len() } else { self.cfg.top_k };
+        let k = if self.cfg.top_k == 0 {
+            logits.len()
+        } else {
+            self.cfg.top_k
+        };
         let cands = top_k(logits, k);
         let t = self.cfg.temperature as f64;
         let max = cands[0].1 as f64;
-        let mut probs: Vec<f64> = cands.iter().map(|&(_, l)| ((l as f64 - max) / t).exp()).collect();
+        let mut probs: Vec<f64> = cands
+            .iter()
+            .map(|&(_, l)| ((l as f64 - max) / t).exp())
+            .collect();
         let total: f64 = probs.iter().sum();
         probs.iter_mut().for_each(|p| *p /= total);
         // top-p: keep the smallest prefix reaching top_p (at least one token).
@@ -141,23 +160,47 @@ mod tests {
     #[test]
     fn sampling_is_seeded_and_respects_top_k_and_top_p() {
         let logits: Vec<f32> = (0..100).map(|i| (i as f32) * 0.05).collect();
-        let cfg = SamplerConfig { temperature: 1.0, top_k: 5, top_p: 1.0, seed: 7 };
-        let a: Vec<u32> = { let mut s = Sampler::new(cfg.clone()); (0..50).map(|_| s.sample(&logits)).collect() };
-        let b: Vec<u32> = { let mut s = Sampler::new(cfg.clone()); (0..50).map(|_| s.sample(&logits)).collect() };
+        let cfg = SamplerConfig {
+            temperature: 1.0,
+            top_k: 5,
+            top_p: 1.0,
+            seed: 7,
+        };
+        let a: Vec<u32> = {
+            let mut s = Sampler::new(cfg.clone());
+            (0..50).map(|_| s.sample(&logits)).collect()
+        };
+        let b: Vec<u32> = {
+            let mut s = Sampler::new(cfg.clone());
+            (0..50).map(|_| s.sample(&logits)).collect()
+        };
         assert_eq!(a, b);
-        assert!(a.iter().all(|&t| t >= 95), "top-k 5 keeps ids 95..99: {a:?}");
+        assert!(
+            a.iter().all(|&t| t >= 95),
+            "top-k 5 keeps ids 95..99: {a:?}"
+        );
         assert!(a.iter().collect::<std::collections::HashSet<_>>().len() > 1);
         // A dominant token with top_p below its probability is always chosen.
         let mut l = vec![0f32; 10];
         l[3] = 10.0;
-        let mut s = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 0.5, seed: 1 });
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 0.5,
+            seed: 1,
+        });
         assert!((0..100).all(|_| s.sample(&l) == 3));
     }
 
     #[test]
     fn temperature_spreads_choices() {
         let logits = [1.0f32, 1.1, 0.9, 1.05];
-        let mut s = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 3 });
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 3,
+        });
         let seen: std::collections::HashSet<u32> = (0..200).map(|_| s.sample(&logits)).collect();
         assert_eq!(seen.len(), 4);
     }

@@ -29,7 +29,11 @@ pub enum GgufErrorKind {
     #[error("metadata key {0:?} appears twice")]
     DuplicateKey(String),
     #[error("metadata key {key:?} has type {found}, expected {expected}")]
-    WrongValueType { key: String, found: &'static str, expected: &'static str },
+    WrongValueType {
+        key: String,
+        found: &'static str,
+        expected: &'static str,
+    },
     #[error("general.alignment {0} is not a power of two between 1 and 65536")]
     BadAlignment(u64),
     #[error("tensor {0:?} appears twice")]
@@ -40,12 +44,32 @@ pub enum GgufErrorKind {
     BadShape { tensor: String, dims: Vec<u64> },
     #[error("tensor {tensor:?} has unknown or unsupported type id {id}")]
     UnknownTensorType { tensor: String, id: u32 },
-    #[error("tensor {tensor:?}: row length {ne0} is not a multiple of the {ty} block size {block}")]
-    NotBlockMultiple { tensor: String, ty: GgmlType, ne0: u64, block: usize },
-    #[error("tensor {tensor:?} data offset {offset} is not a multiple of the alignment {alignment}")]
-    Misaligned { tensor: String, offset: u64, alignment: u64 },
-    #[error("tensor {tensor:?} (bytes {start}..{end}) extends past the end of the file ({len} bytes)")]
-    OutOfFile { tensor: String, start: u64, end: u64, len: u64 },
+    #[error(
+        "tensor {tensor:?}: row length {ne0} is not a multiple of the {ty} block size {block}"
+    )]
+    NotBlockMultiple {
+        tensor: String,
+        ty: GgmlType,
+        ne0: u64,
+        block: usize,
+    },
+    #[error(
+        "tensor {tensor:?} data offset {offset} is not a multiple of the alignment {alignment}"
+    )]
+    Misaligned {
+        tensor: String,
+        offset: u64,
+        alignment: u64,
+    },
+    #[error(
+        "tensor {tensor:?} (bytes {start}..{end}) extends past the end of the file ({len} bytes)"
+    )]
+    OutOfFile {
+        tensor: String,
+        start: u64,
+        end: u64,
+        len: u64,
+    },
 }
 
 /// A reader error: the file and what went wrong in it.

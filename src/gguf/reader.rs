@@ -89,7 +89,10 @@ impl std::fmt::Debug for GgufFile {
 impl GgufFile {
     /// Memory-map and validate `path`.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let err = |kind| GgufError { file: path.to_path_buf(), kind };
+        let err = |kind| GgufError {
+            file: path.to_path_buf(),
+            kind,
+        };
         let file = std::fs::File::open(path).map_err(|e| err(K::Io(e.to_string())))?;
         let meta = file.metadata().map_err(|e| err(K::Io(e.to_string())))?;
         if !meta.is_file() {
@@ -107,7 +110,11 @@ impl GgufFile {
     }
 
     fn parse(path: &Path, bytes: Bytes) -> Result<GgufFile, GgufError> {
-        let parsed = Parser { buf: bytes.as_slice(), pos: 0 }.file();
+        let parsed = Parser {
+            buf: bytes.as_slice(),
+            pos: 0,
+        }
+        .file();
         match parsed {
             Ok((version, metadata, tensors, alignment, data_offset)) => Ok(GgufFile {
                 path: path.to_path_buf(),
@@ -118,7 +125,10 @@ impl GgufFile {
                 data_offset,
                 bytes,
             }),
-            Err(kind) => Err(GgufError { file: path.to_path_buf(), kind }),
+            Err(kind) => Err(GgufError {
+                file: path.to_path_buf(),
+                kind,
+            }),
         }
     }
 
@@ -183,7 +193,10 @@ impl<'a> Parser<'a> {
     fn count(&mut self, min_size: u64, what: &dyn Fn() -> String) -> Result<usize, K> {
         let n = self.u64(what)?;
         if n.checked_mul(min_size).is_none_or(|b| b > self.left()) {
-            return Err(K::CountTooLarge { what: what(), count: n });
+            return Err(K::CountTooLarge {
+                what: what(),
+                count: n,
+            });
         }
         Ok(n as usize)
     }
@@ -191,7 +204,11 @@ impl<'a> Parser<'a> {
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String, K> {
         let len = self.u64(what)?;
         if len > self.left() {
-            return Err(K::StringTooLong { what: what(), len, left: self.left() });
+            return Err(K::StringTooLong {
+                what: what(),
+                len,
+                left: self.left(),
+            });
         }
         let bytes = self.take(len as usize, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| K::InvalidUtf8(what()))
@@ -286,8 +303,10 @@ impl<'a> Parser<'a> {
                     return Err(K::NestingTooDeep(key.to_string()));
                 }
                 let ety = self.u32(&what)?;
-                let min = min_value_size(ety)
-                    .ok_or_else(|| K::UnknownValueType { key: key.to_string(), ty: ety })?;
+                let min = min_value_size(ety).ok_or_else(|| K::UnknownValueType {
+                    key: key.to_string(),
+                    ty: ety,
+                })?;
                 let n = self.count(min, &|| format!("array of metadata key {key:?}"))?;
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -295,7 +314,12 @@ impl<'a> Parser<'a> {
                 }
                 MetaValue::Array(ety, items)
             }
-            other => return Err(K::UnknownValueType { key: key.to_string(), ty: other }),
+            other => {
+                return Err(K::UnknownValueType {
+                    key: key.to_string(),
+                    ty: other,
+                })
+            }
         })
     }
 
@@ -304,7 +328,10 @@ impl<'a> Parser<'a> {
         let what = || format!("the entry of tensor {name:?}");
         let n_dims = self.u32(&what)?;
         if !(1..=4).contains(&n_dims) {
-            return Err(K::BadDimCount { tensor: name, n_dims });
+            return Err(K::BadDimCount {
+                tensor: name,
+                n_dims,
+            });
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
@@ -312,14 +339,22 @@ impl<'a> Parser<'a> {
         }
         let type_id = self.u32(&what)?;
         let offset = self.u64(&what)?;
-        let bad_shape = || K::BadShape { tensor: name.clone(), dims: dims.clone() };
+        let bad_shape = || K::BadShape {
+            tensor: name.clone(),
+            dims: dims.clone(),
+        };
         let n_elements = dims
             .iter()
-            .try_fold(1u64, |acc, &d| if d == 0 { None } else { acc.checked_mul(d) })
+            .try_fold(
+                1u64,
+                |acc, &d| if d == 0 { None } else { acc.checked_mul(d) },
+            )
             .filter(|&n| n <= usize::MAX as u64 / 4)
             .ok_or_else(bad_shape)?;
-        let ty = GgmlType::from_id(type_id)
-            .ok_or_else(|| K::UnknownTensorType { tensor: name.clone(), id: type_id })?;
+        let ty = GgmlType::from_id(type_id).ok_or_else(|| K::UnknownTensorType {
+            tensor: name.clone(),
+            id: type_id,
+        })?;
         if dims[0] % ty.block_size() as u64 != 0 {
             return Err(K::NotBlockMultiple {
                 tensor: name,
@@ -332,9 +367,19 @@ impl<'a> Parser<'a> {
             .checked_mul(ty.block_bytes() as u64)
             .ok_or_else(bad_shape)?;
         if offset % alignment != 0 {
-            return Err(K::Misaligned { tensor: name, offset, alignment });
+            return Err(K::Misaligned {
+                tensor: name,
+                offset,
+                alignment,
+            });
         }
-        Ok(TensorInfo { name, dims, ty, offset, size })
+        Ok(TensorInfo {
+            name,
+            dims,
+            ty,
+            offset,
+            size,
+        })
     }
 }
 

@@ -34,7 +34,12 @@ impl GgufWriter {
 
     /// Add a tensor; `dims` innermost first, `data` already encoded as `ty`.
     pub fn tensor(&mut self, name: &str, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> &mut Self {
-        self.tensors.push(PendingTensor { name: name.to_string(), dims: dims.to_vec(), ty, data });
+        self.tensors.push(PendingTensor {
+            name: name.to_string(),
+            dims: dims.to_vec(),
+            ty,
+            data,
+        });
         self
     }
 
@@ -49,7 +54,8 @@ impl GgufWriter {
     /// Serialise to bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        self.write_to(&mut out).expect("writing to a Vec cannot fail");
+        self.write_to(&mut out)
+            .expect("writing to a Vec cannot fail");
         out
     }
 

@@ -46,7 +46,11 @@ pub enum ConfigError {
     #[error("metadata key {0} is missing or not a number")]
     Missing(String),
     #[error("metadata key {key} = {value} is out of range ({why})")]
-    OutOfRange { key: String, value: f64, why: &'static str },
+    OutOfRange {
+        key: String,
+        value: f64,
+        why: &'static str,
+    },
 }
 
 /// Hyper-parameters of a decoder-only transformer.
@@ -71,7 +75,9 @@ impl Config {
     /// Read and validate the configuration of `file`.
     pub fn from_gguf(file: &GgufFile) -> Result<Config, ConfigError> {
         let md = &file.metadata;
-        let arch_name = md.get_str("general.architecture").ok_or(ConfigError::NoArch)?;
+        let arch_name = md
+            .get_str("general.architecture")
+            .ok_or(ConfigError::NoArch)?;
         let arch = match arch_name {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
@@ -95,8 +101,18 @@ impl Config {
         };
         let n_layers = range("block_count", req("block_count")?, 1, 1024)?;
         let n_embd = range("embedding_length", req("embedding_length")?, 1, 1 << 16)?;
-        let n_ff = range("feed_forward_length", req("feed_forward_length")?, 1, 1 << 18)?;
-        let n_heads = range("attention.head_count", req("attention.head_count")?, 1, 1024)?;
+        let n_ff = range(
+            "feed_forward_length",
+            req("feed_forward_length")?,
+            1,
+            1 << 18,
+        )?;
+        let n_heads = range(
+            "attention.head_count",
+            req("attention.head_count")?,
+            1,
+            1024,
+        )?;
         let n_kv_heads = match md.get_u64(&key("attention.head_count_kv")) {
             Some(v) => range("attention.head_count_kv", v as usize, 1, n_heads)?,
             None => n_heads,
@@ -143,7 +159,7 @@ impl Config {
         let norm_eps = md
             .get_f32(&key("attention.layer_norm_rms_epsilon"))
             .ok_or_else(|| ConfigError::Missing(key("attention.layer_norm_rms_epsilon")))?;
-        if !(norm_eps.is_finite() && norm_eps >= 0.0 && norm_eps < 1.0) {
+        if !((0.0..1.0).contains(&norm_eps)) {
             return Err(ConfigError::OutOfRange {
                 key: key("attention.layer_norm_rms_epsilon"),
                 value: norm_eps as f64,

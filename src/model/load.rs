@@ -18,7 +18,10 @@ pub enum LoadError {
     #[error("{}: {source}", file.display())]
     Weights { file: PathBuf, source: WeightsError },
     #[error("{}: {source}", file.display())]
-    Tokenizer { file: PathBuf, source: TokenizerError },
+    Tokenizer {
+        file: PathBuf,
+        source: TokenizerError,
+    },
 }
 
 /// A loaded model: its file, configuration, weights and tokenizer.
@@ -40,7 +43,12 @@ impl Model {
             .map_err(|source| LoadError::Weights { file: p(), source })?;
         let tokenizer = Tokenizer::from_gguf(&file)
             .map_err(|source| LoadError::Tokenizer { file: p(), source })?;
-        Ok(Model { file, config, weights, tokenizer })
+        Ok(Model {
+            file,
+            config,
+            weights,
+            tokenizer,
+        })
     }
 
     /// `general.name`, else the file stem.
@@ -50,7 +58,12 @@ impl Model {
             .get_str("general.name")
             .map(str::to_string)
             .unwrap_or_else(|| {
-                self.file.path.file_stem().unwrap_or_default().to_string_lossy().into_owned()
+                self.file
+                    .path
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
             })
     }
 }

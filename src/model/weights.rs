@@ -14,7 +14,11 @@ pub enum WeightsError {
     #[error("tensor {0} is missing")]
     Missing(String),
     #[error("tensor {name} has shape {found:?}, expected {expected:?}")]
-    WrongShape { name: String, found: Vec<u64>, expected: Vec<u64> },
+    WrongShape {
+        name: String,
+        found: Vec<u64>,
+        expected: Vec<u64>,
+    },
 }
 
 /// A 2-D weight matrix `[rows = out, cols = in]` stored in the file: `out[o] = row_o · x`.
@@ -103,7 +107,14 @@ impl Weights {
                 w_down: mat(f, &n("ffn_down.weight"), [ff, e])?,
             });
         }
-        Ok(Weights { file, token_embd, output_norm, output, tied_output, layers })
+        Ok(Weights {
+            file,
+            token_embd,
+            output_norm,
+            output,
+            tied_output,
+            layers,
+        })
     }
 
     /// The stored bytes of `m`.
@@ -124,7 +135,8 @@ impl Weights {
 }
 
 fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, WeightsError> {
-    f.tensor(name).ok_or_else(|| WeightsError::Missing(name.to_string()))
+    f.tensor(name)
+        .ok_or_else(|| WeightsError::Missing(name.to_string()))
 }
 
 fn mat(f: &GgufFile, name: &str, dims: [u64; 2]) -> Result<Mat, WeightsError> {

@@ -92,6 +92,10 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
         (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q4_k_q8_k(w, a),
         (GgmlType::Q5_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q5_k_q8_k(w, a),
         (GgmlType::Q6_K, QuantizedAct::Q8_K(a)) => kquants::vec_dot_q6_k_q8_k(w, a),
-        (ty, act) => panic!("{ty} weights need {:?} activations, got {:?}", ActType::for_weights(ty), act.act_type()),
+        (ty, act) => panic!(
+            "{ty} weights need {:?} activations, got {:?}",
+            ActType::for_weights(ty),
+            act.act_type()
+        ),
     }
 }

@@ -26,6 +26,8 @@
 use half::f16;
 
 /// Weights per block in every format of this module.
+use super::simd_order::{lane_sums, Lanes8};
+
 const QK: usize = 32;
 
 const Q4_0_BYTES: usize = 18;
@@ -85,15 +87,6 @@ fn nibbles_with_high_bits(qs: &[u8], qh: u32) -> [u8; QK] {
         *v |= (((qh >> j) & 1) as u8) << 4;
     }
     q
-}
-
-/// Integer dot of 32 weight quants (offset by `-offset`) with 32 activation quants.
-#[inline]
-fn idot(q: &[u8; QK], offset: i32, a: &[i8; QK]) -> i32 {
-    q.iter()
-        .zip(a)
-        .map(|(&w, &x)| (w as i32 - offset) * x as i32)
-        .sum()
 }
 
 /// Splits a row into `bytes`-sized blocks and pairs each with its 32 outputs.
@@ -322,55 +315,65 @@ fn weight_blocks<'a, A>(
     w.chunks_exact(bytes).zip(a)
 }
 
+/// Per-lane sums of `(q - offset) · a` over four consecutive weights (see `simd_order`).
+#[inline]
+fn lanes(q: &[u8; QK], offset: i32, a: &[i8; QK]) -> [i32; 8] {
+    std::array::from_fn(|l| {
+        (4 * l..4 * l + 4)
+            .map(|k| (q[k] as i32 - offset) * a[k] as i32)
+            .sum()
+    })
+}
+
+// The dots below follow llama.cpp's x86 kernels (arch/x86/quants.c): per block, the eight lane
+// sums are scaled by `d_w * d_a` into an 8-lane FMA accumulator reduced by `hsum_float_8`; the
+// Q4_1/Q5_1 min terms accumulate separately (`summs`, an FMA once the compiler contracts it).
+
 pub fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
-    let mut sumf = 0f32;
+    let mut acc = Lanes8::default();
     for (b, y) in weight_blocks(w, Q4_0_BYTES, a) {
-        let isum = idot(&nibbles(&b[2..18]), 8, &y.qs);
-        sumf += (f16_at(b, 0) * y.d) * isum as f32;
+        acc.fma(f16_at(b, 0) * y.d, lanes(&nibbles(&b[2..18]), 8, &y.qs));
     }
-    sumf
+    acc.hsum()
 }
 
 pub fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
-    let mut sumf = 0f32;
+    let mut acc = Lanes8::default();
     for (b, y) in weight_blocks(w, Q5_0_BYTES, a) {
         let q = nibbles_with_high_bits(&b[6..22], u32_at(b, 2));
-        let isum = idot(&q, 16, &y.qs);
-        sumf += (f16_at(b, 0) * y.d) * isum as f32;
+        acc.fma(f16_at(b, 0) * y.d, lanes(&q, 16, &y.qs));
     }
-    sumf
+    acc.hsum()
 }
 
 pub fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
-    let mut sumf = 0f32;
+    let mut acc = Lanes8::default();
     for (b, y) in weight_blocks(w, Q8_0_BYTES, a) {
-        let isum: i32 = b[2..34]
-            .iter()
-            .zip(&y.qs)
-            .map(|(&q, &x)| q as i8 as i32 * x as i32)
-            .sum();
-        sumf += (f16_at(b, 0) * y.d) * isum as f32;
+        let q: &[i8; QK] = &std::array::from_fn(|k| b[2 + k] as i8);
+        acc.fma(f16_at(b, 0) * y.d, lane_sums(q, &y.qs));
     }
-    sumf
+    acc.hsum()
 }
 
 pub fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
-    let mut sumf = 0f32;
+    let mut acc = Lanes8::default();
+    let mut summs = 0f32;
     for (b, y) in weight_blocks(w, Q4_1_BYTES, a) {
-        let isum = idot(&nibbles(&b[4..20]), 0, &y.qs);
-        sumf += (f16_at(b, 0) * y.d) * isum as f32 + f16_at(b, 2) * y.s;
+        summs += f16_at(b, 2) * y.s;
+        acc.fma(f16_at(b, 0) * y.d, lanes(&nibbles(&b[4..20]), 0, &y.qs));
     }
-    sumf
+    acc.hsum() + summs
 }
 
 pub fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
-    let mut sumf = 0f32;
+    let mut acc = Lanes8::default();
+    let mut summs = 0f32;
     for (b, y) in weight_blocks(w, Q5_1_BYTES, a) {
+        summs += f16_at(b, 2) * y.s;
         let q = nibbles_with_high_bits(&b[8..24], u32_at(b, 4));
-        let isum = idot(&q, 0, &y.qs);
-        sumf += (f16_at(b, 0) * y.d) * isum as f32 + f16_at(b, 2) * y.s;
+        acc.fma(f16_at(b, 0) * y.d, lanes(&q, 0, &y.qs));
     }
-    sumf
+    acc.hsum() + summs
 }
 
 #[cfg(test)]

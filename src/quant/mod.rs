@@ -16,6 +16,7 @@ pub mod act;
 pub mod float;
 pub mod kquants;
 pub mod legacy;
+pub mod simd_order;
 mod types;
 
 pub use act::{quantize_act, vec_dot, ActType, QuantizedAct};
@@ -26,7 +27,11 @@ pub use types::GgmlType;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QuantError {
     #[error("{len} values is not a whole number of {ty} blocks of {block}")]
-    NotBlockMultiple { ty: GgmlType, len: usize, block: usize },
+    NotBlockMultiple {
+        ty: GgmlType,
+        len: usize,
+        block: usize,
+    },
     #[error("quantizing to {0} is not supported")]
     Unsupported(GgmlType),
 }
@@ -69,8 +74,12 @@ pub fn dot_f32(ty: GgmlType, src: &[u8], x: &[f32]) -> f32 {
 /// Q4_K, Q6_K (what `synth` writes).
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut Vec<u8>) -> Result<(), QuantError> {
     let block = ty.block_size();
-    if src.len() % block != 0 {
-        return Err(QuantError::NotBlockMultiple { ty, len: src.len(), block });
+    if !src.len().is_multiple_of(block) {
+        return Err(QuantError::NotBlockMultiple {
+            ty,
+            len: src.len(),
+            block,
+        });
     }
     match ty {
         GgmlType::F32 => float::quantize_f32(src, dst),

@@ -5,16 +5,20 @@ use std::path::PathBuf;
 
 /// `tests/fixtures/...`.
 pub fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
 
 /// The SmolLM2-135M-Instruct Q4_1 file fetched by `scripts/fetch-test-model.sh`: `$CBTOP_SMOLLM2`,
 /// else `$HOME/.cache/cbtop/SmolLM2-135M-Instruct.Q4_1.gguf`. Panics with instructions if absent.
 pub fn smollm2() -> PathBuf {
-    let p = std::env::var_os("CBTOP_SMOLLM2").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-            .join(".cache/cbtop/SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
+    let p = std::env::var_os("CBTOP_SMOLLM2")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/cbtop/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
     assert!(
         p.is_file(),
         "the test model {} is missing: run the README's test command (scripts/test.sh), which fetches it",
@@ -35,10 +39,18 @@ pub fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
 
 /// A JSON array of numbers as Vec<f32>.
 pub fn floats(v: &serde_json::Value) -> Vec<f32> {
-    v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number") as f32).collect()
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_f64().expect("number") as f32)
+        .collect()
 }
 
 /// A JSON array of integers as Vec<u32>.
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_u64().expect("id") as u32)
+        .collect()
 }

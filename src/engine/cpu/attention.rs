@@ -10,6 +10,8 @@
 use half::f16;
 use rayon::prelude::*;
 
+use crate::quant::simd_order::dot_f16;
+
 /// Query rows from which llama.cpp switches to its tiled f32 kernel.
 const TILED_FROM: usize = 64;
 
@@ -41,7 +43,11 @@ pub fn attention(
     pos0: usize,
     out: &mut [f32],
 ) {
-    let AttnShape { n_heads, n_kv_heads, head_dim: hd } = shape;
+    let AttnShape {
+        n_heads,
+        n_kv_heads,
+        head_dim: hd,
+    } = shape;
     let q_dim = n_heads * hd;
     let kv_dim = n_kv_heads * hd;
     let group = n_heads / n_kv_heads;
@@ -51,19 +57,15 @@ pub fn attention(
         let (t, h) = (idx / n_heads, idx % n_heads);
         let g = h / group;
         let n_ctx = pos0 + t + 1;
-        let qh: Vec<f32> = q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd]
-            .iter()
-            .map(|&v| if tiled { v } else { f16::from_f32(v).to_f32() })
-            .collect();
         let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
         let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
-        let score = |j: usize| dot8(key(j).iter().map(|v| v.to_f32()), qh.iter().copied()) * scale;
+        let qrow = &q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
         let mut max = f32::NEG_INFINITY;
         let mut sum = 0f32;
         if tiled {
             o.fill(0.0);
             for j in 0..n_ctx {
-                let s = score(j);
+                let s = dot8(key(j).iter().map(|v| v.to_f32()), qrow.iter().copied()) * scale;
                 if s > max {
                     let ms = (max - s).exp();
                     o.iter_mut().for_each(|a| *a *= ms);
@@ -77,21 +79,23 @@ pub fn attention(
                 sum += vs;
             }
         } else {
+            let q16: Vec<f16> = qrow.iter().map(|&v| f16::from_f32(v)).collect();
             let mut acc = vec![f16::ZERO; hd];
             for j in 0..n_ctx {
-                let s = score(j);
+                let s = dot_f16(key(j), &q16) * scale;
                 let (mut ms, mut vs) = (1.0f32, 1.0f32);
                 if s > max {
                     ms = (max - s).exp();
                     max = s;
-                    acc.iter_mut().for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
+                    acc.iter_mut()
+                        .for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
                 } else {
                     vs = (s - max).exp();
                 }
                 for (a, v) in acc.iter_mut().zip(value(j)) {
                     *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
                 }
-                sum = sum * ms + vs;
+                sum = sum.mul_add(ms, vs);
             }
             o.iter_mut().zip(&acc).for_each(|(d, a)| *d = a.to_f32());
         }
@@ -106,7 +110,11 @@ mod tests {
 
     /// Plain f64 attention for comparison.
     fn reference(shape: AttnShape, q: &[f32], k: &[f32], v: &[f32], pos0: usize) -> Vec<f32> {
-        let AttnShape { n_heads, n_kv_heads, head_dim: hd } = shape;
+        let AttnShape {
+            n_heads,
+            n_kv_heads,
+            head_dim: hd,
+        } = shape;
         let n = q.len() / (n_heads * hd);
         let mut out = vec![0f32; q.len()];
         for t in 0..n {
@@ -116,7 +124,10 @@ mod tests {
                 let s: Vec<f64> = (0..=pos0 + t)
                     .map(|j| {
                         let kj = &k[(j * n_kv_heads + g) * hd..][..hd];
-                        qh.iter().zip(kj).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()
+                        qh.iter()
+                            .zip(kj)
+                            .map(|(a, b)| *a as f64 * *b as f64)
+                            .sum::<f64>()
                             / (hd as f64).sqrt()
                     })
                     .collect();
@@ -137,7 +148,11 @@ mod tests {
 
     #[test]
     fn matches_f64_reference_with_gqa_and_causal_mask() {
-        let shape = AttnShape { n_heads: 4, n_kv_heads: 2, head_dim: 8 };
+        let shape = AttnShape {
+            n_heads: 4,
+            n_kv_heads: 2,
+            head_dim: 8,
+        };
         let (pos0, n) = (3, 2);
         let mut seed = 12345u32;
         let mut rnd = || {
@@ -172,11 +187,21 @@ mod tests {
 
     #[test]
     fn tiled_batches_match_the_reference_too() {
-        let shape = AttnShape { n_heads: 2, n_kv_heads: 1, head_dim: 4 };
+        let shape = AttnShape {
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 4,
+        };
         let n = TILED_FROM + 3;
-        let k: Vec<f32> = (0..n * 4).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
-        let v: Vec<f32> = (0..n * 4).map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0).collect();
-        let q: Vec<f32> = (0..n * 8).map(|i| ((i * 3 % 17) as f32 - 8.0) / 3.0).collect();
+        let k: Vec<f32> = (0..n * 4)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+            .collect();
+        let v: Vec<f32> = (0..n * 4)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0)
+            .collect();
+        let q: Vec<f32> = (0..n * 8)
+            .map(|i| ((i * 3 % 17) as f32 - 8.0) / 3.0)
+            .collect();
         let k16: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
         let v16: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
         let mut out = vec![0f32; q.len()];

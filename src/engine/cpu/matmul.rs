@@ -18,29 +18,37 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
     debug_assert_eq!(x.len(), n * m.cols);
     debug_assert_eq!(out.len(), n * m.rows);
     let kind = ActType::for_weights(m.ty);
-    let acts: Vec<_> = x.chunks_exact(m.cols).map(|row| quantize_act(kind, row)).collect();
+    let acts: Vec<_> = x
+        .chunks_exact(m.cols)
+        .map(|row| quantize_act(kind, row))
+        .collect();
     let bytes = w.bytes(m);
     let rb = m.row_bytes();
     if n == 1 {
-        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(ci, chunk)| {
-            for (i, o) in chunk.iter_mut().enumerate() {
-                let r = ci * ROWS_PER_TASK + i;
-                *o = vec_dot(m.ty, &bytes[r * rb..(r + 1) * rb], &acts[0]);
-            }
-        });
+        out.par_chunks_mut(ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(ci, chunk)| {
+                for (i, o) in chunk.iter_mut().enumerate() {
+                    let r = ci * ROWS_PER_TASK + i;
+                    *o = vec_dot(m.ty, &bytes[r * rb..(r + 1) * rb], &acts[0]);
+                }
+            });
         return;
     }
     // Transposed result `[row][token]`, so each task writes one contiguous block.
     let mut out_t = vec![0f32; n * m.rows];
-    out_t.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(|(ci, chunk)| {
-        for (i, per_tok) in chunk.chunks_exact_mut(n).enumerate() {
-            let r = ci * ROWS_PER_TASK + i;
-            let row = &bytes[r * rb..(r + 1) * rb];
-            for (o, a) in per_tok.iter_mut().zip(&acts) {
-                *o = vec_dot(m.ty, row, a);
+    out_t
+        .par_chunks_mut(ROWS_PER_TASK * n)
+        .enumerate()
+        .for_each(|(ci, chunk)| {
+            for (i, per_tok) in chunk.chunks_exact_mut(n).enumerate() {
+                let r = ci * ROWS_PER_TASK + i;
+                let row = &bytes[r * rb..(r + 1) * rb];
+                for (o, a) in per_tok.iter_mut().zip(&acts) {
+                    *o = vec_dot(m.ty, row, a);
+                }
             }
-        }
-    });
+        });
     for (r, per_tok) in out_t.chunks_exact(n).enumerate() {
         for (t, &v) in per_tok.iter().enumerate() {
             out[t * m.rows + r] = v;

@@ -2,6 +2,7 @@
 //! arithmetic (f32 values, f64 sums where ggml uses them).
 
 use crate::model::RopeStyle;
+use crate::quant::simd_order::silu;
 
 /// `out = x / rms(x) * w` for one row, as ggml's rms_norm followed by mul.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
@@ -20,10 +21,10 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x).
+/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x) with ggml's vector `expf`.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+        *g = silu(*g) * u;
     }
 }
 
@@ -51,8 +52,10 @@ pub fn rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeSty
                 RopeStyle::Neox => (i, i + n_rot / 2),
             };
             let (x0, x1) = (head[a], head[b]);
-            head[a] = x0 * c - x1 * s;
-            head[b] = x0 * s + x1 * c;
+            // ggml computes `x0*c - x1*s` and `x0*s + x1*c`; GCC contracts each into one FMA
+            // (first product fused, second rounded), and a real model notices the last bit.
+            head[a] = x0.mul_add(c, -(x1 * s));
+            head[b] = x0.mul_add(s, x1 * c);
         }
     }
 }
