@@ -77,6 +77,7 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
 
 /// Dot product of one weight row (`ty` blocks in `w`) with an activation already quantized
 /// into `ActType::for_weights(ty)`. Panics if the activation format does not match.
+#[inline(always)]
 pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
     match (ty, act) {
         (GgmlType::F32, QuantizedAct::F32(x)) => float::dot_f32_row(w, x),

@@ -316,7 +316,7 @@ fn weight_blocks<'a, A>(
 }
 
 /// Per-lane sums of `(q - offset) · a` over four consecutive weights (see `simd_order`).
-#[inline]
+#[inline(always)]
 fn lanes(q: &[u8; QK], offset: i32, a: &[i8; QK]) -> [i32; 8] {
     std::array::from_fn(|l| {
         (4 * l..4 * l + 4)
@@ -329,6 +329,7 @@ fn lanes(q: &[u8; QK], offset: i32, a: &[i8; QK]) -> [i32; 8] {
 // sums are scaled by `d_w * d_a` into an 8-lane FMA accumulator reduced by `hsum_float_8`; the
 // Q4_1/Q5_1 min terms accumulate separately (`summs`, an FMA once the compiler contracts it).
 
+#[inline(always)]
 pub fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Lanes8::default();
     for (b, y) in weight_blocks(w, Q4_0_BYTES, a) {
@@ -337,6 +338,7 @@ pub fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     acc.hsum()
 }
 
+#[inline(always)]
 pub fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Lanes8::default();
     for (b, y) in weight_blocks(w, Q5_0_BYTES, a) {
@@ -346,6 +348,7 @@ pub fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     acc.hsum()
 }
 
+#[inline(always)]
 pub fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Lanes8::default();
     for (b, y) in weight_blocks(w, Q8_0_BYTES, a) {
@@ -355,6 +358,7 @@ pub fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     acc.hsum()
 }
 
+#[inline(always)]
 pub fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     let mut acc = Lanes8::default();
     let mut summs = 0f32;
@@ -365,6 +369,7 @@ pub fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     acc.hsum() + summs
 }
 
+#[inline(always)]
 pub fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     let mut acc = Lanes8::default();
     let mut summs = 0f32;

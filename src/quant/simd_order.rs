@@ -17,7 +17,7 @@ pub struct Lanes8([f32; 8]);
 
 impl Lanes8 {
     /// `acc[l] = fma(d, sums[l], acc[l])` (`_mm256_fmadd_ps(d, q, acc)`).
-    #[inline]
+    #[inline(always)]
     pub fn fma(&mut self, d: f32, sums: [i32; 8]) {
         for (a, s) in self.0.iter_mut().zip(sums) {
             *a = d.mul_add(s as f32, *a);
@@ -25,7 +25,7 @@ impl Lanes8 {
     }
 
     /// ggml's `hsum_float_8`: high half + low half, then pairs, then the last two.
-    #[inline]
+    #[inline(always)]
     pub fn hsum(&self) -> f32 {
         let x = &self.0;
         let r: [f32; 4] = std::array::from_fn(|i| x[i + 4] + x[i]);
@@ -35,7 +35,7 @@ impl Lanes8 {
 
 /// Sums of four consecutive products per lane (`maddubs` + `madd`, or VNNI `dpbusd`): lane `l`
 /// holds `Σ_{k<4} q[4l+k]·a[4l+k]`. Integer-exact, so any ISA gives the same lanes.
-#[inline]
+#[inline(always)]
 pub fn lane_sums(q: &[i8; 32], a: &[i8; 32]) -> [i32; 8] {
     std::array::from_fn(|l| {
         (0..4)
@@ -45,7 +45,7 @@ pub fn lane_sums(q: &[i8; 32], a: &[i8; 32]) -> [i32; 8] {
 }
 
 /// ggml's `_mm512_reduce_add_ps` order for 16 lanes (GCC's expansion).
-#[inline]
+#[inline(always)]
 fn reduce_add_16(x: &[f32; 16]) -> f32 {
     let t3: [f32; 8] = std::array::from_fn(|i| x[i + 8] + x[i]);
     let t6: [f32; 4] = std::array::from_fn(|i| t3[i + 4] + t3[i]);
@@ -79,7 +79,7 @@ pub fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
 }
 
 /// ggml's AVX-512 `ggml_v_expf` (an Arm-optimized-routines polynomial, max error ~1.5 ulp).
-#[inline]
+#[inline(always)]
 pub fn expf(x: f32) -> f32 {
     let r = f32::from_bits(0x4b40_0000); // 0x1.8p23
     let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), r); // log2(e)
@@ -104,7 +104,7 @@ pub fn expf(x: f32) -> f32 {
 }
 
 /// SiLU as ggml's vector path computes it: `x / (1 + expf(0 - x))`.
-#[inline]
+#[inline(always)]
 pub fn silu(x: f32) -> f32 {
     x / (1.0 + expf(0.0 - x))
 }

@@ -10,6 +10,7 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::fma::with_fma;
 use crate::quant::simd_order::dot_f16;
 
 /// Query rows from which llama.cpp switches to its tiled f32 kernel.
@@ -54,53 +55,59 @@ pub fn attention(
     let scale = 1.0 / (hd as f32).sqrt();
     let tiled = q.len() / q_dim >= TILED_FROM;
     out.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
-        let (t, h) = (idx / n_heads, idx % n_heads);
-        let g = h / group;
-        let n_ctx = pos0 + t + 1;
-        let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
-        let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
-        let qrow = &q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
-        let mut max = f32::NEG_INFINITY;
-        let mut sum = 0f32;
-        if tiled {
-            o.fill(0.0);
-            for j in 0..n_ctx {
-                let s = dot8(key(j).iter().map(|v| v.to_f32()), qrow.iter().copied()) * scale;
-                if s > max {
-                    let ms = (max - s).exp();
-                    o.iter_mut().for_each(|a| *a *= ms);
-                    sum *= ms;
-                    max = s;
-                }
-                let vs = (s - max).exp();
-                for (a, v) in o.iter_mut().zip(value(j)) {
-                    *a += v.to_f32() * vs;
-                }
-                sum += vs;
-            }
-        } else {
-            let q16: Vec<f16> = qrow.iter().map(|&v| f16::from_f32(v)).collect();
-            let mut acc = vec![f16::ZERO; hd];
-            for j in 0..n_ctx {
-                let s = dot_f16(key(j), &q16) * scale;
-                let (mut ms, mut vs) = (1.0f32, 1.0f32);
-                if s > max {
-                    ms = (max - s).exp();
-                    max = s;
-                    acc.iter_mut()
-                        .for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
+        with_fma(
+            #[inline(always)]
+            || {
+                let (t, h) = (idx / n_heads, idx % n_heads);
+                let g = h / group;
+                let n_ctx = pos0 + t + 1;
+                let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
+                let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
+                let qrow = &q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
+                let mut max = f32::NEG_INFINITY;
+                let mut sum = 0f32;
+                if tiled {
+                    o.fill(0.0);
+                    for j in 0..n_ctx {
+                        let s =
+                            dot8(key(j).iter().map(|v| v.to_f32()), qrow.iter().copied()) * scale;
+                        if s > max {
+                            let ms = (max - s).exp();
+                            o.iter_mut().for_each(|a| *a *= ms);
+                            sum *= ms;
+                            max = s;
+                        }
+                        let vs = (s - max).exp();
+                        for (a, v) in o.iter_mut().zip(value(j)) {
+                            *a += v.to_f32() * vs;
+                        }
+                        sum += vs;
+                    }
                 } else {
-                    vs = (s - max).exp();
+                    let q16: Vec<f16> = qrow.iter().map(|&v| f16::from_f32(v)).collect();
+                    let mut acc = vec![f16::ZERO; hd];
+                    for j in 0..n_ctx {
+                        let s = dot_f16(key(j), &q16) * scale;
+                        let (mut ms, mut vs) = (1.0f32, 1.0f32);
+                        if s > max {
+                            ms = (max - s).exp();
+                            max = s;
+                            acc.iter_mut()
+                                .for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
+                        } else {
+                            vs = (s - max).exp();
+                        }
+                        for (a, v) in acc.iter_mut().zip(value(j)) {
+                            *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
+                        }
+                        sum = sum.mul_add(ms, vs);
+                    }
+                    o.iter_mut().zip(&acc).for_each(|(d, a)| *d = a.to_f32());
                 }
-                for (a, v) in acc.iter_mut().zip(value(j)) {
-                    *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
-                }
-                sum = sum.mul_add(ms, vs);
-            }
-            o.iter_mut().zip(&acc).for_each(|(d, a)| *d = a.to_f32());
-        }
-        let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-        o.iter_mut().for_each(|d| *d *= inv);
+                let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                o.iter_mut().for_each(|d| *d *= inv);
+            },
+        )
     });
 }
 

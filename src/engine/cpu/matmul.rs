@@ -6,6 +6,7 @@
 
 use rayon::prelude::*;
 
+use super::fma::with_fma;
 use crate::model::weights::{Mat, Weights};
 use crate::quant::{quantize_act, vec_dot, ActType};
 
@@ -24,31 +25,33 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
         .collect();
     let bytes = w.bytes(m);
     let rb = m.row_bytes();
-    if n == 1 {
-        out.par_chunks_mut(ROWS_PER_TASK)
-            .enumerate()
-            .for_each(|(ci, chunk)| {
-                for (i, o) in chunk.iter_mut().enumerate() {
-                    let r = ci * ROWS_PER_TASK + i;
-                    *o = vec_dot(m.ty, &bytes[r * rb..(r + 1) * rb], &acts[0]);
-                }
-            });
-        return;
-    }
-    // Transposed result `[row][token]`, so each task writes one contiguous block.
-    let mut out_t = vec![0f32; n * m.rows];
-    out_t
+    // `[row][token]` blocks, so each task writes one contiguous block (for one token this is
+    // already `out`'s layout).
+    let mut out_t = if n == 1 {
+        Vec::new()
+    } else {
+        vec![0f32; n * m.rows]
+    };
+    let target = if n == 1 { &mut *out } else { &mut out_t[..] };
+    target
         .par_chunks_mut(ROWS_PER_TASK * n)
         .enumerate()
         .for_each(|(ci, chunk)| {
-            for (i, per_tok) in chunk.chunks_exact_mut(n).enumerate() {
-                let r = ci * ROWS_PER_TASK + i;
-                let row = &bytes[r * rb..(r + 1) * rb];
-                for (o, a) in per_tok.iter_mut().zip(&acts) {
-                    *o = vec_dot(m.ty, row, a);
-                }
-            }
+            let rows = &bytes[ci * ROWS_PER_TASK * rb..][..chunk.len() / n * rb];
+            with_fma(
+                #[inline(always)]
+                || {
+                    for (row, per_tok) in rows.chunks_exact(rb).zip(chunk.chunks_exact_mut(n)) {
+                        for (o, a) in per_tok.iter_mut().zip(&acts) {
+                            *o = vec_dot(m.ty, row, a);
+                        }
+                    }
+                },
+            )
         });
+    if n == 1 {
+        return;
+    }
     for (r, per_tok) in out_t.chunks_exact(n).enumerate() {
         for (t, &v) in per_tok.iter().enumerate() {
             out[t * m.rows + r] = v;

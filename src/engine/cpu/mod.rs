@@ -2,5 +2,6 @@
 //! the KV cache, and the per-row operations of a layer.
 
 pub mod attention;
+pub mod fma;
 pub mod matmul;
 pub mod ops;

@@ -1,6 +1,7 @@
 //! Element-wise and per-row operations of a transformer layer on the CPU, with llama.cpp's
 //! arithmetic (f32 values, f64 sums where ggml uses them).
 
+use super::fma::with_fma;
 use crate::model::RopeStyle;
 use crate::quant::simd_order::silu;
 
@@ -23,9 +24,14 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
 
 /// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x) with ggml's vector `expf`.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = silu(*g) * u;
-    }
+    with_fma(
+        #[inline(always)]
+        || {
+            for (g, &u) in gate.iter_mut().zip(up) {
+                *g = silu(*g) * u;
+            }
+        },
+    )
 }
 
 /// Cosine/sine table for one position: `n_rot / 2` pairs, as ggml's rope cache (theta
