@@ -11,6 +11,7 @@ use half::f16;
 use rayon::prelude::*;
 
 use super::fma::with_fma;
+use crate::quant::float::dot_lanes;
 use crate::quant::simd_order::dot_f16;
 
 /// Query rows from which llama.cpp switches to its tiled f32 kernel.
@@ -22,15 +23,6 @@ pub struct AttnShape {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
-}
-
-/// f32 dot with eight partial sums, like a SIMD accumulator.
-fn dot8(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
-    let mut acc = [0f32; 8];
-    for (i, (x, y)) in a.zip(b).enumerate() {
-        acc[i % 8] += x * y;
-    }
-    acc.iter().sum()
 }
 
 /// Attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions `pos0..pos0+n`,
@@ -69,8 +61,7 @@ pub fn attention(
                 if tiled {
                     o.fill(0.0);
                     for j in 0..n_ctx {
-                        let s =
-                            dot8(key(j).iter().map(|v| v.to_f32()), qrow.iter().copied()) * scale;
+                        let s = dot_lanes(key(j).iter().map(|v| v.to_f32()), qrow) * scale;
                         if s > max {
                             let ms = (max - s).exp();
                             o.iter_mut().for_each(|a| *a *= ms);

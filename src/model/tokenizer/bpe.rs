@@ -3,6 +3,7 @@
 //! characters, split into characters, and the adjacent pair with the lowest merge rank (leftmost
 //! on ties) is merged until no ranked pair is left.
 
+use super::symbol::Symbol;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -50,14 +51,6 @@ impl Ranks {
         key(buf, left, right);
         self.map.get(buf.as_slice()).copied()
     }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
 }
 
 /// Merge one (byte-encoded) word; returns the byte ranges of the final symbols, in order.

@@ -16,6 +16,7 @@ mod gguf;
 mod pretokenize;
 mod special;
 mod spm;
+mod symbol;
 mod unicode;
 mod unicode_data;
 mod vocab;

@@ -4,16 +4,9 @@
 //! ties) is merged until no pair forms a token. Characters left without a token fall back to
 //! `<0xNN>` byte tokens.
 
+use super::symbol::Symbol;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-
-#[derive(Clone, Copy, Debug)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
 
 /// A candidate merge, ordered like llama.cpp's `llm_bigram_spm::comparator` (max score, then
 /// min left index).
