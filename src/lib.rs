@@ -2,8 +2,12 @@
 //! it; `main.rs` is only the command line. Data flows one way:
 //! gguf → model → engine → (report | tui).
 
+pub mod brick;
 pub mod cli;
 pub mod engine;
 pub mod gguf;
 pub mod model;
+pub mod profile;
 pub mod quant;
+pub mod report;
+pub mod synth;

@@ -11,9 +11,13 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "top for LLM inference: where each microsecond of a token goes"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Profile a model: the live view, or a report with --headless.
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -24,6 +28,125 @@ pub enum Command {
     Tokenize(TokenizeArgs),
     /// Generate text (or token ids and logits with --json).
     Generate(GenerateArgs),
+    /// Write a synthetic model (random weights, real shape) as GGUF.
+    Synth(SynthArgs),
+    /// Compare two headless reports.
+    Compare(CompareArgs),
+    /// Print the JSON Schema of the headless report.
+    Schema,
+}
+
+/// Per-brick timing method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimingArg {
+    /// CUDA events around each brick (on the CPU: the host clock).
+    Events,
+    /// Stream sync + host clock around each brick (on the CPU: the host clock).
+    Sync,
+    /// No per-brick timing: headline tok/s only.
+    Off,
+}
+
+/// Headless report formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Json,
+    Md,
+    Csv,
+}
+
+/// The profiler: live view by default, a report with `--headless`.
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    /// The GGUF model (default: an embedded synthetic model, labelled "synthetic weights").
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
+    /// Prompt to evaluate before decoding (default: a built-in one).
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Budget profile: a name from profiles/ or a TOML file.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Per-brick timing: events, sync or off.
+    #[arg(long, value_enum, default_value = "events")]
+    pub timing: TimingArg,
+    /// Run without the TUI and write a report.
+    #[arg(long)]
+    pub headless: bool,
+    /// With --headless: print the JSON report on stdout (same as --format json).
+    #[arg(long)]
+    pub json: bool,
+    /// Write the report to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Report format.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Decode steps discarded before measuring.
+    #[arg(long, default_value_t = 8)]
+    pub warmup: usize,
+    /// Decode steps measured.
+    #[arg(long, default_value_t = 128)]
+    pub tokens: usize,
+    /// Prompt length in tokens (the prompt is cut or repeated to this length).
+    #[arg(long)]
+    pub prefill: Option<usize>,
+    /// Write a Chrome/Perfetto trace of every brick span to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// CI mode: no progress output. Gates are enforced whenever given.
+    #[arg(long)]
+    pub ci: bool,
+    /// Gate: decode tok/s at least X.
+    #[arg(long, value_name = "X")]
+    pub min_tok_s: Option<f64>,
+    /// Gate: model score at least X (0..100).
+    #[arg(long, value_name = "X")]
+    pub min_score: Option<f64>,
+    /// Gate: per-token time CV at most PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub max_cv: Option<f64>,
+    /// Gate: brick ID's mean time per token at most X microseconds (repeatable).
+    #[arg(long, value_name = "ID=X")]
+    pub max_brick_us: Vec<String>,
+    /// Baseline report to compare tok/s against.
+    #[arg(long, value_name = "FILE", requires = "max_regression")]
+    pub baseline: Option<PathBuf>,
+    /// Gate: tok/s may drop at most PCT percent below the baseline.
+    #[arg(long, value_name = "PCT", requires = "baseline")]
+    pub max_regression: Option<f64>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    /// Model shape: a name from profiles/ (e.g. qwen2.5-0.5b) or a TOML file.
+    #[arg(long)]
+    pub shape: String,
+    /// Weight mix: q4_k_m, q8_0, q4_0 or f16.
+    #[arg(long)]
+    pub quant: String,
+    /// Output GGUF file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Seed for the random weights (same seed, same bytes).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Baseline report (JSON).
+    pub a: PathBuf,
+    /// New report (JSON).
+    pub b: PathBuf,
+    /// Exit 1 when B's tok/s is more than PCT percent below A's.
+    #[arg(long, value_name = "PCT")]
+    pub max_regression: Option<f64>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

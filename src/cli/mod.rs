@@ -2,8 +2,11 @@
 //! becomes a `CliError` with DESIGN.md's exit code and one sentence.
 
 pub mod args;
+mod compare;
 mod generate;
 mod inspect;
+mod schema;
+mod synth;
 mod tokenize;
 
 use std::fmt::Display;
@@ -50,6 +53,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             setup_engine(&a.engine)?;
             generate::run(a)
         }
+        Some(Command::Synth(a)) => synth::run(a),
+        Some(Command::Compare(a)) => compare::run(a),
+        Some(Command::Schema) => schema::run(),
         None => Err(CliError::usage(
             "the live view and headless profiling are not built yet; use `cbtop generate`, \
              `cbtop tokenize` or `cbtop inspect` (see `cbtop --help`)",

@@ -1,0 +1,1 @@
+//! Profiles (profiles/*.toml): model shapes for `synth` and per-brick budgets.

@@ -1,0 +1,239 @@
+//! The headless report, `schema_version` 1 (DESIGN.md "Headless report"). Plain serde data:
+//! the profiler fills it, `cbtop schema` derives its JSON Schema from these types, and the
+//! formats, gates and `compare` read it back. Field names are the public contract: renaming
+//! one is a schema version bump.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The version of this layout; bump on any breaking change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a number was obtained (DESIGN.md "Measurement rules").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// CUDA event pairs around the brick, resolved once per token.
+    CudaEvent,
+    /// Stream synchronise + host clock around the brick.
+    HostSync,
+    /// Host monotonic clock around CPU work.
+    CpuTimer,
+    /// Computed from measured values (e.g. GB/s from bytes and a measured time).
+    Derived,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Status {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "FAIL")]
+    Fail,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Report {
+    pub schema_version: u32,
+    pub cbtop_version: String,
+    /// UTC, RFC 3339.
+    pub timestamp: String,
+    pub model: ModelInfo,
+    pub hardware: Hardware,
+    pub config: RunConfig,
+    pub throughput: Throughput,
+    /// One row per brick (fused bricks once, under their fused id), in pipeline order.
+    pub bricks: Vec<BrickReport>,
+    /// Mean time per token not covered by any brick, microseconds.
+    pub other_us: f64,
+    /// `other_us` as a share of the mean token time.
+    pub other_share_percent: f64,
+    /// Mean decode-step time (bricks + other), microseconds.
+    pub token_us: f64,
+    pub bottleneck: Option<Bottleneck>,
+    /// Time-weighted mean of the brick scores, 0..100.
+    pub score: f64,
+    pub grade: String,
+    pub telemetry: Telemetry,
+    pub gates: Vec<Gate>,
+    pub status: Status,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelInfo {
+    /// The file profiled; `None` for the embedded default.
+    pub path: Option<String>,
+    pub name: String,
+    pub arch: String,
+    pub params: u64,
+    pub file_size: u64,
+    /// Tensor type name → number of tensors of that type.
+    pub tensor_types: BTreeMap<String, u64>,
+    /// Random weights from `cbtop synth` or the embedded default: timings are real, text is not.
+    pub synthetic: bool,
+    pub layers: u64,
+    pub n_embd: u64,
+    pub vocab: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Hardware {
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    pub gpu: Option<GpuInfo>,
+    pub cpu_model: String,
+    pub threads: u64,
+    pub memory_bytes: u64,
+    pub peaks: Peaks,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuInfo {
+    pub name: String,
+    pub driver: String,
+    pub cuda: String,
+    pub memory_total_bytes: u64,
+    pub compute_capability: String,
+}
+
+/// The peaks the roofline used, and where each came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Peaks {
+    pub bandwidth_gbps: f64,
+    /// e.g. `cpu_read_probe`, `nvml_bus`, `d2d_copy`.
+    pub bandwidth_source: String,
+    pub compute_gflops: f64,
+    /// e.g. `cpu_fma_probe`.
+    pub compute_source: String,
+    /// Every bandwidth figure that was available, by source, GB/s.
+    pub bandwidth_candidates: BTreeMap<String, f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunConfig {
+    /// `events`, `sync`, `off` (GPU) or `timer` (CPU).
+    pub timing: String,
+    pub warmup: u64,
+    pub tokens: u64,
+    pub prefill: u64,
+    pub ctx: u64,
+    pub profile: Option<String>,
+    pub target_efficiency: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Throughput {
+    /// Decode tokens per second with per-brick timing on (measured tokens / their wall time).
+    pub tokens_per_sec: f64,
+    /// Coefficient of variation of the per-token step time, percent.
+    pub cv_percent: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Prompt evaluation + first sample, milliseconds.
+    pub ttft_ms: f64,
+    pub prefill_tokens_per_sec: f64,
+    /// Decode tokens per second over the same tokens with per-brick timing off.
+    pub unprofiled_tokens_per_sec: Option<f64>,
+    /// `(unprofiled - profiled) / unprofiled`, percent.
+    pub overhead_percent: Option<f64>,
+    pub source: Source,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BrickReport {
+    /// Canonical id, or `a+b` for a fused brick.
+    pub id: String,
+    /// The logical bricks this row covers (just `[id]` when not fused).
+    pub covers: Vec<String>,
+    pub source: Source,
+    /// Samples: measured tokens.
+    pub count: u64,
+    /// Per-token time (summed over layers), microseconds.
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub cv_percent: f64,
+    /// Share of the mean token time.
+    pub share_percent: f64,
+    pub budget_us: f64,
+    /// `profile` or `roofline`.
+    pub budget_source: String,
+    pub gap_factor: f64,
+    /// Bytes moved per token (read + written).
+    pub bytes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub flops: u64,
+    pub gbps: f64,
+    pub gflops: f64,
+    /// FLOPs per byte.
+    pub intensity: f64,
+    pub roofline_us: f64,
+    /// `roofline_us / mean_us`, capped at 1.
+    pub efficiency: f64,
+    pub score: f64,
+    pub grade: String,
+    /// Mean time per layer (empty for bricks outside the layers), microseconds.
+    pub per_layer_us: Vec<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Bottleneck {
+    pub id: String,
+    pub actual_us: f64,
+    pub budget_us: f64,
+    pub gap_factor: f64,
+    /// The three bricks furthest over budget in total time, worst first.
+    pub top3: Vec<BottleneckEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BottleneckEntry {
+    pub id: String,
+    pub actual_us: f64,
+    pub budget_us: f64,
+    pub gap_factor: f64,
+    /// `actual_us - budget_us`.
+    pub over_us: f64,
+}
+
+/// Summary of the telemetry samples taken during the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Telemetry {
+    pub available: bool,
+    /// `nvml` or `none`.
+    pub source: String,
+    /// Why telemetry is missing, when it is.
+    pub reason: Option<String>,
+    pub samples: u64,
+    pub gpu_util_percent: Option<StatSummary>,
+    pub memory_used_bytes: Option<StatSummary>,
+    pub memory_total_bytes: Option<u64>,
+    pub power_w: Option<StatSummary>,
+    pub power_limit_w: Option<f64>,
+    pub sm_clock_mhz: Option<StatSummary>,
+    pub mem_clock_mhz: Option<StatSummary>,
+    pub temperature_c: Option<StatSummary>,
+    pub pcie_tx_kbps: Option<StatSummary>,
+    pub pcie_rx_kbps: Option<StatSummary>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatSummary {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Gate {
+    /// e.g. `min_tok_s`, `max_brick_us:qkv`, `max_regression`.
+    pub name: String,
+    pub threshold: f64,
+    pub actual: f64,
+    pub pass: bool,
+}

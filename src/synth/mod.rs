@@ -1,0 +1,1 @@
+//! Synthetic models: real shapes, random weights from a seed, written as GGUF.
