@@ -8,6 +8,7 @@ pub mod engine;
 pub mod gguf;
 pub mod model;
 pub mod profile;
+pub mod profiler;
 pub mod quant;
 pub mod report;
 pub mod synth;

@@ -1,2 +1,15 @@
 //! Bricks: the logical steps of a decode, their ids, the recorder the engine hands timed spans
-//! to, statistics, the cost model, budgets and scores.
+//! to, statistics, the cost model, peaks, budgets and scores. Knows nothing about engines or
+//! how spans were timed beyond their `Source`.
+
+pub mod cost;
+pub mod id;
+pub mod peaks;
+pub mod recorder;
+pub mod score;
+pub mod source;
+pub mod stats;
+
+pub use id::{Brick, BrickId};
+pub use recorder::{Recorder, Span};
+pub use source::Source;

@@ -1,11 +1,15 @@
 //! The forward pass of a llama/qwen2 decoder on the CPU, top to bottom: embed, then per layer
 //! attention and feed-forward blocks with residuals, then the final norm and the output head.
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
+//!
+//! Each brick (DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
+//! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
 use super::cpu::attention::{attention, AttnShape};
 use super::cpu::matmul::matmul;
 use super::cpu::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
 use super::kv_cache::KvCache;
+use crate::brick::{BrickId as B, Recorder};
 use crate::model::{Config, Weights};
 use crate::quant;
 
@@ -24,6 +28,7 @@ pub fn forward(
     kv: &mut KvCache,
     tokens: &[u32],
     want: LogitsFor,
+    rec: &mut Recorder,
 ) -> Vec<Vec<f32>> {
     let n = tokens.len();
     let pos0 = kv.len();
@@ -34,95 +39,89 @@ pub fn forward(
         n_kv_heads: cfg.n_kv_heads,
         head_dim: cfg.head_dim,
     };
-    let tables: Vec<_> = (0..n)
-        .map(|t| rope_table(pos0 + t, cfg.rope_dims, cfg.rope_base))
-        .collect();
 
-    // embed
     let mut x = vec![0f32; n * e];
-    for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
-        quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
-    }
+    rec.time(B::Embed, None, || {
+        for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
+            quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
+        }
+    });
 
     let mut h = vec![0f32; n * e];
     let (mut q, mut k, mut v) = (vec![0f32; n * qd], vec![0f32; n * kvd], vec![0f32; n * kvd]);
     let mut att = vec![0f32; n * qd];
     let mut o = vec![0f32; n * e];
     let (mut gate, mut up) = (vec![0f32; n * ff], vec![0f32; n * ff]);
+    let mut tables = Vec::new();
     for (l, lw) in w.layers.iter().enumerate() {
-        // attn_norm
-        for (hr, xr) in h.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
-            rms_norm(xr, &lw.attn_norm, cfg.norm_eps, hr);
-        }
-        // qkv (+ bias)
-        matmul(w, &lw.wq, &h, &mut q);
-        matmul(w, &lw.wk, &h, &mut k);
-        matmul(w, &lw.wv, &h, &mut v);
-        for (out, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
-            if let Some(b) = bias {
-                out.chunks_exact_mut(b.len())
-                    .for_each(|r| add_in_place(r, b));
+        let layer = Some(l);
+        rec.time(B::AttnNorm, layer, || {
+            for (hr, xr) in h.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
+                rms_norm(xr, &lw.attn_norm, cfg.norm_eps, hr);
             }
-        }
-        // rope
-        for t in 0..n {
-            rope(
-                &mut q[t * qd..(t + 1) * qd],
-                cfg.head_dim,
-                &tables[t],
-                style,
-            );
-            rope(
-                &mut k[t * kvd..(t + 1) * kvd],
-                cfg.head_dim,
-                &tables[t],
-                style,
-            );
-        }
-        // attention (stores this batch's K and V first)
-        for t in 0..n {
-            kv.store(
-                l,
-                pos0 + t,
-                &k[t * kvd..(t + 1) * kvd],
-                &v[t * kvd..(t + 1) * kvd],
-            );
-        }
-        attention(
-            shape,
-            &q,
-            kv.keys(l, pos0 + n),
-            kv.values(l, pos0 + n),
-            pos0,
-            &mut att,
-        );
-        // attn_out, attn_residual
-        matmul(w, &lw.wo, &att, &mut o);
-        add_in_place(&mut x, &o);
-        // ffn_norm
-        for (hr, xr) in h.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
-            rms_norm(xr, &lw.ffn_norm, cfg.norm_eps, hr);
-        }
-        // ffn_gate_up, ffn_act, ffn_down, ffn_residual
-        matmul(w, &lw.w_gate, &h, &mut gate);
-        matmul(w, &lw.w_up, &h, &mut up);
-        silu_mul(&mut gate, &up);
-        matmul(w, &lw.w_down, &gate, &mut o);
-        add_in_place(&mut x, &o);
+        });
+        rec.time(B::Qkv, layer, || {
+            matmul(w, &lw.wq, &h, &mut q);
+            matmul(w, &lw.wk, &h, &mut k);
+            matmul(w, &lw.wv, &h, &mut v);
+            for (out, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
+                if let Some(b) = bias {
+                    out.chunks_exact_mut(b.len())
+                        .for_each(|r| add_in_place(r, b));
+                }
+            }
+        });
+        rec.time(B::Rope, layer, || {
+            if tables.is_empty() {
+                tables = (0..n)
+                    .map(|t| rope_table(pos0 + t, cfg.rope_dims, cfg.rope_base))
+                    .collect();
+            }
+            for (t, table) in tables.iter().enumerate() {
+                rope(&mut q[t * qd..(t + 1) * qd], cfg.head_dim, table, style);
+                rope(&mut k[t * kvd..(t + 1) * kvd], cfg.head_dim, table, style);
+            }
+        });
+        // attention stores this batch's K and V first
+        rec.time(B::Attention, layer, || {
+            for t in 0..n {
+                let (kt, vt) = (&k[t * kvd..(t + 1) * kvd], &v[t * kvd..(t + 1) * kvd]);
+                kv.store(l, pos0 + t, kt, vt);
+            }
+            let (keys, values) = (kv.keys(l, pos0 + n), kv.values(l, pos0 + n));
+            attention(shape, &q, keys, values, pos0, &mut att);
+        });
+        rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, &att, &mut o));
+        rec.time(B::AttnResidual, layer, || add_in_place(&mut x, &o));
+        rec.time(B::FfnNorm, layer, || {
+            for (hr, xr) in h.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
+                rms_norm(xr, &lw.ffn_norm, cfg.norm_eps, hr);
+            }
+        });
+        rec.time(B::FfnGateUp, layer, || {
+            matmul(w, &lw.w_gate, &h, &mut gate);
+            matmul(w, &lw.w_up, &h, &mut up);
+        });
+        rec.time(B::FfnAct, layer, || silu_mul(&mut gate, &up));
+        rec.time(B::FfnDown, layer, || matmul(w, &lw.w_down, &gate, &mut o));
+        rec.time(B::FfnResidual, layer, || add_in_place(&mut x, &o));
     }
     kv.advance(n);
 
-    // final_norm, lm_head
     let rows: Vec<usize> = match want {
         LogitsFor::Last => vec![n - 1],
         LogitsFor::All => (0..n).collect(),
     };
     let mut normed = vec![0f32; rows.len() * e];
-    for (hr, &t) in normed.chunks_exact_mut(e).zip(&rows) {
-        rms_norm(&x[t * e..(t + 1) * e], &w.output_norm, cfg.norm_eps, hr);
-    }
+    rec.time(B::FinalNorm, None, || {
+        for (hr, &t) in normed.chunks_exact_mut(e).zip(&rows) {
+            rms_norm(&x[t * e..(t + 1) * e], &w.output_norm, cfg.norm_eps, hr);
+        }
+    });
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
-    matmul(w, &w.output, &normed, &mut logits);
+    rec.time(B::LmHead, None, || {
+        matmul(w, &w.output, &normed, &mut logits)
+    });
     logits.chunks_exact(vocab).map(|r| r.to_vec()).collect()
 }

@@ -13,6 +13,7 @@ pub use forward::LogitsFor;
 use kv_cache::KvCache;
 use sampler::Sampler;
 
+use crate::brick::Recorder;
 use crate::model::Model;
 
 /// Errors while running the model.
@@ -66,6 +67,16 @@ impl Engine {
 
     /// Evaluate `tokens` after what is cached; logits for the last or every token.
     pub fn eval(&mut self, tokens: &[u32], want: LogitsFor) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.eval_recorded(tokens, want, &mut Recorder::off())
+    }
+
+    /// `eval`, handing each brick's span to `rec` (when it is enabled).
+    pub fn eval_recorded(
+        &mut self,
+        tokens: &[u32],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         if tokens.is_empty() {
             return Err(EngineError::Empty);
         }
@@ -87,6 +98,7 @@ impl Engine {
             &mut self.kv,
             tokens,
             want,
+            rec,
         ))
     }
 }

@@ -11,19 +11,7 @@ use serde::{Deserialize, Serialize};
 /// The version of this layout; bump on any breaking change.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// How a number was obtained (DESIGN.md "Measurement rules").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    /// CUDA event pairs around the brick, resolved once per token.
-    CudaEvent,
-    /// Stream synchronise + host clock around the brick.
-    HostSync,
-    /// Host monotonic clock around CPU work.
-    CpuTimer,
-    /// Computed from measured values (e.g. GB/s from bytes and a measured time).
-    Derived,
-}
+pub use crate::brick::Source;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Status {

@@ -1,0 +1,308 @@
+//! The cost model: for each brick of one decode step, the bytes it must read and write and the
+//! floating-point operations it must do, from the model's shapes and tensor types. With a
+//! measured time this gives achieved GB/s and GFLOP/s, and with the peaks the roofline time.
+//!
+//! Conventions (documented so numbers can be checked by hand):
+//! - Weights count at their stored size (`rows × row_bytes` of their GGUF type); activations
+//!   as f32; the KV cache as f16 (2 bytes per value), as the engine stores it.
+//! - A matrix-vector product is `2 × rows × cols` FLOPs (one multiply and one add per weight);
+//!   bias adds one per output.
+//! - RMSNorm: read x and the weight, write the output; 4 FLOPs per element (square, sum,
+//!   scale, weight). Residual add: read two vectors, write one; 1 FLOP per element.
+//! - RoPE: read and write Q and K; 6 FLOPs per rotated pair (4 multiplies, 2 adds).
+//! - Attention over `kv_len` cached positions: write this token's K and V, read every cached K
+//!   and V; 2 FLOPs per multiply-add of Q·K and of P·V, 5 per score for the softmax.
+//! - SiLU(gate)·up: read gate and up, write one vector; 6 FLOPs per element.
+//! - Sampling: read the logits once, one comparison per logit.
+
+use std::ops::{Add, Mul};
+
+use super::id::{Brick, BrickId};
+use crate::model::weights::{Mat, Weights};
+use crate::model::Config;
+
+/// Bytes and FLOPs of one brick for one token (all layers summed for per-layer bricks).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    pub bytes_read: f64,
+    pub bytes_written: f64,
+    pub flops: f64,
+}
+
+impl Cost {
+    pub fn bytes(&self) -> f64 {
+        self.bytes_read + self.bytes_written
+    }
+
+    /// FLOPs per byte moved.
+    pub fn intensity(&self) -> f64 {
+        if self.bytes() > 0.0 {
+            self.flops / self.bytes()
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Add for Cost {
+    type Output = Cost;
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            bytes_read: self.bytes_read + o.bytes_read,
+            bytes_written: self.bytes_written + o.bytes_written,
+            flops: self.flops + o.flops,
+        }
+    }
+}
+
+impl Mul<f64> for Cost {
+    type Output = Cost;
+    fn mul(self, k: f64) -> Cost {
+        Cost {
+            bytes_read: self.bytes_read * k,
+            bytes_written: self.bytes_written * k,
+            flops: self.flops * k,
+        }
+    }
+}
+
+const F32: f64 = 4.0;
+const F16: f64 = 2.0;
+
+/// Shapes and per-layer weight sizes: everything the model needs, without the weights.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shapes {
+    pub n_layers: usize,
+    pub n_embd: usize,
+    pub q_dim: usize,
+    pub kv_dim: usize,
+    pub n_heads: usize,
+    pub head_dim: usize,
+    pub rope_dims: usize,
+    pub n_ff: usize,
+    pub vocab: usize,
+    /// Stored bytes of one embedding row.
+    pub embd_row_bytes: usize,
+    /// Per layer: (qkv weight bytes, qkv bias values, attn_out bytes, gate+up bytes, down bytes).
+    pub layers: Vec<LayerBytes>,
+    pub lm_head_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerBytes {
+    pub qkv: usize,
+    pub qkv_bias: usize,
+    pub attn_out: usize,
+    pub gate_up: usize,
+    pub down: usize,
+}
+
+fn mat_bytes(m: &Mat) -> usize {
+    m.rows * m.row_bytes()
+}
+
+impl Shapes {
+    pub fn new(cfg: &Config, w: &Weights) -> Shapes {
+        let bias = |b: &Option<Vec<f32>>| b.as_ref().map_or(0, |v| v.len());
+        Shapes {
+            n_layers: cfg.n_layers,
+            n_embd: cfg.n_embd,
+            q_dim: cfg.q_dim(),
+            kv_dim: cfg.kv_dim(),
+            n_heads: cfg.n_heads,
+            head_dim: cfg.head_dim,
+            rope_dims: cfg.rope_dims,
+            n_ff: cfg.n_ff,
+            vocab: w.output.rows,
+            embd_row_bytes: w.token_embd.row_bytes(),
+            layers: w
+                .layers
+                .iter()
+                .map(|l| LayerBytes {
+                    qkv: mat_bytes(&l.wq) + mat_bytes(&l.wk) + mat_bytes(&l.wv),
+                    qkv_bias: bias(&l.bq) + bias(&l.bk) + bias(&l.bv),
+                    attn_out: mat_bytes(&l.wo),
+                    gate_up: mat_bytes(&l.w_gate) + mat_bytes(&l.w_up),
+                    down: mat_bytes(&l.w_down),
+                })
+                .collect(),
+            lm_head_bytes: mat_bytes(&w.output),
+        }
+    }
+
+    /// Cost of `brick` for one decode token attending over `kv_len` positions.
+    pub fn cost(&self, brick: Brick, kv_len: f64) -> Cost {
+        brick
+            .covers()
+            .into_iter()
+            .map(|b| self.cost_one(b, kv_len))
+            .fold(Cost::default(), |a, c| a + c)
+    }
+
+    fn cost_one(&self, b: BrickId, kv_len: f64) -> Cost {
+        let (e, qd, kvd, ff) = (
+            self.n_embd as f64,
+            self.q_dim as f64,
+            self.kv_dim as f64,
+            self.n_ff as f64,
+        );
+        let layers = self.n_layers as f64;
+        let sum = |f: &dyn Fn(&LayerBytes) -> usize| -> f64 {
+            self.layers.iter().map(|l| f(l) as f64).sum()
+        };
+        let c = |r: f64, w: f64, f: f64| Cost {
+            bytes_read: r,
+            bytes_written: w,
+            flops: f,
+        };
+        let norm = c(2.0 * e * F32, e * F32, 4.0 * e);
+        let residual = c(2.0 * e * F32, e * F32, e);
+        match b {
+            BrickId::Embed => c(self.embd_row_bytes as f64, e * F32, 0.0),
+            BrickId::AttnNorm | BrickId::FfnNorm => norm * layers,
+            BrickId::AttnResidual | BrickId::FfnResidual => residual * layers,
+            BrickId::Qkv => {
+                let bias = sum(&|l| l.qkv_bias);
+                c(
+                    sum(&|l| l.qkv) + bias * F32 + layers * e * F32,
+                    layers * (qd + 2.0 * kvd) * F32,
+                    layers * 2.0 * e * (qd + 2.0 * kvd) + bias,
+                )
+            }
+            BrickId::Rope => {
+                let rotated = (qd + kvd) * self.rope_dims as f64 / self.head_dim as f64;
+                c(
+                    layers * (qd + kvd) * F32,
+                    layers * (qd + kvd) * F32,
+                    layers * 3.0 * rotated,
+                )
+            }
+            BrickId::Attention => {
+                let heads = self.n_heads as f64;
+                c(
+                    layers * (qd * F32 + 2.0 * kvd * F32 + 2.0 * kv_len * kvd * F16),
+                    layers * (2.0 * kvd * F16 + qd * F32),
+                    layers * (4.0 * kv_len * qd + 5.0 * kv_len * heads),
+                )
+            }
+            BrickId::AttnOut => c(
+                sum(&|l| l.attn_out) + layers * qd * F32,
+                layers * e * F32,
+                layers * 2.0 * qd * e,
+            ),
+            BrickId::FfnGateUp => c(
+                sum(&|l| l.gate_up) + layers * e * F32,
+                layers * 2.0 * ff * F32,
+                layers * 4.0 * e * ff,
+            ),
+            BrickId::FfnAct => c(layers * 2.0 * ff * F32, layers * ff * F32, layers * 6.0 * ff),
+            BrickId::FfnDown => c(
+                sum(&|l| l.down) + layers * ff * F32,
+                layers * e * F32,
+                layers * 2.0 * ff * e,
+            ),
+            BrickId::FinalNorm => norm,
+            BrickId::LmHead => c(
+                self.lm_head_bytes as f64 + e * F32,
+                self.vocab as f64 * F32,
+                2.0 * e * self.vocab as f64,
+            ),
+            BrickId::Sample => c(self.vocab as f64 * F32, 0.0, self.vocab as f64),
+        }
+    }
+}
+
+/// Peak bandwidth and compute the roofline is drawn against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Roof {
+    pub bandwidth_gbps: f64,
+    pub compute_gflops: f64,
+}
+
+impl Roof {
+    /// The least time the hardware needs for `cost`, microseconds:
+    /// `max(bytes / bandwidth, flops / compute)`.
+    pub fn time_us(&self, cost: &Cost) -> f64 {
+        let mem = cost.bytes() / (self.bandwidth_gbps * 1e3);
+        let compute = cost.flops / (self.compute_gflops * 1e3);
+        mem.max(compute)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shapes() -> Shapes {
+        Shapes {
+            n_layers: 2,
+            n_embd: 64,
+            q_dim: 64,
+            kv_dim: 32,
+            n_heads: 4,
+            head_dim: 16,
+            rope_dims: 16,
+            n_ff: 128,
+            vocab: 1000,
+            embd_row_bytes: 36,
+            layers: vec![
+                LayerBytes {
+                    qkv: 1000,
+                    qkv_bias: 0,
+                    attn_out: 500,
+                    gate_up: 2000,
+                    down: 1000,
+                };
+                2
+            ],
+            lm_head_bytes: 36_000,
+        }
+    }
+
+    #[test]
+    fn matvec_cost_by_hand() {
+        let s = shapes();
+        let c = s.cost(BrickId::Qkv.into(), 0.0);
+        // weights 2 x 1000 + x read 2 x 64 x 4; writes 2 x (64 + 64) x 4
+        assert_eq!(c.bytes_read, 2000.0 + 512.0);
+        assert_eq!(c.bytes_written, 1024.0);
+        assert_eq!(c.flops, 2.0 * 2.0 * 64.0 * 128.0);
+        let lm = s.cost(BrickId::LmHead.into(), 0.0);
+        assert_eq!(lm.flops, 2.0 * 64.0 * 1000.0);
+        assert_eq!(lm.bytes_read, 36_000.0 + 256.0);
+    }
+
+    #[test]
+    fn attention_grows_with_context_and_fused_costs_add() {
+        let s = shapes();
+        let a10 = s.cost(BrickId::Attention.into(), 10.0);
+        let a20 = s.cost(BrickId::Attention.into(), 20.0);
+        // ten more positions: 2 layers x 10 x 32 x 2 (K and V) x 2 bytes
+        assert_eq!(a20.bytes_read - a10.bytes_read, 2.0 * 10.0 * 32.0 * 2.0 * 2.0);
+        const F: &[BrickId] = &[BrickId::FfnNorm, BrickId::FfnGateUp];
+        let fused = s.cost(Brick::Fused(F), 0.0);
+        let sep = s.cost(BrickId::FfnNorm.into(), 0.0) + s.cost(BrickId::FfnGateUp.into(), 0.0);
+        assert_eq!(fused, sep);
+    }
+
+    #[test]
+    fn roofline_takes_the_slower_roof() {
+        let roof = Roof {
+            bandwidth_gbps: 100.0,
+            compute_gflops: 1000.0,
+        };
+        // 1 MB at 100 GB/s = 10 us; 1 MFLOP at 1000 GFLOP/s = 1 us
+        let c = Cost {
+            bytes_read: 1e6,
+            bytes_written: 0.0,
+            flops: 1e6,
+        };
+        assert!((roof.time_us(&c) - 10.0).abs() < 1e-9);
+        let c = Cost {
+            bytes_read: 1e3,
+            bytes_written: 0.0,
+            flops: 1e8,
+        };
+        assert!((roof.time_us(&c) - 100.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,129 @@
+//! The seam between a backend and the profiler: a backend hands each timed brick to a
+//! `Recorder` as a finished `Span` labelled with its source. The CPU backend times with the
+//! host clock; a GPU backend pushes spans resolved from event pairs at the end of the token.
+//! Nothing above this seam knows how a span was timed beyond `source`.
+//!
+//! With profiling off `time` is one predictable branch around the work, so the unprofiled
+//! decode pays (almost) nothing.
+
+use std::time::Instant;
+
+use super::id::Brick;
+use super::source::Source;
+
+/// One timed execution of a brick in one layer of one token.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    pub brick: Brick,
+    /// Layer index for per-layer bricks.
+    pub layer: Option<u32>,
+    /// Start, nanoseconds since the recorder's origin.
+    pub start_ns: u64,
+    pub dur_ns: u64,
+    pub source: Source,
+}
+
+/// Collects the spans of one step (a token, or the prompt).
+pub struct Recorder {
+    enabled: bool,
+    origin: Instant,
+    spans: Vec<Span>,
+}
+
+impl Recorder {
+    /// A recorder measuring from `origin` (shared by a whole run so spans line up on a trace).
+    pub fn new(enabled: bool, origin: Instant) -> Recorder {
+        Recorder {
+            enabled,
+            origin,
+            spans: Vec::with_capacity(512),
+        }
+    }
+
+    /// A recorder that records nothing.
+    pub fn off() -> Recorder {
+        Recorder::new(false, Instant::now())
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Nanoseconds from the origin to `t`.
+    pub fn since_origin(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+
+    /// Run `work` and, when enabled, record it as a `cpu_timer` span of `brick`.
+    #[inline(always)]
+    pub fn time<R>(
+        &mut self,
+        brick: impl Into<Brick>,
+        layer: Option<usize>,
+        work: impl FnOnce() -> R,
+    ) -> R {
+        if !self.enabled {
+            return work();
+        }
+        let t0 = Instant::now();
+        let r = work();
+        let t1 = Instant::now();
+        self.spans.push(Span {
+            brick: brick.into(),
+            layer: layer.map(|l| l as u32),
+            start_ns: self.since_origin(t0),
+            dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
+            source: Source::CpuTimer,
+        });
+        r
+    }
+
+    /// Add a span timed elsewhere (e.g. from GPU events).
+    pub fn push(&mut self, span: Span) {
+        if self.enabled {
+            self.spans.push(span);
+        }
+    }
+
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
+    }
+
+    /// Hand over this step's spans and start the next step empty.
+    pub fn take(&mut self) -> Vec<Span> {
+        std::mem::take(&mut self.spans)
+    }
+
+    pub fn clear(&mut self) {
+        self.spans.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brick::BrickId;
+
+    #[test]
+    fn records_only_when_enabled() {
+        let mut r = Recorder::off();
+        assert_eq!(r.time(BrickId::Qkv, Some(3), || 7), 7);
+        assert!(r.spans().is_empty());
+        r.set_enabled(true);
+        r.time(BrickId::Qkv, Some(3), || std::thread::sleep(std::time::Duration::from_millis(2)));
+        let s = r.take();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].layer, Some(3));
+        assert!(s[0].dur_ns >= 2_000_000);
+        assert_eq!(s[0].source, Source::CpuTimer);
+        assert!(r.spans().is_empty());
+    }
+}

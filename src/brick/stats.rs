@@ -1,0 +1,329 @@
+//! Statistics over measured decode steps: per brick (time per token, summed over layers), per
+//! brick and layer, per token, and `other` (token time no brick covers). Percentiles come from
+//! hdrhistogram; mean and CV from exact running sums (the histogram's buckets would round them).
+
+use std::collections::VecDeque;
+
+use hdrhistogram::Histogram;
+
+use super::id::Brick;
+use super::recorder::Span;
+use super::source::Source;
+
+/// Longest value a histogram holds: one minute, in nanoseconds.
+const MAX_NS: u64 = 60_000_000_000;
+/// Recent per-token values kept for sparklines, correlation and export.
+pub const RECENT: usize = 4096;
+
+/// A distribution of durations in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Series {
+    hist: Histogram<u64>,
+    n: u64,
+    sum: f64,
+    sumsq: f64,
+    max: u64,
+}
+
+impl Series {
+    /// `sigfig` significant digits in the percentiles (2 or 3).
+    pub fn new(sigfig: u8) -> Series {
+        Series {
+            hist: Histogram::new_with_bounds(1, MAX_NS, sigfig).expect("valid histogram bounds"),
+            n: 0,
+            sum: 0.0,
+            sumsq: 0.0,
+            max: 0,
+        }
+    }
+
+    pub fn record(&mut self, ns: u64) {
+        let v = ns.clamp(1, MAX_NS);
+        self.hist.saturating_record(v);
+        self.n += 1;
+        let f = ns as f64;
+        self.sum += f;
+        self.sumsq += f * f;
+        self.max = self.max.max(ns);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    pub fn mean_us(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum / self.n as f64 / 1e3
+        }
+    }
+
+    /// Population standard deviation, microseconds.
+    pub fn std_us(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let m = self.sum / self.n as f64;
+        ((self.sumsq / self.n as f64 - m * m).max(0.0)).sqrt() / 1e3
+    }
+
+    /// Coefficient of variation in percent (0 for an empty or zero series).
+    pub fn cv_percent(&self) -> f64 {
+        let m = self.mean_us();
+        if m > 0.0 {
+            100.0 * self.std_us() / m
+        } else {
+            0.0
+        }
+    }
+
+    /// The `q` quantile (0..=1), microseconds.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.hist.value_at_quantile(q) as f64 / 1e3
+        }
+    }
+
+    pub fn max_us(&self) -> f64 {
+        self.max as f64 / 1e3
+    }
+
+    /// Histogram buckets for display: (upper bound µs, count) over `n` equal-width bins
+    /// between the minimum and maximum recorded values.
+    pub fn bins(&self, n: usize) -> Vec<(f64, u64)> {
+        if self.n == 0 || n == 0 {
+            return Vec::new();
+        }
+        let (lo, hi) = (self.hist.min(), self.hist.max().max(self.hist.min() + 1));
+        let step = ((hi - lo) as f64 / n as f64).max(1.0);
+        let mut out: Vec<(f64, u64)> = (0..n)
+            .map(|i| ((lo as f64 + step * (i + 1) as f64) / 1e3, 0))
+            .collect();
+        for v in self.hist.iter_recorded() {
+            let i = (((v.value_iterated_to() - lo) as f64 / step) as usize).min(n - 1);
+            out[i].1 += v.count_at_value();
+        }
+        out
+    }
+}
+
+/// Measurements of one brick.
+#[derive(Clone, Debug)]
+pub struct BrickStats {
+    pub brick: Brick,
+    pub source: Source,
+    /// Time per token, summed over layers.
+    pub per_token: Series,
+    /// Per layer (empty for bricks outside the layers).
+    pub per_layer: Vec<Series>,
+    /// Recent per-token times, microseconds (oldest first).
+    pub recent_us: VecDeque<f64>,
+}
+
+/// One measured decode step: its wall time and the spans inside it.
+#[derive(Clone, Debug, Default)]
+pub struct TokenSample {
+    /// Step start, nanoseconds since the run's origin.
+    pub start_ns: u64,
+    /// Wall time of the whole step (forward + sampling), nanoseconds.
+    pub total_ns: u64,
+    /// Position of the token in the context.
+    pub position: usize,
+    pub spans: Vec<Span>,
+}
+
+/// All statistics of a run.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    n_layers: usize,
+    pub bricks: Vec<BrickStats>,
+    /// Whole decode step.
+    pub token: Series,
+    /// Step time no brick covers.
+    pub other: Series,
+    pub recent_token_us: VecDeque<f64>,
+    /// Sum of the measured tokens' positions (for the cost model's mean context length).
+    position_sum: u64,
+}
+
+impl Stats {
+    pub fn new(n_layers: usize) -> Stats {
+        Stats {
+            n_layers,
+            bricks: Vec::new(),
+            token: Series::new(3),
+            other: Series::new(3),
+            recent_token_us: VecDeque::new(),
+            position_sum: 0,
+        }
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.token.count()
+    }
+
+    /// Mean position of the measured tokens.
+    pub fn mean_position(&self) -> f64 {
+        if self.tokens() == 0 {
+            0.0
+        } else {
+            self.position_sum as f64 / self.tokens() as f64
+        }
+    }
+
+    /// Add one measured step.
+    pub fn add(&mut self, t: &TokenSample) {
+        let mut per_brick: Vec<(Brick, Source, u64, Vec<u64>)> = Vec::new();
+        let mut covered = 0u64;
+        for s in &t.spans {
+            covered += s.dur_ns;
+            let i = match per_brick.iter().position(|(b, ..)| *b == s.brick) {
+                Some(i) => i,
+                None => {
+                    per_brick.push((s.brick, s.source, 0, vec![0; self.n_layers]));
+                    per_brick.len() - 1
+                }
+            };
+            let e = &mut per_brick[i];
+            e.2 += s.dur_ns;
+            if let Some(l) = s.layer.map(|l| l as usize).filter(|&l| l < self.n_layers) {
+                e.3[l] += s.dur_ns;
+            }
+        }
+        for (brick, source, total, layers) in per_brick {
+            let bs = self.brick_mut(brick, source);
+            bs.per_token.record(total);
+            push_recent(&mut bs.recent_us, total as f64 / 1e3);
+            if brick.per_layer() {
+                if bs.per_layer.is_empty() {
+                    bs.per_layer = (0..layers.len()).map(|_| Series::new(2)).collect();
+                }
+                for (s, ns) in bs.per_layer.iter_mut().zip(layers) {
+                    s.record(ns);
+                }
+            }
+        }
+        self.token.record(t.total_ns);
+        self.other.record(t.total_ns.saturating_sub(covered));
+        push_recent(&mut self.recent_token_us, t.total_ns as f64 / 1e3);
+        self.position_sum += t.position as u64;
+    }
+
+    fn brick_mut(&mut self, brick: Brick, source: Source) -> &mut BrickStats {
+        let i = match self.bricks.iter().position(|b| b.brick == brick) {
+            Some(i) => i,
+            None => {
+                self.bricks.push(BrickStats {
+                    brick,
+                    source,
+                    per_token: Series::new(3),
+                    per_layer: Vec::new(),
+                    recent_us: VecDeque::new(),
+                });
+                self.bricks.sort_by_key(|b| b.brick.order());
+                self.bricks.iter().position(|b| b.brick == brick).unwrap_or(0)
+            }
+        };
+        &mut self.bricks[i]
+    }
+
+    pub fn brick(&self, brick: Brick) -> Option<&BrickStats> {
+        self.bricks.iter().find(|b| b.brick == brick)
+    }
+}
+
+fn push_recent(q: &mut VecDeque<f64>, v: f64) {
+    if q.len() == RECENT {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+/// Pearson correlation of two equally long series (0 when either is constant).
+pub fn correlation(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    if n < 2 {
+        return 0.0;
+    }
+    let (ma, mb) = (
+        a[..n].iter().sum::<f64>() / n as f64,
+        b[..n].iter().sum::<f64>() / n as f64,
+    );
+    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        let (da, db) = (a[i] - ma, b[i] - mb);
+        sab += da * db;
+        saa += da * da;
+        sbb += db * db;
+    }
+    if saa == 0.0 || sbb == 0.0 {
+        0.0
+    } else {
+        sab / (saa * sbb).sqrt()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brick::BrickId;
+
+    fn span(b: BrickId, layer: Option<u32>, dur_ns: u64) -> Span {
+        Span {
+            brick: b.into(),
+            layer,
+            start_ns: 0,
+            dur_ns,
+            source: Source::CpuTimer,
+        }
+    }
+
+    #[test]
+    fn series_mean_cv_quantiles() {
+        let mut s = Series::new(3);
+        for v in [1000u64, 2000, 3000, 4000] {
+            s.record(v);
+        }
+        assert!((s.mean_us() - 2.5).abs() < 1e-12);
+        // population std of 1,2,3,4 is sqrt(1.25)
+        assert!((s.cv_percent() - 100.0 * 1.25f64.sqrt() / 2.5).abs() < 1e-9);
+        assert!((s.quantile_us(0.5) - 2.0).abs() < 0.01);
+        assert!((s.max_us() - 4.0).abs() < 1e-12);
+        let bins = s.bins(3);
+        assert_eq!(bins.iter().map(|b| b.1).sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn stats_sum_layers_and_count_other() {
+        let mut st = Stats::new(2);
+        st.add(&TokenSample {
+            start_ns: 0,
+            total_ns: 10_000,
+            position: 5,
+            spans: vec![
+                span(BrickId::Qkv, Some(0), 1000),
+                span(BrickId::Qkv, Some(1), 3000),
+                span(BrickId::LmHead, None, 4000),
+            ],
+        });
+        let qkv = st.brick(BrickId::Qkv.into()).unwrap();
+        assert!((qkv.per_token.mean_us() - 4.0).abs() < 1e-12);
+        assert!((qkv.per_layer[0].mean_us() - 1.0).abs() < 1e-12);
+        assert!((qkv.per_layer[1].mean_us() - 3.0).abs() < 1e-12);
+        assert!(st.brick(BrickId::LmHead.into()).unwrap().per_layer.is_empty());
+        assert!((st.other.mean_us() - 2.0).abs() < 1e-12);
+        assert_eq!(st.bricks[0].brick, BrickId::Qkv.into());
+        assert_eq!(st.mean_position(), 5.0);
+    }
+
+    #[test]
+    fn correlation_of_known_series() {
+        let a = [1.0, 2.0, 3.0, 4.0];
+        assert!((correlation(&a, &[2.0, 4.0, 6.0, 8.0]) - 1.0).abs() < 1e-12);
+        assert!((correlation(&a, &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+        assert_eq!(correlation(&a, &[1.0, 1.0, 1.0, 1.0]), 0.0);
+    }
+}

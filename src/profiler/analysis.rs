@@ -1,0 +1,152 @@
+//! From statistics to judgement: each brick's cost, achieved bandwidth and FLOP rate, roofline
+//! time, budget, gap, score and grade, plus `other`, the model score and the bottleneck. Plain
+//! rows that the report and the live view both render.
+
+use std::collections::BTreeMap;
+
+use crate::brick::cost::{Cost, Roof, Shapes};
+use crate::brick::score::{self, BudgetSource};
+use crate::brick::stats::Stats;
+use crate::brick::{Brick, Source};
+
+/// Budgets to judge against: per-brick figures from a profile, else `roofline / target`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Budgets {
+    pub target_efficiency: f64,
+    /// Brick id → microseconds per token.
+    pub bricks_us: BTreeMap<String, f64>,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            target_efficiency: score::DEFAULT_TARGET_EFFICIENCY,
+            bricks_us: BTreeMap::new(),
+        }
+    }
+}
+
+/// One brick, measured and judged.
+#[derive(Clone, Debug)]
+pub struct BrickRow {
+    pub brick: Brick,
+    pub id: String,
+    pub source: Source,
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub cv_percent: f64,
+    pub share_percent: f64,
+    pub cost: Cost,
+    pub gbps: f64,
+    pub gflops: f64,
+    pub roofline_us: f64,
+    pub efficiency: f64,
+    pub budget_us: f64,
+    pub budget_source: BudgetSource,
+    pub gap_factor: f64,
+    pub score: f64,
+    pub grade: &'static str,
+    pub per_layer_us: Vec<f64>,
+}
+
+/// The whole picture of a run.
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    pub rows: Vec<BrickRow>,
+    pub token_us: f64,
+    pub other_us: f64,
+    pub other_share_percent: f64,
+    pub score: f64,
+    pub grade: &'static str,
+    /// Indices into `rows`, most time over budget first (at most 3); the first is the
+    /// bottleneck.
+    pub worst: Vec<usize>,
+    /// Mean context length the attention cost was computed at.
+    pub kv_len: f64,
+}
+
+/// Judge `stats` against the roofline and budgets.
+pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -> Analysis {
+    let token_us = stats.token.mean_us();
+    let share = |us: f64| {
+        if token_us > 0.0 {
+            100.0 * us / token_us
+        } else {
+            0.0
+        }
+    };
+    // The step at position p attends over p + 1 cached positions.
+    let kv_len = stats.mean_position() + 1.0;
+    let rows: Vec<BrickRow> = stats
+        .bricks
+        .iter()
+        .map(|b| {
+            let s = &b.per_token;
+            let mean = s.mean_us();
+            let cost = shapes.cost(b.brick, kv_len);
+            let roofline_us = roof.time_us(&cost);
+            let id = b.brick.to_string();
+            let (budget_us, budget_source) = score::budget_us(
+                budgets.bricks_us.get(&id).copied(),
+                roofline_us,
+                budgets.target_efficiency,
+            );
+            let rate = |x: f64| if mean > 0.0 { x / (mean * 1e3) } else { 0.0 };
+            let sc = score::brick_score(roofline_us, budget_us, mean, s.cv_percent());
+            BrickRow {
+                brick: b.brick,
+                id,
+                source: b.source,
+                count: s.count(),
+                mean_us: mean,
+                p50_us: s.quantile_us(0.5),
+                p90_us: s.quantile_us(0.9),
+                p99_us: s.quantile_us(0.99),
+                p999_us: s.quantile_us(0.999),
+                max_us: s.max_us(),
+                cv_percent: s.cv_percent(),
+                share_percent: share(mean),
+                cost,
+                gbps: rate(cost.bytes()),
+                gflops: rate(cost.flops),
+                roofline_us,
+                efficiency: score::efficiency(roofline_us, mean),
+                budget_us,
+                budget_source,
+                gap_factor: score::gap_factor(mean, budget_us),
+                score: sc,
+                grade: score::grade(sc),
+                per_layer_us: b.per_layer.iter().map(|l| l.mean_us()).collect(),
+            }
+        })
+        .collect();
+    let model_score = score::model_score(
+        &rows
+            .iter()
+            .map(|r| (r.score, r.mean_us))
+            .collect::<Vec<_>>(),
+    );
+    let worst = score::worst_over_budget(
+        &rows
+            .iter()
+            .map(|r| (r.mean_us, r.budget_us))
+            .collect::<Vec<_>>(),
+        3,
+    );
+    let other_us = stats.other.mean_us();
+    Analysis {
+        rows,
+        token_us,
+        other_us,
+        other_share_percent: share(other_us),
+        score: model_score,
+        grade: score::grade(model_score),
+        worst,
+        kv_len,
+    }
+}

@@ -1,0 +1,100 @@
+//! The backend-neutral decode loop the profiler drives: evaluate a prompt, then decode one
+//! token per step, each step timed as a whole and (when profiling) brick by brick through the
+//! engine's `Recorder`. Headless runs and the live view both step a `Session`.
+
+use std::time::Instant;
+
+use crate::brick::stats::TokenSample;
+use crate::brick::{BrickId, Recorder};
+use crate::engine::sampler::argmax;
+use crate::engine::{Engine, EngineError, LogitsFor};
+
+/// A prompt evaluation, measured.
+#[derive(Clone, Debug)]
+pub struct Prefill {
+    pub tokens: usize,
+    /// Prompt evaluation wall time.
+    pub eval_ns: u64,
+    /// Prompt evaluation plus sampling the first token.
+    pub ttft_ns: u64,
+}
+
+/// An engine, the tokens so far, and the recorder its spans go to.
+pub struct Session {
+    engine: Engine,
+    rec: Recorder,
+    prompt: Vec<u32>,
+    next: u32,
+    generated: Vec<u32>,
+}
+
+impl Session {
+    /// A session that will evaluate `prompt` (non-empty, in range) first.
+    pub fn new(engine: Engine, prompt: Vec<u32>) -> Session {
+        Session {
+            engine,
+            rec: Recorder::new(false, Instant::now()),
+            prompt,
+            next: 0,
+            generated: Vec::new(),
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// When spans are measured from (for traces).
+    pub fn origin(&self) -> Instant {
+        self.rec.origin()
+    }
+
+    /// Tokens generated since the last prefill.
+    pub fn generated(&self) -> &[u32] {
+        &self.generated
+    }
+
+    /// Positions left before the context is full.
+    pub fn room(&self) -> usize {
+        self.engine.context() - self.engine.position()
+    }
+
+    /// Clear the cache, evaluate the prompt and sample the first token.
+    pub fn prefill(&mut self) -> Result<Prefill, EngineError> {
+        self.engine.reset();
+        self.generated.clear();
+        self.rec.set_enabled(false);
+        let t0 = Instant::now();
+        let logits = self.engine.eval(&self.prompt, LogitsFor::Last)?;
+        let eval_ns = t0.elapsed().as_nanos() as u64;
+        self.next = logits.last().map_or(0, |l| argmax(l));
+        self.generated.push(self.next);
+        Ok(Prefill {
+            tokens: self.prompt.len(),
+            eval_ns,
+            ttft_ns: t0.elapsed().as_nanos() as u64,
+        })
+    }
+
+    /// Decode one token: feed the last sampled token, sample the next. With `profiled`, every
+    /// brick's span is in the returned sample; without, only the step's wall time.
+    pub fn step(&mut self, profiled: bool) -> Result<TokenSample, EngineError> {
+        self.rec.set_enabled(profiled);
+        self.rec.clear();
+        let position = self.engine.position();
+        let t0 = Instant::now();
+        let logits = self
+            .engine
+            .eval_recorded(&[self.next], LogitsFor::Last, &mut self.rec)?;
+        let row = logits.last().map(Vec::as_slice).unwrap_or(&[]);
+        self.next = self.rec.time(BrickId::Sample, None, || argmax(row));
+        let total_ns = t0.elapsed().as_nanos() as u64;
+        self.generated.push(self.next);
+        Ok(TokenSample {
+            start_ns: self.rec.since_origin(t0),
+            total_ns,
+            position,
+            spans: self.rec.take(),
+        })
+    }
+}

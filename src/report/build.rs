@@ -1,0 +1,194 @@
+//! Assembling a report from a finished run: the profiler's analysis and measurements become
+//! the plain `Report` layout. Gates are evaluated afterwards (`gates`).
+
+use std::collections::BTreeMap;
+
+use super::types::*;
+use crate::brick::stats::Series;
+use crate::model::Model;
+use crate::profiler::analysis::Analysis;
+use crate::profiler::hardware::{Host, MeasuredPeaks};
+use crate::profiler::run::RunResult;
+
+/// Everything about the run that is not a measurement.
+pub struct RunInfo<'a> {
+    pub model: &'a Model,
+    /// `None` for the embedded default.
+    pub model_path: Option<String>,
+    pub synthetic: bool,
+    pub file_size: u64,
+    pub host: &'a Host,
+    pub peaks: &'a MeasuredPeaks,
+    pub config: RunConfig,
+}
+
+fn model_info(info: &RunInfo) -> ModelInfo {
+    let m = info.model;
+    let mut tensor_types = BTreeMap::new();
+    let mut params = 0u64;
+    for t in &m.file.tensors {
+        *tensor_types.entry(t.ty.name().to_string()).or_insert(0) += 1;
+        params += t.dims.iter().product::<u64>();
+    }
+    ModelInfo {
+        path: info.model_path.clone(),
+        name: m.name(),
+        arch: m.config.arch.name().to_string(),
+        params,
+        file_size: info.file_size,
+        tensor_types,
+        synthetic: info.synthetic,
+        layers: m.config.n_layers as u64,
+        n_embd: m.config.n_embd as u64,
+        vocab: m.config.vocab_size as u64,
+    }
+}
+
+fn throughput(run: &RunResult) -> Throughput {
+    let tok = &run.stats.token;
+    let tps = |s: &Series| {
+        if s.mean_us() > 0.0 {
+            1e6 / s.mean_us()
+        } else {
+            0.0
+        }
+    };
+    let profiled = tps(tok);
+    let unprofiled = run.unprofiled.as_ref().map(tps);
+    let p = &run.prefill;
+    Throughput {
+        tokens_per_sec: profiled,
+        cv_percent: tok.cv_percent(),
+        p50_us: tok.quantile_us(0.5),
+        p99_us: tok.quantile_us(0.99),
+        ttft_ms: p.ttft_ns as f64 / 1e6,
+        prefill_tokens_per_sec: if p.eval_ns > 0 {
+            p.tokens as f64 / (p.eval_ns as f64 / 1e9)
+        } else {
+            0.0
+        },
+        unprofiled_tokens_per_sec: unprofiled,
+        overhead_percent: unprofiled
+            .filter(|&u| u > 0.0)
+            .map(|u| 100.0 * (u - profiled) / u),
+        source: crate::brick::Source::CpuTimer,
+    }
+}
+
+/// The report of a run, gates empty and status PASS until gates are evaluated.
+pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
+    let bricks = a
+        .rows
+        .iter()
+        .map(|r| BrickReport {
+            id: r.id.clone(),
+            covers: r
+                .brick
+                .covers()
+                .iter()
+                .map(|b| b.name().to_string())
+                .collect(),
+            source: r.source,
+            count: r.count,
+            mean_us: r.mean_us,
+            p50_us: r.p50_us,
+            p90_us: r.p90_us,
+            p99_us: r.p99_us,
+            p999_us: r.p999_us,
+            max_us: r.max_us,
+            cv_percent: r.cv_percent,
+            share_percent: r.share_percent,
+            budget_us: r.budget_us,
+            budget_source: r.budget_source.name().to_string(),
+            gap_factor: r.gap_factor,
+            bytes: r.cost.bytes().round() as u64,
+            bytes_read: r.cost.bytes_read.round() as u64,
+            bytes_written: r.cost.bytes_written.round() as u64,
+            flops: r.cost.flops.round() as u64,
+            gbps: r.gbps,
+            gflops: r.gflops,
+            intensity: r.cost.intensity(),
+            roofline_us: r.roofline_us,
+            efficiency: r.efficiency,
+            score: r.score,
+            grade: r.grade.to_string(),
+            per_layer_us: r.per_layer_us.clone(),
+        })
+        .collect();
+    let entry = |i: usize| {
+        let r = &a.rows[i];
+        BottleneckEntry {
+            id: r.id.clone(),
+            actual_us: r.mean_us,
+            budget_us: r.budget_us,
+            gap_factor: r.gap_factor,
+            over_us: r.mean_us - r.budget_us,
+        }
+    };
+    let bottleneck = a.worst.first().map(|&i| {
+        let e = entry(i);
+        Bottleneck {
+            id: e.id,
+            actual_us: e.actual_us,
+            budget_us: e.budget_us,
+            gap_factor: e.gap_factor,
+            top3: a.worst.iter().map(|&i| entry(i)).collect(),
+        }
+    });
+    let p = info.peaks;
+    Report {
+        schema_version: SCHEMA_VERSION,
+        cbtop_version: env!("CARGO_PKG_VERSION").to_string(),
+        timestamp: now_rfc3339(),
+        model: model_info(info),
+        hardware: Hardware {
+            backend: "cpu".to_string(),
+            gpu: None,
+            cpu_model: info.host.cpu_model.clone(),
+            threads: info.host.threads as u64,
+            memory_bytes: info.host.memory_bytes,
+            peaks: Peaks {
+                bandwidth_gbps: p.bandwidth.value,
+                bandwidth_source: p.bandwidth.source.to_string(),
+                compute_gflops: p.compute.value,
+                compute_source: p.compute.source.to_string(),
+                bandwidth_candidates: BTreeMap::from([(
+                    p.bandwidth.source.to_string(),
+                    p.bandwidth.value,
+                )]),
+            },
+        },
+        config: info.config.clone(),
+        throughput: throughput(run),
+        bricks,
+        other_us: a.other_us,
+        other_share_percent: a.other_share_percent,
+        token_us: a.token_us,
+        bottleneck,
+        score: a.score,
+        grade: a.grade.to_string(),
+        telemetry: Telemetry {
+            available: false,
+            source: "none".to_string(),
+            reason: Some("CPU backend: no GPU telemetry (NVML) for this run".to_string()),
+            samples: 0,
+            gpu_util_percent: None,
+            memory_used_bytes: None,
+            memory_total_bytes: None,
+            power_w: None,
+            power_limit_w: None,
+            sm_clock_mhz: None,
+            mem_clock_mhz: None,
+            temperature_c: None,
+            pcie_tx_kbps: None,
+            pcie_rx_kbps: None,
+        },
+        gates: Vec::new(),
+        status: Status::Pass,
+    }
+}
+
+/// The current UTC time as RFC 3339, to the second.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
