@@ -11,4 +11,5 @@ pub mod profile;
 pub mod profiler;
 pub mod quant;
 pub mod report;
+pub mod rng;
 pub mod synth;

@@ -4,6 +4,7 @@
 pub mod args;
 mod compare;
 mod generate;
+pub mod headless;
 mod inspect;
 mod schema;
 mod synth;
@@ -56,9 +57,12 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Synth(a)) => synth::run(a),
         Some(Command::Compare(a)) => compare::run(a),
         Some(Command::Schema) => schema::run(),
+        None if cli.profile.headless => {
+            setup_engine(&cli.profile.engine)?;
+            headless::run_headless(cli.profile)
+        }
         None => Err(CliError::usage(
-            "the live view and headless profiling are not built yet; use `cbtop generate`, \
-             `cbtop tokenize` or `cbtop inspect` (see `cbtop --help`)",
+            "the live view is not built yet; profile with `cbtop --headless` (see `cbtop --help`)",
         )),
     }
 }

@@ -1,7 +1,16 @@
-//! `cbtop schema`: print the JSON Schema of the headless report.
+//! `cbtop schema`: print the JSON Schema of the headless report (derived from the report
+//! types, so it cannot drift from what `--json` writes).
 
 use super::CliError;
+use crate::report::Report;
 
 pub fn run() -> Result<(), CliError> {
-    Err(CliError::runtime("schema is not built yet"))
+    println!("{}", report_schema());
+    Ok(())
+}
+
+/// The schema as pretty JSON.
+pub fn report_schema() -> String {
+    let schema = schemars::schema_for!(Report);
+    serde_json::to_string_pretty(&schema).expect("a schema always serialises")
 }

@@ -1,6 +1,8 @@
 //! Choosing the next token from logits: greedy, or temperature with top-k and top-p, from a
 //! seeded generator so runs repeat exactly.
 
+use crate::rng::SplitMix64;
+
 /// Sampling settings. `temperature <= 0` means greedy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplerConfig {
@@ -29,26 +31,6 @@ impl SamplerConfig {
             temperature: 0.0,
             ..Default::default()
         }
-    }
-}
-
-/// SplitMix64: a few lines that give the same stream on every platform and crate version,
-/// which a seeded run's reproducibility needs (rand's StdRng does not promise that).
-#[derive(Clone, Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -90,7 +72,7 @@ pub fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
 
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Sampler {
-        let rng = SplitMix64(cfg.seed);
+        let rng = SplitMix64::new(cfg.seed);
         Sampler { cfg, rng }
     }
 

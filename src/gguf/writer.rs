@@ -11,7 +11,9 @@ struct PendingTensor {
     name: String,
     dims: Vec<u64>,
     ty: GgmlType,
-    data: Vec<u8>,
+    /// The encoded data, or `None` when it is produced at write time (`write_with`).
+    data: Option<Vec<u8>>,
+    size: u64,
 }
 
 /// Collects metadata and tensors, then serialises them as a GGUF v3 file.
@@ -38,7 +40,21 @@ impl GgufWriter {
             name: name.to_string(),
             dims: dims.to_vec(),
             ty,
-            data,
+            size: data.len() as u64,
+            data: Some(data),
+        });
+        self
+    }
+
+    /// Add a tensor of `size` bytes whose data `write_with` asks for at write time, so a
+    /// multi-gigabyte model never has to sit in memory whole.
+    pub fn tensor_later(&mut self, name: &str, dims: &[u64], ty: GgmlType, size: u64) -> &mut Self {
+        self.tensors.push(PendingTensor {
+            name: name.to_string(),
+            dims: dims.to_vec(),
+            ty,
+            data: None,
+            size,
         });
         self
     }
@@ -66,8 +82,23 @@ impl GgufWriter {
         f.flush()
     }
 
-    /// Serialise into any writer.
+    /// Serialise into any writer (every tensor must have its data).
     pub fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
+        self.write_with(w, |i| {
+            Err(std::io::Error::other(format!(
+                "tensor {} was added without data",
+                self.tensors[i].name
+            )))
+        })
+    }
+
+    /// Serialise into any writer; `later(i)` produces the data of tensor `i` (in insertion
+    /// order) for tensors added with `tensor_later`.
+    pub fn write_with(
+        &self,
+        w: &mut impl Write,
+        mut later: impl FnMut(usize) -> std::io::Result<Vec<u8>>,
+    ) -> std::io::Result<()> {
         let align = self.alignment();
         let mut head = Vec::new();
         head.extend_from_slice(MAGIC);
@@ -90,16 +121,30 @@ impl GgufWriter {
             head.extend_from_slice(&t.ty.id().to_le_bytes());
             head.extend_from_slice(&offset.to_le_bytes());
             offsets.push(offset);
-            offset = (offset + t.data.len() as u64).div_ceil(align) * align;
+            offset = (offset + t.size).div_ceil(align) * align;
         }
         let data_start = (head.len() as u64).div_ceil(align) * align;
         head.resize(data_start as usize, 0);
         w.write_all(&head)?;
         let mut written = 0u64;
-        for (t, &off) in self.tensors.iter().zip(&offsets) {
+        for (i, (t, &off)) in self.tensors.iter().zip(&offsets).enumerate() {
             w.write_all(&vec![0u8; (off - written) as usize])?;
-            w.write_all(&t.data)?;
-            written = off + t.data.len() as u64;
+            match &t.data {
+                Some(d) => w.write_all(d)?,
+                None => {
+                    let d = later(i)?;
+                    if d.len() as u64 != t.size {
+                        return Err(std::io::Error::other(format!(
+                            "tensor {}: {} bytes produced, {} declared",
+                            t.name,
+                            d.len(),
+                            t.size
+                        )));
+                    }
+                    w.write_all(&d)?;
+                }
+            }
+            written = off + t.size;
         }
         Ok(())
     }

@@ -35,8 +35,19 @@ pub struct Model {
 impl Model {
     /// Open and validate everything needed to run `path`.
     pub fn load(path: &Path) -> Result<Model, LoadError> {
-        let file = Arc::new(GgufFile::open(path)?);
-        let p = || path.to_path_buf();
+        Model::from_file(GgufFile::open(path)?)
+    }
+
+    /// Validate and load a model held in memory (e.g. the embedded synthetic default);
+    /// `label` stands for the file name in errors.
+    pub fn from_bytes(label: &str, bytes: Vec<u8>) -> Result<Model, LoadError> {
+        Model::from_file(GgufFile::from_bytes(Path::new(label), bytes)?)
+    }
+
+    fn from_file(file: GgufFile) -> Result<Model, LoadError> {
+        let file = Arc::new(file);
+        let path = file.path.clone();
+        let p = || path.clone();
         let config =
             Config::from_gguf(&file).map_err(|source| LoadError::Config { file: p(), source })?;
         let weights = Weights::load(file.clone(), &config)

@@ -4,5 +4,6 @@
 
 pub mod analysis;
 pub mod hardware;
+pub mod model_source;
 pub mod run;
 pub mod session;

@@ -79,6 +79,30 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
 /// into `ActType::for_weights(ty)`. Panics if the activation format does not match.
 #[inline(always)]
 pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        // SAFETY: AVX2 and FMA were just detected.
+        unsafe {
+            match (ty, act) {
+                (GgmlType::Q4_0, QuantizedAct::Q8_0(a)) => {
+                    return super::x86::vec_dot_q4_0_q8_0(w, a)
+                }
+                (GgmlType::Q5_0, QuantizedAct::Q8_0(a)) => {
+                    return super::x86::vec_dot_q5_0_q8_0(w, a)
+                }
+                (GgmlType::Q8_0, QuantizedAct::Q8_0(a)) => {
+                    return super::x86::vec_dot_q8_0_q8_0(w, a)
+                }
+                (GgmlType::Q4_1, QuantizedAct::Q8_1(a)) => {
+                    return super::x86::vec_dot_q4_1_q8_1(w, a)
+                }
+                (GgmlType::Q5_1, QuantizedAct::Q8_1(a)) => {
+                    return super::x86::vec_dot_q5_1_q8_1(w, a)
+                }
+                _ => {}
+            }
+        }
+    }
     match (ty, act) {
         (GgmlType::F32, QuantizedAct::F32(x)) => float::dot_f32_row(w, x),
         (GgmlType::F16, QuantizedAct::F16(x)) => float::dot_f16_row(w, x),

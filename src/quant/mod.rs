@@ -18,6 +18,8 @@ pub mod kquants;
 pub mod legacy;
 pub mod simd_order;
 mod types;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
 
 pub use act::{quantize_act, vec_dot, ActType, QuantizedAct};
 pub use types::GgmlType;

@@ -15,6 +15,12 @@ use half::f16;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Lanes8([f32; 8]);
 
+impl From<[f32; 8]> for Lanes8 {
+    fn from(lanes: [f32; 8]) -> Lanes8 {
+        Lanes8(lanes)
+    }
+}
+
 impl Lanes8 {
     /// `acc[l] = fma(d, sums[l], acc[l])` (`_mm256_fmadd_ps(d, q, acc)`).
     #[inline(always)]

@@ -2,6 +2,10 @@
 //! trace export. Reads plain data only; knows nothing about engines or timers.
 
 pub mod build;
+pub mod compare;
+pub mod format;
+pub mod gates;
+pub mod trace;
 pub mod types;
 
 pub use types::*;

@@ -10,6 +10,7 @@
 
 mod bpe;
 mod bytes;
+pub(crate) use bytes::byte_to_char;
 mod decode;
 mod error;
 mod gguf;

@@ -1,0 +1,263 @@
+//! `cbtop --headless`: profile a model without the TUI and write the report (JSON, Markdown or
+//! CSV), evaluate CI gates, optionally export a Chrome/Perfetto trace. stdout carries only the
+//! report; progress (for runs over a second) and errors go to stderr.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::args::{FormatArg, ProfileArgs, TimingArg};
+use super::{exit, CliError};
+use crate::brick::id::is_valid_id;
+use crate::brick::BrickId;
+use crate::engine::Engine;
+use crate::profile::Profile;
+use crate::profiler::analysis::{analyze, Budgets};
+use crate::profiler::hardware::{Host, MeasuredPeaks};
+use crate::profiler::model_source::ModelSource;
+use crate::profiler::run::{run, Plan, RunResult};
+use crate::profiler::session::Session;
+use crate::report::build::{build, RunInfo};
+use crate::report::gates::{apply_gates, evaluate, failure_summary, GateFlags, GateSpec};
+use crate::report::trace::{write_trace, TraceCounter, TraceSpan};
+use crate::report::{format, RunConfig, Status};
+
+/// Evaluated when no `--prompt` is given.
+pub const DEFAULT_PROMPT: &str = "The history of computing is a story of machines that got \
+    faster every year, and of the people who measured exactly where the time went.";
+
+/// Load the model named on the command line, or build the embedded default.
+pub fn load_model(path: Option<&Path>) -> Result<ModelSource, CliError> {
+    match path {
+        Some(p) => ModelSource::file(p).map_err(CliError::usage),
+        None => ModelSource::embedded_default()
+            .map_err(|e| CliError::runtime(format!("building the embedded default model: {e}"))),
+    }
+}
+
+/// The prompt's tokens, cut or repeated to `--prefill` when given.
+pub fn prompt_tokens(src: &ModelSource, a: &ProfileArgs) -> Result<Vec<u32>, CliError> {
+    let text = a.prompt.as_deref().unwrap_or(DEFAULT_PROMPT);
+    let ids = src.model.tokenizer.encode(text, true);
+    if ids.is_empty() {
+        return Err(CliError::usage("--prompt: the prompt encodes to no tokens"));
+    }
+    Ok(match a.prefill {
+        None => ids,
+        Some(0) => return Err(CliError::usage("--prefill must be at least 1")),
+        Some(n) => ids.iter().copied().cycle().take(n).collect(),
+    })
+}
+
+/// Budgets from `--profile`, else roofline-derived with the default target.
+pub fn budgets(profile: Option<&str>) -> Result<Budgets, CliError> {
+    let Some(name) = profile else {
+        return Ok(Budgets::default());
+    };
+    let p = Profile::load(name).map_err(CliError::usage)?;
+    let mut b = Budgets::default();
+    if let Some(t) = p.budget.target_efficiency {
+        b.target_efficiency = t;
+    }
+    b.bricks_us = p.budget.bricks_us;
+    Ok(b)
+}
+
+fn output_format(a: &ProfileArgs) -> Result<FormatArg, CliError> {
+    match (a.json, a.format) {
+        (true, Some(f)) if f != FormatArg::Json => Err(CliError::usage(
+            "--json and --format md/csv ask for different formats; give one",
+        )),
+        (true, _) => Ok(FormatArg::Json),
+        (false, Some(f)) => Ok(f),
+        (false, None) => Ok(FormatArg::Md),
+    }
+}
+
+/// A progress bar on stderr that appears only once a run has taken more than a second.
+struct Progress {
+    hidden: bool,
+    start: Instant,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(hidden: bool) -> Progress {
+        Progress {
+            hidden,
+            start: Instant::now(),
+            bar: None,
+        }
+    }
+
+    fn update(&mut self, done: usize, total: usize, what: &str) {
+        if self.hidden || self.start.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let b = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} steps ({eta} left)")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            b
+        });
+        bar.set_message(what.to_string());
+        bar.set_position(done as u64);
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn trace_data(run: &RunResult) -> (Vec<TraceSpan>, Vec<TraceCounter>) {
+    let mut spans = Vec::new();
+    let mut counters = Vec::new();
+    for (i, t) in run.samples.iter().enumerate() {
+        for s in &t.spans {
+            spans.push(TraceSpan {
+                name: s.brick.to_string(),
+                layer: s.layer,
+                token: i as u64,
+                start_us: s.start_ns as f64 / 1e3,
+                dur_us: s.dur_ns as f64 / 1e3,
+                source: s.source,
+            });
+        }
+        let end_us = (t.start_ns + t.total_ns) as f64 / 1e3;
+        counters.push(TraceCounter {
+            name: "tok/s".to_string(),
+            ts_us: end_us,
+            value: 1e9 / t.total_ns.max(1) as f64,
+        });
+        counters.push(TraceCounter {
+            name: "step_us".to_string(),
+            ts_us: end_us,
+            value: t.total_ns as f64 / 1e3,
+        });
+    }
+    (spans, counters)
+}
+
+fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
+    match path {
+        Some(p) => std::fs::write(p, text)
+            .map_err(|e| CliError::usage(format!("--output {}: {e}", p.display()))),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(|e| CliError::runtime(format!("writing the report: {e}")))
+        }
+    }
+}
+
+pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
+    let fmt = output_format(&a)?;
+    if a.tokens == 0 {
+        return Err(CliError::usage("--tokens must be at least 1"));
+    }
+    // Gates are validated (and the baseline loaded) before the run, so a typo fails fast.
+    let spec = GateSpec::from_flags(GateFlags {
+        min_tok_s: a.min_tok_s,
+        min_score: a.min_score,
+        max_cv: a.max_cv,
+        max_brick_us: &a.max_brick_us,
+        baseline: a.baseline.as_deref(),
+        max_regression: a.max_regression,
+    })
+    .map_err(CliError::usage)?;
+    if let Some((id, _)) = spec.max_brick_us.iter().find(|(id, _)| !is_valid_id(id)) {
+        return Err(CliError::usage(format!(
+            "--max-brick-us {id}: not a brick id (ids: {}; fused ids join them with +)",
+            BrickId::ALL.map(|b| b.name()).join(", ")
+        )));
+    }
+    let budgets = budgets(a.profile.as_deref())?;
+    let src = load_model(a.model_path.as_deref())?;
+    let prompt = prompt_tokens(&src, &a)?;
+    let profiled = a.timing != TimingArg::Off;
+    let plan = Plan {
+        warmup: a.warmup,
+        tokens: a.tokens,
+        profiled,
+        measure_overhead: profiled,
+    };
+    let need = prompt.len() + plan.steps() + 1;
+    let model_ctx = src.model.config.context_length;
+    let ctx = a.engine.ctx.unwrap_or(need);
+    if need > ctx.min(model_ctx) {
+        return Err(CliError::usage(format!(
+            "--ctx {}: the prompt ({}) and {} decode steps (--warmup {}, --tokens {}{}) need {need} \
+             positions (model context {model_ctx})",
+            ctx,
+            prompt.len(),
+            plan.steps(),
+            a.warmup,
+            a.tokens,
+            if plan.measure_overhead { ", twice for the overhead" } else { "" },
+        )));
+    }
+    let mut progress = Progress::new(a.ci);
+    progress.update(0, plan.steps(), "measuring peaks");
+    let host = Host::detect();
+    let peaks = MeasuredPeaks::probe_cpu();
+    let n_layers = src.model.config.n_layers;
+    let mut session = Session::new(Engine::new(src.model.clone(), ctx), prompt.clone());
+    let result = run(&mut session, n_layers, plan, |d, t| {
+        progress.update(d, t, "decoding")
+    })
+    .map_err(CliError::runtime)?;
+    progress.finish();
+
+    let shapes = crate::brick::cost::Shapes::new(&src.model.config, &src.model.weights);
+    let analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
+    let info = RunInfo {
+        model: &src.model,
+        model_path: src.path.clone(),
+        synthetic: src.synthetic,
+        file_size: src.file_size,
+        host: &host,
+        peaks: &peaks,
+        config: RunConfig {
+            timing: if profiled { "cpu_timer" } else { "off" }.to_string(),
+            warmup: a.warmup as u64,
+            tokens: a.tokens as u64,
+            prefill: prompt.len() as u64,
+            ctx: ctx as u64,
+            profile: a.profile.clone(),
+            target_efficiency: budgets.target_efficiency,
+        },
+    };
+    let mut report = build(&info, &result, &analysis);
+    let gates = evaluate(&spec, &report).map_err(CliError::usage)?;
+    let status = apply_gates(&mut report, gates);
+
+    if let Some(path) = &a.trace {
+        let (spans, counters) = trace_data(&result);
+        let file = std::fs::File::create(path)
+            .map_err(|e| CliError::usage(format!("--trace {}: {e}", path.display())))?;
+        write_trace(file, &format!("cbtop: {}", src.label()), &spans, &counters)
+            .map_err(|e| CliError::runtime(format!("--trace {}: {e}", path.display())))?;
+    }
+    let text = match fmt {
+        FormatArg::Json => format::to_json(&report),
+        FormatArg::Md => format::to_markdown(&report),
+        FormatArg::Csv => format::to_csv(&report),
+    };
+    write_out(a.output.as_deref(), &text)?;
+    if status == Status::Fail {
+        return Err(CliError {
+            code: exit::GATE_FAILED,
+            message: failure_summary(&report.gates)
+                .unwrap_or_else(|| "a CI gate failed".to_string()),
+        });
+    }
+    Ok(())
+}

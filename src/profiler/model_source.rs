@@ -1,0 +1,62 @@
+//! Which model a profiling run uses: a GGUF file, or the embedded default — a synthetic model
+//! of SmolLM2-135M's shape with Q4_K_M-placed random weights, built in memory in well under a
+//! second. Either way the caller learns whether the weights are synthetic, so every output can
+//! say so.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::model::{LoadError, Model};
+use crate::profile::Profile;
+use crate::synth::{self, QuantMix, SYNTHETIC_KEY};
+
+/// The embedded default's shape (a built-in profile), weight mix and seed.
+pub const DEFAULT_SHAPE: &str = "smollm2-135m";
+pub const DEFAULT_QUANT: QuantMix = QuantMix::Q4KM;
+pub const DEFAULT_SEED: u64 = 0;
+
+/// A loaded model and what the report says about where it came from.
+pub struct ModelSource {
+    pub model: Arc<Model>,
+    /// `None` for the embedded default.
+    pub path: Option<String>,
+    pub synthetic: bool,
+    pub file_size: u64,
+}
+
+impl ModelSource {
+    /// Load `path`.
+    pub fn file(path: &Path) -> Result<ModelSource, LoadError> {
+        let model = Model::load(path)?;
+        Ok(ModelSource::wrap(model, Some(path.display().to_string())))
+    }
+
+    /// Build the embedded default.
+    pub fn embedded_default() -> Result<ModelSource, String> {
+        let shape = Profile::shape(DEFAULT_SHAPE).map_err(|e| e.to_string())?;
+        let bytes = synth::build(&shape, DEFAULT_QUANT, DEFAULT_SEED);
+        let name = format!("embedded default (synthetic {DEFAULT_SHAPE})");
+        let model = Model::from_bytes(&name, bytes).map_err(|e| e.to_string())?;
+        Ok(ModelSource::wrap(model, None))
+    }
+
+    fn wrap(model: Model, path: Option<String>) -> ModelSource {
+        let synthetic = model.file.metadata.get_bool(SYNTHETIC_KEY).unwrap_or(false);
+        let file_size = model.file.file_size();
+        ModelSource {
+            model: Arc::new(model),
+            path,
+            synthetic,
+            file_size,
+        }
+    }
+
+    /// The name to show: the model's, with "synthetic weights" when they are.
+    pub fn label(&self) -> String {
+        if self.synthetic {
+            format!("{} [synthetic weights]", self.model.name())
+        } else {
+            self.model.name()
+        }
+    }
+}

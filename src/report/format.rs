@@ -1,0 +1,234 @@
+//! The report as text: JSON (the contract CI reads), Markdown (for people and PR comments) and
+//! CSV (one row per brick plus `other`, for spreadsheets). All three render the same `Report`.
+
+use std::fmt::Write;
+
+use super::types::{Report, Status};
+
+/// Pretty JSON, newline-terminated.
+pub fn to_json(r: &Report) -> String {
+    let mut s = serde_json::to_string_pretty(r).expect("a report always serialises");
+    s.push('\n');
+    s
+}
+
+/// The model line: name, arch, and the synthetic label when the weights are random.
+pub fn model_label(r: &Report) -> String {
+    let m = &r.model;
+    format!(
+        "{} ({}, {} layers, {:.1}M params{})",
+        m.name,
+        m.arch,
+        m.layers,
+        m.params as f64 / 1e6,
+        if m.synthetic {
+            ", synthetic weights"
+        } else {
+            ""
+        }
+    )
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.digits$}"))
+}
+
+/// A Markdown summary: header, throughput, brick table with `other`, bottleneck, gates.
+pub fn to_markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let t = &r.throughput;
+    let h = &r.hardware;
+    let _ = writeln!(s, "# cbtop report: {}\n", model_label(r));
+    let _ = writeln!(
+        s,
+        "- model: `{}`{}",
+        r.model.path.as_deref().unwrap_or("embedded default"),
+        if r.model.synthetic {
+            " — **synthetic weights**: timings are real, generated text is not"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "- hardware: {} backend, {}, {} threads; peaks {:.1} GB/s ({}), {:.1} GFLOP/s ({})",
+        h.backend,
+        h.gpu
+            .as_ref()
+            .map_or(h.cpu_model.as_str(), |g| g.name.as_str()),
+        h.threads,
+        h.peaks.bandwidth_gbps,
+        h.peaks.bandwidth_source,
+        h.peaks.compute_gflops,
+        h.peaks.compute_source
+    );
+    let c = &r.config;
+    let _ = writeln!(
+        s,
+        "- run: timing {}, {} warm-up + {} measured tokens, prompt {} tokens, ctx {}",
+        c.timing, c.warmup, c.tokens, c.prefill, c.ctx
+    );
+    let _ = writeln!(
+        s,
+        "- throughput: **{:.2} tok/s** (CV {:.1}%, p50 {:.1} us, p99 {:.1} us), TTFT {:.1} ms, \
+         prefill {:.1} tok/s, unprofiled {} tok/s, profiling overhead {}%",
+        t.tokens_per_sec,
+        t.cv_percent,
+        t.p50_us,
+        t.p99_us,
+        t.ttft_ms,
+        t.prefill_tokens_per_sec,
+        opt(t.unprofiled_tokens_per_sec, 2),
+        opt(t.overhead_percent, 1)
+    );
+    let _ = writeln!(
+        s,
+        "- score **{:.1} ({})**, status **{}**\n",
+        r.score,
+        r.grade,
+        match r.status {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+        }
+    );
+    if r.bricks.is_empty() {
+        let _ = writeln!(s, "Per-brick timing was off: no brick table.\n");
+    } else {
+        let _ = writeln!(
+            s,
+            "| brick | source | mean us | p50 | p99 | CV % | share % | budget us | gap | GB/s | GFLOP/s | roofline us | eff % | grade |"
+        );
+        let _ = writeln!(
+            s,
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        );
+        let bottleneck = r.bottleneck.as_ref().map(|b| b.id.as_str());
+        for b in &r.bricks {
+            let mark = if Some(b.id.as_str()) == bottleneck {
+                " ◀ bottleneck"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "| {}{mark} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} | {} |",
+                b.id,
+                b.source.name(),
+                b.mean_us,
+                b.p50_us,
+                b.p99_us,
+                b.cv_percent,
+                b.share_percent,
+                b.budget_us,
+                b.gap_factor,
+                b.gbps,
+                b.gflops,
+                b.roofline_us,
+                100.0 * b.efficiency,
+                b.grade
+            );
+        }
+        let _ = writeln!(
+            s,
+            "| other | cpu_timer | {:.1} | | | | {:.1} | | | | | | | |",
+            r.other_us, r.other_share_percent
+        );
+        let _ = writeln!(
+            s,
+            "| **token** | | **{:.1}** | | | | 100 | | | | | | | |\n",
+            r.token_us
+        );
+    }
+    if let Some(b) = &r.bottleneck {
+        let _ = writeln!(
+            s,
+            "Bottleneck: **{}** — {:.1} us against a budget of {:.1} us (gap {:.2}x). Top 3 over budget: {}.\n",
+            b.id,
+            b.actual_us,
+            b.budget_us,
+            b.gap_factor,
+            b.top3
+                .iter()
+                .map(|e| format!("{} (+{:.1} us)", e.id, e.over_us))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let tel = &r.telemetry;
+    if !tel.available {
+        let _ = writeln!(
+            s,
+            "Telemetry: none ({}).\n",
+            tel.reason.as_deref().unwrap_or("unavailable")
+        );
+    }
+    if !r.gates.is_empty() {
+        let _ = writeln!(
+            s,
+            "| gate | threshold | actual | result |\n|---|---:|---:|---|"
+        );
+        for g in &r.gates {
+            let _ = writeln!(
+                s,
+                "| {} | {:.3} | {:.3} | {} |",
+                g.name,
+                g.threshold,
+                g.actual,
+                if g.pass { "pass" } else { "FAIL" }
+            );
+        }
+    }
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row per brick, then `other`. Times in microseconds per token.
+pub fn to_csv(r: &Report) -> String {
+    let mut s = String::from(
+        "id,source,count,mean_us,p50_us,p90_us,p99_us,p999_us,max_us,cv_percent,share_percent,\
+         budget_us,gap_factor,bytes,flops,gbps,gflops,roofline_us,efficiency,score,grade\n",
+    );
+    for b in &r.bricks {
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{},{},{:.4},{:.4},{:.3},{:.4},{:.2},{}",
+            csv_field(&b.id),
+            b.source.name(),
+            b.count,
+            b.mean_us,
+            b.p50_us,
+            b.p90_us,
+            b.p99_us,
+            b.p999_us,
+            b.max_us,
+            b.cv_percent,
+            b.share_percent,
+            b.budget_us,
+            b.gap_factor,
+            b.bytes,
+            b.flops,
+            b.gbps,
+            b.gflops,
+            b.roofline_us,
+            b.efficiency,
+            b.score,
+            b.grade
+        );
+    }
+    let _ = writeln!(
+        s,
+        "other,{},{},{:.3},,,,,,,{:.3},,,,,,,,,,",
+        r.throughput.source.name(),
+        r.config.tokens,
+        r.other_us,
+        r.other_share_percent
+    );
+    s
+}

@@ -1,0 +1,301 @@
+//! `cbtop --headless` end to end, on a two-layer conformance model so each run takes a second:
+//! the report validates against `cbtop schema`, brick shares and `other` add up to the token
+//! time, every gate passes and fails on purpose (exit 1), bad input exits 2 with one line, the
+//! trace holds one event per span, and per-brick series are measured independently.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const MODEL: &str = "conformance/models/conf-qwen2-Q4_K_M.gguf";
+
+fn cbtop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cbtop"))
+        .args(args)
+        .output()
+        .expect("run cbtop")
+}
+
+fn model() -> String {
+    common::fixture(MODEL).display().to_string()
+}
+
+/// A short headless run of the conformance model plus `extra` flags.
+fn headless(extra: &[&str]) -> Output {
+    let m = model();
+    let mut args = vec!["--headless", "--ci", "--model-path", &m, "--threads", "2"];
+    // defaults the caller may override
+    for (flag, value) in [("--tokens", "24"), ("--warmup", "2")] {
+        if !extra.contains(&flag) {
+            args.extend([flag, value]);
+        }
+    }
+    args.extend_from_slice(extra);
+    cbtop(&args)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_report(o: &Output) -> Value {
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "cbtop failed: {}",
+        stderr(o)
+    );
+    serde_json::from_slice(&o.stdout).expect("stdout is one JSON report")
+}
+
+fn schema() -> Value {
+    let o = cbtop(&["schema"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("schema is JSON")
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn report_validates_against_schema_and_adds_up() {
+    let o = headless(&["--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_report(&o);
+    let validator = jsonschema::validator_for(&schema()).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&r).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match schema: {errors:?}"
+    );
+
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["status"], "PASS");
+    assert_eq!(r["model"]["synthetic"], false);
+    assert_eq!(r["hardware"]["backend"], "cpu");
+    let bricks = r["bricks"].as_array().unwrap();
+    let ids: Vec<&str> = bricks.iter().map(|b| b["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "embed",
+            "attn_norm",
+            "qkv",
+            "rope",
+            "attention",
+            "attn_out",
+            "attn_residual",
+            "ffn_norm",
+            "ffn_gate_up",
+            "ffn_act",
+            "ffn_down",
+            "ffn_residual",
+            "final_norm",
+            "lm_head",
+            "sample"
+        ]
+    );
+    for b in bricks {
+        assert_eq!(b["source"], "cpu_timer", "{}", b["id"]);
+        assert_eq!(b["count"], 24, "{}", b["id"]);
+        assert!(f(&b["mean_us"]) > 0.0, "{}", b["id"]);
+        let per_layer = b["per_layer_us"].as_array().unwrap();
+        let layered = !matches!(
+            b["id"].as_str().unwrap(),
+            "embed" | "final_norm" | "lm_head" | "sample"
+        );
+        assert_eq!(per_layer.len(), if layered { 2 } else { 0 }, "{}", b["id"]);
+        // the layers add up to the brick's per-token time
+        if layered {
+            let sum: f64 = per_layer.iter().map(f).sum();
+            assert!((sum - f(&b["mean_us"])).abs() < 1e-6 * sum.max(1.0) + 1e-9);
+        }
+        assert!(f(&b["efficiency"]) <= 1.0);
+        assert!((0.0..=100.0).contains(&f(&b["score"])));
+    }
+
+    // bricks + other = the token time (within 2%), and shares add to 100%
+    let token_us = f(&r["token_us"]);
+    let covered: f64 = bricks.iter().map(|b| f(&b["mean_us"])).sum();
+    let other = f(&r["other_us"]);
+    assert!(other >= 0.0);
+    assert!(
+        ((covered + other) - token_us).abs() <= 0.02 * token_us,
+        "bricks {covered} + other {other} vs token {token_us}"
+    );
+    let shares: f64 =
+        bricks.iter().map(|b| f(&b["share_percent"])).sum::<f64>() + f(&r["other_share_percent"]);
+    assert!((shares - 100.0).abs() <= 2.0, "shares add to {shares}");
+    // tok/s is the measured steps' mean time, inverted
+    let tps = f(&r["throughput"]["tokens_per_sec"]);
+    assert!((tps - 1e6 / token_us).abs() / tps < 1e-9);
+    assert!(r["throughput"]["overhead_percent"].is_number());
+    assert!(f(&r["throughput"]["unprofiled_tokens_per_sec"]) > 0.0);
+    assert!(r["bottleneck"]["top3"].as_array().unwrap().len() == 3);
+}
+
+#[test]
+fn a_broken_report_fails_the_schema() {
+    let o = headless(&["--json", "--tokens", "2"]);
+    let mut r = json_report(&o);
+    let validator = jsonschema::validator_for(&schema()).expect("schema compiles");
+    assert!(validator.is_valid(&r));
+    r["throughput"]["tokens_per_sec"] = Value::String("fast".into());
+    assert!(!validator.is_valid(&r));
+}
+
+/// Each gate once passing and once failing on purpose.
+#[test]
+fn every_gate_passes_and_fails() {
+    let dir = std::env::temp_dir().join(format!("cbtop-gates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("baseline.json");
+    let base_s = base.display().to_string();
+
+    // all passing: generous thresholds; this report is also the baseline
+    let o = headless(&[
+        "--json",
+        "--output",
+        &base_s,
+        "--min-tok-s",
+        "0.001",
+        "--min-score",
+        "0",
+        "--max-cv",
+        "100000",
+        "--max-brick-us",
+        "qkv=1000000000",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout.is_empty(), "--output keeps stdout empty");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    let gates = r["gates"].as_array().unwrap();
+    assert_eq!(gates.len(), 4);
+    assert!(gates.iter().all(|g| g["pass"] == true), "{gates:?}");
+
+    let failing: [&[&str]; 4] = [
+        &["--min-tok-s", "1000000000"],
+        &["--min-score", "100.5"],
+        &["--max-cv", "0"],
+        &["--max-brick-us", "qkv=0"],
+    ];
+    for flags in failing {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(flags);
+        let o = headless(&args);
+        assert_eq!(o.status.code(), Some(1), "{flags:?}: {}", stderr(&o));
+        let r = json_report(&o);
+        assert_eq!(r["status"], "FAIL", "{flags:?}");
+        assert_eq!(r["gates"][0]["pass"], false, "{flags:?}");
+        assert_eq!(stderr(&o).lines().count(), 1, "{flags:?}: {}", stderr(&o));
+    }
+
+    // regression against the baseline: generous passes, an inflated baseline fails
+    let o = headless(&["--json", "--baseline", &base_s, "--max-regression", "1000"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut fast = r.clone();
+    fast["throughput"]["tokens_per_sec"] = Value::from(1e12);
+    let fast_path = dir.join("fast.json");
+    std::fs::write(&fast_path, fast.to_string()).unwrap();
+    let fp = fast_path.display().to_string();
+    let o = headless(&["--json", "--baseline", &fp, "--max-regression", "5"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(json_report(&o)["gates"][0]["name"], "max_regression");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = std::env::temp_dir().join(format!("cbtop-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let garbage = dir.join("garbage.gguf");
+    std::fs::write(&garbage, b"GGUF\x03\x00\x00\x00not really a model").unwrap();
+    let g = garbage.display().to_string();
+    let cases: [&[&str]; 5] = [
+        &["--headless", "--model-path", "/nonexistent/model.gguf"],
+        &["--headless", "--model-path", &g],
+        &["--headless", "--max-brick-us", "qkv"],
+        &[
+            "--headless",
+            "--max-brick-us",
+            "nope=5",
+            "--model-path",
+            MODEL,
+        ],
+        &["--headless", "--profile", "no-such-profile"],
+    ];
+    let model = model();
+    for args in cases {
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == MODEL { model.as_str() } else { a })
+            .chain(["--ci", "--tokens", "2", "--warmup", "0"])
+            .collect();
+        let o = cbtop(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn trace_has_one_event_per_span_and_formats_render() {
+    let dir = std::env::temp_dir().join(format!("cbtop-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.json");
+    let t = trace.display().to_string();
+    let o = headless(&["--format", "csv", "--tokens", "5", "--trace", &t]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let csv = String::from_utf8(o.stdout).unwrap();
+    // header + 15 bricks + other
+    assert_eq!(csv.lines().count(), 17, "{csv}");
+    let tr: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = tr["traceEvents"].as_array().unwrap();
+    let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+    // per token: 11 layer bricks x 2 layers + 4 others
+    assert_eq!(count("X"), 5 * (11 * 2 + 4));
+    assert_eq!(count("C"), 5 * 2);
+    let o = headless(&["--format", "md", "--tokens", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.contains("qkv") && md.contains("other"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn timing_off_reports_throughput_without_bricks() {
+    let o = headless(&["--json", "--timing", "off", "--tokens", "8"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_report(&o);
+    assert!(r["bricks"].as_array().unwrap().is_empty());
+    assert!(f(&r["throughput"]["tokens_per_sec"]) > 0.0);
+    assert!(r["throughput"]["overhead_percent"].is_null());
+    assert_eq!(r["config"]["timing"], "off");
+}
+
+#[test]
+fn embedded_default_is_labelled_synthetic() {
+    let o = cbtop(&[
+        "--headless",
+        "--ci",
+        "--json",
+        "--tokens",
+        "2",
+        "--warmup",
+        "0",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["model"]["synthetic"], true);
+    assert!(r["model"]["path"].is_null());
+    assert_eq!(r["model"]["layers"], 30);
+    let o = cbtop(&["--headless", "--ci", "--tokens", "1", "--warmup", "0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("synthetic weights"));
+}
