@@ -203,6 +203,19 @@ fn every_gate_passes_and_fails() {
     let o = headless(&["--json", "--baseline", &fp, "--max-regression", "5"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(json_report(&o)["gates"][0]["name"], "max_regression");
+
+    // `cbtop compare`: B faster than A passes the gate, slower fails it with exit 1
+    let o = cbtop(&["compare", &base_s, &fp, "--max-regression", "5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(table.contains("qkv") && table.contains("faster"), "{table}");
+    let o = cbtop(&["compare", &fp, &base_s, "--max-regression", "5", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(f(&c["regression_percent"]) > 99.0);
+    assert_eq!(c["bricks"].as_array().unwrap().len(), 15);
+    let o = cbtop(&["compare", &base_s, "/nonexistent.json"]);
+    assert_eq!(o.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
