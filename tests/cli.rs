@@ -2,14 +2,9 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn cbtop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cbtop"))
-        .args(args)
-        .output()
-        .expect("run cbtop")
-}
+use common::cbtop;
 
 fn conf(name: &str) -> String {
     common::fixture(&format!("conformance/models/{name}.gguf"))

@@ -5,18 +5,13 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::{cbtop, stderr};
 
 use serde_json::Value;
 
 const MODEL: &str = "conformance/models/conf-qwen2-Q4_K_M.gguf";
-
-fn cbtop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cbtop"))
-        .args(args)
-        .output()
-        .expect("run cbtop")
-}
 
 fn model() -> String {
     common::fixture(MODEL).display().to_string()
@@ -34,10 +29,6 @@ fn headless(extra: &[&str]) -> Output {
     }
     args.extend_from_slice(extra);
     cbtop(&args)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn json_report(o: &Output) -> Value {

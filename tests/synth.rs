@@ -2,21 +2,13 @@
 //! both architectures write files that pass `inspect` and run in the engine with finite
 //! logits. A tiny shape (a TOML file, as `--shape` accepts) keeps each file small.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{cbtop, stderr};
 
 use serde_json::Value;
-
-fn cbtop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cbtop"))
-        .args(args)
-        .output()
-        .expect("run cbtop")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("cbtop-synth-{}", std::process::id()));

@@ -2,6 +2,20 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Run the `cbtop` binary built for these tests.
+pub fn cbtop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cbtop"))
+        .args(args)
+        .output()
+        .expect("run cbtop")
+}
+
+/// A run's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
 
 /// `tests/fixtures/...`.
 pub fn fixture(rel: &str) -> PathBuf {
