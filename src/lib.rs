@@ -12,3 +12,5 @@ pub mod profiler;
 pub mod quant;
 pub mod report;
 pub mod synth;
+pub mod telemetry;
+pub mod tui;

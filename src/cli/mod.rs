@@ -56,10 +56,13 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Synth(a)) => synth::run(a),
         Some(Command::Compare(a)) => compare::run(a),
         Some(Command::Schema) => schema::run(),
-        None => Err(CliError::usage(
-            "the live view and headless profiling are not built yet; use `cbtop generate`, \
-             `cbtop tokenize` or `cbtop inspect` (see `cbtop --help`)",
+        None if cli.profile.headless => Err(CliError::usage(
+            "headless profiling is not built yet; use the live view (`cbtop --model-path FILE`)",
         )),
+        None => {
+            setup_engine(&cli.profile.engine)?;
+            crate::tui::run(cli.profile)
+        }
     }
 }
 
