@@ -195,7 +195,11 @@ impl Shapes {
                 layers * 2.0 * ff * F32,
                 layers * 4.0 * e * ff,
             ),
-            BrickId::FfnAct => c(layers * 2.0 * ff * F32, layers * ff * F32, layers * 6.0 * ff),
+            BrickId::FfnAct => c(
+                layers * 2.0 * ff * F32,
+                layers * ff * F32,
+                layers * 6.0 * ff,
+            ),
             BrickId::FfnDown => c(
                 sum(&|l| l.down) + layers * ff * F32,
                 layers * e * F32,
@@ -278,7 +282,10 @@ mod tests {
         let a10 = s.cost(BrickId::Attention.into(), 10.0);
         let a20 = s.cost(BrickId::Attention.into(), 20.0);
         // ten more positions: 2 layers x 10 x 32 x 2 (K and V) x 2 bytes
-        assert_eq!(a20.bytes_read - a10.bytes_read, 2.0 * 10.0 * 32.0 * 2.0 * 2.0);
+        assert_eq!(
+            a20.bytes_read - a10.bytes_read,
+            2.0 * 10.0 * 32.0 * 2.0 * 2.0
+        );
         const F: &[BrickId] = &[BrickId::FfnNorm, BrickId::FfnGateUp];
         let fused = s.cost(Brick::Fused(F), 0.0);
         let sep = s.cost(BrickId::FfnNorm.into(), 0.0) + s.cost(BrickId::FfnGateUp.into(), 0.0);

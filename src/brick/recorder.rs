@@ -118,7 +118,9 @@ mod tests {
         assert_eq!(r.time(BrickId::Qkv, Some(3), || 7), 7);
         assert!(r.spans().is_empty());
         r.set_enabled(true);
-        r.time(BrickId::Qkv, Some(3), || std::thread::sleep(std::time::Duration::from_millis(2)));
+        r.time(BrickId::Qkv, Some(3), || {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
         let s = r.take();
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].layer, Some(3));

@@ -224,7 +224,10 @@ impl Stats {
                     recent_us: VecDeque::new(),
                 });
                 self.bricks.sort_by_key(|b| b.brick.order());
-                self.bricks.iter().position(|b| b.brick == brick).unwrap_or(0)
+                self.bricks
+                    .iter()
+                    .position(|b| b.brick == brick)
+                    .unwrap_or(0)
             }
         };
         &mut self.bricks[i]
@@ -313,7 +316,11 @@ mod tests {
         assert!((qkv.per_token.mean_us() - 4.0).abs() < 1e-12);
         assert!((qkv.per_layer[0].mean_us() - 1.0).abs() < 1e-12);
         assert!((qkv.per_layer[1].mean_us() - 3.0).abs() < 1e-12);
-        assert!(st.brick(BrickId::LmHead.into()).unwrap().per_layer.is_empty());
+        assert!(st
+            .brick(BrickId::LmHead.into())
+            .unwrap()
+            .per_layer
+            .is_empty());
         assert!((st.other.mean_us() - 2.0).abs() < 1e-12);
         assert_eq!(st.bricks[0].brick, BrickId::Qkv.into());
         assert_eq!(st.mean_position(), 5.0);

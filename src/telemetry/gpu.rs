@@ -42,9 +42,9 @@ pub struct GpuProbe {
 /// The one-line reason NVML could not be used.
 pub fn explain(e: &NvmlError) -> String {
     match e {
-        NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => format!(
-            "no GPU telemetry: NVML library {NVML_LIB} not found (no NVIDIA driver)"
-        ),
+        NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => {
+            format!("no GPU telemetry: NVML library {NVML_LIB} not found (no NVIDIA driver)")
+        }
         NvmlError::DriverNotLoaded => {
             "no GPU telemetry: the NVIDIA driver is not loaded".to_string()
         }
@@ -122,7 +122,10 @@ mod tests {
             NvmlError::Unknown,
         ] {
             let r = explain(&e);
-            assert!(r.starts_with("no GPU telemetry: ") && !r.contains('\n'), "{r}");
+            assert!(
+                r.starts_with("no GPU telemetry: ") && !r.contains('\n'),
+                "{r}"
+            );
         }
         assert!(explain(&NvmlError::LibraryNotFound).contains(NVML_LIB));
     }

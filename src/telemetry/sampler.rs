@@ -101,7 +101,10 @@ fn sample_loop(
 ) {
     let t0 = Instant::now();
     let gpu = GpuProbe::open(gpu_index);
-    let status = gpu.as_ref().map(|g| g.name().to_string()).map_err(Clone::clone);
+    let status = gpu
+        .as_ref()
+        .map(|g| g.name().to_string())
+        .map_err(Clone::clone);
     shared.lock().unwrap_or_else(|p| p.into_inner()).gpu_status = Some(status);
     let gpu = gpu.ok();
     let mut host = HostProbe::new();

@@ -78,14 +78,19 @@ pub fn throughput(
     prefill_tok_s: Option<f64>,
 ) -> Throughput {
     let n = recent_us.len();
-    let now: Vec<f64> = recent_us.iter().skip(n.saturating_sub(NOW_WINDOW)).copied().collect();
+    let now: Vec<f64> = recent_us
+        .iter()
+        .skip(n.saturating_sub(NOW_WINDOW))
+        .copied()
+        .collect();
     let now_mean = if now.is_empty() {
         0.0
     } else {
         now.iter().sum::<f64>() / now.len() as f64
     };
-    let overhead_pct = (unprofiled.count() >= 2 && token.count() >= 2 && unprofiled.mean_us() > 0.0)
-        .then(|| 100.0 * (token.mean_us() / unprofiled.mean_us() - 1.0));
+    let overhead_pct =
+        (unprofiled.count() >= 2 && token.count() >= 2 && unprofiled.mean_us() > 0.0)
+            .then(|| 100.0 * (token.mean_us() / unprofiled.mean_us() - 1.0));
     Throughput {
         tok_s_now: tok_s(now_mean),
         tok_s_avg: tok_s(token.mean_us()),

@@ -77,7 +77,10 @@ impl EngineHandle {
 
     /// The latest published snapshot (a pointer copy).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn send(&self, c: Command) {
@@ -232,7 +235,8 @@ impl Worker {
                 }
                 continue;
             }
-            let profiled = self.cfg.profiled && self.steps % UNPROFILED_EVERY != UNPROFILED_EVERY - 1;
+            let profiled =
+                self.cfg.profiled && self.steps % UNPROFILED_EVERY != UNPROFILED_EVERY - 1;
             let sample = match session.step(profiled) {
                 Ok(s) => s,
                 Err(e) => return self.publish_phase(Phase::Stopped, Some(e.to_string())),

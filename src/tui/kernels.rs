@@ -6,7 +6,10 @@ use crate::brick::{Brick, BrickId};
 use crate::model::weights::Mat;
 use crate::model::Model;
 
-fn mats<'a>(model: &'a Model, pick: impl Fn(&'a crate::model::weights::LayerWeights) -> Vec<&'a Mat>) -> String {
+fn mats<'a>(
+    model: &'a Model,
+    pick: impl Fn(&'a crate::model::weights::LayerWeights) -> Vec<&'a Mat>,
+) -> String {
     // Types can differ per layer (e.g. Q4_K_M mixes Q4_K and Q6_K): list the distinct ones.
     let Some(first) = model.weights.layers.first() else {
         return String::new();

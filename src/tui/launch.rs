@@ -44,8 +44,7 @@ pub fn run(args: ProfileArgs) -> Result<(), CliError> {
 /// The live view on an already-loaded model.
 pub fn run_source(source: Source, args: &ProfileArgs) -> Result<(), CliError> {
     let (cfg, status) = config(&source, args)?;
-    super::run_live(source, cfg, status)
-        .map_err(|e| CliError::runtime(format!("terminal: {e}")))
+    super::run_live(source, cfg, status).map_err(|e| CliError::runtime(format!("terminal: {e}")))
 }
 
 /// The engine configuration for `args`, and a first status line (or empty).
@@ -69,11 +68,7 @@ pub fn config(source: &Source, args: &ProfileArgs) -> Result<(EngineConfig, Stri
         prompt.drain(..prompt.len() - ctx / 2);
     }
     let c = &model.config;
-    let wtype = model
-        .weights
-        .layers
-        .first()
-        .map_or("-", |l| l.wq.ty.name());
+    let wtype = model.weights.layers.first().map_or("-", |l| l.wq.ty.name());
     let header = Header {
         model: source.label.clone(),
         model_detail: format!(

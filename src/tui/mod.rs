@@ -82,7 +82,9 @@ pub fn run_live(source: Source, cfg: EngineConfig, status: String) -> std::io::R
             last_draw = Some(Instant::now());
         }
         let wait = last_draw
-            .map_or(Duration::ZERO, |t| FRAME_INTERVAL.saturating_sub(t.elapsed()))
+            .map_or(Duration::ZERO, |t| {
+                FRAME_INTERVAL.saturating_sub(t.elapsed())
+            })
             .min(KEY_POLL);
         if !event::poll(wait)? {
             continue;

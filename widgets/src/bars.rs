@@ -17,7 +17,7 @@ pub fn hbar(value: f64, max: f64, width: usize) -> String {
     };
     let eighths = (frac * width as f64 * 8.0).round() as usize;
     let mut s: String = "█".repeat(eighths / 8);
-    if eighths % 8 != 0 {
+    if !eighths.is_multiple_of(8) {
         s.push(EIGHTHS[eighths % 8]);
     }
     let used = s.chars().count();
@@ -90,7 +90,7 @@ mod tests {
     fn hbar_fills_by_fraction() {
         assert_eq!(hbar(1.0, 1.0, 4), "████");
         assert_eq!(hbar(0.5, 1.0, 4), "██  ");
-        assert_eq!(hbar(1.0 / 16.0, 1.0, 4), "▌   ");
+        assert_eq!(hbar(1.0 / 16.0, 1.0, 4), "▎   ");
         assert_eq!(hbar(f64::NAN, 1.0, 3), "   ");
         assert_eq!(hbar(2.0, 0.0, 2), "  ");
     }

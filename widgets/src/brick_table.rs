@@ -6,7 +6,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row, StatefulWidget, Table, TableState, Widget};
+use ratatui::widgets::{Cell, HighlightSpacing, Row, StatefulWidget, Table, TableState, Widget};
 
 use crate::bars::budget_bar;
 use crate::theme::Theme;
@@ -57,9 +57,9 @@ struct Columns {
 
 impl Columns {
     fn for_width(width: u16) -> Columns {
-        // name 14 + us 9 always; then, in order of importance: share 6, grade 5, p99 9,
-        // GB/s 8, %peak 6, and the bar takes what is left (at least 8).
-        let mut left = width.saturating_sub(14 + 9 + 2) as i32;
+        // selection mark 1, name 16 + us 9 always; then, in order of importance: share 6,
+        // grade 5, p99 9, GB/s 8, %peak 6, and the bar takes what is left (at least 8).
+        let mut left = width.saturating_sub(1 + 16 + 9 + 2) as i32;
         let mut take = |w: i32| {
             if left >= w {
                 left -= w;
@@ -73,7 +73,11 @@ impl Columns {
         let p99 = take(10);
         let gbps = take(9);
         let peak = take(7);
-        let bar = if left >= 9 { (left - 1).min(40) as u16 } else { 0 };
+        let bar = if left >= 9 {
+            (left - 1).min(64) as u16
+        } else {
+            0
+        };
         Columns {
             p99,
             share,
@@ -92,8 +96,11 @@ impl Widget for BrickTable<'_> {
         }
         let cols = Columns::for_width(area.width);
         let t = self.theme;
-        let mut header = vec![Cell::from("  brick"), Cell::from(Line::from("µs").right_aligned())];
-        let mut widths = vec![Constraint::Length(14), Constraint::Length(9)];
+        let mut header = vec![
+            Cell::from("  brick"),
+            Cell::from(Line::from("µs").right_aligned()),
+        ];
+        let mut widths = vec![Constraint::Length(16), Constraint::Length(9)];
         if cols.p99 {
             header.push(Cell::from(Line::from("p99 µs").right_aligned()));
             widths.push(Constraint::Length(9));
@@ -123,7 +130,11 @@ impl Widget for BrickTable<'_> {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let mark = if Some(i) == self.bottleneck { "! " } else { "  " };
+                let mark = if Some(i) == self.bottleneck {
+                    "! "
+                } else {
+                    "  "
+                };
                 let over = r.budget_us.is_some_and(|b| r.mean_us > b);
                 let name_style = if Some(i) == self.bottleneck {
                     t.bad()
@@ -167,7 +178,9 @@ impl Widget for BrickTable<'_> {
         let table = Table::new(rows, widths)
             .header(Row::new(header).style(t.title()))
             .column_spacing(1)
-            .row_highlight_style(t.selected());
+            .row_highlight_style(t.selected())
+            .highlight_symbol(">")
+            .highlight_spacing(HighlightSpacing::Always);
         let mut state = TableState::default().with_selected(self.selected);
         StatefulWidget::render(table, area, buf, &mut state);
     }
@@ -206,10 +219,8 @@ mod tests {
             theme: Theme::PLAIN,
         }
         .render(area, &mut buf);
-        let line: String = (0..100)
-            .map(|x| buf[(x, 1)].symbol().to_string())
-            .collect();
-        assert!(line.starts_with("! ffn_down"), "{line}");
+        let line: String = (0..100).map(|x| buf[(x, 1)].symbol().to_string()).collect();
+        assert!(line.starts_with(">! ffn_down"), "{line}");
         assert!(line.contains("123.5") && line.contains("42.0%") && line.contains('▓'));
     }
 }

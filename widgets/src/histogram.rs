@@ -23,7 +23,13 @@ impl Widget for LatencyHistogram<'_> {
             return;
         }
         if self.bins.is_empty() {
-            buf.set_stringn(area.x, area.y, "no samples yet", area.width as usize, Style::new());
+            buf.set_stringn(
+                area.x,
+                area.y,
+                "no samples yet",
+                area.width as usize,
+                Style::new(),
+            );
             return;
         }
         let max = self.bins.iter().map(|b| b.1).max().unwrap_or(1).max(1) as f64;
@@ -98,7 +104,8 @@ mod tests {
             bar_style: Style::new(),
         }
         .render(area, &mut buf);
-        let row = |y: u16| -> String { (0..50).map(|x| buf[(x, y)].symbol().to_string()).collect() };
+        let row =
+            |y: u16| -> String { (0..50).map(|x| buf[(x, y)].symbol().to_string()).collect() };
         assert!(row(0).trim_end().ends_with("5 p50"), "{}", row(0));
         assert!(row(2).trim_end().ends_with("1 p99"), "{}", row(2));
     }

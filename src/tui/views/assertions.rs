@@ -33,9 +33,16 @@ pub fn checks(s: &Snapshot) -> Vec<Check> {
         .bricks
         .iter()
         .filter(|b| {
-            ![b.mean_us, b.p99_us, b.gbps, b.gflops, b.roofline_us, b.score]
-                .iter()
-                .all(|v| v.is_finite())
+            ![
+                b.mean_us,
+                b.p99_us,
+                b.gbps,
+                b.gflops,
+                b.roofline_us,
+                b.score,
+            ]
+            .iter()
+            .all(|v| v.is_finite())
         })
         .map(|b| b.id.as_str())
         .collect();

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Paragraph, Widget};
 
 use super::Ui;
 use crate::tui::app::{Sort, View};
-use crate::tui::snapshot::{BrickView, Snapshot};
+use crate::tui::snapshot::{BrickView, Phase, Snapshot};
 use cbtop_widgets::{BrickLine, Theme};
 
 /// Indices of `snap.bricks` in display order.
@@ -27,7 +27,8 @@ pub fn order(snap: &Snapshot, sort: Sort) -> Vec<usize> {
 /// The selected brick (index into `snap.bricks`), if any.
 pub fn selected(ui: &Ui) -> Option<usize> {
     let o = order(ui.snap, ui.app.sort);
-    o.get(ui.app.selected.min(o.len().saturating_sub(1))).copied()
+    o.get(ui.app.selected.min(o.len().saturating_sub(1)))
+        .copied()
 }
 
 pub fn selected_brick<'a>(ui: &Ui<'a>) -> Option<&'a BrickView> {
@@ -119,10 +120,19 @@ pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let sep = || Span::styled(" │ ", t.dim());
     let mut spans = vec![
         Span::styled(" cbtop ", t.title()),
-        Span::styled(
-            s.phase.name(),
-            if ui.app.paused { t.warn() } else { t.good() },
-        ),
+        // The pause shows at once; the engine stops after the step it is in.
+        if ui.app.paused && s.phase == Phase::Running {
+            Span::styled(Phase::Paused.name(), t.warn())
+        } else {
+            Span::styled(
+                s.phase.name(),
+                if s.phase == Phase::Running {
+                    t.good()
+                } else {
+                    t.warn()
+                },
+            )
+        },
         sep(),
         Span::styled(h.model.clone(), t.bold()),
     ];
@@ -130,7 +140,11 @@ pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
         spans.push(Span::raw(" "));
         spans.push(Span::styled("[synthetic weights]", t.bad()));
     }
-    for part in [h.model_detail.clone(), h.device.clone(), format!("timing {}", h.timing)] {
+    for part in [
+        h.model_detail.clone(),
+        h.device.clone(),
+        format!("timing {}", h.timing),
+    ] {
         if !part.is_empty() {
             spans.push(sep());
             spans.push(Span::raw(part));
@@ -163,10 +177,10 @@ pub fn footer(area: Rect, buf: &mut Buffer, ui: &Ui) {
 pub fn waiting(snap: &Snapshot) -> String {
     match (&snap.error, snap.phase) {
         (Some(e), _) => format!("engine stopped: {e}"),
-        (None, crate::tui::snapshot::Phase::Probing) => {
+        (None, Phase::Probing) => {
             "measuring CPU peak bandwidth and FMA rate for the roofline...".into()
         }
-        (None, crate::tui::snapshot::Phase::Prefill) => "evaluating the prompt...".into(),
+        (None, Phase::Prefill) => "evaluating the prompt...".into(),
         _ => "warming up: brick rows appear after the first measured steps".into(),
     }
 }

@@ -30,25 +30,27 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         &format!("drill-down: {} ({}, {} steps)", b.id, b.source, b.count),
         ui.theme,
     );
-    let [stats, rest] =
-        Layout::vertical([Constraint::Length(2), Constraint::Min(0)]).areas(inner);
+    let [stats, rest] = Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(inner);
     lines(
         stats,
         buf,
         vec![
             Line::from(format!(
-                "mean {} µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  CV {:.1}%",
+                "mean {} µs  p50 {}  p90 {}  p99 {}  p99.9 {}",
                 us(b.mean_us),
                 us(b.p50_us),
                 us(b.p90_us),
                 us(b.p99_us),
                 us(b.p999_us),
-                us(b.max_us),
-                b.cv_pct
             )),
             Line::from(format!(
-                "share {:.1}% of the token  budget {} µs ({})  gap x{:.2}  score {:.0} ({})",
-                b.share_pct,
+                "max {} µs  CV {:.1}%  share {:.1}% of the token",
+                us(b.max_us),
+                b.cv_pct,
+                b.share_pct
+            )),
+            Line::from(format!(
+                "budget {} µs ({})  gap x{:.2}  score {:.0} ({})",
                 us(b.budget_us),
                 b.budget_source,
                 b.gap_factor,
@@ -57,14 +59,18 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
             )),
         ],
     );
-    let [left, right] = if rest.width >= 70 {
+    let [left, right] = if rest.width >= 100 {
         Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(rest)
     } else {
-        Layout::vertical([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(rest)
+        Layout::horizontal([Constraint::Percentage(30), Constraint::Percentage(70)]).areas(rest)
     };
     let l = panel(left, buf, "per-layer mean µs", ui.theme);
     if b.per_layer_us.is_empty() {
-        lines(l, buf, vec![Line::from("runs once per token (not per layer)")]);
+        lines(
+            l,
+            buf,
+            vec![Line::from("runs once per token (not per layer)")],
+        );
     } else {
         let slowest = b
             .per_layer_us
@@ -82,7 +88,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let kernel_h = (b.kernels.len() as u16 + 2).min(6);
     let [hist, cost, kern] = Layout::vertical([
         Constraint::Min(3),
-        Constraint::Length(7),
+        Constraint::Length(8),
         Constraint::Length(kernel_h),
     ])
     .areas(right);
@@ -103,18 +109,21 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         buf,
         vec![
             Line::from(format!(
-                "read {}  written {}  {:.3} MFLOP  {:.2} FLOP/B",
+                "read {}  written {}",
                 bytes(b.bytes_read),
                 bytes(b.bytes_written),
+            )),
+            Line::from(format!(
+                "{:.3} MFLOP  {:.2} FLOP/B",
                 b.flops / 1e6,
                 b.intensity
             )),
             Line::from(format!(
-                "achieved {:.2} GB/s{peak}  {:.2} GFLOP/s (derived)",
+                "{:.2} GB/s{peak}  {:.2} GFLOP/s (derived)",
                 b.gbps, b.gflops
             )),
             Line::from(format!(
-                "roofline {} µs  measured {} µs  efficiency {:.1}%",
+                "roofline {} µs  measured {} µs  eff {:.1}%",
                 us(b.roofline_us),
                 us(b.mean_us),
                 100.0 * b.efficiency
@@ -123,7 +132,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                 "budget {} µs = {}",
                 us(b.budget_us),
                 if b.budget_source == "roofline" {
-                    "roofline / target efficiency"
+                    "roofline / target"
                 } else {
                     "from the profile"
                 }
@@ -131,5 +140,9 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         ],
     );
     let k = panel(kern, buf, "kernels", ui.theme);
-    lines(k, buf, b.kernels.iter().map(|s| Line::from(s.clone())).collect());
+    lines(
+        k,
+        buf,
+        b.kernels.iter().map(|s| Line::from(s.clone())).collect(),
+    );
 }

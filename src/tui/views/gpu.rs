@@ -38,7 +38,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         _ => "gpu detail".to_string(),
     };
     let inner = panel(body, buf, &title, t);
-    let mut charts: Vec<(String, Pick)> = Vec::new();
+    let mut charts: Vec<(String, Pick, Option<(f64, f64)>)> = Vec::new();
     match (&ui.tele.gpu, gpu) {
         (Some(Ok(_)), Some(g)) => {
             let g2 = |v: Option<u32>| v.map(|x| x as f64);
@@ -48,6 +48,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                     fmt(g2(g.util_pct), "%", 0)
                 ),
                 |s| s.gpu.as_ref()?.util_pct.map(f64::from),
+                Some((0.0, 100.0)),
             ));
             charts.push((
                 format!(
@@ -57,6 +58,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                     fmt(g2(g.mem_util_pct), "%", 0)
                 ),
                 |s| s.gpu.as_ref()?.mem_used_bytes.map(|v| v as f64),
+                None,
             ));
             charts.push((
                 format!(
@@ -65,6 +67,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                     fmt(g.power_limit_w, " W", 0)
                 ),
                 |s| s.gpu.as_ref()?.power_w,
+                None,
             ));
             charts.push((
                 format!(
@@ -73,10 +76,12 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                     fmt(g2(g.mem_clock_mhz), "", 0)
                 ),
                 |s| s.gpu.as_ref()?.sm_clock_mhz.map(f64::from),
+                None,
             ));
             charts.push((
                 format!("temperature {}", fmt(g2(g.temperature_c), "°C", 0)),
                 |s| s.gpu.as_ref()?.temperature_c.map(f64::from),
+                None,
             ));
             charts.push((
                 format!(
@@ -88,6 +93,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                     let g = s.gpu.as_ref()?;
                     Some(g.pcie_tx_kbps? as f64 + g.pcie_rx_kbps? as f64)
                 },
+                None,
             ));
         }
         (status, _) => {
@@ -109,9 +115,9 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
             return host_charts(rest, buf, ui);
         }
     }
-    let h = (inner.height / (charts.len() as u16 + 2)).max(2);
+    let h = (inner.height / (charts.len() as u16 + 2)).clamp(2, 4);
     let mut y = inner.y;
-    for (summary, pick) in charts {
+    for (summary, pick, range) in charts {
         if y + h > inner.y + inner.height {
             break;
         }
@@ -119,9 +125,17 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         SparklinePanel {
             summary: &summary,
             values: &vals,
+            range,
             style: t.good(),
         }
-        .render(Rect { y, height: h, ..inner }, buf);
+        .render(
+            Rect {
+                y,
+                height: h,
+                ..inner
+            },
+            buf,
+        );
         y += h;
     }
     host_charts(
@@ -142,7 +156,7 @@ fn host_charts(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let latest = ui.tele.latest();
     let cpu = latest.and_then(|s| s.host.cpu_pct);
     let rss = latest.and_then(|s| s.host.rss_bytes);
-    let h = (area.height / 2).max(1);
+    let h = (area.height / 2).clamp(1, 4);
     let summary = format!(
         "host: cbtop process cpu {} (100% per busy core)",
         fmt(cpu, "%", 0)
@@ -151,6 +165,7 @@ fn host_charts(area: Rect, buf: &mut Buffer, ui: &Ui) {
     SparklinePanel {
         summary: &summary,
         values: &vals,
+        range: None,
         style: ui.theme.warn(),
     }
     .render(Rect { height: h, ..area }, buf);
@@ -163,6 +178,7 @@ fn host_charts(area: Rect, buf: &mut Buffer, ui: &Ui) {
         SparklinePanel {
             summary: &summary,
             values: &vals,
+            range: None,
             style: ui.theme.warn(),
         }
         .render(

@@ -9,7 +9,10 @@ use super::Ui;
 
 const KEYS: &[(&str, &str)] = &[
     ("↑ ↓ / k j", "select a brick"),
-    ("Enter", "drill-down: per-layer bars, histogram, cost model, kernels"),
+    (
+        "Enter",
+        "drill-down: per-layer bars, histogram, cost model, kernels",
+    ),
     ("h", "latency histograms (decode step and selected brick)"),
     ("b", "budget vs actual"),
     ("m", "bandwidth and roofline"),

@@ -10,7 +10,15 @@ use super::common::{self, footer, header, lines, panel};
 use super::Ui;
 use cbtop_widgets::{regroup, LatencyHistogram};
 
-fn one(area: Rect, buf: &mut Buffer, ui: &Ui, title: &str, bins: &[(f64, u64)], p50: f64, p99: f64) {
+fn one(
+    area: Rect,
+    buf: &mut Buffer,
+    ui: &Ui,
+    title: &str,
+    bins: &[(f64, u64)],
+    p50: f64,
+    p99: f64,
+) {
     let inner = panel(area, buf, title, ui.theme);
     if inner.height < 2 {
         return;

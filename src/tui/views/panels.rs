@@ -4,7 +4,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Widget;
+use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::common::{self, brick_lines, lines, order, panel};
 use super::Ui;
@@ -16,19 +16,20 @@ fn opt<T: std::fmt::Display>(v: Option<T>, unit: &str) -> String {
 }
 
 pub fn throughput(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let inner = panel(area, buf, "throughput (measured steps, cpu clock)", ui.theme);
+    let inner = panel(area, buf, "throughput (measured steps)", ui.theme);
     if inner.height == 0 {
         return;
     }
     let t = &ui.snap.throughput;
     let summary = format!(
-        "tok/s now {:.1}  avg {:.1}  ({} steps)",
+        "tok/s now {:.1} avg {:.1} ({} steps)",
         t.tok_s_now, t.tok_s_avg, t.tokens
     );
     let [spark, info] = Layout::vertical([Constraint::Min(1), Constraint::Length(2)]).areas(inner);
     SparklinePanel {
         summary: &summary,
         values: &t.recent_tok_s,
+        range: Some((0.0, t.recent_tok_s.iter().cloned().fold(1e-9, f64::max))),
         style: ui.theme.good(),
     }
     .render(spark, buf);
@@ -46,10 +47,10 @@ pub fn throughput(area: Rect, buf: &mut Buffer, ui: &Ui) {
         buf,
         vec![
             Line::from(format!(
-                "ms/token p50 {:.2}  p99 {:.2}  TTFT {ttft}",
+                "ms/tok p50 {:.2} p99 {:.2} TTFT {ttft}",
                 t.p50_ms, t.p99_ms
             )),
-            Line::from(format!("prefill {prefill}  profiling overhead {over}")),
+            Line::from(format!("prefill {prefill} overhead {over}")),
         ],
     );
 }
@@ -119,15 +120,18 @@ pub fn gpu(area: Rect, buf: &mut Buffer, ui: &Ui) {
             );
             lines(rows[3], buf, vec![Line::from(host)]);
         }
-        (Some(Err(reason)), _) => lines(
-            inner,
-            buf,
-            vec![
+        (Some(Err(reason)), _) => {
+            // One line where it fits; wrapped rather than cut where the panel is narrow.
+            let [msg, rest] =
+                Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
+            Paragraph::new(vec![
                 Line::from(Span::styled(reason.clone(), ui.theme.warn())),
                 Line::from("brick times come from the CPU engine (cpu_timer)"),
-                Line::from(host),
-            ],
-        ),
+            ])
+            .wrap(Wrap { trim: true })
+            .render(msg, buf);
+            lines(rest, buf, vec![Line::from(host)]);
+        }
         _ => lines(
             inner,
             buf,
@@ -143,9 +147,7 @@ pub fn bricks(area: Rect, buf: &mut Buffer, ui: &Ui) {
     } else {
         format!(
             "brick pipeline: {} · token {} µs · score {:.0} ({}) · sort: {}",
-            s.bricks
-                .first()
-                .map_or("cpu_timer", |b| b.source.as_str()),
+            s.bricks.first().map_or("cpu_timer", |b| b.source.as_str()),
             common::us(s.token_us),
             s.score,
             s.grade,

@@ -42,20 +42,38 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         out.push(Line::from(common::waiting(s)));
         return lines(inner, buf, out);
     }
-    let bar_w = (inner.width as usize).saturating_sub(14 + 9 + 9 + 9 + 10 + 10 + 10 + 8 + 6).min(40);
+    let bar_w = (inner.width as usize)
+        .saturating_sub(14 + 9 + 9 + 9 + 10 + 10 + 10 + 8 + 6)
+        .min(40);
     out.push(Line::from(Span::styled(
         format!(
             "  {:<12} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>7}  {}",
-            "brick", "FLOP/B", "bound", "GB/s", "GFLOP/s", "roof µs", "actual µs", "eff", "% of peak GB/s"
+            "brick",
+            "FLOP/B",
+            "bound",
+            "GB/s",
+            "GFLOP/s",
+            "roof µs",
+            "actual µs",
+            "eff",
+            "% of peak GB/s"
         ),
         t.title(),
     )));
     let sel = common::selected(ui);
     for &i in &order(s, ui.app.sort) {
         let b = &s.bricks[i];
-        let bound = if b.intensity >= ridge { "compute" } else { "memory" };
+        let bound = if b.intensity >= ridge {
+            "compute"
+        } else {
+            "memory"
+        };
         let pct = common::peak_pct(s, b.gbps).unwrap_or(0.0);
-        let style = if Some(i) == sel { t.selected() } else { t.bold() };
+        let style = if Some(i) == sel {
+            t.selected()
+        } else {
+            t.bold()
+        };
         out.push(Line::from(Span::styled(
             format!(
                 "  {:<12} {:>8.2} {:>8} {:>8.2} {:>9.2} {:>9} {:>9} {:>6.1}%  {} {pct:.0}%",
