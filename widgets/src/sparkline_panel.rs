@@ -90,7 +90,7 @@ mod tests {
         // newest four of five, on 0..100
         assert_eq!(
             draw(&[9.0, 0.0, 50.0, 100.0, 100.0], Some((0.0, 100.0))),
-            " ▄██"
+            "▁▄██"
         );
         // own window: the minimum is the lowest visible step
         assert_eq!(draw(&[1990.0, 1995.0, 2000.0], None), "▁▄█ ");

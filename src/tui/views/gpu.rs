@@ -12,6 +12,8 @@ use crate::telemetry::TelemetrySample;
 use cbtop_widgets::SparklinePanel;
 
 type Pick = fn(&TelemetrySample) -> Option<f64>;
+/// A chart: summary line, the value it plots, and its scale (None: the window's own).
+type Chart = (String, Pick, Option<(f64, f64)>);
 
 fn series(ui: &Ui, pick: Pick) -> Vec<f64> {
     ui.tele.history.iter().filter_map(pick).collect()
@@ -38,7 +40,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         _ => "gpu detail".to_string(),
     };
     let inner = panel(body, buf, &title, t);
-    let mut charts: Vec<(String, Pick, Option<(f64, f64)>)> = Vec::new();
+    let mut charts: Vec<Chart> = Vec::new();
     match (&ui.tele.gpu, gpu) {
         (Some(Ok(_)), Some(g)) => {
             let g2 = |v: Option<u32>| v.map(|x| x as f64);
