@@ -13,3 +13,5 @@ pub mod quant;
 pub mod report;
 pub mod rng;
 pub mod synth;
+pub mod telemetry;
+pub mod tui;

@@ -61,9 +61,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             setup_engine(&cli.profile.engine)?;
             headless::run_headless(cli.profile)
         }
-        None => Err(CliError::usage(
-            "the live view is not built yet; profile with `cbtop --headless` (see `cbtop --help`)",
-        )),
+        None => {
+            setup_engine(&cli.profile.engine)?;
+            crate::tui::run(cli.profile)
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Session {
     prompt: Vec<u32>,
     next: u32,
     generated: Vec<u32>,
+    /// Logits of the last step that were NaN or infinite.
+    nonfinite: usize,
 }
 
 impl Session {
@@ -37,6 +39,7 @@ impl Session {
             prompt,
             next: 0,
             generated: Vec::new(),
+            nonfinite: 0,
         }
     }
 
@@ -52,6 +55,11 @@ impl Session {
     /// Tokens generated since the last prefill.
     pub fn generated(&self) -> &[u32] {
         &self.generated
+    }
+
+    /// Logits of the last decode step that were NaN or infinite (0 for a healthy model).
+    pub fn nonfinite_logits(&self) -> usize {
+        self.nonfinite
     }
 
     /// Positions left before the context is full.
@@ -89,6 +97,8 @@ impl Session {
         let row = logits.last().map(Vec::as_slice).unwrap_or(&[]);
         self.next = self.rec.time(BrickId::Sample, None, || argmax(row));
         let total_ns = t0.elapsed().as_nanos() as u64;
+        // Outside the timed step: the check must not count as anyone's time.
+        self.nonfinite = row.iter().filter(|x| !x.is_finite()).count();
         self.generated.push(self.next);
         Ok(TokenSample {
             start_ns: self.rec.since_origin(t0),

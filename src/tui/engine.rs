@@ -1,0 +1,301 @@
+//! The engine thread: probes the CPU peaks, evaluates the prompt, then decodes token after
+//! token through a profiled `Session`, publishing a fresh `Snapshot` about ten times a second.
+//! The shared slot is locked only to swap an `Arc`, never while a token is being decoded, so
+//! the UI thread never waits on the engine. Without a user prompt, decoding goes on forever:
+//! when the context fills, the prompt is evaluated again and a restart counter goes up.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::collect;
+use super::kernels;
+use super::snapshot::{Header, Phase, Snapshot};
+use crate::brick::cost::Shapes;
+use crate::brick::stats::{Series, Stats};
+use crate::engine::Engine;
+use crate::model::Model;
+use crate::profiler::analysis::{analyze, Budgets};
+use crate::profiler::hardware::MeasuredPeaks;
+use crate::profiler::session::Session;
+
+/// How often a snapshot is published while decoding.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// One step in this many is decoded without per-brick timing, for the overhead figure.
+const UNPROFILED_EVERY: u64 = 4;
+/// Characters of generated text kept in a snapshot.
+const TEXT_TAIL: usize = 4000;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub prompt: Vec<u32>,
+    pub ctx: usize,
+    /// Steps discarded after start and after a reset.
+    pub warmup: usize,
+    /// Per-brick timing (false for `--timing off`).
+    pub profiled: bool,
+    pub budgets: Budgets,
+    pub header: Header,
+}
+
+/// Requests from the UI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Pause(bool),
+    Reset,
+    Quit,
+}
+
+/// The running engine thread and its latest snapshot.
+pub struct EngineHandle {
+    latest: Arc<Mutex<Arc<Snapshot>>>,
+    tx: Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EngineHandle {
+    pub fn spawn(model: Arc<Model>, cfg: EngineConfig) -> std::io::Result<EngineHandle> {
+        let first = Snapshot {
+            header: cfg.header.clone(),
+            ctx_size: cfg.ctx,
+            ..Snapshot::default()
+        };
+        let latest = Arc::new(Mutex::new(Arc::new(first)));
+        let (tx, rx) = mpsc::channel();
+        let slot = latest.clone();
+        let thread = std::thread::Builder::new()
+            .name("cbtop-engine".into())
+            .spawn(move || Worker::new(model, cfg, slot, rx).run())?;
+        Ok(EngineHandle {
+            latest,
+            tx,
+            thread: Some(thread),
+        })
+    }
+
+    /// The latest published snapshot (a pointer copy).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn send(&self, c: Command) {
+        let _ = self.tx.send(c);
+    }
+
+    /// Ask the thread to stop and wait for it: at most one decode step, but not for the whole
+    /// peak probe (after two seconds the thread is left to end with the process).
+    pub fn stop(&mut self) {
+        self.send(Command::Quit);
+        if let Some(t) = self.thread.take() {
+            let t0 = Instant::now();
+            while !t.is_finished() && t0.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for EngineHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Everything the engine thread owns.
+struct Worker {
+    model: Arc<Model>,
+    cfg: EngineConfig,
+    slot: Arc<Mutex<Arc<Snapshot>>>,
+    rx: Receiver<Command>,
+    stats: Stats,
+    unprofiled: Series,
+    warm_left: usize,
+    steps: u64,
+    restarts: u64,
+    nonfinite: u64,
+    paused: bool,
+    ttft_ms: Option<f64>,
+    prefill_tok_s: Option<f64>,
+}
+
+enum Flow {
+    Go,
+    Quit,
+}
+
+impl Worker {
+    fn new(
+        model: Arc<Model>,
+        cfg: EngineConfig,
+        slot: Arc<Mutex<Arc<Snapshot>>>,
+        rx: Receiver<Command>,
+    ) -> Worker {
+        let n_layers = model.config.n_layers;
+        Worker {
+            warm_left: cfg.warmup,
+            model,
+            cfg,
+            slot,
+            rx,
+            stats: Stats::new(n_layers),
+            unprofiled: Series::new(3),
+            steps: 0,
+            restarts: 0,
+            nonfinite: 0,
+            paused: false,
+            ttft_ms: None,
+            prefill_tok_s: None,
+        }
+    }
+
+    fn publish(&self, s: Snapshot) {
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(s);
+    }
+
+    fn publish_phase(&self, phase: Phase, error: Option<String>) {
+        let mut s = (**self.slot.lock().unwrap_or_else(|p| p.into_inner())).clone();
+        s.phase = phase;
+        s.error = error;
+        self.publish(s);
+    }
+
+    fn handle(&mut self, c: Command) -> Flow {
+        match c {
+            Command::Quit => return Flow::Quit,
+            Command::Pause(p) => self.paused = p,
+            Command::Reset => {
+                self.stats = Stats::new(self.model.config.n_layers);
+                self.unprofiled = Series::new(3);
+                self.nonfinite = 0;
+                self.warm_left = self.cfg.warmup;
+            }
+        }
+        Flow::Go
+    }
+
+    /// Apply every pending command; while paused, wait for one.
+    fn poll(&mut self) -> Flow {
+        loop {
+            let c = if self.paused {
+                match self.rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(c) => c,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return Flow::Quit,
+                }
+            } else {
+                match self.rx.try_recv() {
+                    Ok(c) => c,
+                    Err(mpsc::TryRecvError::Empty) => return Flow::Go,
+                    Err(mpsc::TryRecvError::Disconnected) => return Flow::Quit,
+                }
+            };
+            if let Flow::Quit = self.handle(c) {
+                return Flow::Quit;
+            }
+            if self.paused {
+                self.publish_phase(Phase::Paused, None);
+            }
+        }
+    }
+
+    fn run(mut self) {
+        self.publish_phase(Phase::Probing, None);
+        let peaks = MeasuredPeaks::probe_cpu();
+        let roof = peaks.roof();
+        let shapes = Shapes::new(&self.model.config, &self.model.weights);
+        let engine = Engine::new(self.model.clone(), self.cfg.ctx);
+        let mut session = Session::new(engine, self.cfg.prompt.clone());
+        let mut last = Instant::now() - PUBLISH_EVERY;
+        let mut first = true;
+        loop {
+            if let Flow::Quit = self.poll() {
+                return;
+            }
+            if first || session.room() == 0 {
+                if !first {
+                    self.restarts += 1;
+                }
+                first = false;
+                self.publish_phase(Phase::Prefill, None);
+                match session.prefill() {
+                    Ok(p) => {
+                        self.ttft_ms = Some(p.ttft_ns as f64 / 1e6);
+                        self.prefill_tok_s =
+                            (p.eval_ns > 0).then(|| p.tokens as f64 / (p.eval_ns as f64 / 1e9));
+                    }
+                    Err(e) => return self.publish_phase(Phase::Stopped, Some(e.to_string())),
+                }
+                continue;
+            }
+            let profiled =
+                self.cfg.profiled && self.steps % UNPROFILED_EVERY != UNPROFILED_EVERY - 1;
+            let sample = match session.step(profiled) {
+                Ok(s) => s,
+                Err(e) => return self.publish_phase(Phase::Stopped, Some(e.to_string())),
+            };
+            self.steps += 1;
+            self.nonfinite += session.nonfinite_logits() as u64;
+            if self.warm_left > 0 {
+                self.warm_left -= 1;
+            } else if profiled || !self.cfg.profiled {
+                self.stats.add(&sample);
+            } else {
+                self.unprofiled.record(sample.total_ns);
+            }
+            if last.elapsed() >= PUBLISH_EVERY {
+                last = Instant::now();
+                let snap = self.build(&session, &shapes, &roof, &peaks);
+                self.publish(snap);
+            }
+        }
+    }
+
+    fn build(
+        &self,
+        session: &Session,
+        shapes: &Shapes,
+        roof: &crate::brick::cost::Roof,
+        peaks: &MeasuredPeaks,
+    ) -> Snapshot {
+        let a = analyze(&self.stats, shapes, roof, &self.cfg.budgets);
+        let model = &self.model;
+        let text = model.tokenizer.decode(session.generated());
+        Snapshot {
+            header: self.cfg.header.clone(),
+            phase: if self.paused {
+                Phase::Paused
+            } else {
+                Phase::Running
+            },
+            throughput: collect::throughput(
+                &self.stats.token,
+                &self.stats.recent_token_us,
+                &self.unprofiled,
+                self.ttft_ms,
+                self.prefill_tok_s,
+            ),
+            bricks: collect::bricks(&self.stats, &a, |b| kernels::describe(model, b)),
+            other_us: a.other_us,
+            other_share_pct: a.other_share_percent,
+            token_us: a.token_us,
+            score: a.score,
+            grade: a.grade.to_string(),
+            worst: a.worst.clone(),
+            peaks: Some(collect::peaks(peaks)),
+            text: collect::tail(&text, TEXT_TAIL),
+            restarts: self.restarts,
+            ctx_used: session.engine().position(),
+            ctx_size: session.engine().context(),
+            nonfinite_logits: self.nonfinite,
+            error: None,
+        }
+    }
+}

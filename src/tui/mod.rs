@@ -1,0 +1,125 @@
+//! The live view (DESIGN.md "TUI"): three threads. The engine thread decodes through a profiled
+//! `Session` and publishes plain `Snapshot`s; the telemetry thread samples NVML and the host at
+//! about 10 Hz; this (UI) thread reads the latest of both, renders at most 30 frames a second
+//! and polls keys every 33 ms or less, so it never waits on a token being decoded.
+//!
+//! Modules: `app` (keys → state), `snapshot` (the data views draw), `collect` (profiler →
+//! snapshot), `engine` (the engine thread), `views` (one module per screen), `terminal`
+//! (raw mode, restore on drop and on panic), `export` (the `e` key), `kernels` (what runs each
+//! brick). `launch` is the command-line glue.
+
+pub mod app;
+mod collect;
+pub mod engine;
+pub mod export;
+mod kernels;
+pub mod launch;
+pub mod snapshot;
+mod terminal;
+pub mod views;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossterm::event::{self, Event};
+
+use crate::model::Model;
+use crate::telemetry::Sampler;
+use app::{Action, App};
+use cbtop_widgets::Theme;
+use engine::{Command, EngineConfig, EngineHandle};
+use snapshot::TelemetryView;
+use views::Ui;
+
+pub use launch::run;
+
+/// Frames are drawn at most this often (30 fps).
+pub const FRAME_INTERVAL: Duration = Duration::from_millis(33);
+/// Longest wait for a key before looking at the snapshots again.
+pub const KEY_POLL: Duration = Duration::from_millis(33);
+/// Telemetry period (about 10 Hz) and samples kept (30 s).
+pub const TELEMETRY_PERIOD: Duration = Duration::from_millis(100);
+pub const TELEMETRY_KEEP: usize = 300;
+
+/// The model to profile and how to label it.
+pub struct Source {
+    pub model: Arc<Model>,
+    /// What the header calls it: name and path, or "embedded default".
+    pub label: String,
+    /// Random weights of a real shape: labelled "synthetic weights" everywhere.
+    pub synthetic: bool,
+}
+
+/// Run the live view until the user quits.
+pub fn run_live(source: Source, cfg: EngineConfig, status: String) -> std::io::Result<()> {
+    let sampler = Sampler::spawn(0, TELEMETRY_PERIOD, TELEMETRY_KEEP);
+    let mut engine = EngineHandle::spawn(source.model, cfg)?;
+    let theme = Theme::from_env();
+    let mut app = App {
+        status,
+        ..App::default()
+    };
+    let mut guard = terminal::TerminalGuard::enter()?;
+    let mut last_draw: Option<Instant> = None;
+    loop {
+        if last_draw.is_none_or(|t| t.elapsed() >= FRAME_INTERVAL) {
+            let snap = engine.snapshot();
+            let tele = TelemetryView {
+                gpu: sampler.gpu_status(),
+                history: sampler.history(),
+            };
+            guard.terminal.draw(|f| {
+                views::draw(
+                    f,
+                    &Ui {
+                        snap: &snap,
+                        tele: &tele,
+                        app: &app,
+                        theme,
+                    },
+                )
+            })?;
+            last_draw = Some(Instant::now());
+        }
+        let wait = last_draw
+            .map_or(Duration::ZERO, |t| {
+                FRAME_INTERVAL.saturating_sub(t.elapsed())
+            })
+            .min(KEY_POLL);
+        if !event::poll(wait)? {
+            continue;
+        }
+        match event::read()? {
+            Event::Key(k) => {
+                let rows = engine.snapshot().bricks.len();
+                match app.on_key(k, rows) {
+                    Action::Quit => break,
+                    Action::Pause(p) => engine.send(Command::Pause(p)),
+                    Action::Reset => engine.send(Command::Reset),
+                    Action::Export => app.status = export_now(&engine),
+                    Action::None => {}
+                }
+                last_draw = None;
+            }
+            Event::Resize(..) => {
+                guard.terminal.autoresize()?;
+                last_draw = None;
+            }
+            _ => {}
+        }
+    }
+    drop(guard);
+    engine.stop();
+    Ok(())
+}
+
+fn export_now(engine: &EngineHandle) -> String {
+    let unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    match export::write(&engine.snapshot(), &dir, unix) {
+        Ok(p) => format!("exported {}", p.display()),
+        Err(e) => format!("export failed: {e}"),
+    }
+}

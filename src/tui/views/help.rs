@@ -1,0 +1,54 @@
+//! Help: the keys, the legend of the marks, and where the numbers come from.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+
+use super::common::{footer, header, lines, panel};
+use super::Ui;
+
+const KEYS: &[(&str, &str)] = &[
+    ("↑ ↓ / k j", "select a brick"),
+    (
+        "Enter",
+        "drill-down: per-layer bars, histogram, cost model, kernels",
+    ),
+    ("h", "latency histograms (decode step and selected brick)"),
+    ("b", "budget vs actual"),
+    ("m", "bandwidth and roofline"),
+    ("g", "GPU detail (or why there is no GPU telemetry)"),
+    ("a", "assertions: NaN/Inf, budget, CV"),
+    ("s", "sort: pipeline, time, gap, score"),
+    ("p", "pause / resume decoding"),
+    ("r", "reset statistics"),
+    ("e", "export a JSON snapshot to the current directory"),
+    ("?", "this help (a view's key again, or Esc, goes back)"),
+    ("q / Ctrl-C", "quit (Esc quits from the main view)"),
+];
+
+pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header(head, buf, ui);
+    footer(foot, buf, ui);
+    let inner = panel(body, buf, "help", ui.theme);
+    let mut out: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, d)| Line::from(format!("  {k:<12} {d}")))
+        .collect();
+    out.push(Line::from(""));
+    out.push(Line::from(
+        "  marks: ! bottleneck (most time over budget)  │ budget  █ within  ▓ over budget",
+    ));
+    out.push(Line::from(
+        "  times: measured per brick (source shown: cpu_timer, cuda_event, host_sync);",
+    ));
+    out.push(Line::from(
+        "  GB/s, GFLOP/s, roofline: derived from the cost model and measured times",
+    ));
+    lines(inner, buf, out);
+}

@@ -1,0 +1,197 @@
+//! The real binary in a pseudo-terminal on a conformance model: wait for the first frame, press
+//! the key of every view (checking each acts, and how fast), pause, sort, reset, export, quit;
+//! then check the exit code and that the terminal was given back (alternate screen left,
+//! cursor shown, raw mode off). A second run quits with Ctrl-C.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
+
+const FIRST_FRAME: Duration = Duration::from_secs(60);
+const KEY_TIMEOUT: Duration = Duration::from_secs(15);
+
+struct Term {
+    parser: vt100::Parser,
+    raw: Vec<u8>,
+    rx: Receiver<Vec<u8>>,
+    writer: Box<dyn Write + Send>,
+    master: Box<dyn MasterPty + Send>,
+    child: Box<dyn Child + Send + Sync>,
+    dir: PathBuf,
+}
+
+fn lflag(master: &dyn MasterPty) -> libc::tcflag_t {
+    let fd = master.as_raw_fd().expect("pty master fd");
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0, "tcgetattr");
+    t.c_lflag
+}
+
+impl Term {
+    fn start(tag: &str) -> Term {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let model = root.join("tests/fixtures/conformance/models/conf-qwen2-Q4_K_M.gguf");
+        let dir = std::env::temp_dir().join(format!("cbtop-pty-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 24,
+                cols: 80,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_cbtop"));
+        cmd.args(["--model-path", model.to_str().unwrap(), "--threads", "1"]);
+        cmd.args(["--ctx", "64", "--warmup", "2"]);
+        cmd.cwd(&dir);
+        cmd.env("TERM", "xterm-256color");
+        let before = lflag(&*pair.master);
+        assert!(before & libc::ICANON != 0, "a fresh pty is canonical");
+        let child = pair.slave.spawn_command(cmd).expect("spawn cbtop");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut b = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut b) {
+                if n == 0 || tx.send(b[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        let writer = pair.master.take_writer().unwrap();
+        Term {
+            parser: vt100::Parser::new(24, 80, 0),
+            raw: Vec::new(),
+            rx,
+            writer,
+            master: pair.master,
+            child,
+            dir,
+        }
+    }
+
+    fn pump(&mut self) {
+        while let Ok(b) = self.rx.try_recv() {
+            self.parser.process(&b);
+            self.raw.extend_from_slice(&b);
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.parser.screen().contents()
+    }
+
+    /// Wait until the screen shows `needle`; how long it took.
+    fn wait_for(&mut self, needle: &str, timeout: Duration) -> Duration {
+        let t0 = Instant::now();
+        loop {
+            self.pump();
+            if self.screen().contains(needle) {
+                return t0.elapsed();
+            }
+            if let Ok(Some(s)) = self.child.try_wait() {
+                panic!(
+                    "cbtop exited ({s:?}) before showing {needle:?}:\n{}",
+                    self.screen()
+                );
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "no {needle:?} within {timeout:?}; screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn press(&mut self, key: &str) {
+        self.writer.write_all(key.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Wait for exit; check code 0 and the terminal restored.
+    fn finish(mut self) {
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "cbtop did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        self.pump();
+        assert!(status.success(), "exit status {status:?}");
+        let raw = String::from_utf8_lossy(&self.raw);
+        let entered = raw.rfind("\x1b[?1049h").expect("alternate screen entered");
+        let after = &raw[entered..];
+        assert!(after.contains("\x1b[?1049l"), "alternate screen left");
+        assert!(after.contains("\x1b[?25h"), "cursor shown again");
+        let l = lflag(&*self.master);
+        assert!(
+            l & libc::ICANON != 0 && l & libc::ECHO != 0,
+            "raw mode off (lflag {l:#x})"
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn keys_through_every_view_then_q() {
+    let mut t = Term::start("keys");
+    t.wait_for("brick pipeline", FIRST_FRAME);
+    // Bricks are measured: the engine is busy decoding from here on.
+    t.wait_for("attn_norm", FIRST_FRAME);
+    let mut worst = Duration::ZERO;
+    for (key, shows) in [
+        ("j", ">  attn_norm"),
+        ("\r", "drill-down: attn_norm"),
+        ("h", "latency histogram: decode step"),
+        ("b", "budget vs actual"),
+        ("m", "bandwidth and roofline"),
+        ("g", "gpu detail"),
+        ("a", "assertions"),
+        ("?", "help"),
+        ("\x1b", "brick pipeline"),
+        ("s", "sorted by time"),
+        ("p", "PAUSED"),
+        ("p", "RUNNING"),
+        ("r", "statistics reset"),
+        ("e", "exported"),
+    ] {
+        t.press(key);
+        let took = t.wait_for(shows, KEY_TIMEOUT);
+        println!("key {key:?} -> {shows:?} in {} ms", took.as_millis());
+        worst = worst.max(took);
+    }
+    println!("slowest key to screen: {} ms", worst.as_millis());
+    let exported = std::fs::read_dir(&t.dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("cbtop-snapshot-")
+        });
+    assert!(exported, "e wrote a snapshot file");
+    // Generous bound for a loaded 2-core machine; the measured figures are printed above.
+    assert!(
+        worst < Duration::from_secs(3),
+        "keys acted on slowly: {worst:?}"
+    );
+    t.press("q");
+    t.finish();
+}
+
+#[test]
+fn ctrl_c_quits_and_restores() {
+    let mut t = Term::start("ctrlc");
+    t.wait_for("brick pipeline", FIRST_FRAME);
+    t.press("\x03");
+    t.finish();
+}

@@ -1,0 +1,83 @@
+//! Rendering never panics, at any size from 20x8 to 250x80, in every view, with full data, with
+//! an empty snapshot (start-up) and with an engine error; and the frame shows what it should.
+
+mod tui_fixture;
+
+use cbtop::tui::app::{App, View};
+use cbtop::tui::snapshot::{Phase, Snapshot};
+
+fn sizes() -> Vec<(u16, u16)> {
+    let mut v = Vec::new();
+    for w in (20..=250).step_by(23) {
+        for h in (8..=80).step_by(9) {
+            v.push((w, h));
+        }
+    }
+    v.extend([(20, 8), (250, 80), (80, 24), (160, 48), (21, 9), (79, 23)]);
+    v
+}
+
+#[test]
+fn every_view_at_every_size_renders() {
+    let full = tui_fixture::snapshot();
+    let empty = Snapshot::default();
+    let failed = Snapshot {
+        phase: Phase::Stopped,
+        error: Some("the context of 4 positions is full".into()),
+        ..Snapshot::default()
+    };
+    let teles = [
+        tui_fixture::no_gpu(),
+        tui_fixture::with_gpu(),
+        Default::default(),
+    ];
+    for (w, h) in sizes() {
+        for v in View::ALL {
+            for (snap, tele) in [
+                (&full, &teles[0]),
+                (&empty, &teles[2]),
+                (&failed, &teles[1]),
+            ] {
+                let app = App {
+                    view: v,
+                    selected: 99,
+                    ..App::default()
+                };
+                let frame = tui_fixture::render_with(snap, &app, tele, w, h);
+                assert_eq!(frame.lines().count(), h as usize);
+            }
+        }
+    }
+}
+
+#[test]
+fn main_view_marks_bottleneck_and_shows_other() {
+    let frame = tui_fixture::render(View::Main, &tui_fixture::no_gpu(), 160, 48);
+    let snap = tui_fixture::snapshot();
+    let b = &snap.bricks[snap.worst[0]].id;
+    assert!(
+        frame.lines().any(|l| l.contains(&format!("! {b}"))),
+        "bottleneck {b} marked:\n{frame}"
+    );
+    assert!(frame.contains("other"));
+    assert!(frame.contains("cpu_timer"));
+    assert!(frame.contains("restarts 2"));
+}
+
+#[test]
+fn drill_down_follows_the_selection() {
+    let snap = tui_fixture::snapshot();
+    let tele = tui_fixture::no_gpu();
+    for sel in [0usize, 8, 14] {
+        let app = App {
+            view: View::Drill,
+            selected: sel,
+            ..App::default()
+        };
+        let frame = tui_fixture::render_with(&snap, &app, &tele, 160, 48);
+        assert!(
+            frame.contains(&format!("drill-down: {} (", snap.bricks[sel].id)),
+            "{frame}"
+        );
+    }
+}
