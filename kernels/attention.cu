@@ -1,0 +1,58 @@
+// The KV cache store (f32 -> f16, like the CPU cache) and causal attention with grouped-query
+// heads over it. Attention: one block per (head, query token); scores for every cached
+// position go to a global scratch row, then a block-wide max, exp and sum, then each thread
+// accumulates output dimensions over the positions. f32 throughout.
+
+// k, v: [n][kv_dim] -> cache rows pos0..pos0+n of one layer ([pos][kv_dim], f16 bits).
+extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
+                                    u16* __restrict__ kc, u16* __restrict__ vc, int kv_dim,
+                                    int pos0, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * kv_dim) return;
+    u64 dst = (u64)pos0 * kv_dim + i;
+    kc[dst] = f2h(k[i]);
+    vc[dst] = f2h(v[i]);
+}
+
+// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][ctx_cap] scratch.
+extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
+                                     const u16* __restrict__ vc, int n_heads, int n_kv_heads,
+                                     int hd, int pos0, int ctx_cap, float scale,
+                                     float* __restrict__ scores, float* __restrict__ out) {
+    __shared__ float red[32];
+    extern __shared__ float qs[];
+    int h = blockIdx.x, t = blockIdx.y;
+    int g = h / (n_heads / n_kv_heads);
+    int kv_dim = n_kv_heads * hd;
+    int n_ctx = pos0 + t + 1;
+    const float* qrow = q + ((u64)t * n_heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = qrow[d];
+    __syncthreads();
+    float* sc = scores + ((u64)t * n_heads + h) * ctx_cap;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
+        const u16* kr = kc + (u64)j * kv_dim + g * hd;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) s += h2f(kr[d]) * qs[d];
+        s *= scale;
+        sc[j] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum, red);
+    __syncthreads();
+    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    float* o = out + ((u64)t * n_heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        const u16* vcol = vc + g * hd + d;
+        for (int j = 0; j < n_ctx; j++) acc += sc[j] * h2f(vcol[(u64)j * kv_dim]);
+        o[d] = acc * inv;
+    }
+}
