@@ -12,6 +12,9 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+// NVRTC has no <math.h>: infinity from its bits.
+#define INFINITY __int_as_float(0x7f800000)
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
 
 /// Every kernel file, in the order they are concatenated (common definitions first).
 pub const SOURCES: &[(&str, &str)] = &[
@@ -109,8 +109,12 @@ pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Orig
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };
-    let ptx = compile_ptx_with_opts(&src, opts)
-        .map_err(|e| format!("NVRTC failed to compile the kernels for {arch}: {e:?}"))?;
+    let ptx = compile_ptx_with_opts(&src, opts).map_err(|e| {
+        format!(
+            "NVRTC failed to compile the kernels for {arch}: {}",
+            first_error(&e)
+        )
+    })?;
     if let Some(p) = &path {
         // The cache is an optimisation: failing to write it is not an error.
         if let Some(dir) = p.parent() {
@@ -122,6 +126,21 @@ pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Orig
         .load_module(ptx)
         .map_err(|e| format!("loading the compiled kernels: {:?}", e.0))?;
     Ok((m, Origin::Compiled))
+}
+
+/// The first `error` line of NVRTC's log (the whole log is many lines).
+fn first_error(e: &CompileError) -> String {
+    match e {
+        CompileError::CompileError { log, .. } => {
+            let log = log.to_string_lossy();
+            log.lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("compilation failed")
+                .trim()
+                .to_string()
+        }
+        other => format!("{other:?}"),
+    }
 }
 
 /// Look up one kernel by name.
