@@ -15,44 +15,62 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 }
 
 // q: [n][n_heads * hd]; out the same; scores: [n * n_heads][ctx_cap] scratch.
+// The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
+// does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
+// products and the weighted sum of V accumulates in f16 through an online softmax; from 64
+// queries, f32 query and f32 accumulation. Scores are computed in parallel over positions;
+// each output dimension then runs the online softmax over the positions in order.
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
-                                     int hd, int pos0, int ctx_cap, float scale,
+                                     int hd, int pos0, int ctx_cap, float scale, int tiled,
                                      float* __restrict__ scores, float* __restrict__ out) {
-    __shared__ float red[32];
     extern __shared__ float qs[];
     int h = blockIdx.x, t = blockIdx.y;
     int g = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * hd;
     int n_ctx = pos0 + t + 1;
     const float* qrow = q + ((u64)t * n_heads + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = qrow[d];
+    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+        qs[d] = tiled ? qrow[d] : h2f(f2h(qrow[d]));
     __syncthreads();
     float* sc = scores + ((u64)t * n_heads + h) * ctx_cap;
-    float mx = -INFINITY;
     for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
         const u16* kr = kc + (u64)j * kv_dim + g * hd;
         float s = 0.0f;
         for (int d = 0; d < hd; d++) s += h2f(kr[d]) * qs[d];
-        s *= scale;
-        sc[j] = s;
-        mx = fmaxf(mx, s);
+        sc[j] = s * scale;
     }
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
-        float e = expf(sc[j] - mx);
-        sc[j] = e;
-        sum += e;
-    }
-    sum = block_sum(sum, red);
     __syncthreads();
-    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
     float* o = out + ((u64)t * n_heads + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
         const u16* vcol = vc + g * hd + d;
-        for (int j = 0; j < n_ctx; j++) acc += sc[j] * h2f(vcol[(u64)j * kv_dim]);
-        o[d] = acc * inv;
+        float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
+        for (int j = 0; j < n_ctx; j++) {
+            float s = sc[j];
+            float v = h2f(vcol[(u64)j * kv_dim]);
+            if (tiled) {
+                if (s > mx) {
+                    float ms = expf(mx - s);
+                    acc *= ms;
+                    sum *= ms;
+                    mx = s;
+                }
+                float vs = expf(s - mx);
+                acc += v * vs;
+                sum += vs;
+            } else {
+                float ms = 1.0f, vs = 1.0f;
+                if (s > mx) {
+                    ms = expf(mx - s);
+                    mx = s;
+                    acc = h2f(f2h(acc * ms));
+                } else {
+                    vs = expf(s - mx);
+                }
+                acc = h2f(f2h(fmaf(v, vs, acc)));
+                sum = fmaf(sum, ms, vs);
+            }
+        }
+        o[d] = acc * (sum == 0.0f ? 0.0f : 1.0f / sum);
     }
 }

@@ -20,7 +20,7 @@ use super::probe::GpuDesc;
 use crate::brick::{BrickId as B, Recorder, Source, Span};
 use crate::engine::{EngineError, LogitsFor};
 use crate::model::{Model, RopeStyle};
-use crate::quant::GgmlType;
+use crate::quant::{ActType, GgmlType};
 
 /// Per-brick timing method on the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +108,8 @@ struct Bufs {
     logits: CudaSlice<f32>,
     scores: CudaSlice<f32>,
     tok: CudaSlice<u32>,
+    /// Activations rounded as the weight type's dot product sees them.
+    xq: CudaSlice<f32>,
 }
 
 struct Kernels {
@@ -121,6 +123,7 @@ struct Kernels {
     add_bias: CudaFunction,
     silu_mul: CudaFunction,
     argmax: CudaFunction,
+    act_quant: CudaFunction,
 }
 
 impl Kernels {
@@ -145,6 +148,7 @@ impl Kernels {
             add_bias: f("add_bias")?,
             silu_mul: f("silu_mul")?,
             argmax: f("argmax")?,
+            act_quant: f("act_quant")?,
         })
     }
 
@@ -344,6 +348,7 @@ impl CudaEngine {
             normed: a(n * c.n_embd)?,
             logits: a(n * model.weights.output.rows)?,
             scores: a(n * c.n_heads * cap)?,
+            xq: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
                 .map_err(wrap("allocating activations"))?,
@@ -698,9 +703,39 @@ impl CudaEngine {
         Ok(rows)
     }
 
-    /// `out[t] = M · in[t]` for `n` rows.
+    /// `out[t] = M · in[t]` for `n` rows, the activations first rounded as llama.cpp's CPU
+    /// rounds them for M's type (see kernels/act_quant.cu).
     fn matvec(&mut self, n: usize, m: Mat, input: Which, output: Which) -> Result<(), DriverError> {
         let m = mat(&self.w, m);
+        let kind: i32 = match ActType::for_weights(m.ty) {
+            ActType::F32 => 0,
+            ActType::F16 => 1,
+            ActType::BF16 => 2,
+            ActType::Q8_0 | ActType::Q8_1 => 3,
+            ActType::Q8_K => 5,
+        };
+        let input = if kind == 0 {
+            input
+        } else {
+            let total = (n * m.cols) as i32;
+            let (x, xq) = self.bufs.pair(input, Which::Xq);
+            let cfg = LaunchConfig {
+                grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: n × cols values from x into xq (sized for the widest row).
+            unsafe {
+                self.stream
+                    .launch_builder(&self.k.act_quant)
+                    .arg(x)
+                    .arg(&total)
+                    .arg(&kind)
+                    .arg(xq)
+                    .launch(cfg)
+            }?;
+            Which::Xq
+        };
         let cfg = LaunchConfig {
             grid_dim: (ceil_div(m.rows, 4), ceil_div(n, 8), 1),
             block_dim: (128, 1, 1),
@@ -821,6 +856,8 @@ impl CudaEngine {
             c.head_dim as i32,
             self.cap as i32,
             1.0 / (c.head_dim as f32).sqrt(),
+            // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries.
+            i32::from(n >= 64),
         );
         // SAFETY: queries n × q_dim, cache rows 0..pos0+n, scores n × heads × capacity.
         unsafe {
@@ -835,6 +872,7 @@ impl CudaEngine {
                 .arg(&pos_i)
                 .arg(&args.3)
                 .arg(&args.4)
+                .arg(&args.5)
                 .arg(&mut b.scores)
                 .arg(&mut b.att)
                 .launch(cfg)
@@ -890,6 +928,7 @@ enum Which {
     Up,
     Normed,
     Logits,
+    Xq,
 }
 
 impl Bufs {
@@ -906,6 +945,7 @@ impl Bufs {
             Which::Up => &mut self.up,
             Which::Normed => &mut self.normed,
             Which::Logits => &mut self.logits,
+            Which::Xq => &mut self.xq,
         }
     }
 

@@ -44,6 +44,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     ),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
     ("peaks.cu", include_str!("../../../kernels/peaks.cu")),
+    (
+        "act_quant.cu",
+        include_str!("../../../kernels/act_quant.cu"),
+    ),
 ];
 
 /// The whole translation unit NVRTC compiles.
