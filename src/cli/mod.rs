@@ -61,7 +61,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                      generate runs on the CPU in this build: use --device cpu",
                 ));
             }
-            setup_engine(&a.engine, false)?;
+            setup_engine(&a.engine, false, true)?;
             generate::run(a)
         }
         Some(Command::Synth(a)) => synth::run(a),
@@ -69,7 +69,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Schema) => schema::run(),
         Some(Command::Doctor) => doctor::run(),
         None if cli.profile.headless => {
-            let device = setup_engine(&cli.profile.engine, true)?;
+            let device = setup_engine(&cli.profile.engine, true, cli.profile.ci)?;
             headless::run_headless(cli.profile, device)
         }
         None => Err(CliError::usage(
@@ -86,16 +86,18 @@ pub enum Device {
 }
 
 /// Resolve `--device` (auto: the GPU when `gpu_capable` and one is usable, else the CPU with a
-/// one-line reason on stderr; cuda when unusable: exit 3 with the reason), then apply
-/// `--threads`, before any engine work.
-fn setup_engine(e: &args::EngineArgs, gpu_capable: bool) -> Result<Device, CliError> {
+/// one-line reason on stderr unless `quiet`; cuda when unusable: exit 3 with the reason), then
+/// apply `--threads`, before any engine work.
+fn setup_engine(e: &args::EngineArgs, gpu_capable: bool, quiet: bool) -> Result<Device, CliError> {
     let device = match e.device {
         DeviceArg::Cpu => Device::Cpu,
         DeviceArg::Auto if !gpu_capable => Device::Cpu,
         DeviceArg::Auto => match probe().gpu(0) {
             Ok(g) => Device::Cuda(g.clone()),
             Err(reason) => {
-                eprintln!("cbtop: running on the CPU: {reason}");
+                if !quiet {
+                    eprintln!("cbtop: running on the CPU: {reason}");
+                }
                 Device::Cpu
             }
         },
