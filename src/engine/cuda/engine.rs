@@ -2,10 +2,10 @@
 //! once in their GGUF types, a GPU KV cache (f16, as the CPU's), activations kept on the device,
 //! and greedy sampling on the GPU so a decode step copies back one token id.
 //!
-//! Per-brick timing (DESIGN.md): `Events` records a CUDA event pair around each brick in the
-//! stream and resolves the pairs once per token, after the token id has come back (no host sync
-//! per brick); `Sync` synchronises the stream around each brick and times with the host clock;
-//! `Off` launches the kernels and nothing else.
+//! Per-brick timing (DESIGN.md): `Events` records a CUDA event at each brick boundary in the
+//! stream (back-to-back bricks share one) and resolves them once per token, after the token id
+//! has come back (no host sync per brick); `Sync` synchronises the stream around each brick
+//! and times with the host clock; `Off` launches the kernels and nothing else.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -176,6 +176,7 @@ struct Pending {
     brick: B,
     layer: Option<u32>,
     start: usize,
+    end: usize,
 }
 
 /// The model on one GPU with its KV cache.
@@ -196,6 +197,9 @@ pub struct CudaEngine {
     events: Vec<CudaEvent>,
     used: usize,
     pending: Vec<Pending>,
+    /// The last brick's end event while no other work has entered the stream since: the next
+    /// brick starts there, so back-to-back bricks cost one event each, not two.
+    open: Option<usize>,
     /// The device's `tok[0]` already holds this id (written there by the last argmax).
     on_device: Option<u32>,
     module: Arc<CudaModule>,
@@ -317,6 +321,7 @@ impl CudaEngine {
             events: Vec::new(),
             used: 0,
             pending: Vec::new(),
+            open: None,
             on_device: None,
             module: m,
             module_origin: origin,
@@ -458,6 +463,7 @@ impl CudaEngine {
     fn begin(&mut self, rec: &Recorder) -> Result<Instant, EngineError> {
         self.used = 0;
         self.pending.clear();
+        self.open = None;
         let t0 = Instant::now();
         if rec.enabled() && self.timing == Timing::Events {
             self.next_event()?;
@@ -490,7 +496,7 @@ impl CudaEngine {
         let base_ns = rec.since_origin(t0);
         let first = &self.events[0];
         for p in &self.pending {
-            let (s, e) = (&self.events[p.start], &self.events[p.start + 1]);
+            let (s, e) = (&self.events[p.start], &self.events[p.end]);
             let off = first.elapsed_ms(s).map_err(wrap("reading a CUDA event"))?;
             let dur = s.elapsed_ms(e).map_err(wrap("reading a CUDA event"))?;
             rec.push(Span {
@@ -519,13 +525,18 @@ impl CudaEngine {
         }
         match self.timing {
             Timing::Events => {
-                let start = self.next_event()?;
+                let start = match self.open {
+                    Some(i) => i,
+                    None => self.next_event()?,
+                };
                 work(self).map_err(what)?;
-                self.next_event()?;
+                let end = self.next_event()?;
+                self.open = Some(end);
                 self.pending.push(Pending {
                     brick,
                     layer: layer.map(|l| l as u32),
                     start,
+                    end,
                 });
             }
             _ => {
@@ -563,6 +574,7 @@ impl CudaEngine {
             self.stream
                 .memcpy_htod(tokens, &mut self.bufs.tok.slice_mut(0..n))
                 .map_err(wrap("uploading token ids"))?;
+            self.open = None;
         }
         self.on_device = None;
         let model = self.model.clone();
