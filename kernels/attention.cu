@@ -14,12 +14,12 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
     vc[dst] = f2h(v[i]);
 }
 
-// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][ctx_cap] scratch.
+// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.
 // The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
 // products and the weighted sum of V accumulates in f16 through an online softmax; from 64
-// queries, f32 query and f32 accumulation. Scores are computed in parallel over positions;
-// each output dimension then runs the online softmax over the positions in order.
+// queries, f32 query and f32 accumulation. Scores are computed in parallel over positions,
+// the softmax's per-position factors once in order, then each output dimension accumulates.
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
                                      int hd, int pos0, int ctx_cap, float scale, int tiled,
@@ -33,7 +33,7 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
     for (int d = threadIdx.x; d < hd; d += blockDim.x)
         qs[d] = tiled ? qrow[d] : h2f(f2h(qrow[d]));
     __syncthreads();
-    float* sc = scores + ((u64)t * n_heads + h) * ctx_cap;
+    float* sc = scores + ((u64)t * n_heads + h) * 2 * ctx_cap;
     for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
         const u16* kr = kc + (u64)j * kv_dim + g * hd;
         float s = 0.0f;
@@ -41,36 +41,51 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         sc[j] = s * scale;
     }
     __syncthreads();
-    float* o = out + ((u64)t * n_heads + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        const u16* vcol = vc + g * hd + d;
-        float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
+    // The online softmax's rescale (ms) and weight (vs) per position depend only on the score
+    // sequence: one thread walks it in order, then every output dimension reuses them.
+    float* msv = sc + ctx_cap;
+    __shared__ float total;
+    if (threadIdx.x == 0) {
+        float mx = -INFINITY, sum = 0.0f;
         for (int j = 0; j < n_ctx; j++) {
-            float s = sc[j];
-            float v = h2f(vcol[(u64)j * kv_dim]);
+            float s = sc[j], ms = 1.0f, vs = 1.0f;
             if (tiled) {
-                if (s > mx) {
-                    float ms = expf(mx - s);
-                    acc *= ms;
-                    sum *= ms;
-                    mx = s;
-                }
-                float vs = expf(s - mx);
-                acc += v * vs;
-                sum += vs;
-            } else {
-                float ms = 1.0f, vs = 1.0f;
                 if (s > mx) {
                     ms = expf(mx - s);
                     mx = s;
-                    acc = h2f(f2h(acc * ms));
+                }
+                vs = expf(s - mx);
+                sum = sum * ms + vs;
+            } else {
+                if (s > mx) {
+                    ms = expf(mx - s);
+                    mx = s;
                 } else {
                     vs = expf(s - mx);
                 }
-                acc = h2f(f2h(fmaf(v, vs, acc)));
                 sum = fmaf(sum, ms, vs);
             }
+            msv[j] = ms;
+            sc[j] = vs;
         }
-        o[d] = acc * (sum == 0.0f ? 0.0f : 1.0f / sum);
+        total = sum;
+    }
+    __syncthreads();
+    float inv = total == 0.0f ? 0.0f : 1.0f / total;
+    float* o = out + ((u64)t * n_heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        const u16* vcol = vc + g * hd + d;
+        float acc = 0.0f;
+        for (int j = 0; j < n_ctx; j++) {
+            float v = h2f(vcol[(u64)j * kv_dim]);
+            if (tiled) {
+                acc = acc * msv[j] + v * sc[j];
+            } else {
+                // A rescale by 1 leaves an f16 value as it is, so every step can round.
+                acc = h2f(f2h(acc * msv[j]));
+                acc = h2f(f2h(fmaf(v, sc[j], acc)));
+            }
+        }
+        o[d] = acc * inv;
     }
 }

@@ -352,7 +352,7 @@ impl CudaEngine {
             up: a(n * c.n_ff)?,
             normed: a(n * c.n_embd)?,
             logits: a(n * model.weights.output.rows)?,
-            scores: a(n * c.n_heads * cap)?,
+            scores: a(2 * n * c.n_heads * cap)?,
             xq: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
