@@ -8,10 +8,12 @@
 #define ACT_F16 1
 #define ACT_BF16 2
 #define ACT_Q8_0 3
+#define ACT_Q8_1 4
 #define ACT_Q8_K 5
 
+// For Q8_1, sums[i / 32] also gets the block's s = f16(d * sum q) with the unrounded d.
 extern "C" __global__ void act_quant(const float* __restrict__ x, int total, int kind,
-                                     float* __restrict__ out) {
+                                     float* __restrict__ out, float* __restrict__ sums) {
     __shared__ float sv[8];
     __shared__ int si[8];
     int i = blockIdx.x * 256 + threadIdx.x;
@@ -66,6 +68,11 @@ extern "C" __global__ void act_quant(const float* __restrict__ x, int total, int
     float amax = warp_max(fabsf(v));
     float d = amax / 127.0f;
     float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    float q = fminf(127.0f, fmaxf(-128.0f, rintf(v * id)));
+    float r = rintf(v * id);
+    float q = fminf(127.0f, fmaxf(-128.0f, r));
     if (i < total) out[i] = q * h2f(f2h(d));
+    if (kind == ACT_Q8_1) {
+        float qsum = warp_sum(r);
+        if ((threadIdx.x & 31) == 0 && i < total) sums[i >> 5] = h2f(f2h(d * qsum));
+    }
 }

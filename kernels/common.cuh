@@ -76,9 +76,13 @@ __device__ float block_max(float v, float* shared32) {
 
 // out[t][r] = W[r] . x[t] for t < n; W has `rows` rows of `row_bytes` bytes, `cols` weights
 // each. One warp per row, MV_TILE tokens per grid row (gridDim.y).
+// Types with a block minimum (Q4_1, Q5_1) set HAS_MIN: `get` then leaves the minimum out and
+// each block adds `min * xs[block]` once, xs being the activation block's sum as llama.cpp's
+// Q8_1 stores it (s = f16(d * sum q)), so the product matches its dot exactly in form.
 template <typename D>
 __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
-                            const float* __restrict__ x, int n, float* __restrict__ out) {
+                            const float* __restrict__ x, const float* __restrict__ xs, int n,
+                            float* __restrict__ out) {
     int r = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     int t0 = blockIdx.y * MV_TILE;
@@ -94,6 +98,13 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
 #pragma unroll
         for (int t = 0; t < MV_TILE; t++)
             if (t < nt) acc[t] += v * xb[(u64)t * cols + j];
+        if (D::HAS_MIN && (j & 31) == 0) {
+            float m = D::min(row, j);
+            const float* sb = xs + (u64)t0 * (cols / 32) + (j >> 5);
+#pragma unroll
+            for (int t = 0; t < MV_TILE; t++)
+                if (t < nt) acc[t] += m * sb[(u64)t * (cols / 32)];
+        }
     }
 #pragma unroll
     for (int t = 0; t < MV_TILE; t++) {
@@ -103,20 +114,29 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
 }
 
 // out[t][j] = W[tokens[t]][j]: the embedding rows of a batch of tokens.
+// Gathers need the whole value, minimum included.
+template <typename D>
+__device__ __forceinline__ float full_value(const u8* row, int j) {
+    float v = D::get(row, j);
+    if (D::HAS_MIN) v += D::min(row, j);
+    return v;
+}
+
 template <typename D>
 __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
                            const u32* __restrict__ tokens, float* __restrict__ out) {
     int t = blockIdx.y;
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols) return;
-    out[(u64)t * cols + j] = D::get(w + (u64)tokens[t] * row_bytes, j);
+    out[(u64)t * cols + j] = full_value<D>(w + (u64)tokens[t] * row_bytes, j);
 }
 
 // One tensor type's kernels: matvec_<name> and embed_<name>, from its dequantizer struct.
 #define CBTOP_TYPE_KERNELS(name, D)                                                          \
     extern "C" __global__ void matvec_##name(const u8* w, u64 row_bytes, int rows, int cols, \
-                                             const float* x, int n, float* out) {            \
-        matvec_impl<D>(w, row_bytes, rows, cols, x, n, out);                                 \
+                                             const float* x, const float* xs, int n,         \
+                                             float* out) {                                   \
+        matvec_impl<D>(w, row_bytes, rows, cols, x, xs, n, out);                             \
     }                                                                                        \
     extern "C" __global__ void embed_##name(const u8* w, u64 row_bytes, int cols,            \
                                             const u32* tokens, float* out) {                 \

@@ -3,6 +3,8 @@
 // d), as src/quant/kquants.rs.
 
 struct DeqQ2_K {
+    static const bool HAS_MIN = false;
+    __device__ static float min(const u8*, int) { return 0.0f; }
     __device__ static float get(const u8* row, int j) {
         const u8* b = row + (j >> 8) * 84;
         int w = j & 255;
@@ -15,6 +17,8 @@ struct DeqQ2_K {
 };
 
 struct DeqQ3_K {
+    static const bool HAS_MIN = false;
+    __device__ static float min(const u8*, int) { return 0.0f; }
     __device__ static float get(const u8* row, int j) {
         const u8* b = row + (j >> 8) * 110;
         int w = j & 255;

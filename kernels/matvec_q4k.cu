@@ -13,6 +13,8 @@ __device__ __forceinline__ void scale_min_k4(int j, const u8* q, int* sc, int* m
 }
 
 struct DeqQ4_K {
+    static const bool HAS_MIN = false;
+    __device__ static float min(const u8*, int) { return 0.0f; }
     __device__ static float get(const u8* row, int j) {
         const u8* b = row + (j >> 8) * 144;
         int w = j & 255;
@@ -25,6 +27,8 @@ struct DeqQ4_K {
 };
 
 struct DeqQ5_K {
+    static const bool HAS_MIN = false;
+    __device__ static float min(const u8*, int) { return 0.0f; }
     __device__ static float get(const u8* row, int j) {
         const u8* b = row + (j >> 8) * 176;
         int w = j & 255;

@@ -2,6 +2,8 @@
 // 16 int8 scales, f16 d; value d * scale * (q - 32), as src/quant/kquants.rs.
 
 struct DeqQ6_K {
+    static const bool HAS_MIN = false;
+    __device__ static float min(const u8*, int) { return 0.0f; }
     __device__ static float get(const u8* row, int j) {
         const u8* b = row + (j >> 8) * 210;
         int w = j & 255;

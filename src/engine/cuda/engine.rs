@@ -110,6 +110,8 @@ struct Bufs {
     tok: CudaSlice<u32>,
     /// Activations rounded as the weight type's dot product sees them.
     xq: CudaSlice<f32>,
+    /// Per 32-value block of `xq`, Q8_1's stored sum `s` (for Q4_1/Q5_1 weights).
+    xs: CudaSlice<f32>,
 }
 
 struct Kernels {
@@ -354,6 +356,7 @@ impl CudaEngine {
             logits: a(n * model.weights.output.rows)?,
             scores: a(2 * n * c.n_heads * cap)?,
             xq: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
+            xs: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff) / 32 + 1)?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
                 .map_err(wrap("allocating activations"))?,
@@ -723,14 +726,18 @@ impl CudaEngine {
             ActType::F32 => 0,
             ActType::F16 => 1,
             ActType::BF16 => 2,
-            ActType::Q8_0 | ActType::Q8_1 => 3,
+            ActType::Q8_0 => 3,
+            ActType::Q8_1 => 4,
             ActType::Q8_K => 5,
         };
         let input = if kind == 0 {
             input
         } else {
             let total = (n * m.cols) as i32;
+            let xs: *mut CudaSlice<f32> = &mut self.bufs.xs;
             let (x, xq) = self.bufs.pair(input, Which::Xq);
+            // SAFETY: `xs` is a field distinct from both buffers `pair` returned.
+            let xs = unsafe { &mut *xs };
             let cfg = LaunchConfig {
                 grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
                 block_dim: (256, 1, 1),
@@ -744,6 +751,7 @@ impl CudaEngine {
                     .arg(&total)
                     .arg(&kind)
                     .arg(xq)
+                    .arg(xs)
                     .launch(cfg)
             }?;
             Which::Xq
@@ -754,7 +762,10 @@ impl CudaEngine {
             shared_mem_bytes: 0,
         };
         let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
+        let xs: *const CudaSlice<f32> = &self.bufs.xs;
         let (x, out) = self.bufs.pair(input, output);
+        // SAFETY: `xs` is a field distinct from both buffers `pair` returned; read only.
+        let xs = unsafe { &*xs };
         // SAFETY: the kernel reads n × cols from x and writes n × rows to out; both buffers hold
         // at least that (sized for the batch), and the weights hold rows × row_bytes.
         unsafe {
@@ -765,6 +776,7 @@ impl CudaEngine {
                 .arg(&rows)
                 .arg(&cols)
                 .arg(x)
+                .arg(xs)
                 .arg(&nn)
                 .arg(out)
                 .launch(cfg)
@@ -1079,6 +1091,9 @@ impl KernelCheck {
         let s = &self.stream;
         let dw = s.clone_htod(w).map_err(wrap("kernel check"))?;
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
+        // Block sums of x: the minimum term of Q4_1/Q5_1 (unused by other types).
+        let sums: Vec<f32> = x.chunks(32).map(|b| b.iter().sum()).collect();
+        let dxs = s.clone_htod(&sums).map_err(wrap("kernel check"))?;
         let mut out = s
             .alloc_zeros::<f32>(n * rows)
             .map_err(wrap("kernel check"))?;
@@ -1096,6 +1111,7 @@ impl KernelCheck {
                 .arg(&r)
                 .arg(&c)
                 .arg(&dx)
+                .arg(&dxs)
                 .arg(&nn)
                 .arg(&mut out)
                 .launch(cfg)
