@@ -34,6 +34,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Print the JSON Schema of the headless report.
     Schema,
+    /// Report the CUDA driver, NVRTC and GPUs, or why no GPU is usable.
+    Doctor,
 }
 
 /// Per-brick timing method.

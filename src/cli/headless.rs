@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::args::{FormatArg, ProfileArgs, TimingArg};
-use super::{exit, CliError};
+use super::{exit, CliError, Device};
 use crate::brick::id::is_valid_id;
 use crate::brick::BrickId;
+use crate::engine::backend::Backend;
+use crate::engine::cuda::{CudaEngine, Timing};
 use crate::engine::Engine;
 use crate::profile::Profile;
 use crate::profiler::analysis::{analyze, Budgets};
@@ -158,7 +160,29 @@ fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     }
 }
 
-pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
+/// The engine for `device`; on a GPU, its timing mode from `--timing`.
+fn backend(
+    src: &ModelSource,
+    ctx: usize,
+    device: &Device,
+    timing: TimingArg,
+) -> Result<Backend, CliError> {
+    Ok(match device {
+        Device::Cpu => Engine::new(src.model.clone(), ctx).into(),
+        Device::Cuda(g) => {
+            let t = match timing {
+                TimingArg::Events => Timing::Events,
+                TimingArg::Sync => Timing::Sync,
+                TimingArg::Off => Timing::Off,
+            };
+            CudaEngine::new(src.model.clone(), g, ctx, t)
+                .map_err(|e| CliError::runtime(format!("--device cuda:{}: {e}", g.ordinal)))?
+                .into()
+        }
+    })
+}
+
+pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     let fmt = output_format(&a)?;
     if a.tokens == 0 {
         return Err(CliError::usage("--tokens must be at least 1"));
@@ -207,9 +231,24 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let mut progress = Progress::new(a.ci);
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
-    let peaks = MeasuredPeaks::probe_cpu();
+    let engine = backend(&src, ctx, &device, a.timing)?;
+    let peaks = match &engine {
+        Backend::Cuda(e) => e.measure_peaks().map_err(CliError::runtime)?,
+        Backend::Cpu(_) => MeasuredPeaks::probe_cpu(),
+    };
+    let timing_label = match (&engine, a.timing) {
+        (_, TimingArg::Off) => "off",
+        (Backend::Cpu(_), _) => "cpu_timer",
+        (Backend::Cuda(_), TimingArg::Events) => "cuda_event",
+        (Backend::Cuda(_), TimingArg::Sync) => "host_sync",
+    };
+    let gpu_info = match &engine {
+        Backend::Cuda(e) => Some(e.gpu_info()),
+        Backend::Cpu(_) => None,
+    };
+    let backend_name = engine.name();
     let n_layers = src.model.config.n_layers;
-    let mut session = Session::new(Engine::new(src.model.clone(), ctx), prompt.clone());
+    let mut session = Session::new(engine, prompt.clone());
     let result = run(&mut session, n_layers, plan, |d, t| {
         progress.update(d, t, "decoding")
     })
@@ -226,7 +265,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         host: &host,
         peaks: &peaks,
         config: RunConfig {
-            timing: if profiled { "cpu_timer" } else { "off" }.to_string(),
+            timing: timing_label.to_string(),
             warmup: a.warmup as u64,
             tokens: a.tokens as u64,
             prefill: prompt.len() as u64,
@@ -236,6 +275,12 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         },
     };
     let mut report = build(&info, &result, &analysis);
+    report.hardware.backend = backend_name.to_string();
+    if gpu_info.is_some() {
+        report.hardware.gpu = gpu_info;
+        report.telemetry.reason =
+            Some("GPU telemetry (NVML) is not wired into this build's CUDA backend yet".into());
+    }
     let gates = evaluate(&spec, &report).map_err(CliError::usage)?;
     let status = apply_gates(&mut report, gates);
 

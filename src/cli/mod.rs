@@ -3,6 +3,7 @@
 
 pub mod args;
 mod compare;
+pub mod doctor;
 mod generate;
 pub mod headless;
 mod inspect;
@@ -14,6 +15,8 @@ use std::fmt::Display;
 
 pub use args::Cli;
 use args::{Command, DeviceArg};
+
+use crate::engine::cuda::probe::{probe, GpuDesc};
 
 /// Exit codes (DESIGN.md).
 pub mod exit {
@@ -51,33 +54,69 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Inspect(a)) => inspect::run(a),
         Some(Command::Tokenize(a)) => tokenize::run(a),
         Some(Command::Generate(a)) => {
-            setup_engine(&a.engine)?;
+            // `generate` runs on the CPU engine only in this build.
+            if let DeviceArg::Cuda(_) = a.engine.device {
+                return Err(CliError::runtime(
+                    "generate: the CUDA backend profiles (`cbtop --headless --device cuda`); \
+                     generate runs on the CPU in this build: use --device cpu",
+                ));
+            }
+            setup_engine(&a.engine, false, true)?;
             generate::run(a)
         }
         Some(Command::Synth(a)) => synth::run(a),
         Some(Command::Compare(a)) => compare::run(a),
         Some(Command::Schema) => schema::run(),
+        Some(Command::Doctor) => doctor::run(),
         None if cli.profile.headless => {
-            setup_engine(&cli.profile.engine)?;
-            headless::run_headless(cli.profile)
+            let device = setup_engine(&cli.profile.engine, true, cli.profile.ci)?;
+            headless::run_headless(cli.profile, device)
         }
         None => {
-            setup_engine(&cli.profile.engine)?;
+            // the live view runs the CPU engine in this build
+            if let Device::Cuda(_) = setup_engine(&cli.profile.engine, false, cli.profile.ci)? {
+                return Err(CliError::runtime(
+                    "--device cuda: the live view runs on the CPU in this build; profile the GPU \
+                     with `cbtop --headless --device cuda`",
+                ));
+            }
             crate::tui::run(cli.profile)
         }
     }
 }
 
-/// Apply `--threads` and `--device` before any engine work.
-fn setup_engine(e: &args::EngineArgs) -> Result<(), CliError> {
-    match e.device {
-        DeviceArg::Auto | DeviceArg::Cpu => {}
-        DeviceArg::Cuda(_) => {
-            return Err(CliError::runtime(
-                "--device cuda: this build of cbtop has no CUDA backend yet; use --device cpu",
-            ))
-        }
-    }
+/// The device an engine runs on, as `--device` resolved.
+#[derive(Clone, Debug)]
+pub enum Device {
+    Cpu,
+    Cuda(GpuDesc),
+}
+
+/// Resolve `--device` (auto: the GPU when `gpu_capable` and one is usable, else the CPU with a
+/// one-line reason on stderr unless `quiet`; cuda when unusable: exit 3 with the reason), then
+/// apply `--threads`, before any engine work.
+fn setup_engine(e: &args::EngineArgs, gpu_capable: bool, quiet: bool) -> Result<Device, CliError> {
+    let device = match e.device {
+        DeviceArg::Cpu => Device::Cpu,
+        DeviceArg::Auto if !gpu_capable => Device::Cpu,
+        DeviceArg::Auto => match probe().gpu(0) {
+            Ok(g) => Device::Cuda(g.clone()),
+            Err(reason) => {
+                if !quiet {
+                    eprintln!("cbtop: running on the CPU: {reason}");
+                }
+                Device::Cpu
+            }
+        },
+        DeviceArg::Cuda(n) => match probe().gpu(n) {
+            Ok(g) => Device::Cuda(g.clone()),
+            Err(reason) => {
+                return Err(CliError::runtime(format!(
+                    "--device cuda:{n}: no usable CUDA GPU: {reason}"
+                )))
+            }
+        },
+    };
     if let Some(n) = e.threads {
         if n == 0 {
             return Err(CliError::usage("--threads must be at least 1"));
@@ -87,5 +126,5 @@ fn setup_engine(e: &args::EngineArgs) -> Result<(), CliError> {
             .build_global()
             .map_err(|err| CliError::runtime(format!("--threads {n}: {err}")))?;
     }
-    Ok(())
+    Ok(device)
 }

@@ -2,7 +2,9 @@
 //! (a whole prompt at once, or one at a time) and returns logits; `generate` runs the loop with
 //! a sampler.
 
+pub mod backend;
 pub mod cpu;
+pub mod cuda;
 mod forward;
 pub mod kv_cache;
 pub mod sampler;
@@ -29,6 +31,9 @@ pub enum EngineError {
     },
     #[error("nothing to evaluate: the token list is empty")]
     Empty,
+    /// A GPU failure (out of memory, a kernel fault, NVRTC): the message names it.
+    #[error("{0}")]
+    Device(String),
 }
 
 /// A model with a KV cache, ready to evaluate tokens.

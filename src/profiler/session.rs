@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use crate::brick::stats::TokenSample;
-use crate::brick::{BrickId, Recorder};
-use crate::engine::sampler::argmax;
-use crate::engine::{Engine, EngineError, LogitsFor};
+use crate::brick::Recorder;
+use crate::engine::backend::Backend;
+use crate::engine::EngineError;
 
 /// A prompt evaluation, measured.
 #[derive(Clone, Debug)]
@@ -19,9 +19,9 @@ pub struct Prefill {
     pub ttft_ns: u64,
 }
 
-/// An engine, the tokens so far, and the recorder its spans go to.
+/// An engine (CPU or GPU), the tokens so far, and the recorder its spans go to.
 pub struct Session {
-    engine: Engine,
+    engine: Backend,
     rec: Recorder,
     prompt: Vec<u32>,
     next: u32,
@@ -32,9 +32,9 @@ pub struct Session {
 
 impl Session {
     /// A session that will evaluate `prompt` (non-empty, in range) first.
-    pub fn new(engine: Engine, prompt: Vec<u32>) -> Session {
+    pub fn new(engine: impl Into<Backend>, prompt: Vec<u32>) -> Session {
         Session {
-            engine,
+            engine: engine.into(),
             rec: Recorder::new(false, Instant::now()),
             prompt,
             next: 0,
@@ -43,7 +43,7 @@ impl Session {
         }
     }
 
-    pub fn engine(&self) -> &Engine {
+    pub fn engine(&self) -> &Backend {
         &self.engine
     }
 
@@ -73,9 +73,8 @@ impl Session {
         self.generated.clear();
         self.rec.set_enabled(false);
         let t0 = Instant::now();
-        let logits = self.engine.eval(&self.prompt, LogitsFor::Last)?;
-        let eval_ns = t0.elapsed().as_nanos() as u64;
-        self.next = logits.last().map_or(0, |l| argmax(l));
+        let (next, eval_ns) = self.engine.prefill(&self.prompt, t0)?;
+        self.next = next;
         self.generated.push(self.next);
         Ok(Prefill {
             tokens: self.prompt.len(),
@@ -91,14 +90,12 @@ impl Session {
         self.rec.clear();
         let position = self.engine.position();
         let t0 = Instant::now();
-        let logits = self
-            .engine
-            .eval_recorded(&[self.next], LogitsFor::Last, &mut self.rec)?;
-        let row = logits.last().map(Vec::as_slice).unwrap_or(&[]);
-        self.next = self.rec.time(BrickId::Sample, None, || argmax(row));
+        let (next, row) = self.engine.eval_greedy(&[self.next], &mut self.rec)?;
+        self.next = next;
         let total_ns = t0.elapsed().as_nanos() as u64;
-        // Outside the timed step: the check must not count as anyone's time.
-        self.nonfinite = row.iter().filter(|x| !x.is_finite()).count();
+        // Outside the timed step: the check must not count as anyone's time. On CUDA the
+        // logits stay on the device and are not checked.
+        self.nonfinite = row.map_or(0, |r| r.iter().filter(|x| !x.is_finite()).count());
         self.generated.push(self.next);
         Ok(TokenSample {
             start_ns: self.rec.since_origin(t0),

@@ -1,0 +1,1157 @@
+//! The forward pass on the GPU, brick by brick like the CPU's `forward.rs`: weights uploaded
+//! once in their GGUF types, a GPU KV cache (f16, as the CPU's), activations kept on the device,
+//! and greedy sampling on the GPU so a decode step copies back one token id.
+//!
+//! Per-brick timing (DESIGN.md): `Events` records a CUDA event at each brick boundary in the
+//! stream (back-to-back bricks share one) and resolves them once per token, after the token id
+//! has come back (no host sync per brick); `Sync` synchronises the stream around each brick
+//! and times with the host clock; `Off` launches the kernels and nothing else.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError,
+    LaunchConfig, PushKernelArg,
+};
+
+use super::module;
+use super::probe::GpuDesc;
+use crate::brick::{BrickId as B, Recorder, Source, Span};
+use crate::engine::{EngineError, LogitsFor};
+use crate::model::{Model, RopeStyle};
+use crate::quant::{ActType, GgmlType};
+
+/// Per-brick timing method on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    Events,
+    Sync,
+    Off,
+}
+
+impl Timing {
+    /// The span source this mode produces (`None`: no spans).
+    pub fn source(self) -> Option<Source> {
+        match self {
+            Timing::Events => Some(Source::CudaEvent),
+            Timing::Sync => Some(Source::HostSync),
+            Timing::Off => None,
+        }
+    }
+}
+
+/// A device error as an engine error, out-of-memory and kernel faults named plainly.
+pub fn device_error(what: &str, e: DriverError) -> EngineError {
+    use sys::cudaError_enum as E;
+    let why = match e.0 {
+        E::CUDA_ERROR_OUT_OF_MEMORY => "out of GPU memory".to_string(),
+        E::CUDA_ERROR_ILLEGAL_ADDRESS
+        | E::CUDA_ERROR_MISALIGNED_ADDRESS
+        | E::CUDA_ERROR_LAUNCH_FAILED
+        | E::CUDA_ERROR_ILLEGAL_INSTRUCTION => format!("a GPU kernel failed ({:?})", e.0),
+        other => format!("{other:?}"),
+    };
+    EngineError::Device(format!("{what}: {why}"))
+}
+
+fn wrap(what: &'static str) -> impl FnOnce(DriverError) -> EngineError {
+    move |e| device_error(what, e)
+}
+
+/// A weight matrix on the device, in its GGUF type.
+struct GMat {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    data: CudaSlice<u8>,
+}
+
+struct GLayer {
+    attn_norm: CudaSlice<f32>,
+    wq: GMat,
+    wk: GMat,
+    wv: GMat,
+    bq: Option<CudaSlice<f32>>,
+    bk: Option<CudaSlice<f32>>,
+    bv: Option<CudaSlice<f32>>,
+    wo: GMat,
+    ffn_norm: CudaSlice<f32>,
+    w_gate: GMat,
+    w_up: GMat,
+    w_down: GMat,
+}
+
+struct GWeights {
+    token_embd: GMat,
+    /// `None` when the output head is tied to the embedding.
+    output: Option<GMat>,
+    output_norm: CudaSlice<f32>,
+    layers: Vec<GLayer>,
+    bytes: usize,
+}
+
+/// Activation buffers for a batch of up to `n` tokens.
+struct Bufs {
+    n: usize,
+    x: CudaSlice<f32>,
+    h: CudaSlice<f32>,
+    q: CudaSlice<f32>,
+    k: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+    att: CudaSlice<f32>,
+    o: CudaSlice<f32>,
+    gate: CudaSlice<f32>,
+    up: CudaSlice<f32>,
+    normed: CudaSlice<f32>,
+    logits: CudaSlice<f32>,
+    scores: CudaSlice<f32>,
+    tok: CudaSlice<u32>,
+    /// Activations rounded as the weight type's dot product sees them.
+    xq: CudaSlice<f32>,
+    /// Per 32-value block of `xq`, Q8_1's stored sum `s` (for Q4_1/Q5_1 weights).
+    xs: CudaSlice<f32>,
+}
+
+struct Kernels {
+    /// (matvec, embed) per weight type.
+    typed: Vec<(GgmlType, CudaFunction, CudaFunction)>,
+    rms_norm: CudaFunction,
+    rope: CudaFunction,
+    kv_store: CudaFunction,
+    attention: CudaFunction,
+    add_in_place: CudaFunction,
+    add_bias: CudaFunction,
+    silu_mul: CudaFunction,
+    argmax: CudaFunction,
+    act_quant: CudaFunction,
+}
+
+impl Kernels {
+    fn load(m: &Arc<CudaModule>) -> Result<Kernels, String> {
+        let f = |n: &str| module::function(m, n);
+        let mut typed = Vec::new();
+        for ty in GgmlType::ALL {
+            let name = ty.name().to_lowercase();
+            typed.push((
+                ty,
+                f(&format!("matvec_{name}"))?,
+                f(&format!("embed_{name}"))?,
+            ));
+        }
+        Ok(Kernels {
+            typed,
+            rms_norm: f("rms_norm")?,
+            rope: f("rope")?,
+            kv_store: f("kv_store")?,
+            attention: f("attention")?,
+            add_in_place: f("add_in_place")?,
+            add_bias: f("add_bias")?,
+            silu_mul: f("silu_mul")?,
+            argmax: f("argmax")?,
+            act_quant: f("act_quant")?,
+        })
+    }
+
+    fn matvec(&self, ty: GgmlType) -> &CudaFunction {
+        &self
+            .typed
+            .iter()
+            .find(|t| t.0 == ty)
+            .expect("every type has kernels")
+            .1
+    }
+
+    fn embed(&self, ty: GgmlType) -> &CudaFunction {
+        &self
+            .typed
+            .iter()
+            .find(|t| t.0 == ty)
+            .expect("every type has kernels")
+            .2
+    }
+}
+
+/// A brick waiting for its event pair to be resolved.
+struct Pending {
+    brick: B,
+    layer: Option<u32>,
+    start: usize,
+    end: usize,
+}
+
+/// The model on one GPU with its KV cache.
+pub struct CudaEngine {
+    model: Arc<Model>,
+    gpu: GpuDesc,
+    stream: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+    k: Kernels,
+    w: GWeights,
+    kc: CudaSlice<u16>,
+    vc: CudaSlice<u16>,
+    cap: usize,
+    len: usize,
+    bufs: Bufs,
+    timing: Timing,
+    /// Event pool: pair i is events[2i], events[2i+1]; events[0..2] mark the token itself.
+    events: Vec<CudaEvent>,
+    used: usize,
+    pending: Vec<Pending>,
+    /// The last brick's end event while no other work has entered the stream since: the next
+    /// brick starts there, so back-to-back bricks cost one event each, not two.
+    open: Option<usize>,
+    /// The device's `tok[0]` already holds this id (written there by the last argmax).
+    on_device: Option<u32>,
+    module: Arc<CudaModule>,
+    /// Whether the kernels were compiled now or came from the disk cache.
+    pub module_origin: module::Origin,
+}
+
+fn upload_mat(
+    s: &Arc<CudaStream>,
+    w: &crate::model::Weights,
+    m: &crate::model::weights::Mat,
+) -> Result<GMat, EngineError> {
+    Ok(GMat {
+        ty: m.ty,
+        rows: m.rows,
+        cols: m.cols,
+        row_bytes: m.row_bytes(),
+        data: s
+            .clone_htod(w.bytes(m))
+            .map_err(|e| device_error(&format!("uploading {}", m.name), e))?,
+    })
+}
+
+fn upload_vec(s: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f32>, EngineError> {
+    s.clone_htod(v)
+        .map_err(|e| device_error("uploading a weight vector", e))
+}
+
+fn ceil_div(a: usize, b: usize) -> u32 {
+    a.div_ceil(b) as u32
+}
+
+fn lin(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (ceil_div(n.max(1), 256), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl CudaEngine {
+    /// Put `model` on GPU `gpu` with room for `ctx` positions (capped at the model's context).
+    pub fn new(
+        model: Arc<Model>,
+        gpu: &GpuDesc,
+        ctx: usize,
+        timing: Timing,
+    ) -> Result<CudaEngine, EngineError> {
+        let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
+        // One stream: cudarc's cross-stream event tracking is pure overhead here.
+        // SAFETY: nothing in this engine uses a second stream.
+        unsafe { cx.disable_event_tracking() };
+        let stream = cx.default_stream();
+        let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
+        let k = Kernels::load(&m).map_err(EngineError::Device)?;
+        let c = &model.config;
+        let cap = ctx.clamp(1, c.context_length);
+        let wt = &model.weights;
+        let mut layers = Vec::with_capacity(wt.layers.len());
+        let mut bytes = 0usize;
+        let bias = |b: &Option<Vec<f32>>| b.as_ref().map(|v| upload_vec(&stream, v)).transpose();
+        for lw in &wt.layers {
+            let l = GLayer {
+                attn_norm: upload_vec(&stream, &lw.attn_norm)?,
+                wq: upload_mat(&stream, wt, &lw.wq)?,
+                wk: upload_mat(&stream, wt, &lw.wk)?,
+                wv: upload_mat(&stream, wt, &lw.wv)?,
+                bq: bias(&lw.bq)?,
+                bk: bias(&lw.bk)?,
+                bv: bias(&lw.bv)?,
+                wo: upload_mat(&stream, wt, &lw.wo)?,
+                ffn_norm: upload_vec(&stream, &lw.ffn_norm)?,
+                w_gate: upload_mat(&stream, wt, &lw.w_gate)?,
+                w_up: upload_mat(&stream, wt, &lw.w_up)?,
+                w_down: upload_mat(&stream, wt, &lw.w_down)?,
+            };
+            for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+                bytes += m.data.len();
+            }
+            layers.push(l);
+        }
+        let token_embd = upload_mat(&stream, wt, &wt.token_embd)?;
+        bytes += token_embd.data.len();
+        let output = if wt.tied_output {
+            None
+        } else {
+            let o = upload_mat(&stream, wt, &wt.output)?;
+            bytes += o.data.len();
+            Some(o)
+        };
+        let w = GWeights {
+            token_embd,
+            output,
+            output_norm: upload_vec(&stream, &wt.output_norm)?,
+            layers,
+            bytes,
+        };
+        let kv_len = c.n_layers * cap * c.kv_dim();
+        let kc = stream
+            .alloc_zeros::<u16>(kv_len)
+            .map_err(wrap("allocating the KV cache"))?;
+        let vc = stream
+            .alloc_zeros::<u16>(kv_len)
+            .map_err(wrap("allocating the KV cache"))?;
+        let bufs = Self::alloc_bufs(&stream, &model, cap, 1)?;
+        Ok(CudaEngine {
+            model,
+            gpu: gpu.clone(),
+            stream,
+            ctx: cx,
+            k,
+            w,
+            kc,
+            vc,
+            cap,
+            len: 0,
+            bufs,
+            timing,
+            events: Vec::new(),
+            used: 0,
+            pending: Vec::new(),
+            open: None,
+            on_device: None,
+            module: m,
+            module_origin: origin,
+        })
+    }
+
+    fn alloc_bufs(
+        s: &Arc<CudaStream>,
+        model: &Model,
+        cap: usize,
+        n: usize,
+    ) -> Result<Bufs, EngineError> {
+        let c = &model.config;
+        let a = |len: usize| {
+            s.alloc_zeros::<f32>(len.max(1))
+                .map_err(wrap("allocating activations"))
+        };
+        Ok(Bufs {
+            n,
+            x: a(n * c.n_embd)?,
+            h: a(n * c.n_embd)?,
+            q: a(n * c.q_dim())?,
+            k: a(n * c.kv_dim())?,
+            v: a(n * c.kv_dim())?,
+            att: a(n * c.q_dim())?,
+            o: a(n * c.n_embd)?,
+            gate: a(n * c.n_ff)?,
+            up: a(n * c.n_ff)?,
+            normed: a(n * c.n_embd)?,
+            logits: a(n * model.weights.output.rows)?,
+            scores: a(2 * n * c.n_heads * cap)?,
+            xq: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
+            xs: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff) / 32 + 1)?,
+            tok: s
+                .alloc_zeros::<u32>(n.max(1))
+                .map_err(wrap("allocating activations"))?,
+        })
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn gpu(&self) -> &GpuDesc {
+        &self.gpu
+    }
+
+    pub fn timing(&self) -> Timing {
+        self.timing
+    }
+
+    /// Bytes of weights on the device.
+    pub fn weight_bytes(&self) -> usize {
+        self.w.bytes
+    }
+
+    pub fn position(&self) -> usize {
+        self.len
+    }
+
+    pub fn context(&self) -> usize {
+        self.cap
+    }
+
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
+    fn check(&self, tokens: &[u32]) -> Result<(), EngineError> {
+        if tokens.is_empty() {
+            return Err(EngineError::Empty);
+        }
+        let vocab = self.model.config.vocab_size;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(EngineError::BadToken { id, vocab });
+        }
+        if self.len + tokens.len() > self.cap {
+            return Err(EngineError::ContextFull {
+                ctx: self.cap,
+                used: self.len,
+                asked: tokens.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Evaluate `tokens`; logits for the last or every token, copied back.
+    pub fn eval(
+        &mut self,
+        tokens: &[u32],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.check(tokens)?;
+        let t0 = self.begin(rec)?;
+        let rows = self.forward(tokens, want, rec)?;
+        let vocab = self.model.weights.output.rows;
+        let host = self
+            .stream
+            .clone_dtoh(&self.bufs.logits.slice(0..rows * vocab))
+            .map_err(wrap("copying logits back"))?;
+        self.finish(rec, t0)?;
+        Ok(host.chunks_exact(vocab).map(|r| r.to_vec()).collect())
+    }
+
+    /// Evaluate `tokens` and pick the next token greedily on the GPU; only its id comes back.
+    pub fn eval_argmax(&mut self, tokens: &[u32], rec: &mut Recorder) -> Result<u32, EngineError> {
+        self.check(tokens)?;
+        let t0 = self.begin(rec)?;
+        self.forward(tokens, LogitsFor::Last, rec)?;
+        let vocab = self.model.weights.output.rows as i32;
+        self.brick(rec, B::Sample, None, |e| {
+            let cfg = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1024, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let b = &mut e.bufs;
+            // SAFETY: argmax reads `vocab` logits and writes tok[0].
+            unsafe {
+                e.stream
+                    .launch_builder(&e.k.argmax)
+                    .arg(&b.logits)
+                    .arg(&vocab)
+                    .arg(&mut b.tok)
+                    .launch(cfg)
+            }
+            .map(|_| ())
+        })?;
+        let id = self
+            .stream
+            .clone_dtoh(&self.bufs.tok.slice(0..1))
+            .map_err(wrap("copying the token id back"))?[0];
+        self.on_device = Some(id);
+        self.finish(rec, t0)?;
+        Ok(id)
+    }
+
+    /// Start a token: with event timing, the reference event pair.
+    fn begin(&mut self, rec: &Recorder) -> Result<Instant, EngineError> {
+        self.used = 0;
+        self.pending.clear();
+        self.open = None;
+        let t0 = Instant::now();
+        if rec.enabled() && self.timing == Timing::Events {
+            self.next_event()?;
+        }
+        Ok(t0)
+    }
+
+    /// Record the next pool event in the stream; returns its index.
+    fn next_event(&mut self) -> Result<usize, EngineError> {
+        if self.used == self.events.len() {
+            let ev = self
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(wrap("creating a CUDA event"))?;
+            self.events.push(ev);
+        }
+        let i = self.used;
+        self.events[i]
+            .record(&self.stream)
+            .map_err(wrap("recording a CUDA event"))?;
+        self.used += 1;
+        Ok(i)
+    }
+
+    /// End a token: resolve the event pairs (the stream is idle: the result was copied back).
+    fn finish(&mut self, rec: &mut Recorder, t0: Instant) -> Result<(), EngineError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let base_ns = rec.since_origin(t0);
+        let first = &self.events[0];
+        for p in &self.pending {
+            let (s, e) = (&self.events[p.start], &self.events[p.end]);
+            let off = first.elapsed_ms(s).map_err(wrap("reading a CUDA event"))?;
+            let dur = s.elapsed_ms(e).map_err(wrap("reading a CUDA event"))?;
+            rec.push(Span {
+                brick: p.brick.into(),
+                layer: p.layer,
+                start_ns: base_ns + (off.max(0.0) as f64 * 1e6) as u64,
+                dur_ns: (dur.max(0.0) as f64 * 1e6) as u64,
+                source: Source::CudaEvent,
+            });
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Run one brick's launches, timed as the mode says when `rec` is enabled.
+    fn brick(
+        &mut self,
+        rec: &mut Recorder,
+        brick: B,
+        layer: Option<usize>,
+        work: impl FnOnce(&mut Self) -> Result<(), DriverError>,
+    ) -> Result<(), EngineError> {
+        let what = |e| device_error(&format!("brick {}", brick.name()), e);
+        if !rec.enabled() || self.timing == Timing::Off {
+            return work(self).map_err(what);
+        }
+        match self.timing {
+            Timing::Events => {
+                let start = match self.open {
+                    Some(i) => i,
+                    None => self.next_event()?,
+                };
+                work(self).map_err(what)?;
+                let end = self.next_event()?;
+                self.open = Some(end);
+                self.pending.push(Pending {
+                    brick,
+                    layer: layer.map(|l| l as u32),
+                    start,
+                    end,
+                });
+            }
+            _ => {
+                self.stream.synchronize().map_err(what)?;
+                let t0 = Instant::now();
+                work(self).map_err(what)?;
+                self.stream.synchronize().map_err(what)?;
+                let t1 = Instant::now();
+                rec.push(Span {
+                    brick: brick.into(),
+                    layer: layer.map(|l| l as u32),
+                    start_ns: rec.since_origin(t0),
+                    dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
+                    source: Source::HostSync,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The layers, final norm and output head for `tokens` (checked); logits rows in
+    /// `bufs.logits`. Returns how many rows.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<usize, EngineError> {
+        let n = tokens.len();
+        if n > self.bufs.n {
+            self.bufs = Self::alloc_bufs(&self.stream, &self.model, self.cap, n)?;
+            self.on_device = None;
+        }
+        if !(n == 1 && self.on_device == Some(tokens[0])) {
+            self.stream
+                .memcpy_htod(tokens, &mut self.bufs.tok.slice_mut(0..n))
+                .map_err(wrap("uploading token ids"))?;
+            self.open = None;
+        }
+        self.on_device = None;
+        let model = self.model.clone();
+        let c = &model.config;
+        let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
+        let pos0 = self.len;
+
+        self.brick(rec, B::Embed, None, |s| {
+            let m = &s.w.token_embd;
+            let (rb, cols) = (m.row_bytes as u64, m.cols as i32);
+            let cfg = LaunchConfig {
+                grid_dim: (ceil_div(m.cols, 256), n as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: rows of token_embd for ids checked < vocab; x holds n × n_embd.
+            unsafe {
+                s.stream
+                    .launch_builder(s.k.embed(m.ty))
+                    .arg(&m.data)
+                    .arg(&rb)
+                    .arg(&cols)
+                    .arg(&s.bufs.tok)
+                    .arg(&mut s.bufs.x)
+                    .launch(cfg)
+            }
+            .map(|_| ())
+        })?;
+
+        let theta_scale = c.rope_base.powf(-2.0 / c.rope_dims as f32);
+        let neox = i32::from(c.arch.rope_style() == RopeStyle::Neox);
+        for l in 0..c.n_layers {
+            let layer = Some(l);
+            self.brick(rec, B::AttnNorm, layer, |s| {
+                s.rms_norm(n, e, c.norm_eps, Norm::Attn(l))
+            })?;
+            self.brick(rec, B::Qkv, layer, |s| {
+                s.matvec(n, Mat::Q(l), Which::H, Which::Q)?;
+                s.matvec(n, Mat::K(l), Which::H, Which::K)?;
+                s.matvec(n, Mat::V(l), Which::H, Which::V)?;
+                s.bias(n, l)
+            })?;
+            self.brick(rec, B::Rope, layer, |s| {
+                let half = c.rope_dims / 2;
+                let block = (half.div_ceil(32) * 32).max(32) as u32;
+                for (buf, heads) in [(Which::Q, c.n_heads), (Which::K, c.n_kv_heads)] {
+                    let cfg = LaunchConfig {
+                        grid_dim: (heads as u32, n as u32, 1),
+                        block_dim: (block, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    let args = (
+                        heads as i32,
+                        c.head_dim as i32,
+                        c.rope_dims as i32,
+                        pos0 as i32,
+                    );
+                    let x = s.bufs.get_mut(buf);
+                    // SAFETY: n × heads × head_dim values, rotated in place.
+                    unsafe {
+                        s.stream
+                            .launch_builder(&s.k.rope)
+                            .arg(x)
+                            .arg(&args.0)
+                            .arg(&args.1)
+                            .arg(&args.2)
+                            .arg(&args.3)
+                            .arg(&theta_scale)
+                            .arg(&neox)
+                            .launch(cfg)
+                    }?;
+                }
+                Ok(())
+            })?;
+            self.brick(rec, B::Attention, layer, |s| s.attention(n, l, pos0))?;
+            self.brick(rec, B::AttnOut, layer, |s| {
+                s.matvec(n, Mat::O(l), Which::Att, Which::O)
+            })?;
+            self.brick(rec, B::AttnResidual, layer, |s| s.residual(n * e))?;
+            self.brick(rec, B::FfnNorm, layer, |s| {
+                s.rms_norm(n, e, c.norm_eps, Norm::Ffn(l))
+            })?;
+            self.brick(rec, B::FfnGateUp, layer, |s| {
+                s.matvec(n, Mat::Gate(l), Which::H, Which::Gate)?;
+                s.matvec(n, Mat::Up(l), Which::H, Which::Up)
+            })?;
+            self.brick(rec, B::FfnAct, layer, |s| {
+                let len = (n * ff) as i32;
+                let b = &mut s.bufs;
+                // SAFETY: n × n_ff values each.
+                unsafe {
+                    s.stream
+                        .launch_builder(&s.k.silu_mul)
+                        .arg(&mut b.gate)
+                        .arg(&b.up)
+                        .arg(&len)
+                        .launch(lin(n * ff))
+                }
+                .map(|_| ())
+            })?;
+            self.brick(rec, B::FfnDown, layer, |s| {
+                s.matvec(n, Mat::Down(l), Which::Gate, Which::O)
+            })?;
+            self.brick(rec, B::FfnResidual, layer, |s| s.residual(n * e))?;
+        }
+        let _ = (qd, kvd);
+        self.len += n;
+
+        let (first, rows) = match want {
+            LogitsFor::Last => (n - 1, 1),
+            LogitsFor::All => (0, n),
+        };
+        self.brick(rec, B::FinalNorm, None, |s| {
+            let cfg = LaunchConfig {
+                grid_dim: (rows as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (cols, eps) = (e as i32, c.norm_eps);
+            let b = &mut s.bufs;
+            let x = b.x.slice(first * e..);
+            // SAFETY: `rows` rows of n_embd from x (from row `first`) into normed.
+            unsafe {
+                s.stream
+                    .launch_builder(&s.k.rms_norm)
+                    .arg(&x)
+                    .arg(&s.w.output_norm)
+                    .arg(&cols)
+                    .arg(&eps)
+                    .arg(&mut b.normed)
+                    .launch(cfg)
+            }
+            .map(|_| ())
+        })?;
+        self.brick(rec, B::LmHead, None, |s| {
+            s.matvec(rows, Mat::Output, Which::Normed, Which::Logits)
+        })?;
+        Ok(rows)
+    }
+
+    /// `out[t] = M · in[t]` for `n` rows, the activations first rounded as llama.cpp's CPU
+    /// rounds them for M's type (see kernels/act_quant.cu).
+    fn matvec(&mut self, n: usize, m: Mat, input: Which, output: Which) -> Result<(), DriverError> {
+        let m = mat(&self.w, m);
+        let kind: i32 = match ActType::for_weights(m.ty) {
+            ActType::F32 => 0,
+            ActType::F16 => 1,
+            ActType::BF16 => 2,
+            ActType::Q8_0 => 3,
+            ActType::Q8_1 => 4,
+            ActType::Q8_K => 5,
+        };
+        let input = if kind == 0 {
+            input
+        } else {
+            let total = (n * m.cols) as i32;
+            let xs: *mut CudaSlice<f32> = &mut self.bufs.xs;
+            let (x, xq) = self.bufs.pair(input, Which::Xq);
+            // SAFETY: `xs` is a field distinct from both buffers `pair` returned.
+            let xs = unsafe { &mut *xs };
+            let cfg = LaunchConfig {
+                grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: n × cols values from x into xq (sized for the widest row).
+            unsafe {
+                self.stream
+                    .launch_builder(&self.k.act_quant)
+                    .arg(x)
+                    .arg(&total)
+                    .arg(&kind)
+                    .arg(xq)
+                    .arg(xs)
+                    .launch(cfg)
+            }?;
+            Which::Xq
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(m.rows, 4), ceil_div(n, 8), 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
+        let xs: *const CudaSlice<f32> = &self.bufs.xs;
+        let (x, out) = self.bufs.pair(input, output);
+        // SAFETY: `xs` is a field distinct from both buffers `pair` returned; read only.
+        let xs = unsafe { &*xs };
+        // SAFETY: the kernel reads n × cols from x and writes n × rows to out; both buffers hold
+        // at least that (sized for the batch), and the weights hold rows × row_bytes.
+        unsafe {
+            self.stream
+                .launch_builder(self.k.matvec(m.ty))
+                .arg(&m.data)
+                .arg(&rb)
+                .arg(&rows)
+                .arg(&cols)
+                .arg(x)
+                .arg(xs)
+                .arg(&nn)
+                .arg(out)
+                .launch(cfg)
+        }
+        .map(|_| ())
+    }
+
+    fn bias(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
+        let lw = &self.w.layers[l];
+        for (b, which) in [(&lw.bq, Which::Q), (&lw.bk, Which::K), (&lw.bv, Which::V)] {
+            if let Some(b) = b {
+                let cols = b.len() as i32;
+                let len = n * b.len();
+                let total = len as i32;
+                let x = self.bufs.get_mut(which);
+                // SAFETY: n rows of `cols` values, one bias row added to each.
+                unsafe {
+                    self.stream
+                        .launch_builder(&self.k.add_bias)
+                        .arg(x)
+                        .arg(b)
+                        .arg(&cols)
+                        .arg(&total)
+                        .launch(lin(len))
+                }?;
+            }
+        }
+        Ok(())
+    }
+
+    fn rms_norm(&mut self, n: usize, cols: usize, eps: f32, norm: Norm) -> Result<(), DriverError> {
+        let w = match norm {
+            Norm::Attn(l) => &self.w.layers[l].attn_norm,
+            Norm::Ffn(l) => &self.w.layers[l].ffn_norm,
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (n as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let c = cols as i32;
+        let (x, out) = self.bufs.pair(Which::X, Which::H);
+        // SAFETY: n rows of `cols` values in and out.
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.rms_norm)
+                .arg(x)
+                .arg(w)
+                .arg(&c)
+                .arg(&eps)
+                .arg(out)
+                .launch(cfg)
+        }
+        .map(|_| ())
+    }
+
+    fn residual(&mut self, len: usize) -> Result<(), DriverError> {
+        let total = len as i32;
+        let b = &mut self.bufs;
+        // SAFETY: x += o over `len` values.
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.add_in_place)
+                .arg(&mut b.x)
+                .arg(&b.o)
+                .arg(&total)
+                .launch(lin(len))
+        }
+        .map(|_| ())
+    }
+
+    fn attention(&mut self, n: usize, l: usize, pos0: usize) -> Result<(), DriverError> {
+        let c = &self.model.config;
+        let kvd = c.kv_dim();
+        let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
+        let (kvd_i, pos_i, n_i) = (kvd as i32, pos0 as i32, n as i32);
+        let mut kc = self.kc.slice_mut(layer.clone());
+        let mut vc = self.vc.slice_mut(layer);
+        let b = &mut self.bufs;
+        // SAFETY: n × kv_dim values into cache rows pos0..pos0+n (< capacity, checked).
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.kv_store)
+                .arg(&b.k)
+                .arg(&b.v)
+                .arg(&mut kc)
+                .arg(&mut vc)
+                .arg(&kvd_i)
+                .arg(&pos_i)
+                .arg(&n_i)
+                .launch(lin(n * kvd))
+        }?;
+        let cfg = LaunchConfig {
+            grid_dim: (c.n_heads as u32, n as u32, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: (c.head_dim * 4) as u32,
+        };
+        let args = (
+            c.n_heads as i32,
+            c.n_kv_heads as i32,
+            c.head_dim as i32,
+            self.cap as i32,
+            1.0 / (c.head_dim as f32).sqrt(),
+            // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries.
+            i32::from(n >= 64),
+        );
+        // SAFETY: queries n × q_dim, cache rows 0..pos0+n, scores n × heads × capacity.
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.attention)
+                .arg(&b.q)
+                .arg(&mut kc)
+                .arg(&mut vc)
+                .arg(&args.0)
+                .arg(&args.1)
+                .arg(&args.2)
+                .arg(&pos_i)
+                .arg(&args.3)
+                .arg(&args.4)
+                .arg(&args.5)
+                .arg(&mut b.scores)
+                .arg(&mut b.att)
+                .launch(cfg)
+        }
+        .map(|_| ())
+    }
+}
+
+fn mat(w: &GWeights, m: Mat) -> &GMat {
+    match m {
+        Mat::Q(l) => &w.layers[l].wq,
+        Mat::K(l) => &w.layers[l].wk,
+        Mat::V(l) => &w.layers[l].wv,
+        Mat::O(l) => &w.layers[l].wo,
+        Mat::Gate(l) => &w.layers[l].w_gate,
+        Mat::Up(l) => &w.layers[l].w_up,
+        Mat::Down(l) => &w.layers[l].w_down,
+        Mat::Output => w.output.as_ref().unwrap_or(&w.token_embd),
+    }
+}
+
+/// Which norm weights.
+#[derive(Clone, Copy)]
+enum Norm {
+    Attn(usize),
+    Ffn(usize),
+}
+
+/// Which weight matrix.
+#[derive(Clone, Copy)]
+enum Mat {
+    Q(usize),
+    K(usize),
+    V(usize),
+    O(usize),
+    Gate(usize),
+    Up(usize),
+    Down(usize),
+    Output,
+}
+
+/// Which activation buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Which {
+    X,
+    H,
+    Q,
+    K,
+    V,
+    Att,
+    O,
+    Gate,
+    Up,
+    Normed,
+    Logits,
+    Xq,
+}
+
+impl Bufs {
+    fn get_mut(&mut self, w: Which) -> &mut CudaSlice<f32> {
+        match w {
+            Which::X => &mut self.x,
+            Which::H => &mut self.h,
+            Which::Q => &mut self.q,
+            Which::K => &mut self.k,
+            Which::V => &mut self.v,
+            Which::Att => &mut self.att,
+            Which::O => &mut self.o,
+            Which::Gate => &mut self.gate,
+            Which::Up => &mut self.up,
+            Which::Normed => &mut self.normed,
+            Which::Logits => &mut self.logits,
+            Which::Xq => &mut self.xq,
+        }
+    }
+
+    /// Two distinct buffers: one to read, one to write.
+    fn pair(&mut self, a: Which, b: Which) -> (&CudaSlice<f32>, &mut CudaSlice<f32>) {
+        assert!(a != b, "a kernel's input and output must differ");
+        let pa: *const CudaSlice<f32> = self.get_mut(a);
+        let pb = self.get_mut(b);
+        // SAFETY: a != b, so the two references point at different fields.
+        (unsafe { &*pa }, pb)
+    }
+}
+
+impl CudaEngine {
+    /// The report's GPU description.
+    pub fn gpu_info(&self) -> crate::report::types::GpuInfo {
+        let p = super::probe::probe();
+        crate::report::types::GpuInfo {
+            name: self.gpu.name.clone(),
+            driver: p
+                .driver_cuda_version
+                .map(|v| format!("CUDA driver API {v}"))
+                .unwrap_or_else(|| "unknown".into()),
+            cuda: p
+                .nvrtc_version
+                .map(|v| format!("NVRTC {v}"))
+                .unwrap_or_else(|| "unknown".into()),
+            memory_total_bytes: self.gpu.memory_total_bytes,
+            compute_capability: format!(
+                "{}.{}",
+                self.gpu.compute_capability.0, self.gpu.compute_capability.1
+            ),
+        }
+    }
+
+    /// The roofline's peaks measured on this GPU: device-to-device copy bandwidth (bytes read
+    /// plus written, best of 5 copies of 256 MiB) and f32 FMA throughput (best of 3), both timed
+    /// with CUDA events.
+    pub fn measure_peaks(&self) -> Result<crate::profiler::hardware::MeasuredPeaks, String> {
+        use crate::brick::peaks::Peak;
+        let err = |e: DriverError| device_error("measuring the GPU's peaks", e).to_string();
+        let s = &self.stream;
+        let n = 64usize << 20; // f32s: 256 MiB
+        let src = s.alloc_zeros::<f32>(n).map_err(err)?;
+        let mut dst = s.alloc_zeros::<f32>(n).map_err(err)?;
+        let ev = |c: &Arc<CudaContext>| c.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        let (a, b) = (ev(&self.ctx).map_err(err)?, ev(&self.ctx).map_err(err)?);
+        let mut best_ms = f32::MAX;
+        for _ in 0..5 {
+            a.record(s).map_err(err)?;
+            s.memcpy_dtod(&src, &mut dst).map_err(err)?;
+            b.record(s).map_err(err)?;
+            best_ms = best_ms.min(a.elapsed_ms(&b).map_err(err)?);
+        }
+        let bandwidth_gbps = 2.0 * (n * 4) as f64 / (best_ms as f64 * 1e-3) / 1e9;
+        drop((src, dst));
+
+        let sms = self
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(err)? as usize;
+        let (blocks, threads, iters) = (sms * 8, 256usize, 4096i32);
+        let f = module::function(&self.module, "fma_probe")?;
+        let mut out = s.alloc_zeros::<f32>(blocks * threads).map_err(err)?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (threads as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut best_fma = f32::MAX;
+        for _ in 0..3 {
+            a.record(s).map_err(err)?;
+            // SAFETY: writes blocks × threads floats into `out`.
+            unsafe { s.launch_builder(&f).arg(&mut out).arg(&iters).launch(cfg) }.map_err(err)?;
+            b.record(s).map_err(err)?;
+            best_fma = best_fma.min(a.elapsed_ms(&b).map_err(err)?);
+        }
+        let flops = 2.0 * 8.0 * iters as f64 * (blocks * threads) as f64;
+        Ok(crate::profiler::hardware::MeasuredPeaks {
+            bandwidth: Peak {
+                value: bandwidth_gbps,
+                source: "d2d_copy",
+            },
+            compute: Peak {
+                value: flops / (best_fma as f64 * 1e-3) / 1e9,
+                source: "gpu_fma_probe",
+            },
+        })
+    }
+}
+
+/// Single kernels on their own, for tests against the CPU reference: a typed matrix product
+/// and an embedding gather on weights given as GGUF bytes.
+pub struct KernelCheck {
+    stream: Arc<CudaStream>,
+    k: Kernels,
+}
+
+impl KernelCheck {
+    pub fn new(gpu: &GpuDesc) -> Result<KernelCheck, EngineError> {
+        let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
+        let (m, _) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
+        Ok(KernelCheck {
+            stream: cx.default_stream(),
+            k: Kernels::load(&m).map_err(EngineError::Device)?,
+        })
+    }
+
+    /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`.
+    pub fn matvec(
+        &self,
+        ty: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        x: &[f32],
+    ) -> Result<Vec<f32>, EngineError> {
+        let n = x.len() / cols;
+        let s = &self.stream;
+        let dw = s.clone_htod(w).map_err(wrap("kernel check"))?;
+        let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
+        // Block sums of x: the minimum term of Q4_1/Q5_1 (unused by other types).
+        let sums: Vec<f32> = x.chunks(32).map(|b| b.iter().sum()).collect();
+        let dxs = s.clone_htod(&sums).map_err(wrap("kernel check"))?;
+        let mut out = s
+            .alloc_zeros::<f32>(n * rows)
+            .map_err(wrap("kernel check"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(rows, 4), ceil_div(n, 8), 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rb, r, c, nn) = ((w.len() / rows) as u64, rows as i32, cols as i32, n as i32);
+        // SAFETY: sizes as the kernel expects (rows × row_bytes, n × cols, n × rows).
+        unsafe {
+            s.launch_builder(self.k.matvec(ty))
+                .arg(&dw)
+                .arg(&rb)
+                .arg(&r)
+                .arg(&c)
+                .arg(&dx)
+                .arg(&dxs)
+                .arg(&nn)
+                .arg(&mut out)
+                .launch(cfg)
+        }
+        .map_err(wrap("kernel check"))?;
+        s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+
+    /// Rows `tokens` of `W` (`rows × cols`), dequantized.
+    pub fn embed(
+        &self,
+        ty: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, EngineError> {
+        let s = &self.stream;
+        let dw = s.clone_htod(w).map_err(wrap("kernel check"))?;
+        let dt = s.clone_htod(tokens).map_err(wrap("kernel check"))?;
+        let mut out = s
+            .alloc_zeros::<f32>(tokens.len() * cols)
+            .map_err(wrap("kernel check"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(cols, 256), tokens.len() as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rb, c) = ((w.len() / rows) as u64, cols as i32);
+        // SAFETY: token ids < rows (the caller's), out holds tokens × cols.
+        unsafe {
+            s.launch_builder(self.k.embed(ty))
+                .arg(&dw)
+                .arg(&rb)
+                .arg(&c)
+                .arg(&dt)
+                .arg(&mut out)
+                .launch(cfg)
+        }
+        .map_err(wrap("kernel check"))?;
+        s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+}

@@ -1,0 +1,182 @@
+//! The kernels: CUDA C from `kernels/`, embedded in the binary, compiled once per machine with
+//! NVRTC for the device's architecture and cached on disk as PTX under
+//! `~/.cache/cbtop/cuda/<fnv64 of source and arch>.ptx` (or `$CBTOP_CACHE_DIR/cuda`), so later
+//! runs skip the compile. A corrupt or stale cache entry is recompiled.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+
+/// Every kernel file, in the order they are concatenated (common definitions first).
+pub const SOURCES: &[(&str, &str)] = &[
+    ("common.cuh", include_str!("../../../kernels/common.cuh")),
+    (
+        "matvec_float.cu",
+        include_str!("../../../kernels/matvec_float.cu"),
+    ),
+    (
+        "matvec_legacy.cu",
+        include_str!("../../../kernels/matvec_legacy.cu"),
+    ),
+    (
+        "matvec_q2k_q3k.cu",
+        include_str!("../../../kernels/matvec_q2k_q3k.cu"),
+    ),
+    (
+        "matvec_q4k.cu",
+        include_str!("../../../kernels/matvec_q4k.cu"),
+    ),
+    (
+        "matvec_q6k.cu",
+        include_str!("../../../kernels/matvec_q6k.cu"),
+    ),
+    ("rmsnorm.cu", include_str!("../../../kernels/rmsnorm.cu")),
+    ("rope.cu", include_str!("../../../kernels/rope.cu")),
+    (
+        "attention.cu",
+        include_str!("../../../kernels/attention.cu"),
+    ),
+    (
+        "elementwise.cu",
+        include_str!("../../../kernels/elementwise.cu"),
+    ),
+    ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
+    ("peaks.cu", include_str!("../../../kernels/peaks.cu")),
+    (
+        "act_quant.cu",
+        include_str!("../../../kernels/act_quant.cu"),
+    ),
+];
+
+/// The whole translation unit NVRTC compiles.
+pub fn source() -> String {
+    let mut s = String::new();
+    for (name, text) in SOURCES {
+        s.push_str(&format!("// ---- {name}\n{text}\n"));
+    }
+    s
+}
+
+/// FNV-1a, 64 bit: a cache key that stays the same across Rust versions.
+pub fn fnv64(parts: &[&[u8]]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for p in parts {
+        for &b in *p {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("CBTOP_CACHE_DIR") {
+        return Some(PathBuf::from(d).join("cuda"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/cbtop/cuda"))
+}
+
+/// NVRTC wants a `&'static str` architecture name; the few real ones are listed.
+fn static_arch(arch: &str) -> Option<&'static str> {
+    const KNOWN: &[&str] = &[
+        "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80",
+        "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_101", "sm_103", "sm_120", "sm_121",
+    ];
+    KNOWN.iter().copied().find(|a| *a == arch)
+}
+
+/// Where a module came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Compiled,
+    Cached,
+}
+
+/// Compile (or fetch from the cache) and load the kernels for `arch` (e.g. `sm_90`).
+pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Origin), String> {
+    let src = source();
+    let key = fnv64(&[src.as_bytes(), arch.as_bytes()]);
+    let path = cache_dir().map(|d| d.join(format!("{key:016x}.ptx")));
+    if let Some(p) = &path {
+        if let Ok(text) = std::fs::read_to_string(p) {
+            if let Ok(m) = ctx.load_module(Ptx::from_src(text)) {
+                return Ok((m, Origin::Cached));
+            }
+        }
+    }
+    let opts = CompileOptions {
+        arch: static_arch(arch),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(&src, opts).map_err(|e| {
+        format!(
+            "NVRTC failed to compile the kernels for {arch}: {}",
+            first_error(&e)
+        )
+    })?;
+    if let Some(p) = &path {
+        // The cache is an optimisation: failing to write it is not an error.
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(p, ptx.to_src());
+    }
+    let m = ctx
+        .load_module(ptx)
+        .map_err(|e| format!("loading the compiled kernels: {:?}", e.0))?;
+    Ok((m, Origin::Compiled))
+}
+
+/// The first `error` line of NVRTC's log (the whole log is many lines).
+fn first_error(e: &CompileError) -> String {
+    match e {
+        CompileError::CompileError { log, .. } => {
+            let log = log.to_string_lossy();
+            log.lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("compilation failed")
+                .trim()
+                .to_string()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Look up one kernel by name.
+pub fn function(m: &Arc<CudaModule>, name: &str) -> Result<CudaFunction, String> {
+    m.load_function(name)
+        .map_err(|e| format!("kernel {name} missing from the module: {:?}", e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_file_is_embedded_once() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".cu") || n.ends_with(".cuh"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = SOURCES.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
+    }
+
+    #[test]
+    fn cache_key_depends_on_source_and_arch() {
+        let a = fnv64(&[b"x", b"sm_90"]);
+        assert_ne!(a, fnv64(&[b"x", b"sm_89"]));
+        assert_ne!(a, fnv64(&[b"y", b"sm_90"]));
+        assert_eq!(a, fnv64(&[b"x", b"sm_90"]));
+        assert!(static_arch("sm_90").is_some());
+    }
+}
