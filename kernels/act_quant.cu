@@ -1,31 +1,37 @@
-// Activation rounding as llama.cpp's CPU does before a dot product, so the GPU's f32 products
-// see the same activation values: f16 or bf16 rounding for float weights, Q8_0/Q8_1 (32-value
-// blocks, d = amax/127 stored as f16, q = round-half-even) for the legacy types, Q8_K
-// (256-value blocks, iscale = -127/max by signed largest magnitude, d = 1/iscale in f32) for
-// the k-quants. The values come back dequantized (q * d), so the product kernels stay f32.
+// Activation rounding as llama.cpp's CPU does before a dot product (src/quant/act.rs), so the
+// GPU's products see the CPU's activation values:
+// - float weights: the values rounded to f16 or bf16 (or left f32), into `xf`;
+// - Q8_0/Q8_1 (legacy weights): 32-value blocks, d = amax/127 stored as f16,
+//   q = round-half-even(x * 127/amax), into int8 `q` and `d`; Q8_1 also stores
+//   s = f16(d * sum q) with the unrounded d, into `x`;
+// - Q8_K (k-quants): 256-value blocks, iscale = -127/max by signed largest magnitude (the
+//   first on ties), q = min(127, round-half-even(iscale * x)), d = 1/iscale in f32, and
+//   the sums of each 16 q (bsums) into `x`.
 // One block of 256 threads per 256 values; `total` is a multiple of 32 (of 256 for Q8_K).
 
+#define ACT_F32 0
 #define ACT_F16 1
 #define ACT_BF16 2
 #define ACT_Q8_0 3
 #define ACT_Q8_1 4
 #define ACT_Q8_K 5
 
-// For Q8_1, sums[i / 32] also gets the block's s = f16(d * sum q) with the unrounded d.
-extern "C" __global__ void act_quant(const float* __restrict__ x, int total, int kind,
-                                     float* __restrict__ out, float* __restrict__ sums) {
+extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,
+                                     float* __restrict__ xf, i8* __restrict__ q,
+                                     float* __restrict__ d, float* __restrict__ x) {
     __shared__ float sv[8];
     __shared__ int si[8];
     int i = blockIdx.x * 256 + threadIdx.x;
-    float v = i < total ? x[i] : 0.0f;
-    if (kind == ACT_F16) {
-        if (i < total) out[i] = h2f(f2h(v));
-        return;
-    }
-    if (kind == ACT_BF16) {
-        u32 u = (u32)__float_as_int(v);
-        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        if (i < total) out[i] = __int_as_float((int)u);
+    float v = i < total ? in[i] : 0.0f;
+    if (kind <= ACT_BF16) {
+        if (i >= total) return;
+        if (kind == ACT_F16) {
+            v = h2f(f2h(v));
+        } else if (kind == ACT_BF16) {
+            u32 u = (u32)__float_as_int(v);
+            v = __int_as_float((int)((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u));
+        }
+        xf[i] = v;
         return;
     }
     if (kind == ACT_Q8_K) {
@@ -53,26 +59,31 @@ extern "C" __global__ void act_quant(const float* __restrict__ x, int total, int
                 a = sv[w];
                 idx = si[w];
             }
-        if (i >= total) return;
-        if (a == 0.0f) {
-            out[i] = 0.0f;
-            return;
+        int qi = 0;
+        float iscale = 0.0f;
+        if (a != 0.0f) {
+            iscale = __fdiv_rn(-127.0f, in[idx]);
+            qi = min(127, (int)rintf(__fmul_rn(iscale, v)));
         }
-        float mx = x[idx];
-        float iscale = -127.0f / mx;
-        float q = fminf(127.0f, rintf(iscale * v));
-        out[i] = q * (1.0f / iscale);
+        // bsums: the 16 consecutive values of each half warp.
+        int s = qi;
+        for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (i >= total) return;
+        q[i] = (i8)qi;
+        if ((threadIdx.x & 15) == 0) x[i >> 4] = (float)s;
+        if (threadIdx.x == 0) d[i >> 8] = a != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
         return;
     }
     // Q8_0 / Q8_1: 32-value groups, one per warp.
     float amax = warp_max(fabsf(v));
-    float d = amax / 127.0f;
-    float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    float r = rintf(v * id);
-    float q = fminf(127.0f, fmaxf(-128.0f, r));
-    if (i < total) out[i] = q * h2f(f2h(d));
-    if (kind == ACT_Q8_1) {
-        float qsum = warp_sum(r);
-        if ((threadIdx.x & 31) == 0 && i < total) sums[i >> 5] = h2f(f2h(d * qsum));
+    float dd = __fdiv_rn(amax, 127.0f);
+    float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+    float r = rintf(__fmul_rn(v, id));
+    float qs = warp_sum(r);
+    if (i >= total) return;
+    q[i] = (i8)(int)fminf(127.0f, fmaxf(-128.0f, r));
+    if ((threadIdx.x & 31) == 0) {
+        d[i >> 5] = h2f(f2h(dd));
+        if (kind == ACT_Q8_1) x[i >> 5] = h2f(f2h(__fmul_rn(dd, qs)));
     }
 }

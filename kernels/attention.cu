@@ -1,7 +1,52 @@
 // The KV cache store (f32 -> f16, like the CPU cache) and causal attention with grouped-query
 // heads over it. Attention: one block per (head, query token); scores for every cached
-// position go to a global scratch row, then a block-wide max, exp and sum, then each thread
-// accumulates output dimensions over the positions. f32 throughout.
+// position go to a global scratch row, the online softmax's factors are walked once in order,
+// then each thread accumulates output dimensions over the positions.
+//
+// Every f32 operation is the CPU engine's (src/engine/cpu/attention.rs), in its order: the
+// K.q dot as ggml_vec_dot_f16's AVX-512 lanes (or `dot_lanes` on the tiled path), and exp as
+// the C library's correctly rounded-in-practice expf (computed in f64, rounded once).
+
+// expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
+// ~1e-9 ulp of a rounding boundary).
+__device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
+
+// ggml_vec_dot_f16 for AVX-512 (src/quant/simd_order.rs `dot_f16`): per 64-element step four
+// 16-lane FMA accumulators; per lane (s0 + s2) + (s1 + s3); GCC's 16-lane reduction; then the
+// leftover elements added in f64.
+__device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict__ q, int n) {
+    int np = n & ~63;
+    float f[16];
+    for (int l = 0; l < 16; l++) {
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int i = 0; i < np; i += 64) {
+            s0 = fmaf(h2f(k[i + l]), q[i + l], s0);
+            s1 = fmaf(h2f(k[i + 16 + l]), q[i + 16 + l], s1);
+            s2 = fmaf(h2f(k[i + 32 + l]), q[i + 32 + l], s2);
+            s3 = fmaf(h2f(k[i + 48 + l]), q[i + 48 + l], s3);
+        }
+        f[l] = __fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3));
+    }
+    double total = 0.0;
+    if (np > 0) {
+        float t3[8], t6[4];
+        for (int i = 0; i < 8; i++) t3[i] = __fadd_rn(f[i + 8], f[i]);
+        for (int i = 0; i < 4; i++) t6[i] = __fadd_rn(t3[i + 4], t3[i]);
+        total = (double)__fadd_rn(__fadd_rn(t6[0], t6[2]), __fadd_rn(t6[1], t6[3]));
+    }
+    for (int i = np; i < n; i++) total += (double)__fmul_rn(h2f(k[i]), q[i]);
+    return (float)total;
+}
+
+// src/quant/float.rs `dot_lanes`: lane i % 8 sums products in order, unfused; lanes added
+// from 0.0 up.
+__device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restrict__ q, int n) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < n; i++) acc[i & 7] = __fadd_rn(acc[i & 7], __fmul_rn(h2f(k[i]), q[i]));
+    float s = 0.0f;
+    for (int l = 0; l < 8; l++) s = __fadd_rn(s, acc[l]);
+    return s;
+}
 
 // k, v: [n][kv_dim] -> cache rows pos0..pos0+n of one layer ([pos][kv_dim], f16 bits).
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
@@ -36,9 +81,8 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
     float* sc = scores + ((u64)t * n_heads + h) * 2 * ctx_cap;
     for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
         const u16* kr = kc + (u64)j * kv_dim + g * hd;
-        float s = 0.0f;
-        for (int d = 0; d < hd; d++) s += h2f(kr[d]) * qs[d];
-        sc[j] = s * scale;
+        float s = tiled ? dot_lanes_f16(kr, qs, hd) : dot_f16_ggml(kr, qs, hd);
+        sc[j] = __fmul_rn(s, scale);
     }
     __syncthreads();
     // The online softmax's rescale (ms) and weight (vs) per position depend only on the score
@@ -51,17 +95,17 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
             float s = sc[j], ms = 1.0f, vs = 1.0f;
             if (tiled) {
                 if (s > mx) {
-                    ms = expf(mx - s);
+                    ms = libm_expf(mx - s);
                     mx = s;
                 }
-                vs = expf(s - mx);
-                sum = sum * ms + vs;
+                vs = libm_expf(s - mx);
+                sum = __fadd_rn(__fmul_rn(sum, ms), vs);
             } else {
                 if (s > mx) {
-                    ms = expf(mx - s);
+                    ms = libm_expf(mx - s);
                     mx = s;
                 } else {
-                    vs = expf(s - mx);
+                    vs = libm_expf(s - mx);
                 }
                 sum = fmaf(sum, ms, vs);
             }
@@ -71,7 +115,7 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         total = sum;
     }
     __syncthreads();
-    float inv = total == 0.0f ? 0.0f : 1.0f / total;
+    float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
     float* o = out + ((u64)t * n_heads + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         const u16* vcol = vc + g * hd + d;
@@ -79,13 +123,13 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         for (int j = 0; j < n_ctx; j++) {
             float v = h2f(vcol[(u64)j * kv_dim]);
             if (tiled) {
-                acc = acc * msv[j] + v * sc[j];
+                acc = __fadd_rn(__fmul_rn(acc, msv[j]), __fmul_rn(v, sc[j]));
             } else {
                 // A rescale by 1 leaves an f16 value as it is, so every step can round.
-                acc = h2f(f2h(acc * msv[j]));
+                acc = h2f(f2h(__fmul_rn(acc, msv[j])));
                 acc = h2f(f2h(fmaf(v, sc[j], acc)));
             }
         }
-        o[d] = acc * inv;
+        o[d] = __fmul_rn(acc, inv);
     }
 }

@@ -1,7 +1,10 @@
 // Shared by every kernel file (prepended before compiling): fixed-width types without system
-// headers (NVRTC has none), f16 conversion through PTX, warp/block reductions, and the two
-// generic kernels every tensor type instantiates: a matrix-vector(-batch) product that
-// dequantizes weights on the fly from their GGUF blocks, and an embedding-row gather.
+// headers (NVRTC has none), f16 conversion through PTX, warp/block reductions, the quantized
+// matrix-vector(-batch) product in the CPU's float order, the float-weight product, and the
+// embedding-row gather every tensor type instantiates.
+//
+// Compiled with --fmad=false: a multiply and an add are only fused where the CPU fuses them
+// (explicit fmaf), so every f32 operation rounds where the CPU's does.
 //
 // Weight blocks are read byte by byte: Q5_0, Q6_K and friends are not 4-byte aligned, and an
 // unaligned 32-bit load faults.
@@ -69,49 +72,223 @@ __device__ float block_max(float v, float* shared32) {
     return warp_max(t);
 }
 
-// Token rows each warp accumulates at once in the batched product.
+// Token rows each thread accumulates at once in the float-weight product.
 #define MV_TILE 8
-// Warps (rows) per block in the product.
-#define MV_WARPS 4
 
-// out[t][r] = W[r] . x[t] for t < n; W has `rows` rows of `row_bytes` bytes, `cols` weights
-// each. One warp per row, MV_TILE tokens per grid row (gridDim.y).
-// Types with a block minimum (Q4_1, Q5_1) set HAS_MIN: `get` then leaves the minimum out and
-// each block adds `min * xs[block]` once, xs being the activation block's sum as llama.cpp's
-// Q8_1 stores it (s = f16(d * sum q)), so the product matches its dot exactly in form.
+// Float weights (F32/F16/BF16): out[t][r] = W[r] . x[t] for t < n, x already rounded as the
+// CPU rounds it for the type, in the CPU's order (src/quant/float.rs `dot_lanes`): lane
+// l = i % 8 sums w[i] * x[i] in index order, unfused, and the lanes are added from 0.0 up.
+// Eight threads per row (one per lane), 16 rows per block of 128, MV_TILE tokens per grid
+// row (gridDim.y). `D::get` dequantizes weight j of a row.
 template <typename D>
 __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
-                            const float* __restrict__ x, const float* __restrict__ xs, int n,
-                            float* __restrict__ out) {
-    int r = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
+                            const float* __restrict__ x, int n, float* __restrict__ out) {
+    __shared__ float lanes[16][MV_TILE][8];
+    int slot = threadIdx.x >> 3, l = threadIdx.x & 7;
+    int r = blockIdx.x * 16 + slot;
     int t0 = blockIdx.y * MV_TILE;
-    if (r >= rows) return;
-    const u8* row = w + (u64)r * row_bytes;
+    int nt = min(MV_TILE, n - t0);
     float acc[MV_TILE];
 #pragma unroll
     for (int t = 0; t < MV_TILE; t++) acc[t] = 0.0f;
-    int nt = min(MV_TILE, n - t0);
-    const float* xb = x + (u64)t0 * cols;
-    for (int j = lane; j < cols; j += 32) {
-        float v = D::get(row, j);
-#pragma unroll
-        for (int t = 0; t < MV_TILE; t++)
-            if (t < nt) acc[t] += v * xb[(u64)t * cols + j];
-        if (D::HAS_MIN && (j & 31) == 0) {
-            float m = D::min(row, j);
-            const float* sb = xs + (u64)t0 * (cols / 32) + (j >> 5);
+    if (r < rows) {
+        const u8* row = w + (u64)r * row_bytes;
+        const float* xb = x + (u64)t0 * cols;
+        for (int i = l; i < cols; i += 8) {
+            float v = D::get(row, i);
 #pragma unroll
             for (int t = 0; t < MV_TILE; t++)
-                if (t < nt) acc[t] += m * sb[(u64)t * (cols / 32)];
+                if (t < nt) acc[t] = __fadd_rn(acc[t], __fmul_rn(v, xb[(u64)t * cols + i]));
         }
     }
 #pragma unroll
-    for (int t = 0; t < MV_TILE; t++) {
-        float s = warp_sum(acc[t]);
-        if (lane == 0 && t < nt) out[(u64)(t0 + t) * rows + r] = s;
+    for (int t = 0; t < MV_TILE; t++) lanes[slot][t][l] = acc[t];
+    __syncwarp();
+    if (l < nt && r < rows) {
+        float s = 0.0f;
+        for (int k = 0; k < 8; k++) s = __fadd_rn(s, lanes[slot][l][k]);
+        out[(u64)(t0 + l) * rows + r] = s;
     }
 }
+
+// ---- Quantized weights against quantized activations, in the CPU's float order ----------
+//
+// The CPU engine reproduces llama.cpp's dot products to the bit (src/quant/simd_order.rs):
+// per weight block an exact integer sum for each of eight lanes, then f32 arithmetic in a
+// fixed order. The GPU does the integer part in parallel however it likes (integers are
+// exact) and the f32 part in the same order, so its logits equal the CPU's.
+//
+// One thread block per weight row and up to T tokens. The row goes by in chunks of blocks:
+// phase 1 spreads (block, lane) integer sums over all threads into shared memory; phase 2
+// has one thread per (token, lane) fold its lane over the chunk's blocks in order, and one
+// thread per token fold the per-block extra term (Q4_1/Q5_1's `m * s`, the k-quants' min
+// part). At the end:
+//   LEGACY (32-weight blocks, x86 AVX2 order): lane = fma(d_w * d_a, isum, lane) per block,
+//     result = hsum_float_8(lanes) + extra;
+//   K (256-weight blocks, ggml's generic order): lane = lane + (d_w * d_a) * isum per block,
+//     result = extra + lane0 + lane1 + ... + lane7.
+// Activations: int8 values `aq` (row-major, `cols` per token), scales `ad` (one per 32 or 256
+// values), and `ax`: Q8_1's stored sums s per 32 values, or Q8_K's bsums per 16 values.
+
+#define QMV_THREADS 128
+#define QMV_CHUNK 64
+
+template <int T>
+struct QmvShared {
+    int isum[T][QMV_CHUNK][8];
+    float dd[T][QMV_CHUNK];
+    float ex[T][QMV_CHUNK];
+    float lanes[T][8];
+    float extra[T];
+};
+
+// ggml's hsum_float_8: high half + low half, then pairs, then the last two.
+__device__ __forceinline__ float hsum8(const float* x) {
+    float r0 = x[4] + x[0], r1 = x[5] + x[1], r2 = x[6] + x[2], r3 = x[7] + x[3];
+    return (r0 + r2) + (r1 + r3);
+}
+
+// Phase 2 and the end of a row: the fold described above. `nb` blocks in this chunk.
+template <bool LEGACY, int T>
+__device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, float& acc) {
+    int j = threadIdx.x;
+    if (j < 8 * T) {
+        int t = j >> 3, l = j & 7;
+        if (t < nt)
+            for (int b = 0; b < nb; b++) {
+                float d = sh.dd[t][b], v = (float)sh.isum[t][b][l];
+                acc = LEGACY ? fmaf(d, v, acc) : __fadd_rn(acc, __fmul_rn(d, v));
+            }
+    } else if (j < 9 * T) {
+        int t = j - 8 * T;
+        if (t < nt)
+            for (int b = 0; b < nb; b++) acc = __fadd_rn(acc, sh.ex[t][b]);
+    }
+}
+
+template <bool LEGACY, int T>
+__device__ __forceinline__ void qmv_finish(QmvShared<T>& sh, int nt, float acc, int rows, int r,
+                                           int t0, float* __restrict__ out) {
+    int j = threadIdx.x;
+    if (j < 8 * T) sh.lanes[j >> 3][j & 7] = acc;
+    else if (j < 9 * T) sh.extra[j - 8 * T] = acc;
+    __syncthreads();
+    if (j < nt) {
+        float v;
+        if (LEGACY) {
+            v = __fadd_rn(hsum8(sh.lanes[j]), sh.extra[j]);
+        } else {
+            v = sh.extra[j];
+            for (int l = 0; l < 8; l++) v = __fadd_rn(v, sh.lanes[j][l]);
+        }
+        out[(u64)(t0 + j) * rows + r] = v;
+    }
+}
+
+// Legacy types (32 weights per block). Q provides BYTES, HAS_MIN, `pack(block, lane)` (the
+// lane's four weights as signed bytes, offset removed), `d(block)` and `m(block)`.
+template <typename Q, int T>
+__device__ void qmv_legacy(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
+                           const i8* __restrict__ aq, const float* __restrict__ ad,
+                           const float* __restrict__ ax, int n, float* __restrict__ out) {
+    __shared__ QmvShared<T> sh;
+    int r = blockIdx.x, t0 = blockIdx.y * T;
+    int nt = min(T, n - t0);
+    const u8* row = w + (u64)r * row_bytes;
+    int nblocks = cols >> 5;
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < nblocks; c0 += QMV_CHUNK) {
+        int nb = min(QMV_CHUNK, nblocks - c0);
+        for (int u = threadIdx.x; u < nb * 8; u += blockDim.x) {
+            int bl = u >> 3, l = u & 7, bi = c0 + bl;
+            const u8* blk = row + (u64)bi * Q::BYTES;
+            int wp = Q::pack(blk, l);
+            float dw = Q::d(blk), mw = Q::HAS_MIN ? Q::m(blk) : 0.0f;
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                if (t >= nt) break;
+                u64 tok = (u64)(t0 + t);
+                int a = *(const int*)(aq + tok * cols + bi * 32 + 4 * l);
+                sh.isum[t][bl][l] = __dp4a(wp, a, 0);
+                if (l == 0) {
+                    sh.dd[t][bl] = __fmul_rn(dw, ad[tok * (cols >> 5) + bi]);
+                    sh.ex[t][bl] = Q::HAS_MIN ? __fmul_rn(mw, ax[tok * (cols >> 5) + bi]) : 0.0f;
+                }
+            }
+        }
+        __syncthreads();
+        qmv_fold<true, T>(sh, nb, nt, acc);
+        __syncthreads();
+    }
+    qmv_finish<true, T>(sh, nt, acc, rows, r, t0, out);
+}
+
+// K-quants (256 weights per block). A warp takes a block; thread p holds weights p + 32k
+// (k < 8), all in lane p % 8. Q provides BYTES, FULL (Q2_K: no lanes, one sum per block),
+// `elems(block, p, scale[8], level[8])`, `d(block)` and `extra(block, bsums, d_a, isum)`,
+// the block's term added to the running extra.
+template <typename Q, int T>
+__device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
+                      const i8* __restrict__ aq, const float* __restrict__ ad,
+                      const float* __restrict__ ax, int n, float* __restrict__ out) {
+    __shared__ QmvShared<T> sh;
+    int r = blockIdx.x, t0 = blockIdx.y * T;
+    int nt = min(T, n - t0);
+    const u8* row = w + (u64)r * row_bytes;
+    int nblocks = cols >> 8;
+    int warp = threadIdx.x >> 5, p = threadIdx.x & 31, nw = blockDim.x >> 5;
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < nblocks; c0 += QMV_CHUNK) {
+        int nb = min(QMV_CHUNK, nblocks - c0);
+        for (int bl = warp; bl < nb; bl += nw) {
+            int bi = c0 + bl;
+            const u8* blk = row + (u64)bi * Q::BYTES;
+            int sc[8], lv[8];
+            Q::elems(blk, p, sc, lv);
+            float dw = Q::d(blk);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                if (t >= nt) break;
+                u64 tok = (u64)(t0 + t);
+                const i8* a = aq + tok * cols + bi * 256 + p;
+                int s = 0;
+#pragma unroll
+                for (int k = 0; k < 8; k++) s += sc[k] * lv[k] * (int)a[32 * k];
+                s += __shfl_xor_sync(0xffffffffu, s, 8);
+                s += __shfl_xor_sync(0xffffffffu, s, 16);
+                if (Q::FULL) {
+                    s += __shfl_xor_sync(0xffffffffu, s, 4);
+                    s += __shfl_xor_sync(0xffffffffu, s, 2);
+                    s += __shfl_xor_sync(0xffffffffu, s, 1);
+                }
+                float da = ad[tok * (cols >> 8) + bi];
+                if (p < 8) sh.isum[t][bl][p] = Q::FULL ? 0 : s;
+                if (p == 0) {
+                    sh.dd[t][bl] = Q::FULL ? 0.0f : __fmul_rn(dw, da);
+                    sh.ex[t][bl] = Q::extra(blk, ax + tok * (cols >> 4) + bi * 16, da, s);
+                }
+            }
+        }
+        __syncthreads();
+        qmv_fold<false, T>(sh, nb, nt, acc);
+        __syncthreads();
+    }
+    qmv_finish<false, T>(sh, nt, acc, rows, r, t0, out);
+}
+
+// The exported product kernels of one quantized type: qmv1_<name> (one token, decode) and
+// qmv8_<name> (up to 8 tokens per grid row, prompt batches).
+#define CBTOP_QMV_KERNELS(name, impl, Q)                                                     \
+    extern "C" __global__ void qmv1_##name(const u8* w, u64 rb, int rows, int cols,         \
+                                           const i8* aq, const float* ad, const float* ax,   \
+                                           int n, float* out) {                              \
+        impl<Q, 1>(w, rb, rows, cols, aq, ad, ax, n, out);                                   \
+    }                                                                                        \
+    extern "C" __global__ void qmv8_##name(const u8* w, u64 rb, int rows, int cols,         \
+                                           const i8* aq, const float* ad, const float* ax,   \
+                                           int n, float* out) {                              \
+        impl<Q, 8>(w, rb, rows, cols, aq, ad, ax, n, out);                                   \
+    }
 
 // out[t][j] = W[tokens[t]][j]: the embedding rows of a batch of tokens.
 // Gathers need the whole value, minimum included.
@@ -131,13 +308,15 @@ __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
     out[(u64)t * cols + j] = full_value<D>(w + (u64)tokens[t] * row_bytes, j);
 }
 
-// One tensor type's kernels: matvec_<name> and embed_<name>, from its dequantizer struct.
-#define CBTOP_TYPE_KERNELS(name, D)                                                          \
+// A float type's product kernel, matvec_<name>.
+#define CBTOP_FLOAT_MATVEC(name, D)                                                          \
     extern "C" __global__ void matvec_##name(const u8* w, u64 row_bytes, int rows, int cols, \
-                                             const float* x, const float* xs, int n,         \
-                                             float* out) {                                   \
-        matvec_impl<D>(w, row_bytes, rows, cols, x, xs, n, out);                             \
-    }                                                                                        \
+                                             const float* x, int n, float* out) {            \
+        matvec_impl<D>(w, row_bytes, rows, cols, x, n, out);                                 \
+    }
+
+// A type's embedding gather, embed_<name>, from its dequantizer struct.
+#define CBTOP_EMBED(name, D)                                                                 \
     extern "C" __global__ void embed_##name(const u8* w, u64 row_bytes, int cols,            \
                                             const u32* tokens, float* out) {                 \
         embed_impl<D>(w, row_bytes, cols, tokens, out);                                      \

@@ -1,5 +1,20 @@
 // Element-wise steps of a layer: residual add, bias add (one bias row over a batch), and
-// SwiGLU (gate = silu(gate) * up).
+// SwiGLU (gate = silu(gate) * up) with ggml's vector expf, as src/quant/simd_order.rs.
+
+// ggml's AVX-512 `ggml_v_expf` polynomial, operation for operation (fused where it fuses).
+__device__ float ggml_expf(float x) {
+    const float r = __int_as_float(0x4b400000);
+    float z = fmaf(x, __int_as_float(0x3fb8aa3b), r);
+    float n = __fsub_rn(z, r);
+    float b = fmaf(-n, __int_as_float(0x35bfbe8e), fmaf(-n, __int_as_float(0x3f317200), x));
+    float u = __fmul_rn(b, b);
+    float j = fmaf(fmaf(fmaf(__int_as_float(0x3c072010), b, __int_as_float(0x3d2b9f17)), u,
+                        fmaf(__int_as_float(0x3e2aaf33), b, __int_as_float(0x3efffedb))),
+                   u, fmaf(__int_as_float(0x3f7ffff6), b, 1.0f));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    // _mm512_scalef_ps(j, n): j * 2^n rounded once.
+    return __double2float_rn(ldexp((double)j, (int)n));
+}
 
 extern "C" __global__ void add_in_place(float* __restrict__ x, const float* __restrict__ y,
                                         int n) {
@@ -18,6 +33,7 @@ extern "C" __global__ void silu_mul(float* __restrict__ gate, const float* __res
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
+        float silu = __fdiv_rn(g, __fadd_rn(1.0f, ggml_expf(__fsub_rn(0.0f, g))));
+        gate[i] = __fmul_rn(silu, up[i]);
     }
 }

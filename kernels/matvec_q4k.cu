@@ -41,5 +41,57 @@ struct DeqQ5_K {
     }
 };
 
-CBTOP_TYPE_KERNELS(q4_k, DeqQ4_K)
-CBTOP_TYPE_KERNELS(q5_k, DeqQ5_K)
+// The min part of a Q4_K/Q5_K block as the CPU's sumf takes it: -(dmin_w * d_a) * sumi, with
+// sumi = sum over the 16 bsums of bsum * min(sub-block).
+__device__ __forceinline__ float k45_extra(const u8* b, const float* bsums, float da) {
+    int sumi = 0;
+    for (int j = 0; j < 16; j++) {
+        int sc, m;
+        scale_min_k4(j >> 1, b + 4, &sc, &m);
+        sumi += (int)bsums[j] * m;
+    }
+    return -__fmul_rn(__fmul_rn(f16_at(b + 2), da), (float)sumi);
+}
+
+// Thread p's weights p + 32k: nibble k & 1 of byte 32 * (k / 2) + p, sub-block k's scale.
+struct KQ4_K {
+    static const int BYTES = 144;
+    static const bool FULL = false;
+    __device__ static void elems(const u8* b, int p, int* sc, int* lv) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            u8 byte = b[16 + 32 * (k >> 1) + p];
+            lv[k] = (k & 1) ? (byte >> 4) : (byte & 15);
+            int m;
+            scale_min_k4(k, b + 4, &sc[k], &m);
+        }
+    }
+    __device__ static float d(const u8* b) { return f16_at(b); }
+    __device__ static float extra(const u8* b, const float* bsums, float da, int) {
+        return k45_extra(b, bsums, da);
+    }
+};
+
+struct KQ5_K {
+    static const int BYTES = 176;
+    static const bool FULL = false;
+    __device__ static void elems(const u8* b, int p, int* sc, int* lv) {
+        u8 high = b[16 + p];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            u8 byte = b[48 + 32 * (k >> 1) + p];
+            lv[k] = ((k & 1) ? (byte >> 4) : (byte & 15)) | (((high >> k) & 1) << 4);
+            int m;
+            scale_min_k4(k, b + 4, &sc[k], &m);
+        }
+    }
+    __device__ static float d(const u8* b) { return f16_at(b); }
+    __device__ static float extra(const u8* b, const float* bsums, float da, int) {
+        return k45_extra(b, bsums, da);
+    }
+};
+
+CBTOP_EMBED(q4_k, DeqQ4_K)
+CBTOP_EMBED(q5_k, DeqQ5_K)
+CBTOP_QMV_KERNELS(q4_k, qmv_k, KQ4_K)
+CBTOP_QMV_KERNELS(q5_k, qmv_k, KQ5_K)

@@ -16,4 +16,24 @@ struct DeqQ6_K {
     }
 };
 
-CBTOP_TYPE_KERNELS(q6_k, DeqQ6_K)
+// Thread p's weights p + 32k: half k / 4, quarter k % 4 of it, scale 2k + p / 16.
+struct KQ6_K {
+    static const int BYTES = 210;
+    static const bool FULL = false;
+    __device__ static void elems(const u8* b, int p, int* sc, int* lv) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int h = k >> 2, kk = k & 3;
+            u8 byte = b[64 * h + p + 32 * (kk & 1)];
+            int low = kk < 2 ? (byte & 15) : (byte >> 4);
+            int high = (b[128 + 32 * h + p] >> (2 * kk)) & 3;
+            lv[k] = (low | (high << 4)) - 32;
+            sc[k] = (i8)b[192 + 2 * k + (p >> 4)];
+        }
+    }
+    __device__ static float d(const u8* b) { return f16_at(b + 208); }
+    __device__ static float extra(const u8*, const float*, float, int) { return 0.0f; }
+};
+
+CBTOP_EMBED(q6_k, DeqQ6_K)
+CBTOP_QMV_KERNELS(q6_k, qmv_k, KQ6_K)

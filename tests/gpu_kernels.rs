@@ -1,11 +1,12 @@
-//! Each typed kernel against the CPU reference on random blocks: the matrix product against
-//! f64 dots of `dequantize_row` output, the embedding gather against `dequantize_row` itself.
-//! Skips without a GPU.
+//! Each typed kernel against the CPU reference on random blocks: the matrix product (the
+//! activations quantized on the GPU, then the type's product kernel) must equal the CPU
+//! engine's `quantize_act` + `vec_dot` bit for bit, and lie near the f64 dot of the
+//! dequantized weights; the embedding gather must equal `dequantize_row`. Skips without a GPU.
 
 mod gpu;
 
 use cbtop::engine::cuda::KernelCheck;
-use cbtop::quant::{dequantize_row, GgmlType};
+use cbtop::quant::{dequantize_row, quantize_act, vec_dot, ActType, GgmlType};
 use cbtop::rng::SplitMix64;
 
 /// `rows` rows of random `ty` blocks: synth's generator where it draws the type, else random
@@ -47,9 +48,24 @@ fn every_type_matches_the_cpu_dequantization() {
         return;
     };
     let k = KernelCheck::new(&g).unwrap();
-    let (rows, cols, n) = (37, 512, 5);
-    let mut rng = SplitMix64::new(7);
     let mut failures = Vec::new();
+    // One token (the decode kernel) and a batch of 11 (two tiles of the batch kernel); a
+    // short row and a long one (past the product's 64-block chunk for the 32-weight types).
+    for (rows, cols, n, seed) in [(37, 512, 1, 7), (37, 512, 11, 8), (5, 2560, 3, 9)] {
+        check_shape(&k, rows, cols, n, seed, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn check_shape(
+    k: &KernelCheck,
+    rows: usize,
+    cols: usize,
+    n: usize,
+    seed: u64,
+    failures: &mut Vec<String>,
+) {
+    let mut rng = SplitMix64::new(seed);
     for ty in GgmlType::ALL {
         let rb = ty.row_bytes(cols).unwrap();
         let w = random_rows(ty, rows, cols, &mut rng);
@@ -59,26 +75,47 @@ fn every_type_matches_the_cpu_dequantization() {
             dequantize_row(ty, &w[r * rb..(r + 1) * rb], out);
         }
         let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
-        let mut worst = 0f64;
+        let mut unequal = 0usize;
         for t in 0..n {
+            let act = quantize_act(ActType::for_weights(ty), &x[t * cols..(t + 1) * cols]);
             for r in 0..rows {
-                let want: f64 = (0..cols)
-                    .map(|j| deq[r * cols + j] as f64 * x[t * cols + j] as f64)
-                    .sum();
-                worst = worst.max((got[t * rows + r] as f64 - want).abs());
+                let cpu = vec_dot(ty, &w[r * rb..(r + 1) * rb], &act);
+                if cpu.to_bits() != got[t * rows + r].to_bits() {
+                    unequal += 1;
+                }
             }
         }
-        let tokens = [0u32, 36, 5, 5];
+        // Against the exact dot: the activation rounding (8-bit blocks with an f16 scale, or
+        // f16/bf16) moves each value by at most max|x| / 200, so the product by at most
+        // sum|w| * max|x| / 200. `worst` is the error in units of that bound.
+        let mut worst = 0f64;
+        for t in 0..n {
+            let xt = &x[t * cols..(t + 1) * cols];
+            let xmax = xt.iter().fold(0f64, |m, v| m.max(v.abs() as f64));
+            for r in 0..rows {
+                let wr = &deq[r * cols..(r + 1) * cols];
+                let want: f64 = wr.iter().zip(xt).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let bound = wr.iter().map(|v| v.abs() as f64).sum::<f64>() * xmax / 200.0 + 1e-4;
+                worst = worst.max((got[t * rows + r] as f64 - want).abs() / bound);
+            }
+        }
+        let tokens = [0u32, rows as u32 - 1, rows as u32 / 2, rows as u32 / 2];
         let emb = k.embed(ty, &w, rows, cols, &tokens).unwrap();
         let mut emb_worst = 0f32;
         for (i, &t) in tokens.iter().enumerate() {
             let want = &deq[t as usize * cols..(t as usize + 1) * cols];
             emb_worst = emb_worst.max(gpu::max_abs_diff(&emb[i * cols..(i + 1) * cols], want));
         }
-        eprintln!("{ty}: matvec max |diff| {worst:.2e}, embed max |diff| {emb_worst:.2e}");
-        if worst > 1e-3 || emb_worst > 1e-6 {
-            failures.push(format!("{ty}: matvec {worst}, embed {emb_worst}"));
+        eprintln!(
+            "{ty} {rows}x{cols}, {n} tokens: {unequal} of {} products differ from the CPU's bits; \
+             vs the f64 dot {worst:.3} of the rounding bound; embed max |diff| {emb_worst:.2e}",
+            n * rows
+        );
+        if unequal > 0 || worst > 1.0 || emb_worst != 0.0 {
+            failures.push(format!(
+                "{ty} {rows}x{cols} n={n}: {unequal} products differ from the CPU, \
+                 f64 diff {worst}, embed {emb_worst}"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -18,6 +18,7 @@ use cudarc::driver::{
 use super::module;
 use super::probe::GpuDesc;
 use crate::brick::{BrickId as B, Recorder, Source, Span};
+use crate::engine::cpu::ops::rope_table;
 use crate::engine::{EngineError, LogitsFor};
 use crate::model::{Model, RopeStyle};
 use crate::quant::{ActType, GgmlType};
@@ -108,15 +109,47 @@ struct Bufs {
     logits: CudaSlice<f32>,
     scores: CudaSlice<f32>,
     tok: CudaSlice<u32>,
-    /// Activations rounded as the weight type's dot product sees them.
-    xq: CudaSlice<f32>,
-    /// Per 32-value block of `xq`, Q8_1's stored sum `s` (for Q4_1/Q5_1 weights).
-    xs: CudaSlice<f32>,
+    /// The matrix products' input, rounded or quantized as the weight type's dot sees it.
+    act: ActBufs,
+}
+
+/// One activation batch in a weight type's vec-dot format (kernels/act_quant.cu): rounded
+/// floats for float weights, or int8 values with their block scales and Q8_1 sums / Q8_K
+/// bsums for quantized weights.
+struct ActBufs {
+    xf: CudaSlice<f32>,
+    q: CudaSlice<i8>,
+    d: CudaSlice<f32>,
+    x: CudaSlice<f32>,
+}
+
+impl ActBufs {
+    /// Room for `len` activation values.
+    fn new(s: &Arc<CudaStream>, len: usize) -> Result<ActBufs, EngineError> {
+        let f = |n: usize| {
+            s.alloc_zeros::<f32>(n.max(1))
+                .map_err(wrap("allocating activations"))
+        };
+        Ok(ActBufs {
+            xf: f(len)?,
+            q: s.alloc_zeros::<i8>(len.max(1))
+                .map_err(wrap("allocating activations"))?,
+            d: f(len / 32 + 1)?,
+            x: f(len / 16 + 1)?,
+        })
+    }
+}
+
+/// A weight type's product kernels: one for float weights, or one for a single token and
+/// one for batches of up to 8 for quantized weights (kernels/common.cuh).
+enum Product {
+    Float(CudaFunction),
+    Quant { one: CudaFunction, batch: CudaFunction },
 }
 
 struct Kernels {
-    /// (matvec, embed) per weight type.
-    typed: Vec<(GgmlType, CudaFunction, CudaFunction)>,
+    /// (product, embed) per weight type.
+    typed: Vec<(GgmlType, Product, CudaFunction)>,
     rms_norm: CudaFunction,
     rope: CudaFunction,
     kv_store: CudaFunction,
@@ -134,11 +167,15 @@ impl Kernels {
         let mut typed = Vec::new();
         for ty in GgmlType::ALL {
             let name = ty.name().to_lowercase();
-            typed.push((
-                ty,
-                f(&format!("matvec_{name}"))?,
-                f(&format!("embed_{name}"))?,
-            ));
+            let product = if !ty.is_quantized() {
+                Product::Float(f(&format!("matvec_{name}"))?)
+            } else {
+                Product::Quant {
+                    one: f(&format!("qmv1_{name}"))?,
+                    batch: f(&format!("qmv8_{name}"))?,
+                }
+            };
+            typed.push((ty, product, f(&format!("embed_{name}"))?));
         }
         Ok(Kernels {
             typed,
@@ -154,7 +191,7 @@ impl Kernels {
         })
     }
 
-    fn matvec(&self, ty: GgmlType) -> &CudaFunction {
+    fn product(&self, ty: GgmlType) -> &Product {
         &self
             .typed
             .iter()
@@ -191,6 +228,8 @@ pub struct CudaEngine {
     w: GWeights,
     kc: CudaSlice<u16>,
     vc: CudaSlice<u16>,
+    /// RoPE's (cos, sin) for every position below `cap`, from the CPU engine's table.
+    rope: CudaSlice<f32>,
     cap: usize,
     len: usize,
     bufs: Bufs,
@@ -240,6 +279,93 @@ fn lin(n: usize) -> LaunchConfig {
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
+/// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel,
+/// which reproduces the CPU's float order (kernels/common.cuh). `x` and `act` hold at least
+/// `n × cols` values, `out` `n × rows`.
+fn product(
+    s: &Arc<CudaStream>,
+    k: &Kernels,
+    m: &GMat,
+    n: usize,
+    x: &CudaSlice<f32>,
+    act: &mut ActBufs,
+    out: &mut CudaSlice<f32>,
+) -> Result<(), DriverError> {
+    let kind: i32 = match ActType::for_weights(m.ty) {
+        ActType::F32 => 0,
+        ActType::F16 => 1,
+        ActType::BF16 => 2,
+        ActType::Q8_0 => 3,
+        ActType::Q8_1 => 4,
+        ActType::Q8_K => 5,
+    };
+    let total = (n * m.cols) as i32;
+    // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
+    unsafe {
+        s.launch_builder(&k.act_quant)
+            .arg(x)
+            .arg(&total)
+            .arg(&kind)
+            .arg(&mut act.xf)
+            .arg(&mut act.q)
+            .arg(&mut act.d)
+            .arg(&mut act.x)
+            .launch(LaunchConfig {
+                grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+    }?;
+    let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
+    match k.product(m.ty) {
+        Product::Float(f) => {
+            let cfg = LaunchConfig {
+                grid_dim: (ceil_div(m.rows, 16), ceil_div(n, 8), 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: reads n × cols rounded values and rows × row_bytes of weights, writes
+            // n × rows.
+            unsafe {
+                s.launch_builder(f)
+                    .arg(&m.data)
+                    .arg(&rb)
+                    .arg(&rows)
+                    .arg(&cols)
+                    .arg(&act.xf)
+                    .arg(&nn)
+                    .arg(out)
+                    .launch(cfg)
+            }?;
+        }
+        Product::Quant { one, batch } => {
+            let (f, tile) = if n == 1 { (one, 1) } else { (batch, 8) };
+            let cfg = LaunchConfig {
+                grid_dim: (m.rows as u32, ceil_div(n, tile), 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: reads n × cols int8 values with their scales and sums, and rows ×
+            // row_bytes of weights; writes n × rows.
+            unsafe {
+                s.launch_builder(f)
+                    .arg(&m.data)
+                    .arg(&rb)
+                    .arg(&rows)
+                    .arg(&cols)
+                    .arg(&act.q)
+                    .arg(&act.d)
+                    .arg(&act.x)
+                    .arg(&nn)
+                    .arg(out)
+                    .launch(cfg)
+            }?;
+        }
+    }
+    Ok(())
 }
 
 impl CudaEngine {
@@ -307,6 +433,11 @@ impl CudaEngine {
             .alloc_zeros::<u16>(kv_len)
             .map_err(wrap("allocating the KV cache"))?;
         let bufs = Self::alloc_bufs(&stream, &model, cap, 1)?;
+        let table: Vec<f32> = (0..cap)
+            .flat_map(|pos| rope_table(pos, c.rope_dims, c.rope_base))
+            .flat_map(|(cos, sin)| [cos, sin])
+            .collect();
+        let rope = upload_vec(&stream, &table)?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),
@@ -316,6 +447,7 @@ impl CudaEngine {
             w,
             kc,
             vc,
+            rope,
             cap,
             len: 0,
             bufs,
@@ -355,8 +487,7 @@ impl CudaEngine {
             normed: a(n * c.n_embd)?,
             logits: a(n * model.weights.output.rows)?,
             scores: a(2 * n * c.n_heads * cap)?,
-            xq: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
-            xs: a(n * c.n_embd.max(c.q_dim()).max(c.n_ff) / 32 + 1)?,
+            act: ActBufs::new(s, n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
                 .map_err(wrap("allocating activations"))?,
@@ -607,7 +738,6 @@ impl CudaEngine {
             .map(|_| ())
         })?;
 
-        let theta_scale = c.rope_base.powf(-2.0 / c.rope_dims as f32);
         let neox = i32::from(c.arch.rope_style() == RopeStyle::Neox);
         for l in 0..c.n_layers {
             let layer = Some(l);
@@ -636,7 +766,8 @@ impl CudaEngine {
                         pos0 as i32,
                     );
                     let x = s.bufs.get_mut(buf);
-                    // SAFETY: n × heads × head_dim values, rotated in place.
+                    // SAFETY: n × heads × head_dim values, rotated in place; the table holds
+                    // every position below the capacity (pos0 + n is checked against it).
                     unsafe {
                         s.stream
                             .launch_builder(&s.k.rope)
@@ -645,7 +776,7 @@ impl CudaEngine {
                             .arg(&args.1)
                             .arg(&args.2)
                             .arg(&args.3)
-                            .arg(&theta_scale)
+                            .arg(&s.rope)
                             .arg(&neox)
                             .launch(cfg)
                     }?;
@@ -718,70 +849,14 @@ impl CudaEngine {
         Ok(rows)
     }
 
-    /// `out[t] = M · in[t]` for `n` rows, the activations first rounded as llama.cpp's CPU
-    /// rounds them for M's type (see kernels/act_quant.cu).
+    /// `out[t] = M · in[t]` for `n` rows (see [`product`]).
     fn matvec(&mut self, n: usize, m: Mat, input: Which, output: Which) -> Result<(), DriverError> {
         let m = mat(&self.w, m);
-        let kind: i32 = match ActType::for_weights(m.ty) {
-            ActType::F32 => 0,
-            ActType::F16 => 1,
-            ActType::BF16 => 2,
-            ActType::Q8_0 => 3,
-            ActType::Q8_1 => 4,
-            ActType::Q8_K => 5,
-        };
-        let input = if kind == 0 {
-            input
-        } else {
-            let total = (n * m.cols) as i32;
-            let xs: *mut CudaSlice<f32> = &mut self.bufs.xs;
-            let (x, xq) = self.bufs.pair(input, Which::Xq);
-            // SAFETY: `xs` is a field distinct from both buffers `pair` returned.
-            let xs = unsafe { &mut *xs };
-            let cfg = LaunchConfig {
-                grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: n × cols values from x into xq (sized for the widest row).
-            unsafe {
-                self.stream
-                    .launch_builder(&self.k.act_quant)
-                    .arg(x)
-                    .arg(&total)
-                    .arg(&kind)
-                    .arg(xq)
-                    .arg(xs)
-                    .launch(cfg)
-            }?;
-            Which::Xq
-        };
-        let cfg = LaunchConfig {
-            grid_dim: (ceil_div(m.rows, 4), ceil_div(n, 8), 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
-        let xs: *const CudaSlice<f32> = &self.bufs.xs;
+        let act: *mut ActBufs = &mut self.bufs.act;
         let (x, out) = self.bufs.pair(input, output);
-        // SAFETY: `xs` is a field distinct from both buffers `pair` returned; read only.
-        let xs = unsafe { &*xs };
-        // SAFETY: the kernel reads n × cols from x and writes n × rows to out; both buffers hold
-        // at least that (sized for the batch), and the weights hold rows × row_bytes.
-        unsafe {
-            self.stream
-                .launch_builder(self.k.matvec(m.ty))
-                .arg(&m.data)
-                .arg(&rb)
-                .arg(&rows)
-                .arg(&cols)
-                .arg(x)
-                .arg(xs)
-                .arg(&nn)
-                .arg(out)
-                .launch(cfg)
-        }
-        .map(|_| ())
+        // SAFETY: `act` is a field distinct from both buffers `pair` returned.
+        let act = unsafe { &mut *act };
+        product(&self.stream, &self.k, m, n, x, act, out)
     }
 
     fn bias(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
@@ -952,7 +1027,6 @@ enum Which {
     Up,
     Normed,
     Logits,
-    Xq,
 }
 
 impl Bufs {
@@ -969,7 +1043,6 @@ impl Bufs {
             Which::Up => &mut self.up,
             Which::Normed => &mut self.normed,
             Which::Logits => &mut self.logits,
-            Which::Xq => &mut self.xq,
         }
     }
 
@@ -1078,7 +1151,8 @@ impl KernelCheck {
         })
     }
 
-    /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`.
+    /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`, as the engine computes
+    /// it (activations quantized on the GPU, then the type's product kernel).
     pub fn matvec(
         &self,
         ty: GgmlType,
@@ -1089,34 +1163,19 @@ impl KernelCheck {
     ) -> Result<Vec<f32>, EngineError> {
         let n = x.len() / cols;
         let s = &self.stream;
-        let dw = s.clone_htod(w).map_err(wrap("kernel check"))?;
+        let m = GMat {
+            ty,
+            rows,
+            cols,
+            row_bytes: w.len() / rows,
+            data: s.clone_htod(w).map_err(wrap("kernel check"))?,
+        };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
-        // Block sums of x: the minimum term of Q4_1/Q5_1 (unused by other types).
-        let sums: Vec<f32> = x.chunks(32).map(|b| b.iter().sum()).collect();
-        let dxs = s.clone_htod(&sums).map_err(wrap("kernel check"))?;
+        let mut act = ActBufs::new(s, x.len())?;
         let mut out = s
             .alloc_zeros::<f32>(n * rows)
             .map_err(wrap("kernel check"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (ceil_div(rows, 4), ceil_div(n, 8), 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (rb, r, c, nn) = ((w.len() / rows) as u64, rows as i32, cols as i32, n as i32);
-        // SAFETY: sizes as the kernel expects (rows × row_bytes, n × cols, n × rows).
-        unsafe {
-            s.launch_builder(self.k.matvec(ty))
-                .arg(&dw)
-                .arg(&rb)
-                .arg(&r)
-                .arg(&c)
-                .arg(&dx)
-                .arg(&dxs)
-                .arg(&nn)
-                .arg(&mut out)
-                .launch(cfg)
-        }
-        .map_err(wrap("kernel check"))?;
+        product(s, &self.k, &m, n, &dx, &mut act, &mut out).map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
     }
 

@@ -89,6 +89,9 @@ fn static_arch(arch: &str) -> Option<&'static str> {
     KNOWN.iter().copied().find(|a| *a == arch)
 }
 
+/// What the compile options below change, for the cache key.
+const OPTIONS: &str = "--std=c++17 fmad=false";
+
 /// Where a module came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -99,7 +102,7 @@ pub enum Origin {
 /// Compile (or fetch from the cache) and load the kernels for `arch` (e.g. `sm_90`).
 pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Origin), String> {
     let src = source();
-    let key = fnv64(&[src.as_bytes(), arch.as_bytes()]);
+    let key = fnv64(&[src.as_bytes(), arch.as_bytes(), OPTIONS.as_bytes()]);
     let path = cache_dir().map(|d| d.join(format!("{key:016x}.ptx")));
     if let Some(p) = &path {
         if let Ok(text) = std::fs::read_to_string(p) {
@@ -111,6 +114,8 @@ pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Orig
     let opts = CompileOptions {
         arch: static_arch(arch),
         options: vec!["--std=c++17".into()],
+        // Multiplies and adds fuse only where the kernels say fmaf: the CPU's rounding.
+        fmad: Some(false),
         ..Default::default()
     };
     let ptx = compile_ptx_with_opts(&src, opts).map_err(|e| {
