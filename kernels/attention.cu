@@ -49,12 +49,14 @@ __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restric
 }
 
 // k, v: [n][kv_dim] -> cache rows pos0..pos0+n of one layer ([pos][kv_dim], f16 bits).
+// The first position comes from the device (`pos[0]`), as in every kernel that depends on
+// it, so a captured CUDA graph replays at the current position.
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                     u16* __restrict__ kc, u16* __restrict__ vc, int kv_dim,
-                                    int pos0, int n) {
+                                    const int* __restrict__ pos, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * kv_dim) return;
-    u64 dst = (u64)pos0 * kv_dim + i;
+    u64 dst = (u64)pos[0] * kv_dim + i;
     kc[dst] = f2h(k[i]);
     vc[dst] = f2h(v[i]);
 }
@@ -63,13 +65,16 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 // The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
 // products and the weighted sum of V accumulates in f16 through an online softmax; from 64
-// queries, f32 query and f32 accumulation. Scores are computed in parallel over positions,
-// the softmax's per-position factors once in order, then each output dimension accumulates.
+// queries, f32 query and f32 accumulation. Scores and the softmax's per-position factors are
+// computed in parallel over positions, then each output dimension accumulates. hd <= 4 x the
+// block size.
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
-                                     int hd, int pos0, int ctx_cap, float scale, int tiled,
-                                     float* __restrict__ scores, float* __restrict__ out) {
+                                     int hd, const int* __restrict__ pos, int ctx_cap,
+                                     float scale, int tiled, float* __restrict__ scores,
+                                     float* __restrict__ out) {
     extern __shared__ float qs[];
+    int pos0 = pos[0];
     int h = blockIdx.x, t = blockIdx.y;
     int g = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * hd;
@@ -85,41 +90,58 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         sc[j] = __fmul_rn(s, scale);
     }
     __syncthreads();
-    // The online softmax's rescale (ms) and weight (vs) per position depend only on the score
-    // sequence: one thread walks it in order, then every output dimension reuses them.
+    // The online softmax's rescale (ms) and weight (vs) for position j depend only on the
+    // running maximum before j: a new maximum gives ms = exp(max_before - s), vs = 1; else
+    // ms = 1, vs = exp(s - max_before) (the same factors on both llama.cpp paths). The running
+    // maximum is a block-wide prefix scan, so every position's exp runs in parallel.
     float* msv = sc + ctx_cap;
+    __shared__ float warp_top[32];
+    __shared__ float carry;
     __shared__ float total;
-    if (threadIdx.x == 0) {
-        float mx = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < n_ctx; j++) {
-            float s = sc[j], ms = 1.0f, vs = 1.0f;
-            if (tiled) {
-                if (s > mx) {
-                    ms = libm_expf(mx - s);
-                    mx = s;
-                }
-                vs = libm_expf(s - mx);
-                sum = __fadd_rn(__fmul_rn(sum, ms), vs);
-            } else {
-                if (s > mx) {
-                    ms = libm_expf(mx - s);
-                    mx = s;
-                } else {
-                    vs = libm_expf(s - mx);
-                }
-                sum = fmaf(sum, ms, vs);
-            }
-            msv[j] = ms;
-            sc[j] = vs;
+    if (threadIdx.x == 0) carry = -INFINITY;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int base = 0; base < n_ctx; base += blockDim.x) {
+        int j = base + threadIdx.x;
+        float s = j < n_ctx ? sc[j] : -INFINITY;
+        float incl = s;
+        for (int o = 1; o < 32; o <<= 1) {
+            float up = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl = fmaxf(incl, up);
         }
+        if (lane == 31) warp_top[warp] = incl;
+        __syncthreads();
+        float before = carry;
+        for (int w = 0; w < warp; w++) before = fmaxf(before, warp_top[w]);
+        float lane_before = __shfl_up_sync(0xffffffffu, incl, 1);
+        if (lane > 0) before = fmaxf(before, lane_before);
+        if (j < n_ctx) {
+            bool new_max = s > before;
+            msv[j] = new_max ? libm_expf(before - s) : 1.0f;
+            sc[j] = new_max ? 1.0f : libm_expf(s - before);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float m = carry;
+            for (int w = 0; w < nw; w++) m = fmaxf(m, warp_top[w]);
+            carry = m;
+        }
+        __syncthreads();
+    }
+    // The normaliser: a recurrence in f32, one thread (the last, idle when hd < blockDim).
+    if (threadIdx.x == blockDim.x - 1) {
+        float sum = 0.0f;
+#pragma unroll 8
+        for (int j = 0; j < n_ctx; j++)
+            sum = tiled ? __fadd_rn(__fmul_rn(sum, msv[j]), sc[j]) : fmaf(sum, msv[j], sc[j]);
         total = sum;
     }
-    __syncthreads();
-    float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
-    float* o = out + ((u64)t * n_heads + h) * hd;
+    // Each output dimension: its own recurrence over the positions.
+    float accs[4];
+    int nd = 0;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         const u16* vcol = vc + g * hd + d;
         float acc = 0.0f;
+#pragma unroll 8
         for (int j = 0; j < n_ctx; j++) {
             float v = h2f(vcol[(u64)j * kv_dim]);
             if (tiled) {
@@ -130,6 +152,14 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
                 acc = h2f(f2h(fmaf(v, sc[j], acc)));
             }
         }
-        o[d] = __fmul_rn(acc, inv);
+        if (nd < 4) accs[nd++] = acc;
     }
+    __syncthreads();
+    float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
+    float* o = out + ((u64)t * n_heads + h) * hd;
+    nd = 0;
+    for (int d = threadIdx.x; d < hd && nd < 4; d += blockDim.x) o[d] = __fmul_rn(accs[nd++], inv);
 }
+
+// After a step of n tokens: the next step's first position.
+extern "C" __global__ void advance(int* pos, int n) { pos[0] += n; }

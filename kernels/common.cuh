@@ -72,6 +72,16 @@ __device__ float block_max(float v, float* shared32) {
     return warp_max(t);
 }
 
+// The product's epilogue, as the CPU's separate steps would round it: plus a bias row
+// (`bias`, may be null: qwen2's Q/K/V) and/or added into what `out` holds (`accumulate`: a
+// residual add fused into the product that feeds it).
+__device__ __forceinline__ void store_out(float v, const float* bias, int accumulate, int rows,
+                                          int r, int t, float* out) {
+    if (bias) v = __fadd_rn(v, bias[r]);
+    u64 i = (u64)t * rows + r;
+    out[i] = accumulate ? __fadd_rn(out[i], v) : v;
+}
+
 // Token rows each thread accumulates at once in the float-weight product.
 #define MV_TILE 8
 
@@ -82,7 +92,8 @@ __device__ float block_max(float v, float* shared32) {
 // row (gridDim.y). `D::get` dequantizes weight j of a row.
 template <typename D>
 __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
-                            const float* __restrict__ x, int n, float* __restrict__ out) {
+                            const float* __restrict__ x, int n, const float* bias,
+                            int accumulate, float* out) {
     __shared__ float lanes[16][MV_TILE][8];
     int slot = threadIdx.x >> 3, l = threadIdx.x & 7;
     int r = blockIdx.x * 16 + slot;
@@ -107,7 +118,7 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
     if (l < nt && r < rows) {
         float s = 0.0f;
         for (int k = 0; k < 8; k++) s = __fadd_rn(s, lanes[slot][l][k]);
-        out[(u64)(t0 + l) * rows + r] = s;
+        store_out(s, bias, accumulate, rows, r, t0 + l, out);
     }
 }
 
@@ -118,11 +129,11 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
 // fixed order. The GPU does the integer part in parallel however it likes (integers are
 // exact) and the f32 part in the same order, so its logits equal the CPU's.
 //
-// One thread block per weight row and up to T tokens. The row goes by in chunks of blocks:
-// phase 1 spreads (block, lane) integer sums over all threads into shared memory; phase 2
-// has one thread per (token, lane) fold its lane over the chunk's blocks in order, and one
-// thread per token fold the per-block extra term (Q4_1/Q5_1's `m * s`, the k-quants' min
-// part). At the end:
+// One warp per weight row (QMV_WARPS rows per thread block) and up to T tokens. The row goes
+// by in chunks of blocks: phase 1 spreads (block, lane) integer sums over the warp's threads
+// into shared memory; phase 2 has one thread per (token, lane) fold its lane over the chunk's
+// blocks in order, and one per token fold the per-block extra term (Q4_1/Q5_1's `m * s`, the
+// k-quants' min part). At the end:
 //   LEGACY (32-weight blocks, x86 AVX2 order): lane = fma(d_w * d_a, isum, lane) per block,
 //     result = hsum_float_8(lanes) + extra;
 //   K (256-weight blocks, ggml's generic order): lane = lane + (d_w * d_a) * isum per block,
@@ -130,8 +141,8 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
 // Activations: int8 values `aq` (row-major, `cols` per token), scales `ad` (one per 32 or 256
 // values), and `ax`: Q8_1's stored sums s per 32 values, or Q8_K's bsums per 16 values.
 
-#define QMV_THREADS 128
-#define QMV_CHUNK 64
+#define QMV_WARPS 4
+#define QMV_CHUNK 32
 
 template <int T>
 struct QmvShared {
@@ -148,40 +159,51 @@ __device__ __forceinline__ float hsum8(const float* x) {
     return (r0 + r2) + (r1 + r3);
 }
 
-// Phase 2 and the end of a row: the fold described above. `nb` blocks in this chunk.
+// (token, lane) folds per thread: 9T of them over 32 threads.
+#define QMV_SLOTS(T) ((9 * (T) + 31) / 32)
+
+// Phase 2: this thread's folds over the `nb` blocks of the chunk.
 template <bool LEGACY, int T>
-__device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, float& acc) {
-    int j = threadIdx.x;
-    if (j < 8 * T) {
-        int t = j >> 3, l = j & 7;
-        if (t < nt)
-            for (int b = 0; b < nb; b++) {
-                float d = sh.dd[t][b], v = (float)sh.isum[t][b][l];
-                acc = LEGACY ? fmaf(d, v, acc) : __fadd_rn(acc, __fmul_rn(d, v));
-            }
-    } else if (j < 9 * T) {
-        int t = j - 8 * T;
-        if (t < nt)
-            for (int b = 0; b < nb; b++) acc = __fadd_rn(acc, sh.ex[t][b]);
+__device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, int p,
+                                         float* acc) {
+#pragma unroll
+    for (int k = 0; k < QMV_SLOTS(T); k++) {
+        int j = p + 32 * k;
+        if (j < 8 * T) {
+            int t = j >> 3, l = j & 7;
+            if (t < nt)
+                for (int b = 0; b < nb; b++) {
+                    float d = sh.dd[t][b], v = (float)sh.isum[t][b][l];
+                    acc[k] = LEGACY ? fmaf(d, v, acc[k]) : __fadd_rn(acc[k], __fmul_rn(d, v));
+                }
+        } else if (j < 9 * T) {
+            int t = j - 8 * T;
+            if (t < nt)
+                for (int b = 0; b < nb; b++) acc[k] = __fadd_rn(acc[k], sh.ex[t][b]);
+        }
     }
 }
 
 template <bool LEGACY, int T>
-__device__ __forceinline__ void qmv_finish(QmvShared<T>& sh, int nt, float acc, int rows, int r,
-                                           int t0, float* __restrict__ out) {
-    int j = threadIdx.x;
-    if (j < 8 * T) sh.lanes[j >> 3][j & 7] = acc;
-    else if (j < 9 * T) sh.extra[j - 8 * T] = acc;
-    __syncthreads();
-    if (j < nt) {
+__device__ __forceinline__ void qmv_finish(QmvShared<T>& sh, int nt, int p, const float* acc,
+                                           int rows, int r, int t0, const float* bias,
+                                           int accumulate, float* out) {
+#pragma unroll
+    for (int k = 0; k < QMV_SLOTS(T); k++) {
+        int j = p + 32 * k;
+        if (j < 8 * T) sh.lanes[j >> 3][j & 7] = acc[k];
+        else if (j < 9 * T) sh.extra[j - 8 * T] = acc[k];
+    }
+    __syncwarp();
+    if (p < nt) {
         float v;
         if (LEGACY) {
-            v = __fadd_rn(hsum8(sh.lanes[j]), sh.extra[j]);
+            v = __fadd_rn(hsum8(sh.lanes[p]), sh.extra[p]);
         } else {
-            v = sh.extra[j];
-            for (int l = 0; l < 8; l++) v = __fadd_rn(v, sh.lanes[j][l]);
+            v = sh.extra[p];
+            for (int l = 0; l < 8; l++) v = __fadd_rn(v, sh.lanes[p][l]);
         }
-        out[(u64)(t0 + j) * rows + r] = v;
+        store_out(v, bias, accumulate, rows, r, t0 + p, out);
     }
 }
 
@@ -190,16 +212,22 @@ __device__ __forceinline__ void qmv_finish(QmvShared<T>& sh, int nt, float acc, 
 template <typename Q, int T>
 __device__ void qmv_legacy(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
                            const i8* __restrict__ aq, const float* __restrict__ ad,
-                           const float* __restrict__ ax, int n, float* __restrict__ out) {
-    __shared__ QmvShared<T> sh;
-    int r = blockIdx.x, t0 = blockIdx.y * T;
+                           const float* __restrict__ ax, int n, const float* bias,
+                           int accumulate, float* out) {
+    __shared__ QmvShared<T> shared[QMV_WARPS];
+    int warp = threadIdx.x >> 5, p = threadIdx.x & 31;
+    int r = blockIdx.x * QMV_WARPS + warp, t0 = blockIdx.y * T;
+    if (r >= rows) return;
+    QmvShared<T>& sh = shared[warp];
     int nt = min(T, n - t0);
     const u8* row = w + (u64)r * row_bytes;
     int nblocks = cols >> 5;
-    float acc = 0.0f;
+    float acc[QMV_SLOTS(T)];
+#pragma unroll
+    for (int k = 0; k < QMV_SLOTS(T); k++) acc[k] = 0.0f;
     for (int c0 = 0; c0 < nblocks; c0 += QMV_CHUNK) {
         int nb = min(QMV_CHUNK, nblocks - c0);
-        for (int u = threadIdx.x; u < nb * 8; u += blockDim.x) {
+        for (int u = p; u < nb * 8; u += 32) {
             int bl = u >> 3, l = u & 7, bi = c0 + bl;
             const u8* blk = row + (u64)bi * Q::BYTES;
             int wp = Q::pack(blk, l);
@@ -216,31 +244,36 @@ __device__ void qmv_legacy(const u8* __restrict__ w, u64 row_bytes, int rows, in
                 }
             }
         }
-        __syncthreads();
-        qmv_fold<true, T>(sh, nb, nt, acc);
-        __syncthreads();
+        __syncwarp();
+        qmv_fold<true, T>(sh, nb, nt, p, acc);
+        __syncwarp();
     }
-    qmv_finish<true, T>(sh, nt, acc, rows, r, t0, out);
+    qmv_finish<true, T>(sh, nt, p, acc, rows, r, t0, bias, accumulate, out);
 }
 
-// K-quants (256 weights per block). A warp takes a block; thread p holds weights p + 32k
-// (k < 8), all in lane p % 8. Q provides BYTES, FULL (Q2_K: no lanes, one sum per block),
-// `elems(block, p, scale[8], level[8])`, `d(block)` and `extra(block, bsums, d_a, isum)`,
-// the block's term added to the running extra.
+// K-quants (256 weights per block). The warp takes the blocks one by one; thread p holds
+// weights p + 32k (k < 8), all in lane p % 8. Q provides BYTES, FULL (Q2_K: no lanes, one sum
+// per block), `elems(block, p, scale[8], level[8])`, `d(block)` and `extra(block, bsums, d_a,
+// isum)`, the block's term added to the running extra.
 template <typename Q, int T>
 __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
                       const i8* __restrict__ aq, const float* __restrict__ ad,
-                      const float* __restrict__ ax, int n, float* __restrict__ out) {
-    __shared__ QmvShared<T> sh;
-    int r = blockIdx.x, t0 = blockIdx.y * T;
+                      const float* __restrict__ ax, int n, const float* bias, int accumulate,
+                      float* out) {
+    __shared__ QmvShared<T> shared[QMV_WARPS];
+    int warp = threadIdx.x >> 5, p = threadIdx.x & 31;
+    int r = blockIdx.x * QMV_WARPS + warp, t0 = blockIdx.y * T;
+    if (r >= rows) return;
+    QmvShared<T>& sh = shared[warp];
     int nt = min(T, n - t0);
     const u8* row = w + (u64)r * row_bytes;
     int nblocks = cols >> 8;
-    int warp = threadIdx.x >> 5, p = threadIdx.x & 31, nw = blockDim.x >> 5;
-    float acc = 0.0f;
+    float acc[QMV_SLOTS(T)];
+#pragma unroll
+    for (int k = 0; k < QMV_SLOTS(T); k++) acc[k] = 0.0f;
     for (int c0 = 0; c0 < nblocks; c0 += QMV_CHUNK) {
         int nb = min(QMV_CHUNK, nblocks - c0);
-        for (int bl = warp; bl < nb; bl += nw) {
+        for (int bl = 0; bl < nb; bl++) {
             int bi = c0 + bl;
             const u8* blk = row + (u64)bi * Q::BYTES;
             int sc[8], lv[8];
@@ -269,11 +302,11 @@ __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int col
                 }
             }
         }
-        __syncthreads();
-        qmv_fold<false, T>(sh, nb, nt, acc);
-        __syncthreads();
+        __syncwarp();
+        qmv_fold<false, T>(sh, nb, nt, p, acc);
+        __syncwarp();
     }
-    qmv_finish<false, T>(sh, nt, acc, rows, r, t0, out);
+    qmv_finish<false, T>(sh, nt, p, acc, rows, r, t0, bias, accumulate, out);
 }
 
 // The exported product kernels of one quantized type: qmv1_<name> (one token, decode) and
@@ -281,13 +314,13 @@ __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int col
 #define CBTOP_QMV_KERNELS(name, impl, Q)                                                     \
     extern "C" __global__ void qmv1_##name(const u8* w, u64 rb, int rows, int cols,         \
                                            const i8* aq, const float* ad, const float* ax,   \
-                                           int n, float* out) {                              \
-        impl<Q, 1>(w, rb, rows, cols, aq, ad, ax, n, out);                                   \
+                                           int n, const float* bias, int acc, float* out) {  \
+        impl<Q, 1>(w, rb, rows, cols, aq, ad, ax, n, bias, acc, out);                        \
     }                                                                                        \
     extern "C" __global__ void qmv8_##name(const u8* w, u64 rb, int rows, int cols,         \
                                            const i8* aq, const float* ad, const float* ax,   \
-                                           int n, float* out) {                              \
-        impl<Q, 8>(w, rb, rows, cols, aq, ad, ax, n, out);                                   \
+                                           int n, const float* bias, int acc, float* out) {  \
+        impl<Q, 8>(w, rb, rows, cols, aq, ad, ax, n, bias, acc, out);                        \
     }
 
 // out[t][j] = W[tokens[t]][j]: the embedding rows of a batch of tokens.
@@ -311,8 +344,9 @@ __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
 // A float type's product kernel, matvec_<name>.
 #define CBTOP_FLOAT_MATVEC(name, D)                                                          \
     extern "C" __global__ void matvec_##name(const u8* w, u64 row_bytes, int rows, int cols, \
-                                             const float* x, int n, float* out) {            \
-        matvec_impl<D>(w, row_bytes, rows, cols, x, n, out);                                 \
+                                             const float* x, int n, const float* bias,       \
+                                             int acc, float* out) {                          \
+        matvec_impl<D>(w, row_bytes, rows, cols, x, n, bias, acc, out);                      \
     }
 
 // A type's embedding gather, embed_<name>, from its dequantizer struct.

@@ -3,12 +3,22 @@
 // with the CPU engine's own values (ggml's rope cache: theta multiplied by base^(-2/n_rot)
 // step by step in f32, then the C library's cosf/sinf), so the GPU rotates by exactly the
 // CPU's angles: `table[pos][i] = (cos, sin)`.
-// Grid: (n_heads, n_tokens); one thread per rotated pair.
+// Q and K in one launch. Grid: (n_heads + n_kv_heads, n_tokens); one thread per rotated
+// pair. The first position is read from the device (`pos[0]`), so a captured CUDA graph
+// replays at the current position.
 
-extern "C" __global__ void rope(float* x, int n_heads, int head_dim, int n_rot, int pos0,
+extern "C" __global__ void rope(float* q, float* k, int n_heads, int n_kv_heads, int head_dim,
+                                int n_rot, const int* __restrict__ pos,
                                 const float* __restrict__ table, int neox) {
     int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
     if (i >= n_rot / 2) return;
+    float* x = q;
+    if (h >= n_heads) {
+        x = k;
+        h -= n_heads;
+        n_heads = n_kv_heads;
+    }
+    int pos0 = pos[0];
     const float* cs = table + ((u64)(pos0 + t) * (n_rot / 2) + i) * 2;
     float c = cs[0], s = cs[1];
     float* head = x + ((u64)t * n_heads + h) * head_dim;

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError,
-    LaunchConfig, PushKernelArg,
+    sys, CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream,
+    DriverError, LaunchConfig, PushKernelArg,
 };
 
 use super::module;
 use super::probe::GpuDesc;
-use crate::brick::{BrickId as B, Recorder, Source, Span};
+use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::cpu::ops::rope_table;
 use crate::engine::{EngineError, LogitsFor};
 use crate::model::{Model, RopeStyle};
@@ -102,7 +102,6 @@ struct Bufs {
     k: CudaSlice<f32>,
     v: CudaSlice<f32>,
     att: CudaSlice<f32>,
-    o: CudaSlice<f32>,
     gate: CudaSlice<f32>,
     up: CudaSlice<f32>,
     normed: CudaSlice<f32>,
@@ -144,7 +143,10 @@ impl ActBufs {
 /// one for batches of up to 8 for quantized weights (kernels/common.cuh).
 enum Product {
     Float(CudaFunction),
-    Quant { one: CudaFunction, batch: CudaFunction },
+    Quant {
+        one: CudaFunction,
+        batch: CudaFunction,
+    },
 }
 
 struct Kernels {
@@ -154,11 +156,10 @@ struct Kernels {
     rope: CudaFunction,
     kv_store: CudaFunction,
     attention: CudaFunction,
-    add_in_place: CudaFunction,
-    add_bias: CudaFunction,
     silu_mul: CudaFunction,
     argmax: CudaFunction,
     act_quant: CudaFunction,
+    advance: CudaFunction,
 }
 
 impl Kernels {
@@ -183,11 +184,10 @@ impl Kernels {
             rope: f("rope")?,
             kv_store: f("kv_store")?,
             attention: f("attention")?,
-            add_in_place: f("add_in_place")?,
-            add_bias: f("add_bias")?,
             silu_mul: f("silu_mul")?,
             argmax: f("argmax")?,
             act_quant: f("act_quant")?,
+            advance: f("advance")?,
         })
     }
 
@@ -212,7 +212,7 @@ impl Kernels {
 
 /// A brick waiting for its event pair to be resolved.
 struct Pending {
-    brick: B,
+    brick: Brick,
     layer: Option<u32>,
     start: usize,
     end: usize,
@@ -230,6 +230,13 @@ pub struct CudaEngine {
     vc: CudaSlice<u16>,
     /// RoPE's (cos, sin) for every position below `cap`, from the CPU engine's table.
     rope: CudaSlice<f32>,
+    /// The next step's first position, on the device (kernels read it, so a graph replays
+    /// at the current position); `dev_pos` is the host's knowledge of it.
+    pos: CudaSlice<i32>,
+    dev_pos: Option<usize>,
+    /// The captured decode step (one token, argmax included), replayed when bricks are not
+    /// timed one by one.
+    graph: Option<CudaGraph>,
     cap: usize,
     len: usize,
     bufs: Bufs,
@@ -281,10 +288,25 @@ fn lin(n: usize) -> LaunchConfig {
     }
 }
 
+/// How a product treats its input and output beyond `out = W · x`.
+#[derive(Clone, Copy, Default)]
+struct Epilogue<'a> {
+    /// `act` already holds `x` in this weight type's activation format (a previous product
+    /// of the same input quantized it).
+    quantized: bool,
+    /// A bias row added to every output row.
+    bias: Option<&'a CudaSlice<f32>>,
+    /// Add into `out` instead of overwriting it (a residual add fused into the product).
+    accumulate: bool,
+}
+
 /// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
 /// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel,
 /// which reproduces the CPU's float order (kernels/common.cuh). `x` and `act` hold at least
 /// `n × cols` values, `out` `n × rows`.
+// The operands are distinct borrows of the engine's fields; bundling them would only move
+// the list into a struct literal at each call.
+#[allow(clippy::too_many_arguments)]
 fn product(
     s: &Arc<CudaStream>,
     k: &Kernels,
@@ -293,6 +315,7 @@ fn product(
     x: &CudaSlice<f32>,
     act: &mut ActBufs,
     out: &mut CudaSlice<f32>,
+    ep: Epilogue,
 ) -> Result<(), DriverError> {
     let kind: i32 = match ActType::for_weights(m.ty) {
         ActType::F32 => 0,
@@ -304,22 +327,26 @@ fn product(
     };
     let total = (n * m.cols) as i32;
     // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
-    unsafe {
-        s.launch_builder(&k.act_quant)
-            .arg(x)
-            .arg(&total)
-            .arg(&kind)
-            .arg(&mut act.xf)
-            .arg(&mut act.q)
-            .arg(&mut act.d)
-            .arg(&mut act.x)
-            .launch(LaunchConfig {
-                grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            })
-    }?;
+    if !ep.quantized {
+        unsafe {
+            s.launch_builder(&k.act_quant)
+                .arg(x)
+                .arg(&total)
+                .arg(&kind)
+                .arg(&mut act.xf)
+                .arg(&mut act.q)
+                .arg(&mut act.d)
+                .arg(&mut act.x)
+                .launch(LaunchConfig {
+                    grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }?;
+    }
     let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
+    let accumulate = i32::from(ep.accumulate);
+    let null = 0u64;
     match k.product(m.ty) {
         Product::Float(f) => {
             let cfg = LaunchConfig {
@@ -330,38 +357,45 @@ fn product(
             // SAFETY: reads n × cols rounded values and rows × row_bytes of weights, writes
             // n × rows.
             unsafe {
-                s.launch_builder(f)
-                    .arg(&m.data)
+                let mut l = s.launch_builder(f);
+                l.arg(&m.data)
                     .arg(&rb)
                     .arg(&rows)
                     .arg(&cols)
                     .arg(&act.xf)
-                    .arg(&nn)
-                    .arg(out)
-                    .launch(cfg)
+                    .arg(&nn);
+                match ep.bias {
+                    Some(b) => l.arg(b),
+                    None => l.arg(&null),
+                };
+                l.arg(&accumulate).arg(out).launch(cfg)
             }?;
         }
         Product::Quant { one, batch } => {
             let (f, tile) = if n == 1 { (one, 1) } else { (batch, 8) };
+            // One warp per row, four per block (kernels/common.cuh).
             let cfg = LaunchConfig {
-                grid_dim: (m.rows as u32, ceil_div(n, tile), 1),
+                grid_dim: (ceil_div(m.rows, 4), ceil_div(n, tile), 1),
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
             // SAFETY: reads n × cols int8 values with their scales and sums, and rows ×
             // row_bytes of weights; writes n × rows.
             unsafe {
-                s.launch_builder(f)
-                    .arg(&m.data)
+                let mut l = s.launch_builder(f);
+                l.arg(&m.data)
                     .arg(&rb)
                     .arg(&rows)
                     .arg(&cols)
                     .arg(&act.q)
                     .arg(&act.d)
                     .arg(&act.x)
-                    .arg(&nn)
-                    .arg(out)
-                    .launch(cfg)
+                    .arg(&nn);
+                match ep.bias {
+                    Some(b) => l.arg(b),
+                    None => l.arg(&null),
+                };
+                l.arg(&accumulate).arg(out).launch(cfg)
             }?;
         }
     }
@@ -380,7 +414,8 @@ impl CudaEngine {
         // One stream: cudarc's cross-stream event tracking is pure overhead here.
         // SAFETY: nothing in this engine uses a second stream.
         unsafe { cx.disable_event_tracking() };
-        let stream = cx.default_stream();
+        // Not the legacy default stream: CUDA graphs cannot be captured from it.
+        let stream = cx.new_stream().map_err(wrap("creating a CUDA stream"))?;
         let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
         let k = Kernels::load(&m).map_err(EngineError::Device)?;
         let c = &model.config;
@@ -438,6 +473,9 @@ impl CudaEngine {
             .flat_map(|(cos, sin)| [cos, sin])
             .collect();
         let rope = upload_vec(&stream, &table)?;
+        let pos = stream
+            .alloc_zeros::<i32>(1)
+            .map_err(wrap("allocating the position"))?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),
@@ -448,6 +486,9 @@ impl CudaEngine {
             kc,
             vc,
             rope,
+            pos,
+            dev_pos: Some(0),
+            graph: None,
             cap,
             len: 0,
             bufs,
@@ -481,7 +522,6 @@ impl CudaEngine {
             k: a(n * c.kv_dim())?,
             v: a(n * c.kv_dim())?,
             att: a(n * c.q_dim())?,
-            o: a(n * c.n_embd)?,
             gate: a(n * c.n_ff)?,
             up: a(n * c.n_ff)?,
             normed: a(n * c.n_embd)?,
@@ -561,10 +601,63 @@ impl CudaEngine {
     }
 
     /// Evaluate `tokens` and pick the next token greedily on the GPU; only its id comes back.
+    /// A single token without per-brick timing replays a CUDA graph of the whole step
+    /// (captured on first use), so the host issues one launch per token.
     pub fn eval_argmax(&mut self, tokens: &[u32], rec: &mut Recorder) -> Result<u32, EngineError> {
         self.check(tokens)?;
+        let graphed = tokens.len() == 1 && (!rec.enabled() || self.timing == Timing::Off);
         let t0 = self.begin(rec)?;
-        self.forward(tokens, LogitsFor::Last, rec)?;
+        if graphed {
+            self.prepare(tokens)?;
+            if self.graph.is_none() {
+                self.capture()?;
+            }
+            let g = self.graph.as_ref().expect("captured above");
+            g.launch()
+                .map_err(wrap("replaying the decode step's CUDA graph"))?;
+            self.advance_host(1);
+        } else {
+            self.forward(tokens, LogitsFor::Last, rec)?;
+            self.sample(rec)?;
+        }
+        let id = self
+            .stream
+            .clone_dtoh(&self.bufs.tok.slice(0..1))
+            .map_err(wrap("copying the token id back"))?[0];
+        self.on_device = Some(id);
+        self.finish(rec, t0)?;
+        Ok(id)
+    }
+
+    /// Record one decode step (one token already on the device at the device's position)
+    /// into a CUDA graph. Nothing runs while capturing; the buffers it names stay allocated
+    /// for the graph's life (a larger batch reallocates them and drops the graph).
+    fn capture(&mut self) -> Result<(), EngineError> {
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        self.stream
+            .begin_capture(mode)
+            .map_err(wrap("starting a CUDA graph capture"))?;
+        let off = &mut Recorder::off();
+        let recorded = self
+            .launch_layers(1, LogitsFor::Last, off)
+            .and_then(|_| self.sample(off))
+            .and_then(|_| self.advance_device(1));
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(wrap("capturing the decode step's CUDA graph"));
+        recorded?;
+        self.graph = graph?;
+        if self.graph.is_none() {
+            return Err(EngineError::Device(
+                "capturing the decode step's CUDA graph: the capture came back empty".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]`.
+    fn sample(&mut self, rec: &mut Recorder) -> Result<(), EngineError> {
         let vocab = self.model.weights.output.rows as i32;
         self.brick(rec, B::Sample, None, |e| {
             let cfg = LaunchConfig {
@@ -583,14 +676,7 @@ impl CudaEngine {
                     .launch(cfg)
             }
             .map(|_| ())
-        })?;
-        let id = self
-            .stream
-            .clone_dtoh(&self.bufs.tok.slice(0..1))
-            .map_err(wrap("copying the token id back"))?[0];
-        self.on_device = Some(id);
-        self.finish(rec, t0)?;
-        Ok(id)
+        })
     }
 
     /// Start a token: with event timing, the reference event pair.
@@ -634,7 +720,7 @@ impl CudaEngine {
             let off = first.elapsed_ms(s).map_err(wrap("reading a CUDA event"))?;
             let dur = s.elapsed_ms(e).map_err(wrap("reading a CUDA event"))?;
             rec.push(Span {
-                brick: p.brick.into(),
+                brick: p.brick,
                 layer: p.layer,
                 start_ns: base_ns + (off.max(0.0) as f64 * 1e6) as u64,
                 dur_ns: (dur.max(0.0) as f64 * 1e6) as u64,
@@ -649,11 +735,12 @@ impl CudaEngine {
     fn brick(
         &mut self,
         rec: &mut Recorder,
-        brick: B,
+        brick: impl Into<Brick>,
         layer: Option<usize>,
         work: impl FnOnce(&mut Self) -> Result<(), DriverError>,
     ) -> Result<(), EngineError> {
-        let what = |e| device_error(&format!("brick {}", brick.name()), e);
+        let brick = brick.into();
+        let what = |e| device_error(&format!("brick {brick}"), e);
         if !rec.enabled() || self.timing == Timing::Off {
             return work(self).map_err(what);
         }
@@ -680,7 +767,7 @@ impl CudaEngine {
                 self.stream.synchronize().map_err(what)?;
                 let t1 = Instant::now();
                 rec.push(Span {
-                    brick: brick.into(),
+                    brick,
                     layer: layer.map(|l| l as u32),
                     start_ns: rec.since_origin(t0),
                     dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
@@ -691,17 +778,14 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// The layers, final norm and output head for `tokens` (checked); logits rows in
-    /// `bufs.logits`. Returns how many rows.
-    fn forward(
-        &mut self,
-        tokens: &[u32],
-        want: LogitsFor,
-        rec: &mut Recorder,
-    ) -> Result<usize, EngineError> {
+    /// Put `tokens` and the current position on the device (where they are not already), and
+    /// make the batch buffers big enough.
+    fn prepare(&mut self, tokens: &[u32]) -> Result<(), EngineError> {
         let n = tokens.len();
         if n > self.bufs.n {
             self.bufs = Self::alloc_bufs(&self.stream, &self.model, self.cap, n)?;
+            // The graph names the old buffers.
+            self.graph = None;
             self.on_device = None;
         }
         if !(n == 1 && self.on_device == Some(tokens[0])) {
@@ -711,10 +795,67 @@ impl CudaEngine {
             self.open = None;
         }
         self.on_device = None;
+        if self.dev_pos != Some(self.len) {
+            let pos = [self.len as i32];
+            self.stream
+                .memcpy_htod(&pos, &mut self.pos)
+                .map_err(wrap("uploading the position"))?;
+            self.dev_pos = Some(self.len);
+            self.open = None;
+        }
+        Ok(())
+    }
+
+    /// The position moves on by `n` tokens on the device (a kernel, so a graph can hold it).
+    fn advance_device(&mut self, n: usize) -> Result<(), EngineError> {
+        let nn = n as i32;
+        // SAFETY: pos holds one i32.
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.advance)
+                .arg(&mut self.pos)
+                .arg(&nn)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map(|_| ())
+        .map_err(wrap("advancing the position"))
+    }
+
+    /// The host's record of the position after a step of `n` tokens ran on the device.
+    fn advance_host(&mut self, n: usize) {
+        self.len += n;
+        self.dev_pos = Some(self.len);
+    }
+
+    /// The layers, final norm and output head for `tokens` (checked); logits rows in
+    /// `bufs.logits`. Returns how many rows.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<usize, EngineError> {
+        self.prepare(tokens)?;
+        let rows = self.launch_layers(tokens.len(), want, rec)?;
+        self.advance_device(tokens.len())?;
+        self.advance_host(tokens.len());
+        Ok(rows)
+    }
+
+    /// Every launch of a step of `n` tokens (ids in `bufs.tok`, first position in `pos`).
+    fn launch_layers(
+        &mut self,
+        n: usize,
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<usize, EngineError> {
         let model = self.model.clone();
         let c = &model.config;
-        let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
-        let pos0 = self.len;
+        let (e, ff) = (c.n_embd, c.n_ff);
 
         self.brick(rec, B::Embed, None, |s| {
             let m = &s.w.token_embd;
@@ -738,62 +879,33 @@ impl CudaEngine {
             .map(|_| ())
         })?;
 
-        let neox = i32::from(c.arch.rope_style() == RopeStyle::Neox);
+        const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
+        const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
         for l in 0..c.n_layers {
             let layer = Some(l);
             self.brick(rec, B::AttnNorm, layer, |s| {
                 s.rms_norm(n, e, c.norm_eps, Norm::Attn(l))
             })?;
             self.brick(rec, B::Qkv, layer, |s| {
-                s.matvec(n, Mat::Q(l), Which::H, Which::Q)?;
-                s.matvec(n, Mat::K(l), Which::H, Which::K)?;
-                s.matvec(n, Mat::V(l), Which::H, Which::V)?;
-                s.bias(n, l)
+                let outs = [
+                    (Mat::Q(l), Which::Q),
+                    (Mat::K(l), Which::K),
+                    (Mat::V(l), Which::V),
+                ];
+                s.products(n, Which::H, &outs, false)
             })?;
-            self.brick(rec, B::Rope, layer, |s| {
-                let half = c.rope_dims / 2;
-                let block = (half.div_ceil(32) * 32).max(32) as u32;
-                for (buf, heads) in [(Which::Q, c.n_heads), (Which::K, c.n_kv_heads)] {
-                    let cfg = LaunchConfig {
-                        grid_dim: (heads as u32, n as u32, 1),
-                        block_dim: (block, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    let args = (
-                        heads as i32,
-                        c.head_dim as i32,
-                        c.rope_dims as i32,
-                        pos0 as i32,
-                    );
-                    let x = s.bufs.get_mut(buf);
-                    // SAFETY: n × heads × head_dim values, rotated in place; the table holds
-                    // every position below the capacity (pos0 + n is checked against it).
-                    unsafe {
-                        s.stream
-                            .launch_builder(&s.k.rope)
-                            .arg(x)
-                            .arg(&args.0)
-                            .arg(&args.1)
-                            .arg(&args.2)
-                            .arg(&args.3)
-                            .arg(&s.rope)
-                            .arg(&neox)
-                            .launch(cfg)
-                    }?;
-                }
-                Ok(())
+            self.brick(rec, B::Rope, layer, |s| s.rope(n))?;
+            self.brick(rec, B::Attention, layer, |s| s.attention(n, l))?;
+            // The residual add happens in the output projection's epilogue.
+            self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
+                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true)
             })?;
-            self.brick(rec, B::Attention, layer, |s| s.attention(n, l, pos0))?;
-            self.brick(rec, B::AttnOut, layer, |s| {
-                s.matvec(n, Mat::O(l), Which::Att, Which::O)
-            })?;
-            self.brick(rec, B::AttnResidual, layer, |s| s.residual(n * e))?;
             self.brick(rec, B::FfnNorm, layer, |s| {
                 s.rms_norm(n, e, c.norm_eps, Norm::Ffn(l))
             })?;
             self.brick(rec, B::FfnGateUp, layer, |s| {
-                s.matvec(n, Mat::Gate(l), Which::H, Which::Gate)?;
-                s.matvec(n, Mat::Up(l), Which::H, Which::Up)
+                let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
+                s.products(n, Which::H, &outs, false)
             })?;
             self.brick(rec, B::FfnAct, layer, |s| {
                 let len = (n * ff) as i32;
@@ -809,13 +921,10 @@ impl CudaEngine {
                 }
                 .map(|_| ())
             })?;
-            self.brick(rec, B::FfnDown, layer, |s| {
-                s.matvec(n, Mat::Down(l), Which::Gate, Which::O)
+            self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
+                s.products(n, Which::Gate, &[(Mat::Down(l), Which::X)], true)
             })?;
-            self.brick(rec, B::FfnResidual, layer, |s| s.residual(n * e))?;
         }
-        let _ = (qd, kvd);
-        self.len += n;
 
         let (first, rows) = match want {
             LogitsFor::Last => (n - 1, 1),
@@ -844,42 +953,81 @@ impl CudaEngine {
             .map(|_| ())
         })?;
         self.brick(rec, B::LmHead, None, |s| {
-            s.matvec(rows, Mat::Output, Which::Normed, Which::Logits)
+            s.products(rows, Which::Normed, &[(Mat::Output, Which::Logits)], false)
         })?;
         Ok(rows)
     }
 
-    /// `out[t] = M · in[t]` for `n` rows (see [`product`]).
-    fn matvec(&mut self, n: usize, m: Mat, input: Which, output: Which) -> Result<(), DriverError> {
-        let m = mat(&self.w, m);
-        let act: *mut ActBufs = &mut self.bufs.act;
-        let (x, out) = self.bufs.pair(input, output);
-        // SAFETY: `act` is a field distinct from both buffers `pair` returned.
-        let act = unsafe { &mut *act };
-        product(&self.stream, &self.k, m, n, x, act, out)
-    }
-
-    fn bias(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
-        let lw = &self.w.layers[l];
-        for (b, which) in [(&lw.bq, Which::Q), (&lw.bk, Which::K), (&lw.bv, Which::V)] {
-            if let Some(b) = b {
-                let cols = b.len() as i32;
-                let len = n * b.len();
-                let total = len as i32;
-                let x = self.bufs.get_mut(which);
-                // SAFETY: n rows of `cols` values, one bias row added to each.
-                unsafe {
-                    self.stream
-                        .launch_builder(&self.k.add_bias)
-                        .arg(x)
-                        .arg(b)
-                        .arg(&cols)
-                        .arg(&total)
-                        .launch(lin(len))
-                }?;
-            }
+    /// `out = M · input` for each (M, out) of `outs`, quantizing `input` once per run of
+    /// matrices sharing an activation format; `accumulate` adds into `out` (a fused residual).
+    /// Q/K/V biases are added in the products' epilogue.
+    fn products(
+        &mut self,
+        n: usize,
+        input: Which,
+        outs: &[(Mat, Which)],
+        accumulate: bool,
+    ) -> Result<(), DriverError> {
+        let mut last: Option<ActType> = None;
+        for &(which, output) in outs {
+            let m = mat(&self.w, which);
+            let kind = ActType::for_weights(m.ty);
+            let bias = match which {
+                Mat::Q(l) => self.w.layers[l].bq.as_ref(),
+                Mat::K(l) => self.w.layers[l].bk.as_ref(),
+                Mat::V(l) => self.w.layers[l].bv.as_ref(),
+                _ => None,
+            };
+            let ep = Epilogue {
+                quantized: last == Some(kind),
+                bias,
+                accumulate,
+            };
+            let act: *mut ActBufs = &mut self.bufs.act;
+            let (x, out) = self.bufs.pair(input, output);
+            // SAFETY: `act` is a field distinct from both buffers `pair` returned.
+            let act = unsafe { &mut *act };
+            product(&self.stream, &self.k, m, n, x, act, out, ep)?;
+            last = Some(kind);
         }
         Ok(())
+    }
+
+    fn rope(&mut self, n: usize) -> Result<(), DriverError> {
+        let c = &self.model.config;
+        let half = c.rope_dims / 2;
+        let cfg = LaunchConfig {
+            grid_dim: ((c.n_heads + c.n_kv_heads) as u32, n as u32, 1),
+            block_dim: ((half.div_ceil(32) * 32).max(32) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = (
+            c.n_heads as i32,
+            c.n_kv_heads as i32,
+            c.head_dim as i32,
+            c.rope_dims as i32,
+            i32::from(c.arch.rope_style() == RopeStyle::Neox),
+        );
+        let q: *mut CudaSlice<f32> = &mut self.bufs.q;
+        // SAFETY: q and k are distinct fields.
+        let q = unsafe { &mut *q };
+        // SAFETY: n × heads × head_dim values of Q and of K, rotated in place; the table
+        // holds every position below the capacity (pos + n is checked against it).
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.rope)
+                .arg(q)
+                .arg(&mut self.bufs.k)
+                .arg(&args.0)
+                .arg(&args.1)
+                .arg(&args.2)
+                .arg(&args.3)
+                .arg(&self.pos)
+                .arg(&self.rope)
+                .arg(&args.4)
+                .launch(cfg)
+        }
+        .map(|_| ())
     }
 
     fn rms_norm(&mut self, n: usize, cols: usize, eps: f32, norm: Norm) -> Result<(), DriverError> {
@@ -908,30 +1056,15 @@ impl CudaEngine {
         .map(|_| ())
     }
 
-    fn residual(&mut self, len: usize) -> Result<(), DriverError> {
-        let total = len as i32;
-        let b = &mut self.bufs;
-        // SAFETY: x += o over `len` values.
-        unsafe {
-            self.stream
-                .launch_builder(&self.k.add_in_place)
-                .arg(&mut b.x)
-                .arg(&b.o)
-                .arg(&total)
-                .launch(lin(len))
-        }
-        .map(|_| ())
-    }
-
-    fn attention(&mut self, n: usize, l: usize, pos0: usize) -> Result<(), DriverError> {
+    fn attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
         let kvd = c.kv_dim();
         let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
-        let (kvd_i, pos_i, n_i) = (kvd as i32, pos0 as i32, n as i32);
+        let (kvd_i, n_i) = (kvd as i32, n as i32);
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
         let b = &mut self.bufs;
-        // SAFETY: n × kv_dim values into cache rows pos0..pos0+n (< capacity, checked).
+        // SAFETY: n × kv_dim values into cache rows pos..pos+n (< capacity, checked).
         unsafe {
             self.stream
                 .launch_builder(&self.k.kv_store)
@@ -940,7 +1073,7 @@ impl CudaEngine {
                 .arg(&mut kc)
                 .arg(&mut vc)
                 .arg(&kvd_i)
-                .arg(&pos_i)
+                .arg(&self.pos)
                 .arg(&n_i)
                 .launch(lin(n * kvd))
         }?;
@@ -958,7 +1091,7 @@ impl CudaEngine {
             // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries.
             i32::from(n >= 64),
         );
-        // SAFETY: queries n × q_dim, cache rows 0..pos0+n, scores n × heads × capacity.
+        // SAFETY: queries n × q_dim, cache rows 0..pos+n, scores n × heads × capacity.
         unsafe {
             self.stream
                 .launch_builder(&self.k.attention)
@@ -968,7 +1101,7 @@ impl CudaEngine {
                 .arg(&args.0)
                 .arg(&args.1)
                 .arg(&args.2)
-                .arg(&pos_i)
+                .arg(&self.pos)
                 .arg(&args.3)
                 .arg(&args.4)
                 .arg(&args.5)
@@ -1022,7 +1155,6 @@ enum Which {
     K,
     V,
     Att,
-    O,
     Gate,
     Up,
     Normed,
@@ -1038,7 +1170,6 @@ impl Bufs {
             Which::K => &mut self.k,
             Which::V => &mut self.v,
             Which::Att => &mut self.att,
-            Which::O => &mut self.o,
             Which::Gate => &mut self.gate,
             Which::Up => &mut self.up,
             Which::Normed => &mut self.normed,
@@ -1175,7 +1306,17 @@ impl KernelCheck {
         let mut out = s
             .alloc_zeros::<f32>(n * rows)
             .map_err(wrap("kernel check"))?;
-        product(s, &self.k, &m, n, &dx, &mut act, &mut out).map_err(wrap("kernel check"))?;
+        product(
+            s,
+            &self.k,
+            &m,
+            n,
+            &dx,
+            &mut act,
+            &mut out,
+            Epilogue::default(),
+        )
+        .map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
     }
 

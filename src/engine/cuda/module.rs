@@ -38,10 +38,7 @@ pub const SOURCES: &[(&str, &str)] = &[
         "attention.cu",
         include_str!("../../../kernels/attention.cu"),
     ),
-    (
-        "elementwise.cu",
-        include_str!("../../../kernels/elementwise.cu"),
-    ),
+    ("swiglu.cu", include_str!("../../../kernels/swiglu.cu")),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
     ("peaks.cu", include_str!("../../../kernels/peaks.cu")),
     (

@@ -1,5 +1,5 @@
-// Element-wise steps of a layer: residual add, bias add (one bias row over a batch), and
-// SwiGLU (gate = silu(gate) * up) with ggml's vector expf, as src/quant/simd_order.rs.
+// SwiGLU (gate = silu(gate) * up) with ggml's vector expf, as src/quant/simd_order.rs. (The
+// residual and bias adds happen in the matrix products' epilogue, kernels/common.cuh.)
 
 // ggml's AVX-512 `ggml_v_expf` polynomial, operation for operation (fused where it fuses).
 __device__ float ggml_expf(float x) {
@@ -14,18 +14,6 @@ __device__ float ggml_expf(float x) {
     if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
     // _mm512_scalef_ps(j, n): j * 2^n rounded once.
     return __double2float_rn(ldexp((double)j, (int)n));
-}
-
-extern "C" __global__ void add_in_place(float* __restrict__ x, const float* __restrict__ y,
-                                        int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += y[i];
-}
-
-extern "C" __global__ void add_bias(float* __restrict__ x, const float* __restrict__ b,
-                                    int cols, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += b[i % cols];
 }
 
 extern "C" __global__ void silu_mul(float* __restrict__ gate, const float* __restrict__ up,
