@@ -92,6 +92,19 @@ pub enum Device {
     Cuda(GpuDesc),
 }
 
+impl Device {
+    /// The NVML index of the GPU in use, found by its PCI address (else its CUDA ordinal), for
+    /// the telemetry thread; None on the CPU.
+    pub fn nvml_index(&self) -> Option<u32> {
+        let Device::Cuda(g) = self else { return None };
+        Some(
+            crate::engine::gpu_pci::pci_bus_id(g.ordinal)
+                .and_then(|id| crate::telemetry::gpu::nvml_index_of(&id).ok())
+                .unwrap_or(g.ordinal as u32),
+        )
+    }
+}
+
 /// Resolve `--device` (auto: the GPU when `gpu_capable` and one is usable, else the CPU with a
 /// one-line reason on stderr unless `quiet`; cuda when unusable: exit 3 with the reason), then
 /// apply `--threads`, before any engine work.
