@@ -73,14 +73,17 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             headless::run_headless(cli.profile, device)
         }
         None => {
-            // the live view runs the CPU engine in this build
-            if let Device::Cuda(_) = setup_engine(&cli.profile.engine, false, cli.profile.ci)? {
-                return Err(CliError::runtime(
-                    "--device cuda: the live view runs on the CPU in this build; profile the GPU \
-                     with `cbtop --headless --device cuda`",
-                ));
-            }
-            crate::tui::run(cli.profile)
+            // The live view runs the engine `--device` picks, as headless does; a fallback from
+            // auto to the CPU is said in the status line (stderr is hidden behind the view).
+            let device = setup_engine(&cli.profile.engine, true, true)?;
+            let status = match (&cli.profile.engine.device, &device) {
+                (DeviceArg::Auto, Device::Cpu) => probe()
+                    .gpu(0)
+                    .err()
+                    .map(|reason| format!("running on the CPU: {reason}")),
+                _ => None,
+            };
+            crate::tui::run(cli.profile, device, status)
         }
     }
 }
