@@ -378,3 +378,57 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brick::stats::{Stats, TokenSample};
+    use crate::profiler::session::Prefill;
+
+    fn run_of(steps: &[(u64, u64)]) -> RunResult {
+        RunResult {
+            prefill: Prefill {
+                tokens: 1,
+                eval_ns: 1,
+                ttft_ns: 1,
+            },
+            stats: Stats::new(1),
+            samples: steps
+                .iter()
+                .map(|&(start_ns, total_ns)| TokenSample {
+                    start_ns,
+                    total_ns,
+                    position: 0,
+                    spans: Vec::new(),
+                })
+                .collect(),
+            unprofiled: None,
+        }
+    }
+
+    #[test]
+    fn run_telemetry_keeps_the_samplers_verdict() {
+        // Whatever this machine has (no NVML here: a reason; a GPU: samples), collecting never
+        // panics, and every counter lies inside the measured window on the trace's clock.
+        let s = Sampler::spawn(0, Duration::from_millis(5), 1000);
+        let origin = Instant::now();
+        std::thread::sleep(Duration::from_millis(60));
+        let run = run_of(&[(10_000_000, 20_000_000), (30_000_000, 20_000_000)]);
+        let t = RunTelemetry::collect(&s, origin, &run);
+        match s.gpu_status() {
+            Some(Ok(_)) => assert_eq!(t.summary.source, "nvml"),
+            _ => {
+                assert!(!t.summary.available && t.summary.reason.is_some());
+                assert!(t.counters().is_empty());
+            }
+        }
+        for c in t.counters() {
+            assert!(
+                (9_000.0..=51_000.0).contains(&c.ts_us),
+                "{} at {} us",
+                c.name,
+                c.ts_us
+            );
+        }
+    }
+}
