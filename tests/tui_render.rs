@@ -81,3 +81,48 @@ fn drill_down_follows_the_selection() {
         );
     }
 }
+
+/// A snapshot of a run on the GPU: header names the device and the CUDA timing source, and the
+/// GPU panel and GPU detail show NVML's theoretical bandwidth beside the measured copy.
+fn cuda_snapshot() -> Snapshot {
+    let mut s = tui_fixture::snapshot();
+    s.header.device = "cuda:0 NVIDIA H100 80GB HBM3 · sm_90 · 79 GiB".into();
+    s.header.timing = "cuda_event".into();
+    let p = s.peaks.as_mut().unwrap();
+    p.bandwidth_gbps = 2900.0;
+    p.bandwidth_source = "d2d_copy".into();
+    p.d2d_copy_gbps = Some(2900.0);
+    p.nvml_bus_gbps = Some(3352.3);
+    s
+}
+
+#[test]
+fn gpu_run_shows_device_timing_and_both_bandwidth_peaks() {
+    let snap = cuda_snapshot();
+    let peaks = "peak bw: d2d copy 2900 GB/s (roofline) · NVML max 3352 GB/s";
+    for view in [View::Main, View::Gpu] {
+        let frame = tui_fixture::render_with(
+            &snap,
+            &tui_fixture::app(view),
+            &tui_fixture::with_gpu(),
+            200,
+            60,
+        );
+        let head = frame.lines().next().unwrap();
+        assert!(
+            head.contains("cuda:0 NVIDIA H100") && head.contains("timing cuda_event"),
+            "{head}"
+        );
+        assert!(frame.contains(peaks), "{view:?}:\n{frame}");
+    }
+    // Without NVML the detail view still says where brick times come from, and the copy peak.
+    let frame = tui_fixture::render_with(
+        &snap,
+        &tui_fixture::app(View::Gpu),
+        &tui_fixture::no_gpu(),
+        200,
+        60,
+    );
+    assert!(frame.contains("GPU engine (cuda_event)"), "{frame}");
+    assert!(frame.contains(peaks), "{frame}");
+}

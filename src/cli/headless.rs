@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -15,6 +16,7 @@ use crate::brick::BrickId;
 use crate::engine::backend::Backend;
 use crate::engine::cuda::{CudaEngine, Timing};
 use crate::engine::Engine;
+use crate::model::Model;
 use crate::profile::Profile;
 use crate::profiler::analysis::{analyze, Budgets};
 use crate::profiler::hardware::{Host, MeasuredPeaks};
@@ -23,8 +25,10 @@ use crate::profiler::run::{run, Plan, RunResult};
 use crate::profiler::session::Session;
 use crate::report::build::{build, RunInfo};
 use crate::report::gates::{apply_gates, evaluate, failure_summary, GateFlags, GateSpec};
+use crate::report::telemetry::{summarize, trace_counters as telemetry_counters, Window};
 use crate::report::trace::{write_trace, TraceCounter, TraceSpan};
 use crate::report::{format, RunConfig, Status};
+use crate::telemetry::{GpuProbe, Sampler, TelemetrySample};
 
 /// Evaluated when no `--prompt` is given.
 pub const DEFAULT_PROMPT: &str = "The history of computing is a story of machines that got \
@@ -147,6 +151,51 @@ fn trace_data(run: &RunResult) -> (Vec<TraceSpan>, Vec<TraceCounter>) {
     (spans, counters)
 }
 
+/// Telemetry samples were kept this long at most (an hour at 10 Hz).
+const TELEMETRY_KEEP: usize = 36_000;
+/// NVML is sampled this often (about 10 Hz, as in the live view).
+const TELEMETRY_PERIOD: Duration = crate::tui::TELEMETRY_PERIOD;
+
+/// The telemetry of a finished run: the samples inside its measured decode steps, where they
+/// sit on the trace's clock, and the report's summary of them.
+struct RunTelemetry {
+    samples: Vec<TelemetrySample>,
+    /// Sampler start minus trace origin, milliseconds.
+    offset_ms: f64,
+    summary: crate::report::Telemetry,
+}
+
+impl RunTelemetry {
+    fn collect(s: &Sampler, origin: Instant, run: &RunResult) -> RunTelemetry {
+        // Sampler clock = trace clock + (origin - sampler start).
+        let shift_ms = match origin.checked_duration_since(s.started()) {
+            Some(d) => d.as_secs_f64() * 1e3,
+            None => -(s.started().duration_since(origin).as_secs_f64() * 1e3),
+        };
+        let (first, last) = (run.samples.first(), run.samples.last());
+        let start_ms = first.map_or(0.0, |t| t.start_ns as f64 / 1e6);
+        let end_ms = last.map_or(0.0, |t| (t.start_ns + t.total_ns) as f64 / 1e6);
+        let window = Window {
+            start_ms: start_ms + shift_ms,
+            end_ms: end_ms + shift_ms,
+            period_ms: s.period().as_secs_f64() * 1e3,
+        };
+        let all = s.history();
+        let summary = summarize(s.gpu_status(), &all, &window);
+        let samples = window.select(&all).into_iter().cloned().collect();
+        RunTelemetry {
+            samples,
+            offset_ms: -shift_ms,
+            summary,
+        }
+    }
+
+    fn counters(&self) -> Vec<TraceCounter> {
+        let refs: Vec<&TelemetrySample> = self.samples.iter().collect();
+        telemetry_counters(&refs, self.offset_ms)
+    }
+}
+
 fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     match path {
         Some(p) => std::fs::write(p, text)
@@ -160,26 +209,37 @@ fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     }
 }
 
-/// The engine for `device`; on a GPU, its timing mode from `--timing`.
-fn backend(
-    src: &ModelSource,
+/// The engine for `device`; on a GPU, its timing mode from `--timing`. The live view's engine
+/// thread builds its engine here too, so both modes run the same backend for the same flags.
+pub fn backend(
+    model: &Arc<Model>,
     ctx: usize,
     device: &Device,
     timing: TimingArg,
 ) -> Result<Backend, CliError> {
     Ok(match device {
-        Device::Cpu => Engine::new(src.model.clone(), ctx).into(),
+        Device::Cpu => Engine::new(model.clone(), ctx).into(),
         Device::Cuda(g) => {
             let t = match timing {
                 TimingArg::Events => Timing::Events,
                 TimingArg::Sync => Timing::Sync,
                 TimingArg::Off => Timing::Off,
             };
-            CudaEngine::new(src.model.clone(), g, ctx, t)
+            CudaEngine::new(model.clone(), g, ctx, t)
                 .map_err(|e| CliError::runtime(format!("--device cuda:{}: {e}", g.ordinal)))?
                 .into()
         }
     })
+}
+
+/// The report's and header's name for how brick times are measured.
+pub fn timing_label(engine: &Backend, timing: TimingArg) -> &'static str {
+    match (engine, timing) {
+        (_, TimingArg::Off) => "off",
+        (Backend::Cpu(_), _) => "cpu_timer",
+        (Backend::Cuda(_), TimingArg::Events) => "cuda_event",
+        (Backend::Cuda(_), TimingArg::Sync) => "host_sync",
+    }
 }
 
 pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
@@ -231,29 +291,29 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     let mut progress = Progress::new(a.ci);
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
-    let engine = backend(&src, ctx, &device, a.timing)?;
+    let engine = backend(&src.model, ctx, &device, a.timing)?;
     let peaks = match &engine {
         Backend::Cuda(e) => e.measure_peaks().map_err(CliError::runtime)?,
         Backend::Cpu(_) => MeasuredPeaks::probe_cpu(),
     };
-    let timing_label = match (&engine, a.timing) {
-        (_, TimingArg::Off) => "off",
-        (Backend::Cpu(_), _) => "cpu_timer",
-        (Backend::Cuda(_), TimingArg::Events) => "cuda_event",
-        (Backend::Cuda(_), TimingArg::Sync) => "host_sync",
-    };
+    let timing_label = timing_label(&engine, a.timing);
     let gpu_info = match &engine {
         Backend::Cuda(e) => Some(e.gpu_info()),
         Backend::Cpu(_) => None,
     };
     let backend_name = engine.name();
     let n_layers = src.model.config.n_layers;
+    // GPU telemetry for the run: NVML on the GPU the engine uses, sampled on its own thread.
+    let nvml = device.nvml_index();
+    let nvml_peak = nvml.map(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()));
+    let sampler = nvml.map(|i| Sampler::spawn(i, TELEMETRY_PERIOD, TELEMETRY_KEEP));
     let mut session = Session::new(engine, prompt.clone());
     let result = run(&mut session, n_layers, plan, |d, t| {
         progress.update(d, t, "decoding")
     })
     .map_err(CliError::runtime)?;
     progress.finish();
+    let tele = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &result));
 
     let shapes = crate::brick::cost::Shapes::new(&src.model.config, &src.model.weights);
     let analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
@@ -278,14 +338,26 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     report.hardware.backend = backend_name.to_string();
     if gpu_info.is_some() {
         report.hardware.gpu = gpu_info;
-        report.telemetry.reason =
-            Some("GPU telemetry (NVML) is not wired into this build's CUDA backend yet".into());
+    }
+    if let Some(Ok(gbps)) = nvml_peak {
+        // Beside the measured copy; the roofline keeps the measured peak (`bandwidth_source`).
+        report
+            .hardware
+            .peaks
+            .bandwidth_candidates
+            .insert("nvml_bus".to_string(), gbps);
+    }
+    if let Some(t) = &tele {
+        report.telemetry = t.summary.clone();
     }
     let gates = evaluate(&spec, &report).map_err(CliError::usage)?;
     let status = apply_gates(&mut report, gates);
 
     if let Some(path) = &a.trace {
-        let (spans, counters) = trace_data(&result);
+        let (spans, mut counters) = trace_data(&result);
+        if let Some(t) = &tele {
+            counters.extend(t.counters());
+        }
         let file = std::fs::File::create(path)
             .map_err(|e| CliError::usage(format!("--trace {}: {e}", path.display())))?;
         write_trace(file, &format!("cbtop: {}", src.label()), &spans, &counters)
@@ -305,4 +377,58 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brick::stats::{Stats, TokenSample};
+    use crate::profiler::session::Prefill;
+
+    fn run_of(steps: &[(u64, u64)]) -> RunResult {
+        RunResult {
+            prefill: Prefill {
+                tokens: 1,
+                eval_ns: 1,
+                ttft_ns: 1,
+            },
+            stats: Stats::new(1),
+            samples: steps
+                .iter()
+                .map(|&(start_ns, total_ns)| TokenSample {
+                    start_ns,
+                    total_ns,
+                    position: 0,
+                    spans: Vec::new(),
+                })
+                .collect(),
+            unprofiled: None,
+        }
+    }
+
+    #[test]
+    fn run_telemetry_keeps_the_samplers_verdict() {
+        // Whatever this machine has (no NVML here: a reason; a GPU: samples), collecting never
+        // panics, and every counter lies inside the measured window on the trace's clock.
+        let s = Sampler::spawn(0, Duration::from_millis(5), 1000);
+        let origin = Instant::now();
+        std::thread::sleep(Duration::from_millis(60));
+        let run = run_of(&[(10_000_000, 20_000_000), (30_000_000, 20_000_000)]);
+        let t = RunTelemetry::collect(&s, origin, &run);
+        match s.gpu_status() {
+            Some(Ok(_)) => assert_eq!(t.summary.source, "nvml"),
+            _ => {
+                assert!(!t.summary.available && t.summary.reason.is_some());
+                assert!(t.counters().is_empty());
+            }
+        }
+        for c in t.counters() {
+            assert!(
+                (9_000.0..=51_000.0).contains(&c.ts_us),
+                "{} at {} us",
+                c.name,
+                c.ts_us
+            );
+        }
+    }
 }

@@ -73,14 +73,17 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             headless::run_headless(cli.profile, device)
         }
         None => {
-            // the live view runs the CPU engine in this build
-            if let Device::Cuda(_) = setup_engine(&cli.profile.engine, false, cli.profile.ci)? {
-                return Err(CliError::runtime(
-                    "--device cuda: the live view runs on the CPU in this build; profile the GPU \
-                     with `cbtop --headless --device cuda`",
-                ));
-            }
-            crate::tui::run(cli.profile)
+            // The live view runs the engine `--device` picks, as headless does; a fallback from
+            // auto to the CPU is said in the status line (stderr is hidden behind the view).
+            let device = setup_engine(&cli.profile.engine, true, true)?;
+            let status = match (&cli.profile.engine.device, &device) {
+                (DeviceArg::Auto, Device::Cpu) => probe()
+                    .gpu(0)
+                    .err()
+                    .map(|reason| format!("running on the CPU: {reason}")),
+                _ => None,
+            };
+            crate::tui::run(cli.profile, device, status)
         }
     }
 }
@@ -90,6 +93,19 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 pub enum Device {
     Cpu,
     Cuda(GpuDesc),
+}
+
+impl Device {
+    /// The NVML index of the GPU in use, found by its PCI address (else its CUDA ordinal), for
+    /// the telemetry thread; None on the CPU.
+    pub fn nvml_index(&self) -> Option<u32> {
+        let Device::Cuda(g) = self else { return None };
+        Some(
+            crate::engine::gpu_pci::pci_bus_id(g.ordinal)
+                .and_then(|id| crate::telemetry::gpu::nvml_index_of(&id).ok())
+                .unwrap_or(g.ordinal as u32),
+        )
+    }
 }
 
 /// Resolve `--device` (auto: the GPU when `gpu_capable` and one is usable, else the CPU with a

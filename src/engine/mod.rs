@@ -6,6 +6,7 @@ pub mod backend;
 pub mod cpu;
 pub mod cuda;
 mod forward;
+pub mod gpu_pci;
 pub mod kv_cache;
 pub mod sampler;
 

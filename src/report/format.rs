@@ -62,6 +62,20 @@ pub fn to_markdown(r: &Report) -> String {
         h.peaks.compute_gflops,
         h.peaks.compute_source
     );
+    let others: Vec<String> = h
+        .peaks
+        .bandwidth_candidates
+        .iter()
+        .filter(|(k, _)| **k != h.peaks.bandwidth_source)
+        .map(|(k, v)| format!("{v:.1} GB/s ({k})"))
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(
+            s,
+            "- other bandwidth peaks (not used for the roofline): {}",
+            others.join(", ")
+        );
+    }
     let c = &r.config;
     let _ = writeln!(
         s,
@@ -161,6 +175,8 @@ pub fn to_markdown(r: &Report) -> String {
             "Telemetry: none ({}).\n",
             tel.reason.as_deref().unwrap_or("unavailable")
         );
+    } else {
+        let _ = writeln!(s, "{}\n", telemetry_line(tel));
     }
     if !r.gates.is_empty() {
         let _ = writeln!(
@@ -179,6 +195,36 @@ pub fn to_markdown(r: &Report) -> String {
         }
     }
     s
+}
+
+/// One Markdown line summarising the GPU telemetry of a run.
+fn telemetry_line(t: &super::types::Telemetry) -> String {
+    let mm = |v: Option<super::types::StatSummary>, unit: &str| {
+        v.map_or("-".to_string(), |v| {
+            format!("mean {:.0}{unit} max {:.0}{unit}", v.mean, v.max)
+        })
+    };
+    let mut line =
+        format!(
+        "Telemetry ({}, NVML, {} samples over {:.0} ms): util {}, power {} (limit {}), SM clock \
+         {}, memory clock {}, temperature {}, memory used max {}",
+        t.gpu_name.as_deref().unwrap_or("GPU"),
+        t.samples,
+        t.window_ms.unwrap_or(0.0),
+        mm(t.gpu_util_percent, "%"),
+        mm(t.power_w, " W"),
+        t.power_limit_w.map_or("-".into(), |w| format!("{w:.0} W")),
+        mm(t.sm_clock_mhz, " MHz"),
+        mm(t.mem_clock_mhz, " MHz"),
+        mm(t.temperature_c, " C"),
+        t.memory_used_bytes
+            .map_or("-".into(), |m| format!("{:.0} MiB", m.max / (1u64 << 20) as f64)),
+    );
+    if let Some(n) = &t.note {
+        line.push_str(&format!(" ({n})"));
+    }
+    line.push('.');
+    line
 }
 
 fn csv_field(s: &str) -> String {

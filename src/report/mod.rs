@@ -5,6 +5,7 @@ pub mod build;
 pub mod compare;
 pub mod format;
 pub mod gates;
+pub mod telemetry;
 pub mod trace;
 pub mod types;
 

@@ -94,7 +94,9 @@ pub struct Peaks {
     pub compute_gflops: f64,
     /// e.g. `cpu_fma_probe`.
     pub compute_source: String,
-    /// Every bandwidth figure that was available, by source, GB/s.
+    /// Every bandwidth figure that was available, by source, GB/s: `d2d_copy` (measured device
+    /// to device copy) and `nvml_bus` (NVML max memory clock x bus width x 2, theoretical) on a
+    /// GPU, `cpu_read_probe` on the CPU. `bandwidth_source` names the one the roofline used.
     pub bandwidth_candidates: BTreeMap<String, f64>,
 }
 
@@ -189,16 +191,35 @@ pub struct BottleneckEntry {
     pub over_us: f64,
 }
 
-/// Summary of the telemetry samples taken during the run.
+/// Summary of the telemetry samples taken during the measured decode steps (NVML, about 10 Hz).
+/// Only samples taken inside that window count; none is invented or interpolated.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Telemetry {
+    /// NVML answered for the GPU the run used.
     pub available: bool,
     /// `nvml` or `none`.
     pub source: String,
     /// Why telemetry is missing, when it is.
     pub reason: Option<String>,
+    /// Samples taken during the measured decode steps.
     pub samples: u64,
+    /// The GPU NVML sampled.
+    #[serde(default)]
+    pub gpu_name: Option<String>,
+    /// The sampling period asked for, milliseconds.
+    #[serde(default)]
+    pub period_ms: Option<f64>,
+    /// How long the measured decode steps took (first start to last end), milliseconds.
+    #[serde(default)]
+    pub window_ms: Option<f64>,
+    /// Caveats about the samples, e.g. a window shorter than one sampling period.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// Share of each sample period with at least one kernel running (not SM occupancy).
     pub gpu_util_percent: Option<StatSummary>,
+    /// Share of each sample period with device memory being read or written.
+    #[serde(default)]
+    pub mem_util_percent: Option<StatSummary>,
     pub memory_used_bytes: Option<StatSummary>,
     pub memory_total_bytes: Option<u64>,
     pub power_w: Option<StatSummary>,
@@ -206,6 +227,7 @@ pub struct Telemetry {
     pub sm_clock_mhz: Option<StatSummary>,
     pub mem_clock_mhz: Option<StatSummary>,
     pub temperature_c: Option<StatSummary>,
+    /// PCIe throughput over NVML's 20 ms window at each sample, KB/s.
     pub pcie_tx_kbps: Option<StatSummary>,
     pub pcie_rx_kbps: Option<StatSummary>,
 }

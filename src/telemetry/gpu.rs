@@ -55,6 +55,29 @@ pub fn explain(e: &NvmlError) -> String {
     }
 }
 
+/// The NVML index of the GPU at PCI address `pci_bus_id` (`domain:bus:device.function`, as
+/// CUDA reports it), when NVML knows it. CUDA ordinals and NVML indices differ under
+/// `CUDA_VISIBLE_DEVICES` or when CUDA orders GPUs fastest first, so telemetry follows the
+/// PCI address of the GPU the engine runs on, not its ordinal.
+pub fn nvml_index_of(pci_bus_id: &str) -> Result<u32, String> {
+    let nvml = Nvml::builder()
+        .lib_path(OsStr::new(NVML_LIB))
+        .init()
+        .map_err(|e| explain(&e))?;
+    nvml.device_by_pci_bus_id(pci_bus_id)
+        .and_then(|d| d.index())
+        .map_err(|e| explain(&e))
+}
+
+/// Theoretical peak memory bandwidth from NVML's maximum memory clock (MHz) and bus width
+/// (bits), GB/s: clock x width / 8 x 2 (two transfers per clock). NVML's memory clock for HBM
+/// and GDDR is the one this product gives the datasheet figure with (H100 SXM: 2619 MHz x
+/// 5120 bits -> 3352 GB/s). None when either reading is zero.
+pub fn theoretical_bandwidth_gbps(mem_clock_mhz: u32, bus_width_bits: u32) -> Option<f64> {
+    (mem_clock_mhz > 0 && bus_width_bits > 0)
+        .then(|| mem_clock_mhz as f64 * 1e6 * (bus_width_bits as f64 / 8.0) * 2.0 / 1e9)
+}
+
 impl GpuProbe {
     /// Open GPU `index`, or say in one line why there is no GPU telemetry.
     pub fn open(index: u32) -> Result<GpuProbe, String> {
@@ -80,6 +103,24 @@ impl GpuProbe {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The NVML index of this device.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// NVML's theoretical peak memory bandwidth of this device, GB/s (see
+    /// [`theoretical_bandwidth_gbps`]), or why NVML could not say.
+    pub fn peak_bandwidth_gbps(&self) -> Result<f64, String> {
+        let d = self
+            .nvml
+            .device_by_index(self.index)
+            .map_err(|e| explain(&e))?;
+        let clock = d.max_clock_info(Clock::Memory).map_err(|e| explain(&e))?;
+        let width = d.memory_bus_width().map_err(|e| explain(&e))?;
+        theoretical_bandwidth_gbps(clock, width)
+            .ok_or_else(|| format!("NVML reports memory clock {clock} MHz and bus {width} bits"))
     }
 
     /// Read everything the device answers; a failed query leaves its field empty.
@@ -128,6 +169,24 @@ mod tests {
             );
         }
         assert!(explain(&NvmlError::LibraryNotFound).contains(NVML_LIB));
+    }
+
+    #[test]
+    fn theoretical_bandwidth() {
+        let h100 = theoretical_bandwidth_gbps(2619, 5120).unwrap();
+        assert!((h100 - 3352.32).abs() < 1e-6, "{h100}");
+        let rtx4090 = theoretical_bandwidth_gbps(10501, 384).unwrap();
+        assert!((rtx4090 - 1008.096).abs() < 1e-6, "{rtx4090}");
+        assert_eq!(theoretical_bandwidth_gbps(0, 5120), None);
+        assert_eq!(theoretical_bandwidth_gbps(2619, 0), None);
+    }
+
+    #[test]
+    fn nvml_index_never_panics() {
+        match nvml_index_of("00000000:00:00.0") {
+            Ok(_) => {}
+            Err(r) => assert!(r.starts_with("no GPU telemetry: "), "{r}"),
+        }
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     keep: usize,
+    period: Duration,
+    started: Instant,
 }
 
 impl Sampler {
@@ -45,11 +47,12 @@ impl Sampler {
             history: VecDeque::with_capacity(keep),
         }));
         let stop = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
         let thread = {
             let (shared, stop) = (shared.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("cbtop-telemetry".into())
-                .spawn(move || sample_loop(gpu_index, period, keep.max(1), &shared, &stop))
+                .spawn(move || sample_loop(gpu_index, period, keep.max(1), started, &shared, &stop))
                 .ok()
         };
         Sampler {
@@ -57,7 +60,19 @@ impl Sampler {
             stop,
             thread,
             keep,
+            period,
+            started,
         }
+    }
+
+    /// The instant `TelemetrySample::at_ms` counts from.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The sampling period asked for.
+    pub fn period(&self) -> Duration {
+        self.period
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -96,10 +111,10 @@ fn sample_loop(
     gpu_index: u32,
     period: Duration,
     keep: usize,
+    t0: Instant,
     shared: &Mutex<Shared>,
     stop: &AtomicBool,
 ) {
-    let t0 = Instant::now();
     let gpu = GpuProbe::open(gpu_index);
     let status = gpu
         .as_ref()

@@ -109,12 +109,16 @@ pub fn throughput(
     }
 }
 
-pub fn peaks(p: &MeasuredPeaks) -> Peaks {
+/// The roofline's peaks, with the GPU's bandwidth figures beside them: the measured
+/// device-to-device copy (when that is the roofline's peak) and NVML's theoretical one.
+pub fn peaks(p: &MeasuredPeaks, nvml_bus_gbps: Option<f64>) -> Peaks {
     Peaks {
         bandwidth_gbps: p.bandwidth.value,
         bandwidth_source: p.bandwidth.source.to_string(),
         compute_gflops: p.compute.value,
         compute_source: p.compute.source.to_string(),
+        d2d_copy_gbps: (p.bandwidth.source == "d2d_copy").then_some(p.bandwidth.value),
+        nvml_bus_gbps,
     }
 }
 

@@ -1,10 +1,12 @@
-//! The engine thread: probes the CPU peaks, evaluates the prompt, then decodes token after
-//! token through a profiled `Session`, publishing a fresh `Snapshot` about ten times a second.
+//! The engine thread: builds the engine `--device` chose (CPU, or CUDA with `--timing`) and owns
+//! it, measures the device's peaks, evaluates the prompt, then decodes token after token through
+//! a profiled `Session`, publishing a fresh `Snapshot` about ten times a second. The UI thread
+//! never touches the backend (and so never calls CUDA): it only reads snapshots.
 //! The shared slot is locked only to swap an `Arc`, never while a token is being decoded, so
 //! the UI thread never waits on the engine. Without a user prompt, decoding goes on forever:
 //! when the context fills, the prompt is evaluated again and a restart counter goes up.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,7 +16,10 @@ use super::kernels;
 use super::snapshot::{Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::stats::{Series, Stats};
-use crate::engine::Engine;
+use crate::cli::args::TimingArg;
+use crate::cli::headless::backend;
+use crate::cli::Device;
+use crate::engine::backend::Backend;
 use crate::model::Model;
 use crate::profiler::analysis::{analyze, Budgets};
 use crate::profiler::hardware::MeasuredPeaks;
@@ -38,6 +43,11 @@ pub struct EngineConfig {
     pub profiled: bool,
     pub budgets: Budgets,
     pub header: Header,
+    /// Where the engine runs, as `--device` resolved, and how bricks are timed there.
+    pub device: Device,
+    pub timing: TimingArg,
+    /// NVML's theoretical peak memory bandwidth of the GPU in use, GB/s, when known.
+    pub nvml_peak_gbps: Option<f64>,
 }
 
 /// Requests from the UI.
@@ -55,8 +65,20 @@ pub struct EngineHandle {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Why the engine thread did not start.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The OS would not start the thread.
+    Thread(std::io::Error),
+    /// The engine could not be built on the device (one sentence).
+    Engine(String),
+}
+
 impl EngineHandle {
-    pub fn spawn(model: Arc<Model>, cfg: EngineConfig) -> std::io::Result<EngineHandle> {
+    /// Start the engine thread and wait until it has built its engine (on a GPU: context,
+    /// weights uploaded, kernels compiled), so a device error is reported before the terminal
+    /// is taken over.
+    pub fn spawn(model: Arc<Model>, cfg: EngineConfig) -> Result<EngineHandle, SpawnError> {
         let first = Snapshot {
             header: cfg.header.clone(),
             ctx_size: cfg.ctx,
@@ -64,10 +86,25 @@ impl EngineHandle {
         };
         let latest = Arc::new(Mutex::new(Arc::new(first)));
         let (tx, rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let slot = latest.clone();
         let thread = std::thread::Builder::new()
             .name("cbtop-engine".into())
-            .spawn(move || Worker::new(model, cfg, slot, rx).run())?;
+            .spawn(move || Worker::new(model, cfg, slot, rx).run(ready_tx))
+            .map_err(SpawnError::Thread)?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(SpawnError::Engine(e));
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(SpawnError::Engine(
+                    "the engine thread ended before the engine was built".into(),
+                ));
+            }
+        }
         Ok(EngineHandle {
             latest,
             tx,
@@ -206,12 +243,25 @@ impl Worker {
         }
     }
 
-    fn run(mut self) {
+    fn run(mut self, ready: SyncSender<Result<(), String>>) {
+        let engine = match backend(&self.model, self.cfg.ctx, &self.cfg.device, self.cfg.timing) {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = ready.send(Err(e.message));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
         self.publish_phase(Phase::Probing, None);
-        let peaks = MeasuredPeaks::probe_cpu();
+        let peaks = match &engine {
+            Backend::Cuda(e) => match e.measure_peaks() {
+                Ok(p) => p,
+                Err(e) => return self.publish_phase(Phase::Stopped, Some(e)),
+            },
+            Backend::Cpu(_) => MeasuredPeaks::probe_cpu(),
+        };
         let roof = peaks.roof();
         let shapes = Shapes::new(&self.model.config, &self.model.weights);
-        let engine = Engine::new(self.model.clone(), self.cfg.ctx);
         let mut session = Session::new(engine, self.cfg.prompt.clone());
         let mut last = Instant::now() - PUBLISH_EVERY;
         let mut first = true;
@@ -289,7 +339,7 @@ impl Worker {
             score: a.score,
             grade: a.grade.to_string(),
             worst: a.worst.clone(),
-            peaks: Some(collect::peaks(peaks)),
+            peaks: Some(collect::peaks(peaks, self.cfg.nvml_peak_gbps)),
             text: collect::tail(&text, TEXT_TAIL),
             restarts: self.restarts,
             ctx_used: session.engine().position(),

@@ -9,7 +9,8 @@ use super::snapshot::Header;
 use super::Source;
 use crate::cli::args::{ProfileArgs, TimingArg};
 use crate::cli::headless::{budgets, load_model};
-use crate::cli::CliError;
+use crate::cli::{CliError, Device};
+use crate::telemetry::GpuProbe;
 
 /// Decoded when no `--prompt` is given; decoding restarts from it whenever the context fills.
 pub const DEFAULT_PROMPT: &str =
@@ -19,8 +20,8 @@ pub const DEFAULT_PROMPT: &str =
 /// attention cost stays close to the decode of a chat turn.
 pub const DEFAULT_CTX: usize = 512;
 
-/// `cbtop [--model-path FILE] ...`: the live view.
-pub fn run(args: ProfileArgs) -> Result<(), CliError> {
+/// `cbtop [--model-path FILE] ...`: the live view on `device` (`--device` resolved).
+pub fn run(args: ProfileArgs, device: Device, status: Option<String>) -> Result<(), CliError> {
     let src = load_model(args.model_path.as_deref())?;
     let label = match &src.path {
         Some(p) => format!("{} ({p})", src.model.name()),
@@ -33,17 +34,67 @@ pub fn run(args: ProfileArgs) -> Result<(), CliError> {
             synthetic: src.synthetic,
         },
         &args,
+        device,
+        status,
     )
 }
 
-/// The live view on an already-loaded model.
-pub fn run_source(source: Source, args: &ProfileArgs) -> Result<(), CliError> {
-    let (cfg, status) = config(&source, args)?;
-    super::run_live(source, cfg, status).map_err(|e| CliError::runtime(format!("terminal: {e}")))
+/// The live view on an already-loaded model; `status` is a first status line to show (e.g.
+/// why `--device auto` fell back to the CPU).
+pub fn run_source(
+    source: Source,
+    args: &ProfileArgs,
+    device: Device,
+    status: Option<String>,
+) -> Result<(), CliError> {
+    let nvml_index = device.nvml_index();
+    let nvml_peak = nvml_index.and_then(|i| GpuProbe::open(i).ok()?.peak_bandwidth_gbps().ok());
+    if let Device::Cuda(g) = &device {
+        eprintln!(
+            "cbtop: starting the CUDA engine on cuda:{} ({}): uploading weights, compiling kernels",
+            g.ordinal, g.name
+        );
+    }
+    let (mut cfg, first) = config(&source, args, device)?;
+    cfg.nvml_peak_gbps = nvml_peak;
+    let status = match (status, first.is_empty()) {
+        (Some(s), true) => s,
+        (Some(s), false) => format!("{s}; {first}"),
+        (None, _) => first,
+    };
+    super::run_live(source, cfg, status, nvml_index.unwrap_or(0))
 }
 
-/// The engine configuration for `args`, and a first status line (or empty).
-pub fn config(source: &Source, args: &ProfileArgs) -> Result<(EngineConfig, String), CliError> {
+/// How `--timing` reads in the header on `device`.
+pub fn timing_label(device: &Device, timing: TimingArg) -> &'static str {
+    match (device, timing) {
+        (_, TimingArg::Off) => "off (no per-brick timing)",
+        (Device::Cpu, _) => "cpu_timer",
+        (Device::Cuda(_), TimingArg::Events) => "cuda_event",
+        (Device::Cuda(_), TimingArg::Sync) => "host_sync",
+    }
+}
+
+/// How the device reads in the header.
+pub fn device_label(device: &Device) -> String {
+    match device {
+        Device::Cpu => format!("cpu · {} threads", rayon::current_num_threads()),
+        Device::Cuda(g) => format!(
+            "cuda:{} {} · {} · {:.0} GiB",
+            g.ordinal,
+            g.name,
+            g.arch(),
+            g.memory_total_bytes as f64 / (1u64 << 30) as f64
+        ),
+    }
+}
+
+/// The engine configuration for `args` on `device`, and a first status line (or empty).
+pub fn config(
+    source: &Source,
+    args: &ProfileArgs,
+    device: Device,
+) -> Result<(EngineConfig, String), CliError> {
     let model = &source.model;
     let text = args.prompt.as_deref().unwrap_or(DEFAULT_PROMPT);
     let mut prompt = model.tokenizer.encode(text, true);
@@ -73,12 +124,8 @@ pub fn config(source: &Source, args: &ProfileArgs) -> Result<(EngineConfig, Stri
             c.n_embd,
             wtype
         ),
-        device: format!("cpu · {} threads", rayon::current_num_threads()),
-        timing: if args.timing == TimingArg::Off {
-            "off (no per-brick timing)".into()
-        } else {
-            "cpu_timer".into()
-        },
+        device: device_label(&device),
+        timing: timing_label(&device, args.timing).into(),
         synthetic: source.synthetic,
     };
     let budgets = budgets(args.profile.as_deref())?;
@@ -94,6 +141,9 @@ pub fn config(source: &Source, args: &ProfileArgs) -> Result<(EngineConfig, Stri
             profiled: args.timing != TimingArg::Off,
             budgets,
             header,
+            device,
+            timing: args.timing,
+            nvml_peak_gbps: None,
         },
         status,
     ))

@@ -23,11 +23,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossterm::event::{self, Event};
 
+use crate::cli::CliError;
 use crate::model::Model;
 use crate::telemetry::Sampler;
 use app::{Action, App};
 use cbtop_widgets::Theme;
-use engine::{Command, EngineConfig, EngineHandle};
+use engine::{Command, EngineConfig, EngineHandle, SpawnError};
 use snapshot::TelemetryView;
 use views::Ui;
 
@@ -50,10 +51,24 @@ pub struct Source {
     pub synthetic: bool,
 }
 
-/// Run the live view until the user quits.
-pub fn run_live(source: Source, cfg: EngineConfig, status: String) -> std::io::Result<()> {
-    let sampler = Sampler::spawn(0, TELEMETRY_PERIOD, TELEMETRY_KEEP);
-    let mut engine = EngineHandle::spawn(source.model, cfg)?;
+/// Run the live view until the user quits. `nvml_index` is the GPU the telemetry thread
+/// samples (the one the engine runs on, else the first). The engine is built (and a device
+/// error reported, exit 3) before the terminal is taken over.
+pub fn run_live(
+    source: Source,
+    cfg: EngineConfig,
+    status: String,
+    nvml_index: u32,
+) -> Result<(), CliError> {
+    let sampler = Sampler::spawn(nvml_index, TELEMETRY_PERIOD, TELEMETRY_KEEP);
+    let engine = EngineHandle::spawn(source.model, cfg).map_err(|e| match e {
+        SpawnError::Thread(e) => CliError::runtime(format!("starting the engine thread: {e}")),
+        SpawnError::Engine(m) => CliError::runtime(m),
+    })?;
+    ui_loop(engine, &sampler, status).map_err(|e| CliError::runtime(format!("terminal: {e}")))
+}
+
+fn ui_loop(mut engine: EngineHandle, sampler: &Sampler, status: String) -> std::io::Result<()> {
     let theme = Theme::from_env();
     let mut app = App {
         status,

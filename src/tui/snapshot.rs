@@ -8,7 +8,7 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
-    /// Measuring the CPU's peak bandwidth and FMA rate for the roofline.
+    /// Measuring the device's peak bandwidth and FMA rate for the roofline.
     #[default]
     Probing,
     /// Evaluating the prompt.
@@ -38,9 +38,9 @@ pub struct Header {
     pub model: String,
     /// e.g. "llama · 30 layers · Q4_1".
     pub model_detail: String,
-    /// e.g. "cpu · 2 threads".
+    /// e.g. "cpu · 2 threads" or "cuda:0 NVIDIA H100 80GB HBM3 · sm_90 · 79.1 GiB".
     pub device: String,
-    /// How brick times are measured, e.g. "cpu_timer".
+    /// How brick times are measured: "cpu_timer", "cuda_event" or "host_sync".
     pub timing: String,
     pub synthetic: bool,
 }
@@ -111,6 +111,10 @@ pub struct Peaks {
     pub bandwidth_source: String,
     pub compute_gflops: f64,
     pub compute_source: String,
+    /// Measured device-to-device copy bandwidth (read + written), GB/s, on a GPU.
+    pub d2d_copy_gbps: Option<f64>,
+    /// NVML's theoretical peak memory bandwidth (max memory clock x bus width x 2), GB/s.
+    pub nvml_bus_gbps: Option<f64>,
 }
 
 /// Everything on screen except telemetry (which has its own thread).

@@ -124,6 +124,7 @@ pub fn snapshot() -> Snapshot {
             bandwidth_source: "cpu_read_probe".into(),
             compute_gflops: 150.0,
             compute_source: "cpu_fma_probe".into(),
+            ..Peaks::default()
         }),
         text: "Once upon a time, in a land of tensors and caches, a small model decoded one token after another.\nIt measured every brick.".into(),
         restarts: 2,

@@ -184,3 +184,36 @@ pub fn waiting(snap: &Snapshot) -> String {
         _ => "warming up: brick rows appear after the first measured steps".into(),
     }
 }
+
+/// The GPU's memory bandwidth figures, when known: the measured device-to-device copy and
+/// NVML's theoretical peak, the roofline's one marked.
+pub fn gpu_peaks_line(snap: &Snapshot) -> Option<String> {
+    let p = snap.peaks.as_ref()?;
+    let mut parts = Vec::new();
+    for (name, source, v) in [
+        ("d2d copy", "d2d_copy", p.d2d_copy_gbps),
+        ("NVML max", "nvml_bus", p.nvml_bus_gbps),
+    ] {
+        if let Some(v) = v {
+            let roof = if p.bandwidth_source == source {
+                " (roofline)"
+            } else {
+                ""
+            };
+            parts.push(format!("{name} {v:.0} GB/s{roof}"));
+        }
+    }
+    (!parts.is_empty()).then(|| format!("peak bw: {}", parts.join(" · ")))
+}
+
+/// Where the brick times come from, for panels explaining a missing GPU telemetry.
+pub fn brick_times_note(snap: &Snapshot) -> String {
+    if snap.header.device.starts_with("cuda") {
+        format!(
+            "brick times come from the GPU engine ({})",
+            snap.header.timing
+        )
+    } else {
+        "brick times come from the CPU engine (cpu_timer)".to_string()
+    }
+}

@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::common::{bytes, footer, header, lines, panel};
+use super::common::{brick_times_note, bytes, footer, gpu_peaks_line, header, lines, panel};
 use super::Ui;
 use crate::telemetry::TelemetrySample;
 use cbtop_widgets::SparklinePanel;
@@ -110,12 +110,22 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
                 buf,
                 vec![
                     Line::from(Span::styled(reason, t.warn())),
-                    Line::from("the engine runs on the CPU; brick times are cpu_timer readings"),
-                    Line::from(""),
+                    Line::from(if ui.snap.header.device.starts_with("cuda") {
+                        brick_times_note(ui.snap)
+                    } else {
+                        "the engine runs on the CPU; brick times are cpu_timer readings".into()
+                    }),
+                    Line::from(gpu_peaks_line(ui.snap).unwrap_or_default()),
                 ],
             );
             return host_charts(rest, buf, ui);
         }
+    }
+    let mut inner = inner;
+    if let Some(p) = gpu_peaks_line(ui.snap).filter(|_| inner.height > 8) {
+        lines(Rect { height: 1, ..inner }, buf, vec![Line::from(p)]);
+        inner.y += 1;
+        inner.height -= 1;
     }
     let h = (inner.height / (charts.len() as u16 + 2)).clamp(2, 4);
     let mut y = inner.y;

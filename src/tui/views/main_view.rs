@@ -8,7 +8,10 @@ use super::common::{footer, header};
 use super::{panels, Ui};
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let top_h = if area.height >= 16 { 6 } else { 0 };
+    // One more row for the GPU's bandwidth peaks when they are known and the screen is tall.
+    let peaks_row =
+        u16::from(area.height >= 30 && super::common::gpu_peaks_line(ui.snap).is_some());
+    let top_h = if area.height >= 16 { 6 + peaks_row } else { 0 };
     let text_h = if area.height >= 20 { 4 } else { 0 };
     let [head, top, mid, text, foot] = Layout::vertical([
         Constraint::Length(1),

@@ -74,7 +74,10 @@ pub fn gpu(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let host = host_line(latest);
     match (&ui.tele.gpu, latest.and_then(|s| s.gpu.as_ref())) {
         (Some(Ok(_)), Some(g)) => {
-            let rows = Layout::vertical([Constraint::Length(1); 4]).split(inner);
+            // A fifth line for the GPU's bandwidth peaks where they are known and there is room.
+            let peaks = common::gpu_peaks_line(ui.snap).filter(|_| inner.height >= 5);
+            let n = if peaks.is_some() { 5 } else { 4 };
+            let rows = Layout::vertical(vec![Constraint::Length(1); n]).split(inner);
             let util = g.util_pct.map(|u| u as f64 / 100.0);
             let util_text = format!("{} (kernel running)", opt(g.util_pct, "%"));
             LabeledGauge {
@@ -119,6 +122,9 @@ pub fn gpu(area: Rect, buf: &mut Buffer, ui: &Ui) {
                 ))],
             );
             lines(rows[3], buf, vec![Line::from(host)]);
+            if let Some(p) = peaks {
+                lines(rows[4], buf, vec![Line::from(p)]);
+            }
         }
         (Some(Err(reason)), _) => {
             // One line where it fits; wrapped rather than cut where the panel is narrow.
@@ -126,7 +132,7 @@ pub fn gpu(area: Rect, buf: &mut Buffer, ui: &Ui) {
                 Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
             Paragraph::new(vec![
                 Line::from(Span::styled(reason.clone(), ui.theme.warn())),
-                Line::from("brick times come from the CPU engine (cpu_timer)"),
+                Line::from(common::brick_times_note(ui.snap)),
             ])
             .wrap(Wrap { trim: true })
             .render(msg, buf);
