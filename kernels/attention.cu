@@ -147,8 +147,10 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
             if (tiled) {
                 acc = __fadd_rn(__fmul_rn(acc, msv[j]), __fmul_rn(v, sc[j]));
             } else {
-                // A rescale by 1 leaves an f16 value as it is, so every step can round.
-                acc = h2f(f2h(__fmul_rn(acc, msv[j])));
+                // The CPU rescales (and rounds to f16) only at a new maximum; a rescale by 1
+                // would leave the f16 value as it is.
+                float ms = msv[j];
+                if (ms != 1.0f) acc = h2f(f2h(__fmul_rn(acc, ms)));
                 acc = h2f(f2h(fmaf(v, sc[j], acc)));
             }
         }

@@ -49,6 +49,12 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Integer sum over the 16 threads p < 16 of a warp (the others give 0); every thread gets it.
+__device__ __forceinline__ int bsum_reduce(int v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 __device__ float block_sum(float v, float* shared32) {
     v = warp_sum(v);
@@ -129,11 +135,11 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
 // fixed order. The GPU does the integer part in parallel however it likes (integers are
 // exact) and the f32 part in the same order, so its logits equal the CPU's.
 //
-// One warp per weight row (QMV_WARPS rows per thread block) and up to T tokens. The row goes
-// by in chunks of blocks: phase 1 spreads (block, lane) integer sums over the warp's threads
-// into shared memory; phase 2 has one thread per (token, lane) fold its lane over the chunk's
-// blocks in order, and one per token fold the per-block extra term (Q4_1/Q5_1's `m * s`, the
-// k-quants' min part). At the end:
+// One thread block per weight row and up to T tokens. The row goes by in chunks of blocks:
+// phase 1 spreads (block, lane) integer sums over all threads into shared memory; phase 2
+// has one thread per (token, lane) fold its lane over the chunk's blocks in order, and one
+// thread per token fold the per-block extra term (Q4_1/Q5_1's `m * s`, the k-quants' min
+// part). At the end:
 //   LEGACY (32-weight blocks, x86 AVX2 order): lane = fma(d_w * d_a, isum, lane) per block,
 //     result = hsum_float_8(lanes) + extra;
 //   K (256-weight blocks, ggml's generic order): lane = lane + (d_w * d_a) * isum per block,
@@ -141,8 +147,8 @@ __device__ void matvec_impl(const u8* __restrict__ w, u64 row_bytes, int rows, i
 // Activations: int8 values `aq` (row-major, `cols` per token), scales `ad` (one per 32 or 256
 // values), and `ax`: Q8_1's stored sums s per 32 values, or Q8_K's bsums per 16 values.
 
-#define QMV_WARPS 4
-#define QMV_CHUNK 32
+#define QMV_THREADS 128
+#define QMV_CHUNK 64
 
 template <int T>
 struct QmvShared {
@@ -159,51 +165,41 @@ __device__ __forceinline__ float hsum8(const float* x) {
     return (r0 + r2) + (r1 + r3);
 }
 
-// (token, lane) folds per thread: 9T of them over 32 threads.
-#define QMV_SLOTS(T) ((9 * (T) + 31) / 32)
-
-// Phase 2: this thread's folds over the `nb` blocks of the chunk.
+// Phase 2 and the end of a row: the fold described above. `nb` blocks in this chunk.
 template <bool LEGACY, int T>
-__device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, int p,
-                                         float* acc) {
-#pragma unroll
-    for (int k = 0; k < QMV_SLOTS(T); k++) {
-        int j = p + 32 * k;
-        if (j < 8 * T) {
-            int t = j >> 3, l = j & 7;
-            if (t < nt)
-                for (int b = 0; b < nb; b++) {
-                    float d = sh.dd[t][b], v = (float)sh.isum[t][b][l];
-                    acc[k] = LEGACY ? fmaf(d, v, acc[k]) : __fadd_rn(acc[k], __fmul_rn(d, v));
-                }
-        } else if (j < 9 * T) {
-            int t = j - 8 * T;
-            if (t < nt)
-                for (int b = 0; b < nb; b++) acc[k] = __fadd_rn(acc[k], sh.ex[t][b]);
-        }
+__device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, float& acc) {
+    int j = threadIdx.x;
+    if (j < 8 * T) {
+        int t = j >> 3, l = j & 7;
+        if (t < nt)
+            for (int b = 0; b < nb; b++) {
+                float d = sh.dd[t][b], v = (float)sh.isum[t][b][l];
+                acc = LEGACY ? fmaf(d, v, acc) : __fadd_rn(acc, __fmul_rn(d, v));
+            }
+    } else if (j < 9 * T) {
+        int t = j - 8 * T;
+        if (t < nt)
+            for (int b = 0; b < nb; b++) acc = __fadd_rn(acc, sh.ex[t][b]);
     }
 }
 
 template <bool LEGACY, int T>
-__device__ __forceinline__ void qmv_finish(QmvShared<T>& sh, int nt, int p, const float* acc,
-                                           int rows, int r, int t0, const float* bias,
-                                           int accumulate, float* out) {
-#pragma unroll
-    for (int k = 0; k < QMV_SLOTS(T); k++) {
-        int j = p + 32 * k;
-        if (j < 8 * T) sh.lanes[j >> 3][j & 7] = acc[k];
-        else if (j < 9 * T) sh.extra[j - 8 * T] = acc[k];
-    }
-    __syncwarp();
-    if (p < nt) {
+__device__ __forceinline__ void qmv_finish(QmvShared<T>& sh, int nt, float acc, int rows, int r,
+                                           int t0, const float* bias, int accumulate,
+                                           float* out) {
+    int j = threadIdx.x;
+    if (j < 8 * T) sh.lanes[j >> 3][j & 7] = acc;
+    else if (j < 9 * T) sh.extra[j - 8 * T] = acc;
+    __syncthreads();
+    if (j < nt) {
         float v;
         if (LEGACY) {
-            v = __fadd_rn(hsum8(sh.lanes[p]), sh.extra[p]);
+            v = __fadd_rn(hsum8(sh.lanes[j]), sh.extra[j]);
         } else {
-            v = sh.extra[p];
-            for (int l = 0; l < 8; l++) v = __fadd_rn(v, sh.lanes[p][l]);
+            v = sh.extra[j];
+            for (int l = 0; l < 8; l++) v = __fadd_rn(v, sh.lanes[j][l]);
         }
-        store_out(v, bias, accumulate, rows, r, t0 + p, out);
+        store_out(v, bias, accumulate, rows, r, t0 + j, out);
     }
 }
 
@@ -214,20 +210,15 @@ __device__ void qmv_legacy(const u8* __restrict__ w, u64 row_bytes, int rows, in
                            const i8* __restrict__ aq, const float* __restrict__ ad,
                            const float* __restrict__ ax, int n, const float* bias,
                            int accumulate, float* out) {
-    __shared__ QmvShared<T> shared[QMV_WARPS];
-    int warp = threadIdx.x >> 5, p = threadIdx.x & 31;
-    int r = blockIdx.x * QMV_WARPS + warp, t0 = blockIdx.y * T;
-    if (r >= rows) return;
-    QmvShared<T>& sh = shared[warp];
+    __shared__ QmvShared<T> sh;
+    int r = blockIdx.x, t0 = blockIdx.y * T;
     int nt = min(T, n - t0);
     const u8* row = w + (u64)r * row_bytes;
     int nblocks = cols >> 5;
-    float acc[QMV_SLOTS(T)];
-#pragma unroll
-    for (int k = 0; k < QMV_SLOTS(T); k++) acc[k] = 0.0f;
+    float acc = 0.0f;
     for (int c0 = 0; c0 < nblocks; c0 += QMV_CHUNK) {
         int nb = min(QMV_CHUNK, nblocks - c0);
-        for (int u = p; u < nb * 8; u += 32) {
+        for (int u = threadIdx.x; u < nb * 8; u += blockDim.x) {
             int bl = u >> 3, l = u & 7, bi = c0 + bl;
             const u8* blk = row + (u64)bi * Q::BYTES;
             int wp = Q::pack(blk, l);
@@ -244,36 +235,33 @@ __device__ void qmv_legacy(const u8* __restrict__ w, u64 row_bytes, int rows, in
                 }
             }
         }
-        __syncwarp();
-        qmv_fold<true, T>(sh, nb, nt, p, acc);
-        __syncwarp();
+        __syncthreads();
+        qmv_fold<true, T>(sh, nb, nt, acc);
+        __syncthreads();
     }
-    qmv_finish<true, T>(sh, nt, p, acc, rows, r, t0, bias, accumulate, out);
+    qmv_finish<true, T>(sh, nt, acc, rows, r, t0, bias, accumulate, out);
 }
 
-// K-quants (256 weights per block). The warp takes the blocks one by one; thread p holds
-// weights p + 32k (k < 8), all in lane p % 8. Q provides BYTES, FULL (Q2_K: no lanes, one sum
-// per block), `elems(block, p, scale[8], level[8])`, `d(block)` and `extra(block, bsums, d_a,
-// isum)`, the block's term added to the running extra.
+// K-quants (256 weights per block). A warp takes a block; thread p holds weights p + 32k
+// (k < 8), all in lane p % 8. Q provides BYTES, FULL (Q2_K: no lanes, one sum per block),
+// `elems(block, p, scale[8], level[8])`, `d(block)` and `extra(block, bsums, d_a, isum)`,
+// the block's term added to the running extra, computed by the whole warp (thread `p`) and
+// returned to thread 0.
 template <typename Q, int T>
 __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int cols,
                       const i8* __restrict__ aq, const float* __restrict__ ad,
                       const float* __restrict__ ax, int n, const float* bias, int accumulate,
                       float* out) {
-    __shared__ QmvShared<T> shared[QMV_WARPS];
-    int warp = threadIdx.x >> 5, p = threadIdx.x & 31;
-    int r = blockIdx.x * QMV_WARPS + warp, t0 = blockIdx.y * T;
-    if (r >= rows) return;
-    QmvShared<T>& sh = shared[warp];
+    __shared__ QmvShared<T> sh;
+    int r = blockIdx.x, t0 = blockIdx.y * T;
     int nt = min(T, n - t0);
     const u8* row = w + (u64)r * row_bytes;
     int nblocks = cols >> 8;
-    float acc[QMV_SLOTS(T)];
-#pragma unroll
-    for (int k = 0; k < QMV_SLOTS(T); k++) acc[k] = 0.0f;
+    int warp = threadIdx.x >> 5, p = threadIdx.x & 31, nw = blockDim.x >> 5;
+    float acc = 0.0f;
     for (int c0 = 0; c0 < nblocks; c0 += QMV_CHUNK) {
         int nb = min(QMV_CHUNK, nblocks - c0);
-        for (int bl = 0; bl < nb; bl++) {
+        for (int bl = warp; bl < nb; bl += nw) {
             int bi = c0 + bl;
             const u8* blk = row + (u64)bi * Q::BYTES;
             int sc[8], lv[8];
@@ -295,18 +283,21 @@ __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int col
                     s += __shfl_xor_sync(0xffffffffu, s, 1);
                 }
                 float da = ad[tok * (cols >> 8) + bi];
+                // Every thread takes part in the extra term (a warp sum over the bsums);
+                // thread 0 has the result.
+                float ex = Q::extra(blk, ax + tok * (cols >> 4) + bi * 16, da, s, p);
                 if (p < 8) sh.isum[t][bl][p] = Q::FULL ? 0 : s;
                 if (p == 0) {
                     sh.dd[t][bl] = Q::FULL ? 0.0f : __fmul_rn(dw, da);
-                    sh.ex[t][bl] = Q::extra(blk, ax + tok * (cols >> 4) + bi * 16, da, s);
+                    sh.ex[t][bl] = ex;
                 }
             }
         }
-        __syncwarp();
-        qmv_fold<false, T>(sh, nb, nt, p, acc);
-        __syncwarp();
+        __syncthreads();
+        qmv_fold<false, T>(sh, nb, nt, acc);
+        __syncthreads();
     }
-    qmv_finish<false, T>(sh, nt, p, acc, rows, r, t0, bias, accumulate, out);
+    qmv_finish<false, T>(sh, nt, acc, rows, r, t0, bias, accumulate, out);
 }
 
 // The exported product kernels of one quantized type: qmv1_<name> (one token, decode) and

@@ -47,9 +47,8 @@ struct KQ2_K {
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b + 80); }
-    __device__ static float extra(const u8* b, const float* bsums, float da, int isum) {
-        int summs = 0;
-        for (int j = 0; j < 16; j++) summs += (int)bsums[j] * (b[j] >> 4);
+    __device__ static float extra(const u8* b, const float* bsums, float da, int isum, int p) {
+        int summs = bsum_reduce(p < 16 ? (int)bsums[p] * (b[p] >> 4) : 0);
         float dall = __fmul_rn(da, f16_at(b + 80)), dmin = __fmul_rn(da, f16_at(b + 82));
         return __fsub_rn(__fmul_rn(dall, (float)isum), __fmul_rn(dmin, (float)summs));
     }
@@ -74,7 +73,7 @@ struct KQ3_K {
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b + 108); }
-    __device__ static float extra(const u8*, const float*, float, int) { return 0.0f; }
+    __device__ static float extra(const u8*, const float*, float, int, int) { return 0.0f; }
 };
 
 CBTOP_EMBED(q2_k, DeqQ2_K)

@@ -42,14 +42,15 @@ struct DeqQ5_K {
 };
 
 // The min part of a Q4_K/Q5_K block as the CPU's sumf takes it: -(dmin_w * d_a) * sumi, with
-// sumi = sum over the 16 bsums of bsum * min(sub-block).
-__device__ __forceinline__ float k45_extra(const u8* b, const float* bsums, float da) {
-    int sumi = 0;
-    for (int j = 0; j < 16; j++) {
+// sumi = sum over the 16 bsums of bsum * min(sub-block); thread p < 16 takes bsum p.
+__device__ __forceinline__ float k45_extra(const u8* b, const float* bsums, float da, int p) {
+    int part = 0;
+    if (p < 16) {
         int sc, m;
-        scale_min_k4(j >> 1, b + 4, &sc, &m);
-        sumi += (int)bsums[j] * m;
+        scale_min_k4(p >> 1, b + 4, &sc, &m);
+        part = (int)bsums[p] * m;
     }
+    int sumi = bsum_reduce(part);
     return -__fmul_rn(__fmul_rn(f16_at(b + 2), da), (float)sumi);
 }
 
@@ -67,8 +68,8 @@ struct KQ4_K {
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b); }
-    __device__ static float extra(const u8* b, const float* bsums, float da, int) {
-        return k45_extra(b, bsums, da);
+    __device__ static float extra(const u8* b, const float* bsums, float da, int, int p) {
+        return k45_extra(b, bsums, da, p);
     }
 };
 
@@ -86,8 +87,8 @@ struct KQ5_K {
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b); }
-    __device__ static float extra(const u8* b, const float* bsums, float da, int) {
-        return k45_extra(b, bsums, da);
+    __device__ static float extra(const u8* b, const float* bsums, float da, int, int p) {
+        return k45_extra(b, bsums, da, p);
     }
 };
 

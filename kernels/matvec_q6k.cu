@@ -32,7 +32,7 @@ struct KQ6_K {
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b + 208); }
-    __device__ static float extra(const u8*, const float*, float, int) { return 0.0f; }
+    __device__ static float extra(const u8*, const float*, float, int, int) { return 0.0f; }
 };
 
 CBTOP_EMBED(q6_k, DeqQ6_K)

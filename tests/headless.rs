@@ -17,10 +17,21 @@ fn model() -> String {
     common::fixture(MODEL).display().to_string()
 }
 
-/// A short headless run of the conformance model plus `extra` flags.
+/// A short headless run of the conformance model plus `extra` flags, on the CPU engine (the
+/// checks below count its 15 unfused bricks; the GPU's reports are checked on the device by
+/// the gpu_* tests and the device runs).
 fn headless(extra: &[&str]) -> Output {
     let m = model();
-    let mut args = vec!["--headless", "--ci", "--model-path", &m, "--threads", "2"];
+    let mut args = vec![
+        "--headless",
+        "--ci",
+        "--model-path",
+        &m,
+        "--threads",
+        "2",
+        "--device",
+        "cpu",
+    ];
     // defaults the caller may override
     for (flag, value) in [("--tokens", "24"), ("--warmup", "2")] {
         if !extra.contains(&flag) {

@@ -373,9 +373,9 @@ fn product(
         }
         Product::Quant { one, batch } => {
             let (f, tile) = if n == 1 { (one, 1) } else { (batch, 8) };
-            // One warp per row, four per block (kernels/common.cuh).
+            // One thread block per row (kernels/common.cuh).
             let cfg = LaunchConfig {
-                grid_dim: (ceil_div(m.rows, 4), ceil_div(n, tile), 1),
+                grid_dim: (m.rows as u32, ceil_div(n, tile), 1),
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
