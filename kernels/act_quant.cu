@@ -7,7 +7,7 @@
 // - Q8_K (k-quants): 256-value blocks, iscale = -127/max by signed largest magnitude (the
 //   first on ties), q = min(127, round-half-even(iscale * x)), d = 1/iscale in f32, and
 //   the sums of each 16 q (bsums) into `x`.
-// One block of 256 threads per 256 values; `total` is a multiple of 32 (of 256 for Q8_K).
+// 256 values per 256-thread block; `total` is a multiple of 32 (of 256 for Q8_K).
 
 #define ACT_F32 0
 #define ACT_F16 1
@@ -16,15 +16,21 @@
 #define ACT_Q8_1 4
 #define ACT_Q8_K 5
 
-extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,
-                                     float* __restrict__ xf, i8* __restrict__ q,
-                                     float* __restrict__ d, float* __restrict__ x) {
-    __shared__ float sv[8];
-    __shared__ int si[8];
-    int i = blockIdx.x * 256 + threadIdx.x;
-    float v = i < total ? in[i] : 0.0f;
+// Quantize 256-value chunks, one per 256 threads of the block (blockDim.x a multiple of 256),
+// each thread holding value `v` at flat index `i` (valid when `ok`); every thread of the
+// block must call it (it synchronises for Q8_K).
+// Shared by act_quant and by the kernels that produce a product's input (RMSNorm, SwiGLU)
+// and quantize it on the way out.
+__device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __restrict__ xf,
+                                i8* __restrict__ q, float* __restrict__ d,
+                                float* __restrict__ x) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    // This thread's place in its 256-value chunk, and the chunk's first warp.
+    int tl = threadIdx.x & 255, w0 = (threadIdx.x >> 8) * 8;
+    if (!ok) v = 0.0f;
     if (kind <= ACT_BF16) {
-        if (i >= total) return;
+        if (!ok) return;
         if (kind == ACT_F16) {
             v = h2f(f2h(v));
         } else if (kind == ACT_BF16) {
@@ -36,42 +42,45 @@ extern "C" __global__ void act_quant(const float* __restrict__ in, int total, in
     }
     if (kind == ACT_Q8_K) {
         // The signed value of largest magnitude, the first one on ties.
-        float a = fabsf(v);
-        int idx = i;
+        float a = fabsf(v), mx = v;
+        int idx = tl;
         for (int o = 16; o > 0; o >>= 1) {
             float oa = __shfl_xor_sync(0xffffffffu, a, o);
+            float om = __shfl_xor_sync(0xffffffffu, mx, o);
             int oi = __shfl_xor_sync(0xffffffffu, idx, o);
             if (oa > a || (oa == a && oi < idx)) {
                 a = oa;
+                mx = om;
                 idx = oi;
             }
         }
         int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        __syncthreads();
         if (lane == 0) {
-            sv[warp] = a;
+            sv[warp] = mx;
             si[warp] = idx;
         }
         __syncthreads();
-        a = sv[0];
-        idx = si[0];
-        for (int w = 1; w < 8; w++)
-            if (sv[w] > a || (sv[w] == a && si[w] < idx)) {
-                a = sv[w];
+        mx = sv[w0];
+        idx = si[w0];
+        for (int w = w0 + 1; w < w0 + 8; w++)
+            if (fabsf(sv[w]) > fabsf(mx) || (fabsf(sv[w]) == fabsf(mx) && si[w] < idx)) {
+                mx = sv[w];
                 idx = si[w];
             }
         int qi = 0;
         float iscale = 0.0f;
-        if (a != 0.0f) {
-            iscale = __fdiv_rn(-127.0f, in[idx]);
+        if (mx != 0.0f) {
+            iscale = __fdiv_rn(-127.0f, mx);
             qi = min(127, (int)rintf(__fmul_rn(iscale, v)));
         }
         // bsums: the 16 consecutive values of each half warp.
         int s = qi;
         for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (i >= total) return;
+        if (!ok) return;
         q[i] = (i8)qi;
-        if ((threadIdx.x & 15) == 0) x[i >> 4] = (float)s;
-        if (threadIdx.x == 0) d[i >> 8] = a != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
+        if ((tl & 15) == 0) x[i >> 4] = (float)s;
+        if (tl == 0) d[i >> 8] = mx != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
         return;
     }
     // Q8_0 / Q8_1: 32-value groups, one per warp.
@@ -80,10 +89,18 @@ extern "C" __global__ void act_quant(const float* __restrict__ in, int total, in
     float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
     float r = rintf(__fmul_rn(v, id));
     float qs = warp_sum(r);
-    if (i >= total) return;
+    if (!ok) return;
     q[i] = (i8)(int)fminf(127.0f, fmaxf(-128.0f, r));
     if ((threadIdx.x & 31) == 0) {
         d[i >> 5] = h2f(f2h(dd));
         if (kind == ACT_Q8_1) x[i >> 5] = h2f(f2h(__fmul_rn(dd, qs)));
     }
+}
+
+extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,
+                                     float* __restrict__ xf, i8* __restrict__ q,
+                                     float* __restrict__ d, float* __restrict__ x) {
+    u64 i = (u64)blockIdx.x * 256 + threadIdx.x;
+    bool ok = i < (u64)total;
+    act_quant_chunk(ok ? in[i] : 0.0f, ok, i, kind, xf, q, d, x);
 }

@@ -1,27 +1,26 @@
 // Greedy sampling on the GPU: the index of the largest logit (the lowest index on ties, as the
 // CPU's argmax), written as a token id so a decode step copies back 4 bytes, not the logits.
-// One block of 1024 threads.
+// Two launches: `argmax_blocks` (ARGMAX_BLOCKS blocks of 1024) leaves each block's best
+// (value, index) in `part`, then `argmax_final` (one block) picks among them. A single block
+// over a 150k vocabulary took 60 us; spread over the GPU it is a few.
 
-extern "C" __global__ void argmax(const float* __restrict__ logits, int n, u32* __restrict__ out) {
+#define ARGMAX_BLOCKS 128
+
+// The better of two candidates: larger value, then lower index.
+__device__ __forceinline__ void better(float& best, int& idx, float ov, int oi) {
+    if (ov > best || (ov == best && oi < idx)) {
+        best = ov;
+        idx = oi;
+    }
+}
+
+// Block-wide best; thread 0 gets it.
+__device__ void block_best(float& best, int& idx) {
     __shared__ float bv[32];
     __shared__ int bi[32];
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = logits[i];
-        if (v > best || (v == best && i < idx)) {
-            best = v;
-            idx = i;
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) {
-            best = ov;
-            idx = oi;
-        }
-    }
+    for (int o = 16; o > 0; o >>= 1)
+        better(best, idx, __shfl_xor_sync(0xffffffffu, best, o),
+               __shfl_xor_sync(0xffffffffu, idx, o));
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) {
         bv[warp] = best;
@@ -32,14 +31,31 @@ extern "C" __global__ void argmax(const float* __restrict__ logits, int n, u32* 
         int nw = blockDim.x >> 5;
         best = lane < nw ? bv[lane] : -INFINITY;
         idx = lane < nw ? bi[lane] : 0x7fffffff;
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) {
-                best = ov;
-                idx = oi;
-            }
-        }
-        if (lane == 0) out[0] = idx == 0x7fffffff ? 0u : (u32)idx;
+        for (int o = 16; o > 0; o >>= 1)
+            better(best, idx, __shfl_xor_sync(0xffffffffu, best, o),
+                   __shfl_xor_sync(0xffffffffu, idx, o));
     }
+}
+
+// part: 2 x ARGMAX_BLOCKS values (bests, then their indices as floats' bits).
+extern "C" __global__ void argmax_blocks(const float* __restrict__ logits, int n,
+                                         float* __restrict__ part) {
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        better(best, idx, logits[i], i);
+    block_best(best, idx);
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = best;
+        part[ARGMAX_BLOCKS + blockIdx.x] = __int_as_float(idx);
+    }
+}
+
+extern "C" __global__ void argmax_final(const float* __restrict__ part, u32* __restrict__ out) {
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int b = threadIdx.x; b < ARGMAX_BLOCKS; b += blockDim.x)
+        better(best, idx, part[b], __float_as_int(part[ARGMAX_BLOCKS + b]));
+    block_best(best, idx);
+    if (threadIdx.x == 0) out[0] = idx == 0x7fffffff ? 0u : (u32)idx;
 }

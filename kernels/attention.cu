@@ -66,8 +66,8 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
 // products and the weighted sum of V accumulates in f16 through an online softmax; from 64
 // queries, f32 query and f32 accumulation. Scores and the softmax's per-position factors are
-// computed in parallel over positions, then each output dimension accumulates. hd <= 4 x the
-// block size.
+// computed in parallel over positions, then each output dimension accumulates. Launched with
+// 128 threads; head_dim <= 512 (the engine checks).
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
                                      int hd, const int* __restrict__ pos, int ctx_cap,

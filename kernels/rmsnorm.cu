@@ -1,11 +1,12 @@
 // RMSNorm of each row: out = x / sqrt(mean(x^2) + eps) * w, as ggml's rms_norm then mul.
 // One block per row; the sum of squares accumulates in double like the CPU engine.
+// `rms_norm_quant` also quantizes the output for the matrix product it feeds (act_quant.cu),
+// saving that launch.
 
-extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
-                                    int cols, float eps, float* __restrict__ out) {
+// 1 / rms of a row of `cols` values, for every thread of the block.
+__device__ float inv_rms(const float* __restrict__ xr, int cols, float eps) {
     __shared__ double part[32];
-    const float* xr = x + (u64)blockIdx.x * cols;
-    float* o = out + (u64)blockIdx.x * cols;
+    __shared__ float scale_sh;
     double s = 0.0;
     for (int j = threadIdx.x; j < cols; j += blockDim.x) s += (double)(xr[j] * xr[j]);
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
@@ -15,10 +16,38 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
     if (warp == 0) {
         double t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
         for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
-        if (lane == 0) part[0] = t;
+        if (lane == 0) {
+            float mean = (float)(t / (double)cols);
+            scale_sh = __fdiv_rn(1.0f, sqrtf(__fadd_rn(mean, eps)));
+        }
     }
     __syncthreads();
-    float mean = (float)(part[0] / (double)cols);
-    float scale = 1.0f / sqrtf(mean + eps);
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) o[j] = (xr[j] * scale) * w[j];
+    return scale_sh;
+}
+
+// One block of 1024 threads per row (a multiple of 256: act_quant_chunk); out gets the normed row, and the activation buffers the
+// row quantized as `kind` (row-major flat indices, as act_quant).
+extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
+                                          const float* __restrict__ w, int cols, float eps,
+                                          float* __restrict__ out, int kind,
+                                          float* __restrict__ xf, i8* __restrict__ q,
+                                          float* __restrict__ d, float* __restrict__ xx) {
+    u64 row = blockIdx.x;
+    const float* xr = x + row * cols;
+    float scale = inv_rms(xr, cols, eps);
+    for (int c = 0; c < cols; c += blockDim.x) {
+        int j = c + threadIdx.x;
+        bool ok = j < cols;
+        float v = ok ? __fmul_rn(__fmul_rn(xr[j], scale), w[j]) : 0.0f;
+        if (ok) out[row * cols + j] = v;
+        act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx);
+    }
+}
+
+extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
+                                    int cols, float eps, float* __restrict__ out) {
+    const float* xr = x + (u64)blockIdx.x * cols;
+    float* o = out + (u64)blockIdx.x * cols;
+    float scale = inv_rms(xr, cols, eps);
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) o[j] = __fmul_rn(__fmul_rn(xr[j], scale), w[j]);
 }

@@ -108,6 +108,8 @@ struct Bufs {
     logits: CudaSlice<f32>,
     scores: CudaSlice<f32>,
     tok: CudaSlice<u32>,
+    /// The argmax's per-block bests (kernels/argmax.cu).
+    part: CudaSlice<f32>,
     /// The matrix products' input, rounded or quantized as the weight type's dot sees it.
     act: ActBufs,
 }
@@ -156,8 +158,10 @@ struct Kernels {
     rope: CudaFunction,
     kv_store: CudaFunction,
     attention: CudaFunction,
-    silu_mul: CudaFunction,
-    argmax: CudaFunction,
+    silu_mul_quant: CudaFunction,
+    rms_norm_quant: CudaFunction,
+    argmax_blocks: CudaFunction,
+    argmax_final: CudaFunction,
     act_quant: CudaFunction,
     advance: CudaFunction,
 }
@@ -184,8 +188,10 @@ impl Kernels {
             rope: f("rope")?,
             kv_store: f("kv_store")?,
             attention: f("attention")?,
-            silu_mul: f("silu_mul")?,
-            argmax: f("argmax")?,
+            silu_mul_quant: f("silu_mul_quant")?,
+            rms_norm_quant: f("rms_norm_quant")?,
+            argmax_blocks: f("argmax_blocks")?,
+            argmax_final: f("argmax_final")?,
             act_quant: f("act_quant")?,
             advance: f("advance")?,
         })
@@ -209,6 +215,9 @@ impl Kernels {
             .2
     }
 }
+
+/// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
+const ARGMAX_BLOCKS: u32 = 128;
 
 /// A brick waiting for its event pair to be resolved.
 struct Pending {
@@ -288,6 +297,23 @@ fn lin(n: usize) -> LaunchConfig {
     }
 }
 
+/// kernels/act_quant.cu's code for an activation format.
+fn kind_code(kind: ActType) -> i32 {
+    match kind {
+        ActType::F32 => 0,
+        ActType::F16 => 1,
+        ActType::BF16 => 2,
+        ActType::Q8_0 => 3,
+        ActType::Q8_1 => 4,
+        ActType::Q8_K => 5,
+    }
+}
+
+/// The activation format matrix `m`'s product takes.
+fn s_kind(w: &GWeights, m: Mat) -> ActType {
+    ActType::for_weights(mat(w, m).ty)
+}
+
 /// How a product treats its input and output beyond `out = W · x`.
 #[derive(Clone, Copy, Default)]
 struct Epilogue<'a> {
@@ -317,14 +343,7 @@ fn product(
     out: &mut CudaSlice<f32>,
     ep: Epilogue,
 ) -> Result<(), DriverError> {
-    let kind: i32 = match ActType::for_weights(m.ty) {
-        ActType::F32 => 0,
-        ActType::F16 => 1,
-        ActType::BF16 => 2,
-        ActType::Q8_0 => 3,
-        ActType::Q8_1 => 4,
-        ActType::Q8_K => 5,
-    };
+    let kind = kind_code(ActType::for_weights(m.ty));
     let total = (n * m.cols) as i32;
     // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
     if !ep.quantized {
@@ -419,6 +438,12 @@ impl CudaEngine {
         let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
         let k = Kernels::load(&m).map_err(EngineError::Device)?;
         let c = &model.config;
+        if c.head_dim > 512 {
+            return Err(EngineError::Device(format!(
+                "head dimension {} is over the GPU attention kernel's 512 (kernels/attention.cu)",
+                c.head_dim
+            )));
+        }
         let cap = ctx.clamp(1, c.context_length);
         let wt = &model.weights;
         let mut layers = Vec::with_capacity(wt.layers.len());
@@ -528,6 +553,7 @@ impl CudaEngine {
             logits: a(n * model.weights.output.rows)?,
             scores: a(2 * n * c.n_heads * cap)?,
             act: ActBufs::new(s, n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
+            part: a(2 * ARGMAX_BLOCKS as usize)?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
                 .map_err(wrap("allocating activations"))?,
@@ -660,20 +686,26 @@ impl CudaEngine {
     fn sample(&mut self, rec: &mut Recorder) -> Result<(), EngineError> {
         let vocab = self.model.weights.output.rows as i32;
         self.brick(rec, B::Sample, None, |e| {
-            let cfg = LaunchConfig {
-                grid_dim: (1, 1, 1),
+            let cfg = |blocks| LaunchConfig {
+                grid_dim: (blocks, 1, 1),
                 block_dim: (1024, 1, 1),
                 shared_mem_bytes: 0,
             };
             let b = &mut e.bufs;
-            // SAFETY: argmax reads `vocab` logits and writes tok[0].
+            // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) pairs
+            // into `part`; argmax_final reads them and writes tok[0].
             unsafe {
                 e.stream
-                    .launch_builder(&e.k.argmax)
+                    .launch_builder(&e.k.argmax_blocks)
                     .arg(&b.logits)
                     .arg(&vocab)
+                    .arg(&mut b.part)
+                    .launch(cfg(ARGMAX_BLOCKS))?;
+                e.stream
+                    .launch_builder(&e.k.argmax_final)
+                    .arg(&b.part)
                     .arg(&mut b.tok)
-                    .launch(cfg)
+                    .launch(cfg(1))
             }
             .map(|_| ())
         })
@@ -883,8 +915,10 @@ impl CudaEngine {
         const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
         for l in 0..c.n_layers {
             let layer = Some(l);
+            // Each norm also quantizes its output for the first product it feeds.
+            let qkind = s_kind(&self.w, Mat::Q(l));
             self.brick(rec, B::AttnNorm, layer, |s| {
-                s.rms_norm(n, e, c.norm_eps, Norm::Attn(l))
+                s.rms_norm(n, e, c.norm_eps, Norm::Attn(l), qkind)
             })?;
             self.brick(rec, B::Qkv, layer, |s| {
                 let outs = [
@@ -892,37 +926,51 @@ impl CudaEngine {
                     (Mat::K(l), Which::K),
                     (Mat::V(l), Which::V),
                 ];
-                s.products(n, Which::H, &outs, false)
+                s.products(n, Which::H, &outs, false, Some(qkind))
             })?;
             self.brick(rec, B::Rope, layer, |s| s.rope(n))?;
             self.brick(rec, B::Attention, layer, |s| s.attention(n, l))?;
             // The residual add happens in the output projection's epilogue.
             self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
-                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true)
+                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, None)
             })?;
+            let gkind = s_kind(&self.w, Mat::Gate(l));
             self.brick(rec, B::FfnNorm, layer, |s| {
-                s.rms_norm(n, e, c.norm_eps, Norm::Ffn(l))
+                s.rms_norm(n, e, c.norm_eps, Norm::Ffn(l), gkind)
             })?;
             self.brick(rec, B::FfnGateUp, layer, |s| {
                 let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
-                s.products(n, Which::H, &outs, false)
+                s.products(n, Which::H, &outs, false, Some(gkind))
             })?;
+            // SwiGLU quantizes its output for the down projection.
+            let dkind = s_kind(&self.w, Mat::Down(l));
             self.brick(rec, B::FfnAct, layer, |s| {
-                let len = (n * ff) as i32;
+                let (len, kind) = ((n * ff) as i32, kind_code(dkind));
                 let b = &mut s.bufs;
-                // SAFETY: n × n_ff values each.
+                // SAFETY: n × n_ff values each; the activation buffers hold as many.
                 unsafe {
                     s.stream
-                        .launch_builder(&s.k.silu_mul)
+                        .launch_builder(&s.k.silu_mul_quant)
                         .arg(&mut b.gate)
                         .arg(&b.up)
                         .arg(&len)
+                        .arg(&kind)
+                        .arg(&mut b.act.xf)
+                        .arg(&mut b.act.q)
+                        .arg(&mut b.act.d)
+                        .arg(&mut b.act.x)
                         .launch(lin(n * ff))
                 }
                 .map(|_| ())
             })?;
             self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
-                s.products(n, Which::Gate, &[(Mat::Down(l), Which::X)], true)
+                s.products(
+                    n,
+                    Which::Gate,
+                    &[(Mat::Down(l), Which::X)],
+                    true,
+                    Some(dkind),
+                )
             })?;
         }
 
@@ -953,7 +1001,13 @@ impl CudaEngine {
             .map(|_| ())
         })?;
         self.brick(rec, B::LmHead, None, |s| {
-            s.products(rows, Which::Normed, &[(Mat::Output, Which::Logits)], false)
+            s.products(
+                rows,
+                Which::Normed,
+                &[(Mat::Output, Which::Logits)],
+                false,
+                None,
+            )
         })?;
         Ok(rows)
     }
@@ -967,8 +1021,9 @@ impl CudaEngine {
         input: Which,
         outs: &[(Mat, Which)],
         accumulate: bool,
+        pre: Option<ActType>,
     ) -> Result<(), DriverError> {
-        let mut last: Option<ActType> = None;
+        let mut last = pre;
         for &(which, output) in outs {
             let m = mat(&self.w, which);
             let kind = ActType::for_weights(m.ty);
@@ -1030,27 +1085,40 @@ impl CudaEngine {
         .map(|_| ())
     }
 
-    fn rms_norm(&mut self, n: usize, cols: usize, eps: f32, norm: Norm) -> Result<(), DriverError> {
+    /// X normed into H, and quantized as `kind` into the activation buffers.
+    fn rms_norm(
+        &mut self,
+        n: usize,
+        cols: usize,
+        eps: f32,
+        norm: Norm,
+        kind: ActType,
+    ) -> Result<(), DriverError> {
         let w = match norm {
             Norm::Attn(l) => &self.w.layers[l].attn_norm,
             Norm::Ffn(l) => &self.w.layers[l].ffn_norm,
         };
         let cfg = LaunchConfig {
             grid_dim: (n as u32, 1, 1),
-            block_dim: (256, 1, 1),
+            block_dim: (1024, 1, 1),
             shared_mem_bytes: 0,
         };
-        let c = cols as i32;
-        let (x, out) = self.bufs.pair(Which::X, Which::H);
-        // SAFETY: n rows of `cols` values in and out.
+        let (c, kind) = (cols as i32, kind_code(kind));
+        let b = &mut self.bufs;
+        // SAFETY: n rows of `cols` values in and out; the activation buffers hold as many.
         unsafe {
             self.stream
-                .launch_builder(&self.k.rms_norm)
-                .arg(x)
+                .launch_builder(&self.k.rms_norm_quant)
+                .arg(&b.x)
                 .arg(w)
                 .arg(&c)
                 .arg(&eps)
-                .arg(out)
+                .arg(&mut b.h)
+                .arg(&kind)
+                .arg(&mut b.act.xf)
+                .arg(&mut b.act.q)
+                .arg(&mut b.act.d)
+                .arg(&mut b.act.x)
                 .launch(cfg)
         }
         .map(|_| ())

@@ -13,6 +13,10 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
 pub const SOURCES: &[(&str, &str)] = &[
     ("common.cuh", include_str!("../../../kernels/common.cuh")),
     (
+        "act_quant.cu",
+        include_str!("../../../kernels/act_quant.cu"),
+    ),
+    (
         "matvec_float.cu",
         include_str!("../../../kernels/matvec_float.cu"),
     ),
@@ -41,10 +45,6 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("swiglu.cu", include_str!("../../../kernels/swiglu.cu")),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
     ("peaks.cu", include_str!("../../../kernels/peaks.cu")),
-    (
-        "act_quant.cu",
-        include_str!("../../../kernels/act_quant.cu"),
-    ),
 ];
 
 /// The whole translation unit NVRTC compiles.
