@@ -39,6 +39,18 @@ __device__ __forceinline__ u32 u32_at(const u8* p) {
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
 }
 
+// The same from an address known to be 2-byte aligned (two 16-bit loads), or 4-byte aligned
+// (one load). Block types whose size is even (odd) keep every field at the alignment its
+// offset has within the block: GGUF tensors, and cbtop's uploads, start 32-byte aligned.
+__device__ __forceinline__ u32 u32_at2(const u8* p) {
+    const u16* h = (const u16*)p;
+    return (u32)h[0] | ((u32)h[1] << 16);
+}
+
+__device__ __forceinline__ u32 u32_at4(const u8* p) { return *(const u32*)p; }
+
+__device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)p); }
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -172,6 +184,7 @@ __device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, float
     if (j < 8 * T) {
         int t = j >> 3, l = j & 7;
         if (t < nt)
+#pragma unroll 8
             for (int b = 0; b < nb; b++) {
                 float d = sh.dd[t][b], v = (float)sh.isum[t][b][l];
                 acc = LEGACY ? fmaf(d, v, acc) : __fadd_rn(acc, __fmul_rn(d, v));
@@ -179,6 +192,7 @@ __device__ __forceinline__ void qmv_fold(QmvShared<T>& sh, int nb, int nt, float
     } else if (j < 9 * T) {
         int t = j - 8 * T;
         if (t < nt)
+#pragma unroll 8
             for (int b = 0; b < nb; b++) acc = __fadd_rn(acc, sh.ex[t][b]);
     }
 }

@@ -60,9 +60,9 @@ struct DeqQ8_0 {
     }
 };
 
-// Lane l's four nibbles: low nibbles of qs[4l..] for l < 4, high nibbles of qs[4(l-4)..] after.
-__device__ __forceinline__ u32 nib_pack(const u8* qs, int l) {
-    u32 v = u32_at(qs + 4 * (l & 3));
+// Lane l's four nibbles from their four bytes `v` = qs[4(l%4)..]: the low nibbles for l < 4,
+// the high ones after.
+__device__ __forceinline__ u32 nib_pack(u32 v, int l) {
     return l < 4 ? (v & 0x0F0F0F0Fu) : ((v >> 4) & 0x0F0F0F0Fu);
 }
 
@@ -75,26 +75,31 @@ __device__ __forceinline__ u32 high_pack(u32 qh, int l) {
 struct LQ4_0 {
     static const int BYTES = 18;
     static const bool HAS_MIN = false;
-    __device__ static int pack(const u8* b, int l) { return (int)__vsub4(nib_pack(b + 2, l), 0x08080808u); }
-    __device__ static float d(const u8* b) { return f16_at(b); }
+    __device__ static int pack(const u8* b, int l) {
+        return (int)__vsub4(nib_pack(u32_at2(b + 2 + 4 * (l & 3)), l), 0x08080808u);
+    }
+    __device__ static float d(const u8* b) { return f16_at2(b); }
     __device__ static float m(const u8*) { return 0.0f; }
 };
 
 struct LQ4_1 {
     static const int BYTES = 20;
     static const bool HAS_MIN = true;
-    __device__ static int pack(const u8* b, int l) { return (int)nib_pack(b + 4, l); }
-    __device__ static float d(const u8* b) { return f16_at(b); }
-    __device__ static float m(const u8* b) { return f16_at(b + 2); }
+    __device__ static int pack(const u8* b, int l) {
+        return (int)nib_pack(u32_at4(b + 4 + 4 * (l & 3)), l);
+    }
+    __device__ static float d(const u8* b) { return f16_at2(b); }
+    __device__ static float m(const u8* b) { return f16_at2(b + 2); }
 };
 
 struct LQ5_0 {
     static const int BYTES = 22;
     static const bool HAS_MIN = false;
     __device__ static int pack(const u8* b, int l) {
-        return (int)__vsub4(nib_pack(b + 6, l) | high_pack(u32_at(b + 2), l), 0x10101010u);
+        u32 q = nib_pack(u32_at2(b + 6 + 4 * (l & 3)), l);
+        return (int)__vsub4(q | high_pack(u32_at2(b + 2), l), 0x10101010u);
     }
-    __device__ static float d(const u8* b) { return f16_at(b); }
+    __device__ static float d(const u8* b) { return f16_at2(b); }
     __device__ static float m(const u8*) { return 0.0f; }
 };
 
@@ -102,17 +107,17 @@ struct LQ5_1 {
     static const int BYTES = 24;
     static const bool HAS_MIN = true;
     __device__ static int pack(const u8* b, int l) {
-        return (int)(nib_pack(b + 8, l) | high_pack(u32_at(b + 4), l));
+        return (int)(nib_pack(u32_at4(b + 8 + 4 * (l & 3)), l) | high_pack(u32_at4(b + 4), l));
     }
-    __device__ static float d(const u8* b) { return f16_at(b); }
-    __device__ static float m(const u8* b) { return f16_at(b + 2); }
+    __device__ static float d(const u8* b) { return f16_at2(b); }
+    __device__ static float m(const u8* b) { return f16_at2(b + 2); }
 };
 
 struct LQ8_0 {
     static const int BYTES = 34;
     static const bool HAS_MIN = false;
-    __device__ static int pack(const u8* b, int l) { return (int)u32_at(b + 2 + 4 * l); }
-    __device__ static float d(const u8* b) { return f16_at(b); }
+    __device__ static int pack(const u8* b, int l) { return (int)u32_at2(b + 2 + 4 * l); }
+    __device__ static float d(const u8* b) { return f16_at2(b); }
     __device__ static float m(const u8*) { return 0.0f; }
 };
 

@@ -55,16 +55,29 @@ __device__ __forceinline__ float k45_extra(const u8* b, const float* bsums, floa
 }
 
 // Thread p's weights p + 32k: nibble k & 1 of byte 32 * (k / 2) + p, sub-block k's scale.
+// The 12 packed scale bytes at b + 4 (4-byte aligned in 144- and 176-byte blocks), in three
+// loads.
+__device__ __forceinline__ void k45_scale_bytes(const u8* b, u8* q) {
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        u32 v = u32_at4(b + 4 + 4 * i);
+#pragma unroll
+        for (int k = 0; k < 4; k++) q[4 * i + k] = (u8)(v >> (8 * k));
+    }
+}
+
 struct KQ4_K {
     static const int BYTES = 144;
     static const bool FULL = false;
     __device__ static void elems(const u8* b, int p, int* sc, int* lv) {
+        u8 q[12];
+        k45_scale_bytes(b, q);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             u8 byte = b[16 + 32 * (k >> 1) + p];
             lv[k] = (k & 1) ? (byte >> 4) : (byte & 15);
             int m;
-            scale_min_k4(k, b + 4, &sc[k], &m);
+            scale_min_k4(k, q, &sc[k], &m);
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b); }
@@ -78,12 +91,14 @@ struct KQ5_K {
     static const bool FULL = false;
     __device__ static void elems(const u8* b, int p, int* sc, int* lv) {
         u8 high = b[16 + p];
+        u8 q[12];
+        k45_scale_bytes(b, q);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             u8 byte = b[48 + 32 * (k >> 1) + p];
             lv[k] = ((k & 1) ? (byte >> 4) : (byte & 15)) | (((high >> k) & 1) << 4);
             int m;
-            scale_min_k4(k, b + 4, &sc[k], &m);
+            scale_min_k4(k, q, &sc[k], &m);
         }
     }
     __device__ static float d(const u8* b) { return f16_at(b); }

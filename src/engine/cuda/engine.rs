@@ -392,9 +392,10 @@ fn product(
         }
         Product::Quant { one, batch } => {
             let (f, tile) = if n == 1 { (one, 1) } else { (batch, 8) };
-            // One thread block per row (kernels/common.cuh).
+            // One thread block per row and up to 8 tokens (kernels/common.cuh).
+            let grid = (m.rows as u32, ceil_div(n, tile), 1);
             let cfg = LaunchConfig {
-                grid_dim: (m.rows as u32, ceil_div(n, tile), 1),
+                grid_dim: grid,
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
