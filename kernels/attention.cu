@@ -7,6 +7,8 @@
 // K.q dot as ggml_vec_dot_f16's AVX-512 lanes (or `dot_lanes` on the tiled path), and exp as
 // the C library's correctly rounded-in-practice expf (computed in f64, rounded once).
 
+#define ATT_AHEAD 16
+
 // expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
 // ~1e-9 ulp of a rounding boundary).
 __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
@@ -17,6 +19,8 @@ __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(e
 __device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict__ q, int n) {
     int np = n & ~63;
     float f[16];
+    // (Fixed-size arrays are indexed by unrolled loops only, so they stay in registers.)
+#pragma unroll
     for (int l = 0; l < 16; l++) {
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
         for (int i = 0; i < np; i += 64) {
@@ -30,7 +34,9 @@ __device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict
     double total = 0.0;
     if (np > 0) {
         float t3[8], t6[4];
+#pragma unroll
         for (int i = 0; i < 8; i++) t3[i] = __fadd_rn(f[i + 8], f[i]);
+#pragma unroll
         for (int i = 0; i < 4; i++) t6[i] = __fadd_rn(t3[i + 4], t3[i]);
         total = (double)__fadd_rn(__fadd_rn(t6[0], t6[2]), __fadd_rn(t6[1], t6[3]));
     }
@@ -42,8 +48,12 @@ __device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict
 // from 0.0 up.
 __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restrict__ q, int n) {
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    for (int i = 0; i < n; i++) acc[i & 7] = __fadd_rn(acc[i & 7], __fmul_rn(h2f(k[i]), q[i]));
+    for (int i0 = 0; i0 < n; i0 += 8)
+#pragma unroll
+        for (int l = 0; l < 8; l++)
+            if (i0 + l < n) acc[l] = __fadd_rn(acc[l], __fmul_rn(h2f(k[i0 + l]), q[i0 + l]));
     float s = 0.0f;
+#pragma unroll
     for (int l = 0; l < 8; l++) s = __fadd_rn(s, acc[l]);
     return s;
 }
@@ -67,7 +77,7 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 // products and the weighted sum of V accumulates in f16 through an online softmax; from 64
 // queries, f32 query and f32 accumulation. Scores and the softmax's per-position factors are
 // computed in parallel over positions, then each output dimension accumulates. Launched with
-// 128 threads; head_dim <= 512 (the engine checks).
+// 128 threads; head_dim <= 128 (the engine checks).
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
                                      int hd, const int* __restrict__ pos, int ctx_cap,
@@ -128,39 +138,58 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         __syncthreads();
     }
     // The normaliser: a recurrence in f32, one thread (the last, idle when hd < blockDim).
+    // The recurrences below load ATT_AHEAD positions' inputs into registers before stepping
+    // through them, so the loads overlap instead of each step waiting on its own.
     if (threadIdx.x == blockDim.x - 1) {
         float sum = 0.0f;
-#pragma unroll 8
-        for (int j = 0; j < n_ctx; j++)
-            sum = tiled ? __fadd_rn(__fmul_rn(sum, msv[j]), sc[j]) : fmaf(sum, msv[j], sc[j]);
+        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
+            float mm[ATT_AHEAD], ss[ATT_AHEAD];
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++)
+                if (j0 + k < n_ctx) {
+                    mm[k] = msv[j0 + k];
+                    ss[k] = sc[j0 + k];
+                }
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++)
+                if (j0 + k < n_ctx)
+                    sum = tiled ? __fadd_rn(__fmul_rn(sum, mm[k]), ss[k]) : fmaf(sum, mm[k], ss[k]);
+        }
         total = sum;
     }
-    // Each output dimension: its own recurrence over the positions.
-    float accs[4];
-    int nd = 0;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    // Each output dimension (one per thread: hd <= blockDim): its own recurrence over the
+    // positions.
+    int d = threadIdx.x;
+    float acc = 0.0f;
+    if (d < hd) {
         const u16* vcol = vc + g * hd + d;
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int j = 0; j < n_ctx; j++) {
-            float v = h2f(vcol[(u64)j * kv_dim]);
-            if (tiled) {
-                acc = __fadd_rn(__fmul_rn(acc, msv[j]), __fmul_rn(v, sc[j]));
-            } else {
-                // The CPU rescales (and rounds to f16) only at a new maximum; a rescale by 1
-                // would leave the f16 value as it is.
-                float ms = msv[j];
-                if (ms != 1.0f) acc = h2f(f2h(__fmul_rn(acc, ms)));
-                acc = h2f(f2h(fmaf(v, sc[j], acc)));
+        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
+            float vv[ATT_AHEAD], mm[ATT_AHEAD], ss[ATT_AHEAD];
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++)
+                if (j0 + k < n_ctx) {
+                    vv[k] = h2f(vcol[(u64)(j0 + k) * kv_dim]);
+                    mm[k] = msv[j0 + k];
+                    ss[k] = sc[j0 + k];
+                }
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++) {
+                if (j0 + k >= n_ctx) break;
+                if (tiled) {
+                    acc = __fadd_rn(__fmul_rn(acc, mm[k]), __fmul_rn(vv[k], ss[k]));
+                } else {
+                    // The CPU rescales (and rounds to f16) only at a new maximum; a rescale
+                    // by 1 would leave the f16 value as it is.
+                    if (mm[k] != 1.0f) acc = h2f(f2h(__fmul_rn(acc, mm[k])));
+                    acc = h2f(f2h(fmaf(vv[k], ss[k], acc)));
+                }
             }
         }
-        if (nd < 4) accs[nd++] = acc;
     }
     __syncthreads();
     float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
     float* o = out + ((u64)t * n_heads + h) * hd;
-    nd = 0;
-    for (int d = threadIdx.x; d < hd && nd < 4; d += blockDim.x) o[d] = __fmul_rn(accs[nd++], inv);
+    if (d < hd) o[d] = __fmul_rn(acc, inv);
 }
 
 // After a step of n tokens: the next step's first position.

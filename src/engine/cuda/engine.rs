@@ -439,9 +439,9 @@ impl CudaEngine {
         let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
         let k = Kernels::load(&m).map_err(EngineError::Device)?;
         let c = &model.config;
-        if c.head_dim > 512 {
+        if c.head_dim > 128 {
             return Err(EngineError::Device(format!(
-                "head dimension {} is over the GPU attention kernel's 512 (kernels/attention.cu)",
+                "head dimension {} is over the GPU attention kernel's 128 (kernels/attention.cu)",
                 c.head_dim
             )));
         }

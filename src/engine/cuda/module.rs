@@ -87,7 +87,7 @@ fn static_arch(arch: &str) -> Option<&'static str> {
 }
 
 /// What the compile options below change, for the cache key.
-const OPTIONS: &str = "--std=c++17 fmad=false";
+const OPTIONS: &str = "--std=c++17 --generate-line-info fmad=false";
 
 /// Where a module came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +110,7 @@ pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Orig
     }
     let opts = CompileOptions {
         arch: static_arch(arch),
-        options: vec!["--std=c++17".into()],
+        options: vec!["--std=c++17".into(), "--generate-line-info".into()],
         // Multiplies and adds fuse only where the kernels say fmaf: the CPU's rounding.
         fmad: Some(false),
         ..Default::default()
