@@ -1424,3 +1424,24 @@ impl KernelCheck {
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_errors_name_out_of_memory_and_kernel_faults() {
+        use sys::cudaError_enum as E;
+        let msg = |code| match device_error("uploading blk.0.ffn_up.weight", DriverError(code)) {
+            EngineError::Device(m) => m,
+            other => panic!("not a device error: {other:?}"),
+        };
+        assert_eq!(
+            msg(E::CUDA_ERROR_OUT_OF_MEMORY),
+            "uploading blk.0.ffn_up.weight: out of GPU memory"
+        );
+        let fault = msg(E::CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert!(fault.contains("a GPU kernel failed"), "{fault}");
+        assert!(msg(E::CUDA_ERROR_INVALID_VALUE).contains("CUDA_ERROR_INVALID_VALUE"));
+    }
+}
