@@ -112,6 +112,16 @@ fn q3_levels(b: &[u8], out: &mut [i8; QK_K]) {
 /// of `qh[w % 32]` is set.
 #[inline]
 fn q45_levels(qs: &[u8], qh: Option<&[u8]>, out: &mut [i8; QK_K]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        // SAFETY: AVX2 was just detected; the callers pass whole blocks' fields.
+        return unsafe { super::x86::q45_levels(qs, qh, out) };
+    }
+    q45_levels_scalar(qs, qh, out)
+}
+
+/// `q45_levels` one weight at a time: the reference.
+pub(crate) fn q45_levels_scalar(qs: &[u8], qh: Option<&[u8]>, out: &mut [i8; QK_K]) {
     for (w, o) in out.iter_mut().enumerate() {
         let byte = qs[32 * (w / 64) + w % 32];
         let mut q = if (w / 32) % 2 == 0 {
@@ -131,6 +141,16 @@ fn q45_levels(qs: &[u8], qh: Option<&[u8]>, out: &mut [i8; QK_K]) {
 /// `qh[32h + l]` as its top two bits.
 #[inline]
 fn q6_levels(b: &[u8], out: &mut [i8; QK_K]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        // SAFETY: AVX2 was just detected; `b` is a whole Q6_K block.
+        return unsafe { super::x86::q6_levels(b, out) };
+    }
+    q6_levels_scalar(b, out)
+}
+
+/// `q6_levels` one weight at a time: the reference.
+pub(crate) fn q6_levels_scalar(b: &[u8], out: &mut [i8; QK_K]) {
     let ql = &b[0..128];
     let qh = &b[128..192];
     for (w, o) in out.iter_mut().enumerate() {
@@ -635,9 +655,25 @@ fn check_dot(w_len: usize, block_bytes: usize, a: &[BlockQ8K]) {
 }
 
 /// The generic kernels' integer core for Q3_K..Q6_K: eight lane sums, lane `i % 8` collecting
-/// `scale[i / sub] * a[i] * q8[i]`. Exact integers; the lanes only fix the later f32 order.
+/// `scale[i / sub] * a[i] * q8[i]`. Exact integers; the lanes only fix the later f32 order, so
+/// the AVX2 version (`x86::kquant_lane_sums`) gives the same sums.
 #[inline]
 fn lane_sums(
+    levels: &[i8; QK_K],
+    q8: &[i8; QK_K],
+    sub: usize,
+    scale: impl Fn(usize) -> i32,
+) -> [i32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        // SAFETY: AVX2 was just detected.
+        return unsafe { super::x86::kquant_lane_sums(levels, q8, sub, scale) };
+    }
+    lane_sums_scalar(levels, q8, sub, scale)
+}
+
+/// `lane_sums` one product at a time: the reference.
+pub(crate) fn lane_sums_scalar(
     levels: &[i8; QK_K],
     q8: &[i8; QK_K],
     sub: usize,

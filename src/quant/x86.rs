@@ -1,5 +1,6 @@
 //! AVX2 kernels for the legacy-quant dot products (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights with
-//! Q8_0/Q8_1 activations): the decode hot loop.
+//! Q8_0/Q8_1 activations), the decode hot loop, and for the integer core of the k-quant dots
+//! (`kquant_lane_sums`).
 //!
 //! They compute exactly what the scalar reference in `legacy` computes, bit for bit, because
 //! the reference already follows the order of llama.cpp's x86 kernels (`simd_order`): per block,
@@ -15,20 +16,23 @@
 
 use std::arch::x86_64::*;
 
-use half::f16;
-
 use super::legacy::{BlockQ8_0, BlockQ8_1};
 use super::simd_order::Lanes8;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 #[inline(always)]
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
 }
 
+/// The f16 at `b[at..at + 2]` as f32, with F16C in line (`half`'s conversion dispatches at run
+/// time through a call; the value is the same, f16 to f32 being exact).
 #[inline(always)]
-fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+unsafe fn f16_at(b: &[u8], at: usize) -> f32 {
+    let h = u16::from_le_bytes([b[at], b[at + 1]]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
 }
 
 #[inline(always)]
@@ -89,6 +93,95 @@ unsafe fn hsum(acc: __m256) -> f32 {
     Lanes8::from(lanes).hsum()
 }
 
+/// The k-quants' integer core (`kquants::lane_sums`): over a 256-weight block, lane `l`
+/// collects `scale(i / sub) * level[i] * q8[i]` for every `i % 8 == l`. Sixteen products at a
+/// time in i16 (|level| <= 32, |q8| <= 128: no overflow), widened so element `j` of each eight
+/// lands in lane `j`, summed per sub-block, then scaled once per sub-block: the same integers
+/// in another order, so exactly the reference's.
+///
+/// # Safety
+/// AVX2 must be available (`available()`).
+#[target_feature(enable = "avx2")]
+pub unsafe fn kquant_lane_sums(
+    levels: &[i8; 256],
+    q8: &[i8; 256],
+    sub: usize,
+    scale: impl Fn(usize) -> i32,
+) -> [i32; 8] {
+    debug_assert!(sub == 16 || sub == 32);
+    let mut aux = _mm256_setzero_si256();
+    for s in 0..256 / sub {
+        let mut part = _mm256_setzero_si256();
+        for c in (s * sub..(s + 1) * sub).step_by(16) {
+            let l = _mm256_cvtepi8_epi16(_mm_loadu_si128(levels.as_ptr().add(c) as *const __m128i));
+            let q = _mm256_cvtepi8_epi16(_mm_loadu_si128(q8.as_ptr().add(c) as *const __m128i));
+            let p = _mm256_mullo_epi16(l, q);
+            let lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(p));
+            let hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256::<1>(p));
+            part = _mm256_add_epi32(part, _mm256_add_epi32(lo, hi));
+        }
+        aux = _mm256_add_epi32(aux, _mm256_mullo_epi32(part, _mm256_set1_epi32(scale(s))));
+    }
+    let mut out = [0i32; 8];
+    _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, aux);
+    out
+}
+
+/// Q4_K/Q5_K levels (`kquants::q45_levels`), 32 at a time: in each 64-weight group, the low
+/// nibbles of its 32 bytes then the high nibbles, plus Q5_K's fifth bit `j` of `qh[w % 32]`
+/// for sub-block `j`.
+///
+/// # Safety
+/// AVX2 must be available; `qs` holds 128 bytes and `qh` (when given) 32.
+#[target_feature(enable = "avx2")]
+pub unsafe fn q45_levels(qs: &[u8], qh: Option<&[u8]>, out: &mut [i8; 256]) {
+    assert!(qs.len() >= 128 && qh.is_none_or(|h| h.len() >= 32));
+    let m4 = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
+    let high = qh.map(|h| _mm256_loadu_si256(h.as_ptr() as *const __m256i));
+    for g in 0..4 {
+        let v = _mm256_loadu_si256(qs.as_ptr().add(32 * g) as *const __m256i);
+        for (half, mut q) in [
+            (0, _mm256_and_si256(v, m4)),
+            (1, _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4)),
+        ] {
+            let j = 2 * g + half;
+            if let Some(h) = high {
+                let bit = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j as i32)), one);
+                q = _mm256_or_si256(q, _mm256_slli_epi16::<4>(bit));
+            }
+            _mm256_storeu_si256(out.as_mut_ptr().add(32 * j) as *mut __m256i, q);
+        }
+    }
+}
+
+/// Q6_K levels (`kquants::q6_levels`), 32 at a time: for half `h` and quarter `k`, nibble
+/// `k / 2` of `ql[64h + 32(k % 2) ..]`, bits `2k..2k+2` of `qh[32h ..]` above it, minus 32.
+///
+/// # Safety
+/// AVX2 must be available; `b` holds a 210-byte Q6_K block.
+#[target_feature(enable = "avx2")]
+pub unsafe fn q6_levels(b: &[u8], out: &mut [i8; 256]) {
+    assert!(b.len() >= 192);
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    for h in 0..2 {
+        let qh = _mm256_loadu_si256(b.as_ptr().add(128 + 32 * h) as *const __m256i);
+        for k in 0..4 {
+            let ql = _mm256_loadu_si256(b.as_ptr().add(64 * h + 32 * (k % 2)) as *const __m256i);
+            let low = if k < 2 {
+                _mm256_and_si256(ql, m4)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql), m4)
+            };
+            let top = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m2);
+            let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(top));
+            let lv = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
+            _mm256_storeu_si256(out.as_mut_ptr().add(128 * h + 32 * k) as *mut __m256i, lv);
+        }
+    }
+}
+
 fn check(w: &[u8], bytes: usize, blocks: usize) {
     assert_eq!(
         w.len(),
@@ -100,7 +193,7 @@ fn check(w: &[u8], bytes: usize, blocks: usize) {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 18, a.len());
     let mut acc = _mm256_setzero_ps();
@@ -114,7 +207,7 @@ pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 22, a.len());
     let mut acc = _mm256_setzero_ps();
@@ -129,7 +222,7 @@ pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 34, a.len());
     let mut acc = _mm256_setzero_ps();
@@ -143,7 +236,7 @@ pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     check(w, 20, a.len());
     let mut acc = _mm256_setzero_ps();
@@ -158,7 +251,7 @@ pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     check(w, 24, a.len());
     let mut acc = _mm256_setzero_ps();
@@ -176,6 +269,7 @@ pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
 mod tests {
     use super::*;
     use crate::quant::{legacy, quantize_act, ActType, GgmlType, QuantizedAct};
+    use half::f16;
 
     struct Rng(u64);
     impl Rng {
@@ -209,6 +303,51 @@ mod tests {
             out.extend(b);
         }
         out
+    }
+
+    #[test]
+    fn kquant_levels_equal_the_reference() {
+        if !available() {
+            eprintln!("skipped: no AVX2 on this CPU");
+            return;
+        }
+        let mut rng = Rng(0x1e7e1);
+        for _ in 0..100 {
+            let b: Vec<u8> = (0..210).map(|_| rng.next() as u8).collect();
+            let (mut want, mut got) = ([0i8; 256], [0i8; 256]);
+            crate::quant::kquants::q6_levels_scalar(&b, &mut want);
+            // SAFETY: AVX2 was just detected; b is a whole Q6_K block.
+            unsafe { q6_levels(&b, &mut got) };
+            assert_eq!(got, want, "Q6_K");
+            for qh in [None, Some(&b[128..160])] {
+                crate::quant::kquants::q45_levels_scalar(&b[..128], qh, &mut want);
+                // SAFETY: as above; 128 bytes of nibbles and 32 of high bits.
+                unsafe { q45_levels(&b[..128], qh, &mut got) };
+                assert_eq!(got, want, "Q4_K/Q5_K, high bits: {}", qh.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn kquant_lane_sums_equal_the_reference() {
+        if !available() {
+            eprintln!("skipped: no AVX2 on this CPU");
+            return;
+        }
+        let mut rng = Rng(0x5eed);
+        for sub in [16usize, 32] {
+            for _ in 0..200 {
+                let lv: [i8; 256] = std::array::from_fn(|_| (rng.next() % 64) as i8 - 32);
+                let q8: [i8; 256] = std::array::from_fn(|_| (rng.next() % 256) as u8 as i8);
+                let sc: Vec<i32> = (0..256 / sub)
+                    .map(|_| (rng.next() % 128) as i32 - 64)
+                    .collect();
+                let want = crate::quant::kquants::lane_sums_scalar(&lv, &q8, sub, |s| sc[s]);
+                // SAFETY: AVX2 was just detected.
+                let got = unsafe { kquant_lane_sums(&lv, &q8, sub, |s| sc[s]) };
+                assert_eq!(got, want, "sub {sub}");
+            }
+        }
     }
 
     #[test]
