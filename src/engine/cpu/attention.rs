@@ -77,20 +77,18 @@ pub fn attention(
                 } else {
                     let q16: Vec<f16> = qrow.iter().map(|&v| f16::from_f32(v)).collect();
                     let mut acc = vec![f16::ZERO; hd];
+                    let f16_ops = F16Ops::detect();
                     for j in 0..n_ctx {
-                        let s = dot_f16(key(j), &q16) * scale;
+                        let s = f16_ops.dot(key(j), &q16) * scale;
                         let (mut ms, mut vs) = (1.0f32, 1.0f32);
                         if s > max {
                             ms = (max - s).exp();
                             max = s;
-                            acc.iter_mut()
-                                .for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
+                            f16_ops.scale(&mut acc, ms);
                         } else {
                             vs = (s - max).exp();
                         }
-                        for (a, v) in acc.iter_mut().zip(value(j)) {
-                            *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
-                        }
+                        f16_ops.mad(&mut acc, value(j), vs);
                         sum = sum.mul_add(ms, vs);
                     }
                     o.iter_mut().zip(&acc).for_each(|(d, a)| *d = a.to_f32());
@@ -100,6 +98,57 @@ pub fn attention(
             },
         )
     });
+}
+
+/// The decode path's f16 steps: AVX2/F16C (`attention_x86`) when the CPU has them, else the
+/// scalar reference; the same bits either way.
+#[derive(Clone, Copy)]
+struct F16Ops {
+    simd: bool,
+}
+
+impl F16Ops {
+    fn detect() -> F16Ops {
+        #[cfg(target_arch = "x86_64")]
+        return F16Ops {
+            simd: crate::quant::x86::available(),
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        F16Ops { simd: false }
+    }
+
+    #[inline(always)]
+    fn dot(self, x: &[f16], y: &[f16]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is set only when the features were detected.
+            return unsafe { super::attention_x86::dot_f16(x, y) };
+        }
+        dot_f16(x, y)
+    }
+
+    #[inline(always)]
+    fn scale(self, acc: &mut [f16], ms: f32) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `dot`.
+            return unsafe { super::attention_x86::scale_f16(acc, ms) };
+        }
+        acc.iter_mut()
+            .for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
+    }
+
+    #[inline(always)]
+    fn mad(self, acc: &mut [f16], v: &[f16], vs: f32) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `dot`.
+            return unsafe { super::attention_x86::mad_f16(acc, v, vs) };
+        }
+        for (a, v) in acc.iter_mut().zip(v) {
+            *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
+        }
+    }
 }
 
 #[cfg(test)]

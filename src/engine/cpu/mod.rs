@@ -2,6 +2,8 @@
 //! the KV cache, and the per-row operations of a layer.
 
 pub mod attention;
+#[cfg(target_arch = "x86_64")]
+pub mod attention_x86;
 pub mod fma;
 pub mod matmul;
 pub mod ops;

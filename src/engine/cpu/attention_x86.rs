@@ -1,0 +1,157 @@
+//! AVX2/F16C versions of the f16 steps of the CPU flash-attention kernel (`attention.rs`, the
+//! decode path): the K·q dot in ggml's AVX-512 order, and the f16 accumulator's rescale and
+//! multiply-add. They give exactly the scalar reference's bits (`simd_order::dot_f16` and the
+//! `half` round trips): the same f32 operations lane for lane, and f16↔f32 conversions that
+//! are exact one way and round-to-nearest-even the other, as `half`'s are. `half` converts one
+//! value per call through a run-time dispatch, which made the scalar loop the CPU's slowest
+//! brick. Used only after run-time detection of AVX2, FMA and F16C (`quant::x86::available`).
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use half::f16;
+
+use crate::quant::simd_order;
+
+/// Eight f16 values at `p` as f32.
+#[inline(always)]
+unsafe fn load8(p: *const f16) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+}
+
+/// Eight f32 values rounded to f16 (nearest, ties to even) and stored at `p`.
+#[inline(always)]
+unsafe fn store8(p: *mut f16, v: __m256) {
+    _mm_storeu_si128(
+        p as *mut __m128i,
+        _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
+    );
+}
+
+/// `simd_order::dot_f16` (ggml_vec_dot_f16 as built for AVX-512), its 16-lane accumulators
+/// held as pairs of 8-lane registers.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
+    let n = x.len().min(y.len());
+    let np = n & !63;
+    if np == 0 {
+        return simd_order::dot_f16(x, y);
+    }
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    let mut sum = [[_mm256_setzero_ps(); 2]; 4];
+    for i in (0..np).step_by(64) {
+        for (j, acc) in sum.iter_mut().enumerate() {
+            for (h, a) in acc.iter_mut().enumerate() {
+                let k = i + 16 * j + 8 * h;
+                *a = _mm256_fmadd_ps(load8(px.add(k)), load8(py.add(k)), *a);
+            }
+        }
+    }
+    // Per lane (s0 + s2) + (s1 + s3), then GCC's 16-lane reduction: the high eight onto the
+    // low eight, the high four onto the low four, then (0 + 2) + (1 + 3).
+    let fold = |h: usize| {
+        _mm256_add_ps(
+            _mm256_add_ps(sum[0][h], sum[2][h]),
+            _mm256_add_ps(sum[1][h], sum[3][h]),
+        )
+    };
+    let t3 = _mm256_add_ps(fold(1), fold(0));
+    let t6 = _mm_add_ps(_mm256_extractf128_ps::<1>(t3), _mm256_castps256_ps128(t3));
+    let mut t = [0f32; 4];
+    _mm_storeu_ps(t.as_mut_ptr(), t6);
+    let mut total = ((t[0] + t[2]) + (t[1] + t[3])) as f64;
+    for k in np..n {
+        total += (x[k].to_f32() * y[k].to_f32()) as f64;
+    }
+    total as f32
+}
+
+/// `acc[i] = f16(f32(acc[i]) * ms)`.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn scale_f16(acc: &mut [f16], ms: f32) {
+    let n8 = acc.len() & !7;
+    let m = _mm256_set1_ps(ms);
+    let p = acc.as_mut_ptr();
+    for i in (0..n8).step_by(8) {
+        store8(p.add(i), _mm256_mul_ps(load8(p.add(i)), m));
+    }
+    for a in &mut acc[n8..] {
+        *a = f16::from_f32(a.to_f32() * ms);
+    }
+}
+
+/// `acc[i] = f16(fma(f32(v[i]), vs, f32(acc[i])))`.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn mad_f16(acc: &mut [f16], v: &[f16], vs: f32) {
+    let n = acc.len().min(v.len());
+    let n8 = n & !7;
+    let s = _mm256_set1_ps(vs);
+    let (pa, pv) = (acc.as_mut_ptr(), v.as_ptr());
+    for i in (0..n8).step_by(8) {
+        store8(
+            pa.add(i),
+            _mm256_fmadd_ps(load8(pv.add(i)), s, load8(pa.add(i))),
+        );
+    }
+    for i in n8..n {
+        acc[i] = f16::from_f32(v[i].to_f32().mul_add(vs, acc[i].to_f32()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    fn vec16(rng: &mut SplitMix64, n: usize, scale: f32) -> Vec<f16> {
+        (0..n)
+            .map(|_| f16::from_f32(rng.next_signed() * scale))
+            .collect()
+    }
+
+    #[test]
+    fn equal_the_scalar_reference_bit_for_bit() {
+        if !crate::quant::x86::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = SplitMix64::new(11);
+        for n in [7usize, 64, 100, 128, 130] {
+            for scale in [1e-3f32, 1.0, 300.0] {
+                let (x, y) = (vec16(&mut rng, n, scale), vec16(&mut rng, n, 1.0));
+                // SAFETY: the features were just detected.
+                let got = unsafe { dot_f16(&x, &y) };
+                assert_eq!(
+                    got.to_bits(),
+                    simd_order::dot_f16(&x, &y).to_bits(),
+                    "dot n={n}"
+                );
+                let vs = rng.next_signed().abs();
+                let mut fast = vec16(&mut rng, n, scale);
+                let mut slow = fast.clone();
+                // SAFETY: as above.
+                unsafe { mad_f16(&mut fast, &y, vs) };
+                for (a, v) in slow.iter_mut().zip(&y) {
+                    *a = f16::from_f32(v.to_f32().mul_add(vs, a.to_f32()));
+                }
+                assert_eq!(fast, slow, "mad n={n}");
+                // SAFETY: as above.
+                unsafe { scale_f16(&mut fast, vs * 0.37) };
+                for a in &mut slow {
+                    *a = f16::from_f32(a.to_f32() * (vs * 0.37));
+                }
+                assert_eq!(fast, slow, "scale n={n}");
+            }
+        }
+    }
+}
