@@ -2,10 +2,10 @@
 //! brick within budget, steady timings (CV), and the bricks plus `other` adding up to the token.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::common::{self, footer, header, lines, panel, us};
+use super::common::{self, lines, panel, us};
 use super::Ui;
 use crate::tui::snapshot::Snapshot;
 
@@ -105,14 +105,7 @@ pub fn checks(s: &Snapshot) -> Vec<Check> {
 }
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let t = ui.theme;
     let inner = panel(body, buf, "assertions", t);
     if ui.snap.bricks.is_empty() {

@@ -2,22 +2,15 @@
 //! roofline / target efficiency), the gap factor and the time over budget, worst marked.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::common::{self, footer, header, lines, order, panel, us};
+use super::common::{self, lines, order, panel, us};
 use super::Ui;
 use cbtop_widgets::budget_bar;
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let s = ui.snap;
     let t = ui.theme;
     let budget_total: f64 = s.bricks.iter().map(|b| b.budget_us).sum();

@@ -2,7 +2,7 @@
 //! the one-line header and footer, and number formatting.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 
@@ -110,6 +110,20 @@ pub fn bytes(v: f64) -> String {
         v if v >= 1e3 => format!("{:.1} KB", v / 1e3),
         v => format!("{v:.0} B"),
     }
+}
+
+/// The layout every full-screen view but the main one shares: the header line, the footer line,
+/// and the body between them, which it returns.
+pub fn frame(area: Rect, buf: &mut Buffer, ui: &Ui) -> Rect {
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header(head, buf, ui);
+    footer(foot, buf, ui);
+    body
 }
 
 /// The top line: model, device, timing, synthetic flag, state.

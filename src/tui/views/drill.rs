@@ -6,19 +6,12 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
-use super::common::{self, bytes, footer, header, lines, panel, us};
+use super::common::{self, bytes, lines, panel, us};
 use super::Ui;
 use cbtop_widgets::{regroup, LatencyHistogram, LayerBars};
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let Some(b) = common::selected_brick(ui) else {
         let inner = panel(body, buf, "drill-down", ui.theme);
         lines(inner, buf, vec![Line::from(common::waiting(ui.snap))]);

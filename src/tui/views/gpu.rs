@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::common::{brick_times_note, bytes, footer, gpu_peaks_line, header, lines, panel};
+use super::common::{self, brick_times_note, bytes, gpu_peaks_line, lines, panel};
 use super::Ui;
 use crate::telemetry::TelemetrySample;
 use cbtop_widgets::SparklinePanel;
@@ -24,14 +24,7 @@ fn fmt(v: Option<f64>, unit: &str, prec: usize) -> String {
 }
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let t = ui.theme;
     let latest = ui.tele.latest();
     let gpu = latest.and_then(|s| s.gpu.as_ref());

@@ -1,10 +1,10 @@
 //! Help: the keys, the legend of the marks, and where the numbers come from.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::Line;
 
-use super::common::{footer, header, lines, panel};
+use super::common::{self, lines, panel};
 use super::Ui;
 
 const KEYS: &[(&str, &str)] = &[
@@ -27,14 +27,7 @@ const KEYS: &[(&str, &str)] = &[
 ];
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let inner = panel(body, buf, "help", ui.theme);
     let mut out: Vec<Line> = KEYS
         .iter()

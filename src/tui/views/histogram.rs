@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
-use super::common::{self, footer, header, lines, panel};
+use super::common::{self, lines, panel};
 use super::Ui;
 use cbtop_widgets::{regroup, LatencyHistogram};
 
@@ -45,14 +45,7 @@ fn one(
 }
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let [l, r] = if body.width >= 100 {
         Layout::horizontal([Constraint::Percentage(50); 2]).areas(body)
     } else {

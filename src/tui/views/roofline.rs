@@ -3,22 +3,15 @@
 //! share of peak bandwidth, roofline time and efficiency.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::common::{self, footer, header, lines, order, panel, us};
+use super::common::{self, lines, order, panel, us};
 use super::Ui;
 use cbtop_widgets::hbar;
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header(head, buf, ui);
-    footer(foot, buf, ui);
+    let body = common::frame(area, buf, ui);
     let s = ui.snap;
     let t = ui.theme;
     let inner = panel(body, buf, "bandwidth and roofline", t);
