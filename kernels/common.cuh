@@ -1,5 +1,5 @@
 // Shared by every kernel file (prepended before compiling): fixed-width types without system
-// headers (NVRTC has none), f16 conversion through PTX, warp/block reductions, the quantized
+// headers (NVRTC has none), f16 conversion through PTX, warp reductions, the quantized
 // matrix-vector(-batch) product in the CPU's float order, the float-weight product, and the
 // embedding-row gather every tensor type instantiates.
 //
@@ -65,29 +65,6 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ int bsum_reduce(int v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-__device__ float block_sum(float v, float* shared32) {
-    v = warp_sum(v);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) shared32[warp] = v;
-    __syncthreads();
-    int nw = blockDim.x >> 5;
-    float t = lane < nw ? shared32[lane] : 0.0f;
-    return warp_sum(t);
-}
-
-__device__ float block_max(float v, float* shared32) {
-    v = warp_max(v);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) shared32[warp] = v;
-    __syncthreads();
-    int nw = blockDim.x >> 5;
-    float t = lane < nw ? shared32[lane] : -INFINITY;
-    return warp_max(t);
 }
 
 // The product's epilogue, as the CPU's separate steps would round it: plus a bias row

@@ -4,30 +4,12 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use cbtop::engine::{Engine, LogitsFor};
-use cbtop::model::Model;
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "logit vector lengths differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
+use common::max_abs_diff;
 
 /// Compare one model against its reference; returns the largest logit difference seen.
 fn check(name: &str) -> f32 {
-    let model = Arc::new(
-        Model::load(&common::fixture(&format!("conformance/models/{name}.gguf"))).unwrap(),
-    );
-    let reference = &common::jsonl(&common::fixture(&format!("conformance/ref/{name}.jsonl")))[0];
-    let bound = if ["F32", "F16", "BF16"].iter().any(|t| name.ends_with(t)) {
-        0.005
-    } else {
-        0.05
-    };
+    let (model, reference, bound) = common::conformance_case(name);
     let prompt = common::ids(&reference["prompt_ids"]);
     let mut engine = Engine::new(model, 64);
     let ours = engine.eval(&prompt, LogitsFor::All).unwrap();

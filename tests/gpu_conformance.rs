@@ -6,25 +6,14 @@
 mod common;
 mod gpu;
 
-use std::sync::Arc;
-
 use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaEngine, Timing};
 use cbtop::engine::sampler::argmax;
 use cbtop::engine::LogitsFor;
-use cbtop::model::Model;
-use gpu::max_abs_diff;
+use common::max_abs_diff;
 
 fn check(g: &cbtop::engine::cuda::GpuDesc, name: &str) -> Result<f32, String> {
-    let model = Arc::new(
-        Model::load(&common::fixture(&format!("conformance/models/{name}.gguf"))).unwrap(),
-    );
-    let reference = &common::jsonl(&common::fixture(&format!("conformance/ref/{name}.jsonl")))[0];
-    let bound = if ["F32", "F16", "BF16"].iter().any(|t| name.ends_with(t)) {
-        0.005
-    } else {
-        0.05
-    };
+    let (model, reference, bound) = common::conformance_case(name);
     let prompt = common::ids(&reference["prompt_ids"]);
     let mut engine =
         CudaEngine::new(model.clone(), g, 64, Timing::Off).map_err(|e| e.to_string())?;

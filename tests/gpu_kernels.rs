@@ -3,6 +3,7 @@
 //! engine's `quantize_act` + `vec_dot` bit for bit, and lie near the f64 dot of the
 //! dequantized weights; the embedding gather must equal `dequantize_row`. Skips without a GPU.
 
+mod common;
 mod gpu;
 
 use cbtop::engine::cuda::KernelCheck;
@@ -104,7 +105,7 @@ fn check_shape(
         let mut emb_worst = 0f32;
         for (i, &t) in tokens.iter().enumerate() {
             let want = &deq[t as usize * cols..(t as usize + 1) * cols];
-            emb_worst = emb_worst.max(gpu::max_abs_diff(&emb[i * cols..(i + 1) * cols], want));
+            emb_worst = emb_worst.max(common::max_abs_diff(&emb[i * cols..(i + 1) * cols], want));
         }
         eprintln!(
             "{ty} {rows}x{cols}, {n} tokens: {unequal} of {} products differ from the CPU's bits; \

@@ -2,6 +2,7 @@
 //! 16 decode steps (CPU's greedy tokens fed to both) give logits within 0.05. Skips without a
 //! GPU.
 
+mod common;
 mod gpu;
 
 use std::sync::Arc;
@@ -36,7 +37,7 @@ fn synth_qwen_0_5b_q4_k_m_gpu_matches_cpu_for_16_steps() {
         .unwrap();
     let mut worst = 0f32;
     for step in 0..16 {
-        let diff = gpu::max_abs_diff(&c, &d);
+        let diff = common::max_abs_diff(&c, &d);
         eprintln!("step {step}: max |logit diff| GPU vs CPU {diff:.5}");
         worst = worst.max(diff);
         let t = argmax(&c);

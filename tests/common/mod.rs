@@ -68,3 +68,31 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
         .map(|x| x.as_u64().expect("id") as u32)
         .collect()
 }
+
+/// The largest |a[i] - b[i]| (the vectors must be as long).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "logit vector lengths differ");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// One conformance model (`tests/fixtures/conformance`): the model, llama.cpp's reference
+/// record, and the max |logit difference| allowed (0.005 for float types, 0.05 for quantized).
+pub fn conformance_case(
+    name: &str,
+) -> (std::sync::Arc<cbtop::model::Model>, serde_json::Value, f32) {
+    let model =
+        cbtop::model::Model::load(&fixture(&format!("conformance/models/{name}.gguf"))).unwrap();
+    let reference = jsonl(&fixture(&format!("conformance/ref/{name}.jsonl")))
+        .into_iter()
+        .next()
+        .expect("a reference record");
+    let bound = if ["F32", "F16", "BF16"].iter().any(|t| name.ends_with(t)) {
+        0.005
+    } else {
+        0.05
+    };
+    (std::sync::Arc::new(model), reference, bound)
+}

@@ -366,59 +366,35 @@ fn product(
     let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
     let accumulate = i32::from(ep.accumulate);
     let null = 0u64;
-    match k.product(m.ty) {
-        Product::Float(f) => {
-            let cfg = LaunchConfig {
-                grid_dim: (ceil_div(m.rows, 16), ceil_div(n, 8), 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: reads n × cols rounded values and rows × row_bytes of weights, writes
-            // n × rows.
-            unsafe {
-                let mut l = s.launch_builder(f);
-                l.arg(&m.data)
-                    .arg(&rb)
-                    .arg(&rows)
-                    .arg(&cols)
-                    .arg(&act.xf)
-                    .arg(&nn);
-                match ep.bias {
-                    Some(b) => l.arg(b),
-                    None => l.arg(&null),
-                };
-                l.arg(&accumulate).arg(out).launch(cfg)
-            }?;
+    // Float weights: 16 rows per block of 128 threads (8 per row), up to 8 tokens; quantized
+    // weights: one thread block per row and one token, or up to 8 (kernels/common.cuh).
+    let (f, grid, quantized) = match k.product(m.ty) {
+        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), false),
+        Product::Quant { one, .. } if n == 1 => (one, (m.rows as u32, 1, 1), true),
+        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), true),
+    };
+    let cfg = LaunchConfig {
+        grid_dim: grid,
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or
+    // int8 values with their scales and sums), writes n × rows.
+    unsafe {
+        let mut l = s.launch_builder(f);
+        l.arg(&m.data).arg(&rb).arg(&rows).arg(&cols);
+        if quantized {
+            l.arg(&act.q).arg(&act.d).arg(&act.x);
+        } else {
+            l.arg(&act.xf);
         }
-        Product::Quant { one, batch } => {
-            let (f, tile) = if n == 1 { (one, 1) } else { (batch, 8) };
-            // One thread block per row and up to 8 tokens (kernels/common.cuh).
-            let grid = (m.rows as u32, ceil_div(n, tile), 1);
-            let cfg = LaunchConfig {
-                grid_dim: grid,
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: reads n × cols int8 values with their scales and sums, and rows ×
-            // row_bytes of weights; writes n × rows.
-            unsafe {
-                let mut l = s.launch_builder(f);
-                l.arg(&m.data)
-                    .arg(&rb)
-                    .arg(&rows)
-                    .arg(&cols)
-                    .arg(&act.q)
-                    .arg(&act.d)
-                    .arg(&act.x)
-                    .arg(&nn);
-                match ep.bias {
-                    Some(b) => l.arg(b),
-                    None => l.arg(&null),
-                };
-                l.arg(&accumulate).arg(out).launch(cfg)
-            }?;
-        }
-    }
+        l.arg(&nn);
+        match ep.bias {
+            Some(b) => l.arg(b),
+            None => l.arg(&null),
+        };
+        l.arg(&accumulate).arg(out).launch(cfg)
+    }?;
     Ok(())
 }
 
