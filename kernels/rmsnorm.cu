@@ -1,7 +1,7 @@
 // RMSNorm of each row: out = x / sqrt(mean(x^2) + eps) * w, as ggml's rms_norm then mul.
 // One block per row; the sum of squares accumulates in double like the CPU engine.
-// `rms_norm_quant` also quantizes the output for the matrix product it feeds (act_quant.cu),
-// saving that launch.
+// The output is also quantized for the matrix product it feeds (act_quant.cu), saving that
+// launch.
 
 // 1 / rms of a row of `cols` values, for every thread of the block.
 __device__ float inv_rms(const float* __restrict__ xr, int cols, float eps) {
@@ -42,12 +42,4 @@ extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
         if (ok) out[row * cols + j] = v;
         act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx);
     }
-}
-
-extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
-                                    int cols, float eps, float* __restrict__ out) {
-    const float* xr = x + (u64)blockIdx.x * cols;
-    float* o = out + (u64)blockIdx.x * cols;
-    float scale = inv_rms(xr, cols, eps);
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) o[j] = __fmul_rn(__fmul_rn(xr[j], scale), w[j]);
 }

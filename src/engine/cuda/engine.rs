@@ -154,7 +154,6 @@ enum Product {
 struct Kernels {
     /// (product, embed) per weight type.
     typed: Vec<(GgmlType, Product, CudaFunction)>,
-    rms_norm: CudaFunction,
     rope: CudaFunction,
     kv_store: CudaFunction,
     attention: CudaFunction,
@@ -184,7 +183,6 @@ impl Kernels {
         }
         Ok(Kernels {
             typed,
-            rms_norm: f("rms_norm")?,
             rope: f("rope")?,
             kv_store: f("kv_store")?,
             attention: f("attention")?,
@@ -864,7 +862,7 @@ impl CudaEngine {
     ) -> Result<usize, EngineError> {
         let model = self.model.clone();
         let c = &model.config;
-        let (e, ff) = (c.n_embd, c.n_ff);
+        let ff = c.n_ff;
 
         self.brick(rec, B::Embed, None, |s| {
             let m = &s.w.token_embd;
@@ -895,7 +893,7 @@ impl CudaEngine {
             // Each norm also quantizes its output for the first product it feeds.
             let qkind = s_kind(&self.w, Mat::Q(l));
             self.brick(rec, B::AttnNorm, layer, |s| {
-                s.rms_norm(n, e, c.norm_eps, Norm::Attn(l), qkind)
+                s.rms_norm(0, n, Norm::Attn(l), qkind)
             })?;
             self.brick(rec, B::Qkv, layer, |s| {
                 let outs = [
@@ -913,7 +911,7 @@ impl CudaEngine {
             })?;
             let gkind = s_kind(&self.w, Mat::Gate(l));
             self.brick(rec, B::FfnNorm, layer, |s| {
-                s.rms_norm(n, e, c.norm_eps, Norm::Ffn(l), gkind)
+                s.rms_norm(0, n, Norm::Ffn(l), gkind)
             })?;
             self.brick(rec, B::FfnGateUp, layer, |s| {
                 let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
@@ -955,27 +953,9 @@ impl CudaEngine {
             LogitsFor::Last => (n - 1, 1),
             LogitsFor::All => (0, n),
         };
+        let okind = s_kind(&self.w, Mat::Output);
         self.brick(rec, B::FinalNorm, None, |s| {
-            let cfg = LaunchConfig {
-                grid_dim: (rows as u32, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (cols, eps) = (e as i32, c.norm_eps);
-            let b = &mut s.bufs;
-            let x = b.x.slice(first * e..);
-            // SAFETY: `rows` rows of n_embd from x (from row `first`) into normed.
-            unsafe {
-                s.stream
-                    .launch_builder(&s.k.rms_norm)
-                    .arg(&x)
-                    .arg(&s.w.output_norm)
-                    .arg(&cols)
-                    .arg(&eps)
-                    .arg(&mut b.normed)
-                    .launch(cfg)
-            }
-            .map(|_| ())
+            s.rms_norm(first, rows, Norm::Output, okind)
         })?;
         self.brick(rec, B::LmHead, None, |s| {
             s.products(
@@ -983,7 +963,7 @@ impl CudaEngine {
                 Which::Normed,
                 &[(Mat::Output, Which::Logits)],
                 false,
-                None,
+                Some(okind),
             )
         })?;
         Ok(rows)
@@ -1062,18 +1042,21 @@ impl CudaEngine {
         .map(|_| ())
     }
 
-    /// X normed into H, and quantized as `kind` into the activation buffers.
+    /// Rows `first..first + n` of X normed into H (the final norm: into Normed), and quantized
+    /// as `kind` into the activation buffers for the product that follows.
     fn rms_norm(
         &mut self,
+        first: usize,
         n: usize,
-        cols: usize,
-        eps: f32,
         norm: Norm,
         kind: ActType,
     ) -> Result<(), DriverError> {
+        let c = &self.model.config;
+        let (cols, eps) = (c.n_embd, c.norm_eps);
         let w = match norm {
             Norm::Attn(l) => &self.w.layers[l].attn_norm,
             Norm::Ffn(l) => &self.w.layers[l].ffn_norm,
+            Norm::Output => &self.w.output_norm,
         };
         let cfg = LaunchConfig {
             grid_dim: (n as u32, 1, 1),
@@ -1082,15 +1065,21 @@ impl CudaEngine {
         };
         let (c, kind) = (cols as i32, kind_code(kind));
         let b = &mut self.bufs;
+        let x = b.x.slice(first * cols..);
+        let out = if norm == Norm::Output {
+            &mut b.normed
+        } else {
+            &mut b.h
+        };
         // SAFETY: n rows of `cols` values in and out; the activation buffers hold as many.
         unsafe {
             self.stream
                 .launch_builder(&self.k.rms_norm_quant)
-                .arg(&b.x)
+                .arg(&x)
                 .arg(w)
                 .arg(&c)
                 .arg(&eps)
-                .arg(&mut b.h)
+                .arg(out)
                 .arg(&kind)
                 .arg(&mut b.act.xf)
                 .arg(&mut b.act.q)
@@ -1172,10 +1161,11 @@ fn mat(w: &GWeights, m: Mat) -> &GMat {
 }
 
 /// Which norm weights.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Norm {
     Attn(usize),
     Ffn(usize),
+    Output,
 }
 
 /// Which weight matrix.
