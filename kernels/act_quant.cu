@@ -99,7 +99,9 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
 
 extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,
                                      float* __restrict__ xf, i8* __restrict__ q,
-                                     float* __restrict__ d, float* __restrict__ x) {
+                                     float* __restrict__ d, float* __restrict__ x,
+                                     STAMP_PARAMS) {
+    STAMP_GUARD;
     u64 i = (u64)blockIdx.x * 256 + threadIdx.x;
     bool ok = i < (u64)total;
     act_quant_chunk(ok ? in[i] : 0.0f, ok, i, kind, xf, q, d, x);

@@ -39,7 +39,8 @@ __device__ void block_best(float& best, int& idx) {
 
 // part: 2 x ARGMAX_BLOCKS values (bests, then their indices as floats' bits).
 extern "C" __global__ void argmax_blocks(const float* __restrict__ logits, int n,
-                                         float* __restrict__ part) {
+                                         float* __restrict__ part, STAMP_PARAMS) {
+    STAMP_GUARD;
     float best = -INFINITY;
     int idx = 0x7fffffff;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -51,11 +52,18 @@ extern "C" __global__ void argmax_blocks(const float* __restrict__ logits, int n
     }
 }
 
-extern "C" __global__ void argmax_final(const float* __restrict__ part, u32* __restrict__ out) {
+// Also moves the device's position on by `n` (the step's tokens) when `pos` is given, so a
+// decode step needs no separate launch for it.
+extern "C" __global__ void argmax_final(const float* __restrict__ part, u32* __restrict__ out,
+                                        int* pos, int n, STAMP_PARAMS) {
+    STAMP_GUARD;
     float best = -INFINITY;
     int idx = 0x7fffffff;
     for (int b = threadIdx.x; b < ARGMAX_BLOCKS; b += blockDim.x)
         better(best, idx, part[b], __float_as_int(part[ARGMAX_BLOCKS + b]));
     block_best(best, idx);
-    if (threadIdx.x == 0) out[0] = idx == 0x7fffffff ? 0u : (u32)idx;
+    if (threadIdx.x == 0) {
+        out[0] = idx == 0x7fffffff ? 0u : (u32)idx;
+        if (pos) pos[0] += n;
+    }
 }

@@ -63,7 +63,8 @@ __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restric
 // it, so a captured CUDA graph replays at the current position.
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                     u16* __restrict__ kc, u16* __restrict__ vc, int kv_dim,
-                                    const int* __restrict__ pos, int n) {
+                                    const int* __restrict__ pos, int n, STAMP_PARAMS) {
+    STAMP_GUARD;
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * kv_dim) return;
     u64 dst = (u64)pos[0] * kv_dim + i;
@@ -82,7 +83,8 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
                                      int hd, const int* __restrict__ pos, int ctx_cap,
                                      float scale, int tiled, float* __restrict__ scores,
-                                     float* __restrict__ out) {
+                                     float* __restrict__ out, STAMP_PARAMS) {
+    STAMP_GUARD;
     extern __shared__ float qs[];
     int pos0 = pos[0];
     int h = blockIdx.x, t = blockIdx.y;
@@ -193,4 +195,7 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
 }
 
 // After a step of n tokens: the next step's first position.
-extern "C" __global__ void advance(int* pos, int n) { pos[0] += n; }
+extern "C" __global__ void advance(int* pos, int n, STAMP_PARAMS) {
+    STAMP_GUARD;
+    pos[0] += n;
+}

@@ -51,6 +51,40 @@ __device__ __forceinline__ u32 u32_at4(const u8* p) { return *(const u32*)p; }
 
 __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)p); }
 
+// ---- Per-launch GPU timestamps (src/engine/cuda/clock.rs) --------------------------------
+// Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`. With
+// `stamps` null (timing off) the guard does nothing. Otherwise slot `slot` is two values:
+// block 0's thread 0 writes the %globaltimer at entry into the first (the hardware starts
+// block 0 first), and thread 0 of every block folds the time it leaves into the second with
+// an atomic max: the kernel's first start and last end on the GPU's own nanosecond clock,
+// while the step replays as one CUDA graph. The end is thread 0's exit, not the block's last
+// thread's: waiting for the whole block (a barrier and a shared counter in every block) made a
+// decode step 4% slower than this. The buffer is never cleared: %globaltimer only grows, so an
+// end left by an earlier step is always below this step's (and below its start, which is how
+// a kernel that failed to stamp shows). The guard's destructor runs on every way out of the
+// kernel, early returns included.
+#define STAMP_PARAMS u64 *__restrict__ stamps, int stamp_slot
+#define STAMP_GUARD KernelStamp stamp_guard_(stamps, stamp_slot)
+
+__device__ __forceinline__ u64 globaltimer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+struct KernelStamp {
+    u64* stamps;
+    int slot;
+    __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl) {
+        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            s[2 * (u64)sl] = globaltimer();
+    }
+    __device__ __forceinline__ ~KernelStamp() {
+        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+    }
+};
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -296,12 +330,16 @@ __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int col
 #define CBTOP_QMV_KERNELS(name, impl, Q)                                                     \
     extern "C" __global__ void qmv1_##name(const u8* w, u64 rb, int rows, int cols,         \
                                            const i8* aq, const float* ad, const float* ax,   \
-                                           int n, const float* bias, int acc, float* out) {  \
+                                           int n, const float* bias, int acc, float* out,    \
+                                           STAMP_PARAMS) {                                   \
+        STAMP_GUARD;                                                                         \
         impl<Q, 1>(w, rb, rows, cols, aq, ad, ax, n, bias, acc, out);                        \
     }                                                                                        \
     extern "C" __global__ void qmv8_##name(const u8* w, u64 rb, int rows, int cols,         \
                                            const i8* aq, const float* ad, const float* ax,   \
-                                           int n, const float* bias, int acc, float* out) {  \
+                                           int n, const float* bias, int acc, float* out,    \
+                                           STAMP_PARAMS) {                                   \
+        STAMP_GUARD;                                                                         \
         impl<Q, 8>(w, rb, rows, cols, aq, ad, ax, n, bias, acc, out);                        \
     }
 
@@ -327,13 +365,15 @@ __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
 #define CBTOP_FLOAT_MATVEC(name, D)                                                          \
     extern "C" __global__ void matvec_##name(const u8* w, u64 row_bytes, int rows, int cols, \
                                              const float* x, int n, const float* bias,       \
-                                             int acc, float* out) {                          \
+                                             int acc, float* out, STAMP_PARAMS) {            \
+        STAMP_GUARD;                                                                         \
         matvec_impl<D>(w, row_bytes, rows, cols, x, n, bias, acc, out);                      \
     }
 
 // A type's embedding gather, embed_<name>, from its dequantizer struct.
 #define CBTOP_EMBED(name, D)                                                                 \
     extern "C" __global__ void embed_##name(const u8* w, u64 row_bytes, int cols,            \
-                                            const u32* tokens, float* out) {                 \
+                                            const u32* tokens, float* out, STAMP_PARAMS) {   \
+        STAMP_GUARD;                                                                         \
         embed_impl<D>(w, row_bytes, cols, tokens, out);                                      \
     }

@@ -31,7 +31,9 @@ extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
                                           const float* __restrict__ w, int cols, float eps,
                                           float* __restrict__ out, int kind,
                                           float* __restrict__ xf, i8* __restrict__ q,
-                                          float* __restrict__ d, float* __restrict__ xx) {
+                                          float* __restrict__ d, float* __restrict__ xx,
+                                          STAMP_PARAMS) {
+    STAMP_GUARD;
     u64 row = blockIdx.x;
     const float* xr = x + row * cols;
     float scale = inv_rms(xr, cols, eps);

@@ -9,7 +9,8 @@
 
 extern "C" __global__ void rope(float* q, float* k, int n_heads, int n_kv_heads, int head_dim,
                                 int n_rot, const int* __restrict__ pos,
-                                const float* __restrict__ table, int neox) {
+                                const float* __restrict__ table, int neox, STAMP_PARAMS) {
+    STAMP_GUARD;
     int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
     if (i >= n_rot / 2) return;
     float* x = q;

@@ -16,22 +16,13 @@ __device__ float ggml_expf(float x) {
     return __double2float_rn(ldexp((double)j, (int)n));
 }
 
-extern "C" __global__ void silu_mul(float* __restrict__ gate, const float* __restrict__ up,
-                                    int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float g = gate[i];
-        float silu = __fdiv_rn(g, __fadd_rn(1.0f, ggml_expf(__fsub_rn(0.0f, g))));
-        gate[i] = __fmul_rn(silu, up[i]);
-    }
-}
-
 // SwiGLU, then the result quantized for the down projection (act_quant.cu), in one launch.
 // 256 values per 256-thread block.
 extern "C" __global__ void silu_mul_quant(float* __restrict__ gate, const float* __restrict__ up,
                                           int n, int kind, float* __restrict__ xf,
                                           i8* __restrict__ q, float* __restrict__ d,
-                                          float* __restrict__ xx) {
+                                          float* __restrict__ xx, STAMP_PARAMS) {
+    STAMP_GUARD;
     u64 i = (u64)blockIdx.x * 256 + threadIdx.x;
     bool ok = i < (u64)n;
     float v = 0.0f;

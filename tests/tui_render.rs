@@ -87,7 +87,10 @@ fn drill_down_follows_the_selection() {
 fn cuda_snapshot() -> Snapshot {
     let mut s = tui_fixture::snapshot();
     s.header.device = "cuda:0 NVIDIA H100 80GB HBM3 · sm_90 · 79 GiB".into();
-    s.header.timing = "cuda_event".into();
+    s.header.timing = "gpu_globaltimer".into();
+    // Kernel timestamps measure the GPU's idle time between kernels: its own row.
+    s.gaps_us = Some(123.4);
+    s.gaps_share_pct = Some(6.5);
     let p = s.peaks.as_mut().unwrap();
     p.bandwidth_gbps = 2900.0;
     p.bandwidth_source = "d2d_copy".into();
@@ -110,10 +113,17 @@ fn gpu_run_shows_device_timing_and_both_bandwidth_peaks() {
         );
         let head = frame.lines().next().unwrap();
         assert!(
-            head.contains("cuda:0 NVIDIA H100") && head.contains("timing cuda_event"),
+            head.contains("cuda:0 NVIDIA H100") && head.contains("timing gpu_globaltimer"),
             "{head}"
         );
         assert!(frame.contains(peaks), "{view:?}:\n{frame}");
+        if view == View::Main {
+            let gaps = frame
+                .lines()
+                .find(|l| l.contains("gaps"))
+                .unwrap_or_default();
+            assert!(gaps.contains("123.4"), "no gaps row:\n{frame}");
+        }
     }
     // Without NVML the detail view still says where brick times come from, and the copy peak.
     let frame = tui_fixture::render_with(
@@ -123,6 +133,6 @@ fn gpu_run_shows_device_timing_and_both_bandwidth_peaks() {
         200,
         60,
     );
-    assert!(frame.contains("GPU engine (cuda_event)"), "{frame}");
+    assert!(frame.contains("GPU engine (gpu_globaltimer)"), "{frame}");
     assert!(frame.contains(peaks), "{frame}");
 }

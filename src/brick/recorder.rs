@@ -28,6 +28,8 @@ pub struct Recorder {
     enabled: bool,
     origin: Instant,
     spans: Vec<Span>,
+    /// GPU idle time between the step's kernels, where the backend measures it.
+    gaps_ns: Option<u64>,
 }
 
 impl Recorder {
@@ -37,6 +39,7 @@ impl Recorder {
             enabled,
             origin,
             spans: Vec::with_capacity(512),
+            gaps_ns: None,
         }
     }
 
@@ -97,13 +100,26 @@ impl Recorder {
         &self.spans
     }
 
+    /// Add idle time between kernels (measured on the GPU, outside every brick).
+    pub fn add_gaps(&mut self, ns: u64) {
+        if self.enabled {
+            *self.gaps_ns.get_or_insert(0) += ns;
+        }
+    }
+
     /// Hand over this step's spans and start the next step empty.
     pub fn take(&mut self) -> Vec<Span> {
         std::mem::take(&mut self.spans)
     }
 
+    /// Hand over this step's gaps (None: the backend does not measure them).
+    pub fn take_gaps(&mut self) -> Option<u64> {
+        self.gaps_ns.take()
+    }
+
     pub fn clear(&mut self) {
         self.spans.clear();
+        self.gaps_ns = None;
     }
 }
 

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 pub enum Source {
     /// CUDA event pairs around the brick, resolved once per token.
     CudaEvent,
+    /// Each kernel's first-block start and last-block end on the GPU's `%globaltimer`,
+    /// written by the kernel itself while the step replays as one CUDA graph; a brick is the
+    /// sum of its kernels' run times.
+    GpuGlobaltimer,
     /// Stream synchronise + host clock around the brick.
     HostSync,
     /// Host monotonic clock around CPU work.
@@ -21,6 +25,7 @@ impl Source {
     pub fn name(self) -> &'static str {
         match self {
             Source::CudaEvent => "cuda_event",
+            Source::GpuGlobaltimer => "gpu_globaltimer",
             Source::HostSync => "host_sync",
             Source::CpuTimer => "cpu_timer",
             Source::Derived => "derived",

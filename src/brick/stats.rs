@@ -133,6 +133,8 @@ pub struct TokenSample {
     /// Position of the token in the context.
     pub position: usize,
     pub spans: Vec<Span>,
+    /// GPU idle time between the step's kernels, outside every span (None: not measured).
+    pub gaps_ns: Option<u64>,
 }
 
 /// All statistics of a run.
@@ -142,7 +144,9 @@ pub struct Stats {
     pub bricks: Vec<BrickStats>,
     /// Whole decode step.
     pub token: Series,
-    /// Step time no brick covers.
+    /// GPU idle time between kernels, per step (empty where the backend does not measure it).
+    pub gaps: Series,
+    /// Step time no brick (and no gap) covers.
     pub other: Series,
     pub recent_token_us: VecDeque<f64>,
     /// Sum of the measured tokens' positions (for the cost model's mean context length).
@@ -155,6 +159,7 @@ impl Stats {
             n_layers,
             bricks: Vec::new(),
             token: Series::new(3),
+            gaps: Series::new(3),
             other: Series::new(3),
             recent_token_us: VecDeque::new(),
             position_sum: 0,
@@ -205,6 +210,10 @@ impl Stats {
                     s.record(ns);
                 }
             }
+        }
+        if let Some(g) = t.gaps_ns {
+            self.gaps.record(g);
+            covered += g;
         }
         self.token.record(t.total_ns);
         self.other.record(t.total_ns.saturating_sub(covered));
@@ -311,6 +320,7 @@ mod tests {
                 span(BrickId::Qkv, Some(1), 3000),
                 span(BrickId::LmHead, None, 4000),
             ],
+            gaps_ns: None,
         });
         let qkv = st.brick(BrickId::Qkv.into()).unwrap();
         assert!((qkv.per_token.mean_us() - 4.0).abs() < 1e-12);

@@ -41,7 +41,8 @@ pub enum Command {
 /// Per-brick timing method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TimingArg {
-    /// CUDA events around each brick (on the CPU: the host clock).
+    /// Every kernel stamps its start and end on the GPU clock while the step replays as one
+    /// CUDA graph; the GPU idle time between kernels is its own line (on the CPU: the host clock).
     Events,
     /// Stream sync + host clock around each brick (on the CPU: the host clock).
     Sync,

@@ -237,7 +237,7 @@ pub fn timing_label(engine: &Backend, timing: TimingArg) -> &'static str {
     match (engine, timing) {
         (_, TimingArg::Off) => "off",
         (Backend::Cpu(_), _) => "cpu_timer",
-        (Backend::Cuda(_), TimingArg::Events) => "cuda_event",
+        (Backend::Cuda(_), TimingArg::Events) => "gpu_globaltimer",
         (Backend::Cuda(_), TimingArg::Sync) => "host_sync",
     }
 }
@@ -400,6 +400,7 @@ mod tests {
                     total_ns,
                     position: 0,
                     spans: Vec::new(),
+                    gaps_ns: None,
                 })
                 .collect(),
             unprofiled: None,

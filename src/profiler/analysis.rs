@@ -59,6 +59,9 @@ pub struct BrickRow {
 pub struct Analysis {
     pub rows: Vec<BrickRow>,
     pub token_us: f64,
+    /// GPU idle time between kernels per token, where measured (kernel timestamps).
+    pub gaps_us: Option<f64>,
+    pub gaps_share_percent: Option<f64>,
     pub other_us: f64,
     pub other_share_percent: f64,
     pub score: f64,
@@ -139,9 +142,12 @@ pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -
         3,
     );
     let other_us = stats.other.mean_us();
+    let gaps_us = (stats.gaps.count() > 0).then(|| stats.gaps.mean_us());
     Analysis {
         rows,
         token_us,
+        gaps_us,
+        gaps_share_percent: gaps_us.map(share),
         other_us,
         other_share_percent: share(other_us),
         score: model_score,

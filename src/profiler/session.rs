@@ -102,6 +102,7 @@ impl Session {
             total_ns,
             position,
             spans: self.rec.take(),
+            gaps_ns: self.rec.take_gaps(),
         })
     }
 }

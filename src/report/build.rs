@@ -161,6 +161,8 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
         config: info.config.clone(),
         throughput: throughput(run),
         bricks,
+        gaps_us: a.gaps_us,
+        gaps_share_percent: a.gaps_share_percent,
         other_us: a.other_us,
         other_share_percent: a.other_share_percent,
         token_us: a.token_us,

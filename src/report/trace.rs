@@ -37,6 +37,7 @@ fn tid(source: Source) -> u32 {
         Source::CudaEvent => 2,
         Source::HostSync => 3,
         Source::Derived => 4,
+        Source::GpuGlobaltimer => 5,
     }
 }
 

@@ -33,11 +33,18 @@ pub struct Report {
     pub throughput: Throughput,
     /// One row per brick (fused bricks once, under their fused id), in pipeline order.
     pub bricks: Vec<BrickReport>,
-    /// Mean time per token not covered by any brick, microseconds.
+    /// Mean GPU idle time per token between kernels (launch gaps), outside every brick,
+    /// microseconds; null where it is not measured (CPU, `sync` timing).
+    #[serde(default)]
+    pub gaps_us: Option<f64>,
+    /// `gaps_us` as a share of the mean token time.
+    #[serde(default)]
+    pub gaps_share_percent: Option<f64>,
+    /// Mean time per token covered by no brick and no gap (host work, copies), microseconds.
     pub other_us: f64,
     /// `other_us` as a share of the mean token time.
     pub other_share_percent: f64,
-    /// Mean decode-step time (bricks + other), microseconds.
+    /// Mean decode-step time (bricks + gaps + other), microseconds.
     pub token_us: f64,
     pub bottleneck: Option<Bottleneck>,
     /// Time-weighted mean of the brick scores, 0..100.

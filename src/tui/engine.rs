@@ -333,6 +333,8 @@ impl Worker {
                 self.prefill_tok_s,
             ),
             bricks: collect::bricks(&self.stats, &a, |b| kernels::describe(model, b)),
+            gaps_us: a.gaps_us,
+            gaps_share_pct: a.gaps_share_percent,
             other_us: a.other_us,
             other_share_pct: a.other_share_percent,
             token_us: a.token_us,

@@ -70,7 +70,7 @@ pub fn timing_label(device: &Device, timing: TimingArg) -> &'static str {
     match (device, timing) {
         (_, TimingArg::Off) => "off (no per-brick timing)",
         (Device::Cpu, _) => "cpu_timer",
-        (Device::Cuda(_), TimingArg::Events) => "cuda_event",
+        (Device::Cuda(_), TimingArg::Events) => "gpu_globaltimer",
         (Device::Cuda(_), TimingArg::Sync) => "host_sync",
     }
 }

@@ -40,7 +40,7 @@ pub struct Header {
     pub model_detail: String,
     /// e.g. "cpu · 2 threads" or "cuda:0 NVIDIA H100 80GB HBM3 · sm_90 · 79.1 GiB".
     pub device: String,
-    /// How brick times are measured: "cpu_timer", "cuda_event" or "host_sync".
+    /// How brick times are measured: "cpu_timer", "gpu_globaltimer" or "host_sync".
     pub timing: String,
     pub synthetic: bool,
 }
@@ -126,6 +126,9 @@ pub struct Snapshot {
     /// In pipeline order.
     pub bricks: Vec<BrickView>,
     /// Step time no brick covers.
+    /// GPU idle time between kernels per token, where measured (kernel timestamps).
+    pub gaps_us: Option<f64>,
+    pub gaps_share_pct: Option<f64>,
     pub other_us: f64,
     pub other_share_pct: f64,
     pub token_us: f64,

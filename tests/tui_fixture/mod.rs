@@ -113,6 +113,8 @@ pub fn snapshot() -> Snapshot {
             hist: bins(token, 32),
         },
         bricks,
+        gaps_us: None,
+        gaps_share_pct: None,
         other_us: other,
         other_share_pct: 100.0 * other / token,
         token_us: token,

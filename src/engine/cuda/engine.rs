@@ -2,19 +2,20 @@
 //! once in their GGUF types, a GPU KV cache (f16, as the CPU's), activations kept on the device,
 //! and greedy sampling on the GPU so a decode step copies back one token id.
 //!
-//! Per-brick timing (DESIGN.md): `Events` records a CUDA event at each brick boundary in the
-//! stream (back-to-back bricks share one) and resolves them once per token, after the token id
-//! has come back (no host sync per brick); `Sync` synchronises the stream around each brick
-//! and times with the host clock; `Off` launches the kernels and nothing else.
+//! Per-brick timing (DESIGN.md): `Events` (the default) has every kernel stamp its own start
+//! and end on the GPU's clock (`clock.rs`), so a decode step still replays as one CUDA graph;
+//! `Sync` synchronises the stream around each brick and times with the host clock (the
+//! independent cross-check); `Off` launches the kernels and nothing else.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream,
-    DriverError, LaunchConfig, PushKernelArg,
+    sys, CudaContext, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DriverError,
+    LaunchConfig, PushKernelArg,
 };
 
+use super::clock::{self, KernelClock, Owner, PinnedBuf};
 use super::module;
 use super::probe::GpuDesc;
 use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
@@ -35,7 +36,7 @@ impl Timing {
     /// The span source this mode produces (`None`: no spans).
     pub fn source(self) -> Option<Source> {
         match self {
-            Timing::Events => Some(Source::CudaEvent),
+            Timing::Events => Some(Source::GpuGlobaltimer),
             Timing::Sync => Some(Source::HostSync),
             Timing::Off => None,
         }
@@ -217,12 +218,16 @@ impl Kernels {
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
 const ARGMAX_BLOCKS: u32 = 128;
 
-/// A brick waiting for its event pair to be resolved.
-struct Pending {
-    brick: Brick,
-    layer: Option<u32>,
-    start: usize,
-    end: usize,
+/// Kernel launches a step may time: a layer takes at most 20 (seven products, each with its
+/// activation quantization, and six more kernels), plus the embedding, head and sampling.
+fn clock_slots(n_layers: usize) -> usize {
+    24 * n_layers + 32
+}
+
+/// A captured decode step and the bricks its stamped launches belong to.
+struct Step {
+    graph: CudaGraph,
+    owners: Vec<Option<Owner>>,
 }
 
 /// The model on one GPU with its KV cache.
@@ -241,20 +246,17 @@ pub struct CudaEngine {
     /// at the current position); `dev_pos` is the host's knowledge of it.
     pos: CudaSlice<i32>,
     dev_pos: Option<usize>,
-    /// The captured decode step (one token, argmax included), replayed when bricks are not
-    /// timed one by one.
-    graph: Option<CudaGraph>,
+    /// The captured decode step (one token, argmax included), unstamped [0] and stamped [1],
+    /// replayed unless bricks are timed with host syncs.
+    graphs: [Option<Step>; 2],
     cap: usize,
     len: usize,
     bufs: Bufs,
     timing: Timing,
-    /// Event pool: pair i is events[2i], events[2i+1]; events[0..2] mark the token itself.
-    events: Vec<CudaEvent>,
-    used: usize,
-    pending: Vec<Pending>,
-    /// The last brick's end event while no other work has entered the stream since: the next
-    /// brick starts there, so back-to-back bricks cost one event each, not two.
-    open: Option<usize>,
+    /// Per-launch timestamps (`Timing::Events`).
+    clock: KernelClock,
+    /// The sampled token id, copied back inside the step.
+    host_tok: PinnedBuf<u32>,
     /// The device's `tok[0]` already holds this id (written there by the last argmax).
     on_device: Option<u32>,
     module: Arc<CudaModule>,
@@ -340,11 +342,13 @@ fn product(
     act: &mut ActBufs,
     out: &mut CudaSlice<f32>,
     ep: Epilogue,
+    clock: &mut KernelClock,
 ) -> Result<(), DriverError> {
     let kind = kind_code(ActType::for_weights(m.ty));
     let total = (n * m.cols) as i32;
     // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
     if !ep.quantized {
+        let st = clock.next();
         unsafe {
             s.launch_builder(&k.act_quant)
                 .arg(x)
@@ -354,6 +358,8 @@ fn product(
                 .arg(&mut act.q)
                 .arg(&mut act.d)
                 .arg(&mut act.x)
+                .arg(&st.ptr)
+                .arg(&st.slot)
                 .launch(LaunchConfig {
                     grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
                     block_dim: (256, 1, 1),
@@ -376,6 +382,7 @@ fn product(
         block_dim: (128, 1, 1),
         shared_mem_bytes: 0,
     };
+    let st = clock.next();
     // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or
     // int8 values with their scales and sums), writes n × rows.
     unsafe {
@@ -391,7 +398,11 @@ fn product(
             Some(b) => l.arg(b),
             None => l.arg(&null),
         };
-        l.arg(&accumulate).arg(out).launch(cfg)
+        l.arg(&accumulate)
+            .arg(out)
+            .arg(&st.ptr)
+            .arg(&st.slot)
+            .launch(cfg)
     }?;
     Ok(())
 }
@@ -476,6 +487,9 @@ impl CudaEngine {
         let pos = stream
             .alloc_zeros::<i32>(1)
             .map_err(wrap("allocating the position"))?;
+        let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
+            .map_err(wrap("allocating the kernel clock"))?;
+        let host_tok = PinnedBuf::new(&cx, 1).map_err(wrap("allocating pinned memory"))?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),
@@ -488,15 +502,13 @@ impl CudaEngine {
             rope,
             pos,
             dev_pos: Some(0),
-            graph: None,
+            graphs: [None, None],
             cap,
             len: 0,
             bufs,
             timing,
-            events: Vec::new(),
-            used: 0,
-            pending: Vec::new(),
-            open: None,
+            clock,
+            host_tok,
             on_device: None,
             module: m,
             module_origin: origin,
@@ -582,6 +594,11 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// Whether this step's kernels stamp themselves (`Timing::Events` while recording).
+    fn stamped(&self, rec: &Recorder) -> bool {
+        rec.enabled() && self.timing == Timing::Events
+    }
+
     /// Evaluate `tokens`; logits for the last or every token, copied back.
     pub fn eval(
         &mut self,
@@ -590,155 +607,175 @@ impl CudaEngine {
         rec: &mut Recorder,
     ) -> Result<Vec<Vec<f32>>, EngineError> {
         self.check(tokens)?;
-        let t0 = self.begin(rec)?;
-        let rows = self.forward(tokens, want, rec)?;
+        let t0 = Instant::now();
+        let n = tokens.len();
+        self.prepare(tokens)?;
+        self.clock.arm(self.stamped(rec));
+        let rows = self.launch_layers(n, want, rec)?;
+        self.advance_device(n)?;
+        let owners = self
+            .clock
+            .finish(&self.stream)
+            .map_err(EngineError::Device)?;
         let vocab = self.model.weights.output.rows;
         let host = self
             .stream
             .clone_dtoh(&self.bufs.logits.slice(0..rows * vocab))
             .map_err(wrap("copying logits back"))?;
-        self.finish(rec, t0)?;
+        self.advance_host(n);
+        self.record_stamps(&owners, rec, t0)?;
         Ok(host.chunks_exact(vocab).map(|r| r.to_vec()).collect())
     }
 
     /// Evaluate `tokens` and pick the next token greedily on the GPU; only its id comes back.
-    /// A single token without per-brick timing replays a CUDA graph of the whole step
-    /// (captured on first use), so the host issues one launch per token.
+    /// A single token replays a CUDA graph of the whole step (captured on first use, with and
+    /// without kernel stamps), so the host issues one launch per token; only `Sync` timing,
+    /// which needs the host between bricks, launches brick by brick.
     pub fn eval_argmax(&mut self, tokens: &[u32], rec: &mut Recorder) -> Result<u32, EngineError> {
         self.check(tokens)?;
-        let graphed = tokens.len() == 1 && (!rec.enabled() || self.timing == Timing::Off);
-        let t0 = self.begin(rec)?;
-        if graphed {
-            self.prepare(tokens)?;
-            if self.graph.is_none() {
-                self.capture()?;
+        let t0 = Instant::now();
+        let n = tokens.len();
+        let stamped = self.stamped(rec);
+        let synced = rec.enabled() && self.timing == Timing::Sync;
+        self.prepare(tokens)?;
+        let graphed = n == 1 && !synced;
+        let owners = if graphed {
+            let i = usize::from(stamped);
+            if self.graphs[i].is_none() {
+                self.graphs[i] = Some(self.capture(stamped)?);
             }
-            let g = self.graph.as_ref().expect("captured above");
-            g.launch()
+            let step = self.graphs[i].as_ref().expect("captured above");
+            step.graph
+                .launch()
                 .map_err(wrap("replaying the decode step's CUDA graph"))?;
-            self.advance_host(1);
+            None
         } else {
-            self.forward(tokens, LogitsFor::Last, rec)?;
-            self.sample(rec)?;
-        }
-        let id = self
-            .stream
-            .clone_dtoh(&self.bufs.tok.slice(0..1))
-            .map_err(wrap("copying the token id back"))?[0];
+            Some(self.record_step(n, stamped, rec)?)
+        };
+        self.stream
+            .synchronize()
+            .map_err(wrap("waiting for the decode step"))?;
+        self.advance_host(n);
+        let id = self.host_tok.read()[0];
         self.on_device = Some(id);
-        self.finish(rec, t0)?;
+        if stamped {
+            let owners: &[Option<Owner>] = match &owners {
+                Some(o) => o,
+                None => self.graphs[1].as_ref().map_or(&[], |s| &s.owners),
+            };
+            self.record_stamps(owners, rec, t0)?;
+        }
         Ok(id)
     }
 
+    /// Every launch of a step that samples greedily: the layers, the argmax (which also moves
+    /// the device's position on), and the copies of the token id and the stamps to the host.
+    /// Returns the owners of the stamped launches.
+    fn record_step(
+        &mut self,
+        n: usize,
+        stamped: bool,
+        rec: &mut Recorder,
+    ) -> Result<Vec<Option<Owner>>, EngineError> {
+        self.clock.arm(stamped);
+        self.launch_layers(n, LogitsFor::Last, rec)?;
+        self.sample(rec, n)?;
+        self.host_tok
+            .copy_from(&self.stream, &self.bufs.tok, 1)
+            .map_err(wrap("copying the token id back"))?;
+        self.clock.finish(&self.stream).map_err(EngineError::Device)
+    }
+
     /// Record one decode step (one token already on the device at the device's position)
-    /// into a CUDA graph. Nothing runs while capturing; the buffers it names stay allocated
-    /// for the graph's life (a larger batch reallocates them and drops the graph).
-    fn capture(&mut self) -> Result<(), EngineError> {
+    /// into a CUDA graph, its kernels stamped or not. Nothing runs while capturing; the
+    /// buffers it names stay allocated for the graph's life (a larger batch reallocates them
+    /// and drops the graphs).
+    fn capture(&mut self, stamped: bool) -> Result<Step, EngineError> {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         self.stream
             .begin_capture(mode)
             .map_err(wrap("starting a CUDA graph capture"))?;
-        let off = &mut Recorder::off();
-        let recorded = self
-            .launch_layers(1, LogitsFor::Last, off)
-            .and_then(|_| self.sample(off))
-            .and_then(|_| self.advance_device(1));
+        let recorded = self.record_step(1, stamped, &mut Recorder::off());
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))
             .map_err(wrap("capturing the decode step's CUDA graph"));
-        recorded?;
-        self.graph = graph?;
-        if self.graph.is_none() {
-            return Err(EngineError::Device(
+        let owners = recorded?;
+        match graph? {
+            Some(graph) => Ok(Step { graph, owners }),
+            None => Err(EngineError::Device(
                 "capturing the decode step's CUDA graph: the capture came back empty".into(),
-            ));
+            )),
         }
+    }
+
+    /// The kernels' stamps of the step that just ended (its stream synchronised), as one span
+    /// per brick and the step's gaps, into `rec`.
+    fn record_stamps(
+        &self,
+        owners: &[Option<Owner>],
+        rec: &mut Recorder,
+        t0: Instant,
+    ) -> Result<(), EngineError> {
+        if owners.is_empty() {
+            return Ok(());
+        }
+        let r = clock::resolve(owners, self.clock.stamps())
+            .map_err(|e| EngineError::Device(format!("reading the kernel timestamps: {e}")))?;
+        let base_ns = rec.since_origin(t0);
+        for b in &r.bricks {
+            rec.push(Span {
+                brick: b.owner.brick,
+                layer: b.owner.layer,
+                start_ns: base_ns + b.offset_ns,
+                dur_ns: b.busy_ns,
+                source: Source::GpuGlobaltimer,
+            });
+        }
+        rec.add_gaps(r.gaps_ns);
         Ok(())
     }
 
-    /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]`.
-    fn sample(&mut self, rec: &mut Recorder) -> Result<(), EngineError> {
+    /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]`; the device's
+    /// position moves on by the step's `n` tokens in the same launch.
+    fn sample(&mut self, rec: &mut Recorder, n: usize) -> Result<(), EngineError> {
         let vocab = self.model.weights.output.rows as i32;
+        let nn = n as i32;
         self.brick(rec, B::Sample, None, |e| {
             let cfg = |blocks| LaunchConfig {
                 grid_dim: (blocks, 1, 1),
                 block_dim: (1024, 1, 1),
                 shared_mem_bytes: 0,
             };
+            let (s1, s2) = (e.clock.next(), e.clock.next());
             let b = &mut e.bufs;
             // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) pairs
-            // into `part`; argmax_final reads them and writes tok[0].
+            // into `part`; argmax_final reads them, writes tok[0] and adds n to pos[0].
             unsafe {
                 e.stream
                     .launch_builder(&e.k.argmax_blocks)
                     .arg(&b.logits)
                     .arg(&vocab)
                     .arg(&mut b.part)
+                    .arg(&s1.ptr)
+                    .arg(&s1.slot)
                     .launch(cfg(ARGMAX_BLOCKS))?;
                 e.stream
                     .launch_builder(&e.k.argmax_final)
                     .arg(&b.part)
                     .arg(&mut b.tok)
+                    .arg(&mut e.pos)
+                    .arg(&nn)
+                    .arg(&s2.ptr)
+                    .arg(&s2.slot)
                     .launch(cfg(1))
             }
             .map(|_| ())
         })
     }
 
-    /// Start a token: with event timing, the reference event pair.
-    fn begin(&mut self, rec: &Recorder) -> Result<Instant, EngineError> {
-        self.used = 0;
-        self.pending.clear();
-        self.open = None;
-        let t0 = Instant::now();
-        if rec.enabled() && self.timing == Timing::Events {
-            self.next_event()?;
-        }
-        Ok(t0)
-    }
-
-    /// Record the next pool event in the stream; returns its index.
-    fn next_event(&mut self) -> Result<usize, EngineError> {
-        if self.used == self.events.len() {
-            let ev = self
-                .ctx
-                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(wrap("creating a CUDA event"))?;
-            self.events.push(ev);
-        }
-        let i = self.used;
-        self.events[i]
-            .record(&self.stream)
-            .map_err(wrap("recording a CUDA event"))?;
-        self.used += 1;
-        Ok(i)
-    }
-
-    /// End a token: resolve the event pairs (the stream is idle: the result was copied back).
-    fn finish(&mut self, rec: &mut Recorder, t0: Instant) -> Result<(), EngineError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let base_ns = rec.since_origin(t0);
-        let first = &self.events[0];
-        for p in &self.pending {
-            let (s, e) = (&self.events[p.start], &self.events[p.end]);
-            let off = first.elapsed_ms(s).map_err(wrap("reading a CUDA event"))?;
-            let dur = s.elapsed_ms(e).map_err(wrap("reading a CUDA event"))?;
-            rec.push(Span {
-                brick: p.brick,
-                layer: p.layer,
-                start_ns: base_ns + (off.max(0.0) as f64 * 1e6) as u64,
-                dur_ns: (dur.max(0.0) as f64 * 1e6) as u64,
-                source: Source::CudaEvent,
-            });
-        }
-        self.pending.clear();
-        Ok(())
-    }
-
-    /// Run one brick's launches, timed as the mode says when `rec` is enabled.
+    /// Run one brick's launches: their stamps belong to it, or, with `Sync` timing while
+    /// recording, the stream is synchronised around it and the host clock times it.
     fn brick(
         &mut self,
         rec: &mut Recorder,
@@ -747,41 +784,26 @@ impl CudaEngine {
         work: impl FnOnce(&mut Self) -> Result<(), DriverError>,
     ) -> Result<(), EngineError> {
         let brick = brick.into();
+        let layer = layer.map(|l| l as u32);
         let what = |e| device_error(&format!("brick {brick}"), e);
-        if !rec.enabled() || self.timing == Timing::Off {
-            return work(self).map_err(what);
+        if !(rec.enabled() && self.timing == Timing::Sync) {
+            self.clock.enter(Some(Owner { brick, layer }));
+            let r = work(self);
+            self.clock.enter(None);
+            return r.map_err(what);
         }
-        match self.timing {
-            Timing::Events => {
-                let start = match self.open {
-                    Some(i) => i,
-                    None => self.next_event()?,
-                };
-                work(self).map_err(what)?;
-                let end = self.next_event()?;
-                self.open = Some(end);
-                self.pending.push(Pending {
-                    brick,
-                    layer: layer.map(|l| l as u32),
-                    start,
-                    end,
-                });
-            }
-            _ => {
-                self.stream.synchronize().map_err(what)?;
-                let t0 = Instant::now();
-                work(self).map_err(what)?;
-                self.stream.synchronize().map_err(what)?;
-                let t1 = Instant::now();
-                rec.push(Span {
-                    brick,
-                    layer: layer.map(|l| l as u32),
-                    start_ns: rec.since_origin(t0),
-                    dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
-                    source: Source::HostSync,
-                });
-            }
-        }
+        self.stream.synchronize().map_err(what)?;
+        let t0 = Instant::now();
+        work(self).map_err(what)?;
+        self.stream.synchronize().map_err(what)?;
+        let t1 = Instant::now();
+        rec.push(Span {
+            brick,
+            layer,
+            start_ns: rec.since_origin(t0),
+            dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
+            source: Source::HostSync,
+        });
         Ok(())
     }
 
@@ -791,15 +813,14 @@ impl CudaEngine {
         let n = tokens.len();
         if n > self.bufs.n {
             self.bufs = Self::alloc_bufs(&self.stream, &self.model, self.cap, n)?;
-            // The graph names the old buffers.
-            self.graph = None;
+            // The graphs name the old buffers.
+            self.graphs = [None, None];
             self.on_device = None;
         }
         if !(n == 1 && self.on_device == Some(tokens[0])) {
             self.stream
                 .memcpy_htod(tokens, &mut self.bufs.tok.slice_mut(0..n))
                 .map_err(wrap("uploading token ids"))?;
-            self.open = None;
         }
         self.on_device = None;
         if self.dev_pos != Some(self.len) {
@@ -808,7 +829,6 @@ impl CudaEngine {
                 .memcpy_htod(&pos, &mut self.pos)
                 .map_err(wrap("uploading the position"))?;
             self.dev_pos = Some(self.len);
-            self.open = None;
         }
         Ok(())
     }
@@ -816,12 +836,15 @@ impl CudaEngine {
     /// The position moves on by `n` tokens on the device (a kernel, so a graph can hold it).
     fn advance_device(&mut self, n: usize) -> Result<(), EngineError> {
         let nn = n as i32;
+        let st = self.clock.next();
         // SAFETY: pos holds one i32.
         unsafe {
             self.stream
                 .launch_builder(&self.k.advance)
                 .arg(&mut self.pos)
                 .arg(&nn)
+                .arg(&st.ptr)
+                .arg(&st.slot)
                 .launch(LaunchConfig {
                     grid_dim: (1, 1, 1),
                     block_dim: (1, 1, 1),
@@ -836,21 +859,6 @@ impl CudaEngine {
     fn advance_host(&mut self, n: usize) {
         self.len += n;
         self.dev_pos = Some(self.len);
-    }
-
-    /// The layers, final norm and output head for `tokens` (checked); logits rows in
-    /// `bufs.logits`. Returns how many rows.
-    fn forward(
-        &mut self,
-        tokens: &[u32],
-        want: LogitsFor,
-        rec: &mut Recorder,
-    ) -> Result<usize, EngineError> {
-        self.prepare(tokens)?;
-        let rows = self.launch_layers(tokens.len(), want, rec)?;
-        self.advance_device(tokens.len())?;
-        self.advance_host(tokens.len());
-        Ok(rows)
     }
 
     /// Every launch of a step of `n` tokens (ids in `bufs.tok`, first position in `pos`).
@@ -872,6 +880,7 @@ impl CudaEngine {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
+            let st = s.clock.next();
             // SAFETY: rows of token_embd for ids checked < vocab; x holds n × n_embd.
             unsafe {
                 s.stream
@@ -881,6 +890,8 @@ impl CudaEngine {
                     .arg(&cols)
                     .arg(&s.bufs.tok)
                     .arg(&mut s.bufs.x)
+                    .arg(&st.ptr)
+                    .arg(&st.slot)
                     .launch(cfg)
             }
             .map(|_| ())
@@ -921,6 +932,7 @@ impl CudaEngine {
             let dkind = s_kind(&self.w, Mat::Down(l));
             self.brick(rec, B::FfnAct, layer, |s| {
                 let (len, kind) = ((n * ff) as i32, kind_code(dkind));
+                let st = s.clock.next();
                 let b = &mut s.bufs;
                 // SAFETY: n × n_ff values each; the activation buffers hold as many.
                 unsafe {
@@ -934,6 +946,8 @@ impl CudaEngine {
                         .arg(&mut b.act.q)
                         .arg(&mut b.act.d)
                         .arg(&mut b.act.x)
+                        .arg(&st.ptr)
+                        .arg(&st.slot)
                         .launch(lin(n * ff))
                 }
                 .map(|_| ())
@@ -999,7 +1013,17 @@ impl CudaEngine {
             let (x, out) = self.bufs.pair(input, output);
             // SAFETY: `act` is a field distinct from both buffers `pair` returned.
             let act = unsafe { &mut *act };
-            product(&self.stream, &self.k, m, n, x, act, out, ep)?;
+            product(
+                &self.stream,
+                &self.k,
+                m,
+                n,
+                x,
+                act,
+                out,
+                ep,
+                &mut self.clock,
+            )?;
             last = Some(kind);
         }
         Ok(())
@@ -1020,6 +1044,7 @@ impl CudaEngine {
             c.rope_dims as i32,
             i32::from(c.arch.rope_style() == RopeStyle::Neox),
         );
+        let st = self.clock.next();
         let q: *mut CudaSlice<f32> = &mut self.bufs.q;
         // SAFETY: q and k are distinct fields.
         let q = unsafe { &mut *q };
@@ -1037,6 +1062,8 @@ impl CudaEngine {
                 .arg(&self.pos)
                 .arg(&self.rope)
                 .arg(&args.4)
+                .arg(&st.ptr)
+                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -1064,6 +1091,7 @@ impl CudaEngine {
             shared_mem_bytes: 0,
         };
         let (c, kind) = (cols as i32, kind_code(kind));
+        let st = self.clock.next();
         let b = &mut self.bufs;
         let x = b.x.slice(first * cols..);
         let out = if norm == Norm::Output {
@@ -1085,6 +1113,8 @@ impl CudaEngine {
                 .arg(&mut b.act.q)
                 .arg(&mut b.act.d)
                 .arg(&mut b.act.x)
+                .arg(&st.ptr)
+                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -1097,6 +1127,7 @@ impl CudaEngine {
         let (kvd_i, n_i) = (kvd as i32, n as i32);
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
+        let (s1, s2) = (self.clock.next(), self.clock.next());
         let b = &mut self.bufs;
         // SAFETY: n × kv_dim values into cache rows pos..pos+n (< capacity, checked).
         unsafe {
@@ -1109,6 +1140,8 @@ impl CudaEngine {
                 .arg(&kvd_i)
                 .arg(&self.pos)
                 .arg(&n_i)
+                .arg(&s1.ptr)
+                .arg(&s1.slot)
                 .launch(lin(n * kvd))
         }?;
         let cfg = LaunchConfig {
@@ -1141,6 +1174,8 @@ impl CudaEngine {
                 .arg(&args.5)
                 .arg(&mut b.scores)
                 .arg(&mut b.att)
+                .arg(&s2.ptr)
+                .arg(&s2.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -1311,8 +1346,9 @@ impl KernelCheck {
     pub fn new(gpu: &GpuDesc) -> Result<KernelCheck, EngineError> {
         let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
         let (m, _) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
+        let stream = cx.default_stream();
         Ok(KernelCheck {
-            stream: cx.default_stream(),
+            stream,
             k: Kernels::load(&m).map_err(EngineError::Device)?,
         })
     }
@@ -1350,6 +1386,8 @@ impl KernelCheck {
             &mut act,
             &mut out,
             Epilogue::default(),
+            // Never armed: the kernels run without stamps.
+            &mut KernelClock::new(s, 1).map_err(wrap("kernel check"))?,
         )
         .map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
@@ -1384,6 +1422,8 @@ impl KernelCheck {
                 .arg(&c)
                 .arg(&dt)
                 .arg(&mut out)
+                .arg(&0u64)
+                .arg(&0i32)
                 .launch(cfg)
         }
         .map_err(wrap("kernel check"))?;

@@ -45,12 +45,20 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("swiglu.cu", include_str!("../../../kernels/swiglu.cu")),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
     ("peaks.cu", include_str!("../../../kernels/peaks.cu")),
+    ("spin.cu", include_str!("../../../kernels/spin.cu")),
 ];
 
-/// The whole translation unit NVRTC compiles.
+/// The whole translation unit NVRTC compiles. With `CBTOP_KERNEL_DIR` set (kernel work on a
+/// machine with a GPU but no Rust toolchain), each file is read from that directory instead
+/// of the embedded copy where it exists there; the cache key follows the text either way.
 pub fn source() -> String {
+    let dir = std::env::var_os("CBTOP_KERNEL_DIR").map(PathBuf::from);
     let mut s = String::new();
     for (name, text) in SOURCES {
+        let text = dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join(name)).ok())
+            .unwrap_or_else(|| text.to_string());
         s.push_str(&format!("// ---- {name}\n{text}\n"));
     }
     s

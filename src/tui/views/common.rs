@@ -61,6 +61,20 @@ pub fn brick_lines(snap: &Snapshot, order: &[usize]) -> Vec<BrickLine> {
             }
         })
         .collect();
+    if let (false, Some(gaps), Some(share)) =
+        (snap.bricks.is_empty(), snap.gaps_us, snap.gaps_share_pct)
+    {
+        v.push(BrickLine {
+            name: "gaps".into(),
+            mean_us: gaps,
+            p99_us: f64::NAN,
+            share_pct: share,
+            budget_us: None,
+            gbps: None,
+            peak_pct: None,
+            grade: None,
+        });
+    }
     if !snap.bricks.is_empty() {
         v.push(BrickLine {
             name: "other".into(),

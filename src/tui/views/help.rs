@@ -38,7 +38,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         "  marks: ! bottleneck (most time over budget)  │ budget  █ within  ▓ over budget",
     ));
     out.push(Line::from(
-        "  times: measured per brick (source shown: cpu_timer, cuda_event, host_sync);",
+        "  times: measured per brick (source shown: cpu_timer, gpu_globaltimer, host_sync);",
     ));
     out.push(Line::from(
         "  GB/s, GFLOP/s, roofline: derived from the cost model and measured times",

@@ -1,0 +1,316 @@
+//! Per-brick timing on the GPU that does not change what it times (DESIGN.md "Measurement
+//! rules"). Host-issued events between launches kept the step out of a CUDA graph and cost a
+//! token 30-60%; here every kernel stamps itself instead. Each launch gets a slot; the kernel
+//! writes its first block's start and its last block's end on the GPU's `%globaltimer` into
+//! that slot (`STAMP_GUARD` in kernels/common.cuh), so a decode step replayed as one graph is
+//! timed kernel by kernel with nothing added between the launches. The slots come back to
+//! pinned host memory with the step's token id, and `resolve` folds them into one span per
+//! brick (the busy time of its kernels) and the GPU's idle time between kernels (`gaps`).
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr, DriverError};
+
+use crate::brick::Brick;
+
+/// Values per slot (kernels/common.cuh `STAMP_GUARD`): the kernel's start and its end.
+pub const STRIDE: usize = 2;
+
+/// The two trailing arguments of every kernel: the stamp buffer (0: timing off) and the slot.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stamp {
+    pub ptr: u64,
+    pub slot: i32,
+}
+
+/// The brick (and layer) a launch belongs to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Owner {
+    pub brick: Brick,
+    pub layer: Option<u32>,
+}
+
+/// Page-locked host memory that a copy inside a CUDA graph can land in. cudarc's pinned slice
+/// synchronises through events on every access, which cannot be captured into a graph, so
+/// this one is a bare allocation read after the stream has been synchronised.
+pub struct PinnedBuf<T: Copy + Default> {
+    ptr: *mut T,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl<T: Copy + Default> PinnedBuf<T> {
+    pub fn new(ctx: &Arc<CudaContext>, len: usize) -> Result<PinnedBuf<T>, DriverError> {
+        ctx.bind_to_thread()?;
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        // SAFETY: a fresh allocation of `bytes`, zeroed below before anything reads it.
+        let ptr = unsafe { result::malloc_host(bytes, 0) }? as *mut T;
+        // SAFETY: `ptr` holds `len` values of a plain-data type.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };
+        Ok(PinnedBuf {
+            ptr,
+            len,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Queue a copy of the first `n` values of `src` (at most `len`) into this buffer on
+    /// `stream`.
+    pub fn copy_from(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<T>,
+        n: usize,
+    ) -> Result<(), DriverError>
+    where
+        T: cudarc::driver::DeviceRepr,
+    {
+        let n = n.min(src.len()).min(self.len);
+        let (p, _sync) = src.device_ptr(stream);
+        // SAFETY: `n` values from device memory into this page-locked buffer; the host reads
+        // them only after synchronising the stream (`read`'s contract).
+        unsafe {
+            result::memcpy_dtoh_async(
+                std::slice::from_raw_parts_mut(self.ptr, n),
+                p,
+                stream.cu_stream(),
+            )
+        }
+    }
+
+    /// The buffer's contents. The caller has synchronised the stream the copies went to.
+    pub fn read(&self) -> &[T] {
+        // SAFETY: `len` initialised values; no copy into them is in flight (caller's contract).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<T: Copy + Default> Drop for PinnedBuf<T> {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by malloc_host in `new` and freed once.
+        let _ = unsafe { result::free_host(self.ptr as *mut std::ffi::c_void) };
+    }
+}
+
+// SAFETY: the buffer is plain host memory owned by this value; CUDA copies into it only while
+// the owning engine is being driven by one thread.
+unsafe impl<T: Copy + Default + Send> Send for PinnedBuf<T> {}
+
+/// The stamp buffer of one step and who owns each slot.
+pub struct KernelClock {
+    dev: CudaSlice<u64>,
+    ptr: u64,
+    host: PinnedBuf<u64>,
+    /// Slots the buffer holds.
+    cap: usize,
+    /// Whether launches get slots now (else they get a null buffer and stamp nothing).
+    armed: bool,
+    cur: Option<Owner>,
+    owners: Vec<Option<Owner>>,
+}
+
+impl KernelClock {
+    /// Room for `cap` launches per step.
+    pub fn new(stream: &Arc<CudaStream>, cap: usize) -> Result<KernelClock, DriverError> {
+        let dev = stream.alloc_zeros::<u64>(STRIDE * cap.max(1))?;
+        let ptr = {
+            let (p, _sync) = dev.device_ptr(stream);
+            p
+        };
+        Ok(KernelClock {
+            host: PinnedBuf::new(stream.context(), STRIDE * cap.max(1))?,
+            dev,
+            ptr,
+            cap,
+            armed: false,
+            cur: None,
+            owners: Vec::new(),
+        })
+    }
+
+    /// Start a step: launches from now on are stamped when `on`. Nothing clears the buffer:
+    /// the kernels' clock only grows, so a slot's end from an earlier step stays below this
+    /// step's (see kernels/common.cuh).
+    pub fn arm(&mut self, on: bool) {
+        self.armed = on;
+        self.owners.clear();
+        self.cur = None;
+    }
+
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Launches from now on belong to `owner` (None: to no brick).
+    pub fn enter(&mut self, owner: Option<Owner>) {
+        self.cur = owner;
+    }
+
+    /// The stamp arguments of the next launch.
+    pub fn next(&mut self) -> Stamp {
+        if !self.armed || self.owners.len() >= self.cap {
+            // Past the capacity a launch is not stamped; `finish` reports the overflow.
+            if self.armed {
+                self.owners.push(None);
+            }
+            return Stamp::default();
+        }
+        self.owners.push(self.cur);
+        Stamp {
+            ptr: self.ptr,
+            slot: (self.owners.len() - 1) as i32,
+        }
+    }
+
+    /// End a step's launches: queue the copy of the stamps to the host and hand back the
+    /// slots' owners (kept with a captured graph, whose replays fill the same slots).
+    pub fn finish(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<Option<Owner>>, String> {
+        let owners = std::mem::take(&mut self.owners);
+        let armed = std::mem::replace(&mut self.armed, false);
+        if !armed {
+            return Ok(owners);
+        }
+        if owners.len() > self.cap {
+            return Err(format!(
+                "the step launched {} kernels, over the {} timing slots",
+                owners.len(),
+                self.cap
+            ));
+        }
+        self.host
+            .copy_from(stream, &self.dev, STRIDE * owners.len())
+            .map_err(|e| format!("copying the kernel timestamps back: {e:?}"))?;
+        Ok(owners)
+    }
+
+    /// The stamps the last step left (`STRIDE` values per slot), once its stream is
+    /// synchronised.
+    pub fn stamps(&self) -> &[u64] {
+        self.host.read()
+    }
+}
+
+/// One brick's share of a step, from its kernels' stamps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BrickTime {
+    pub owner: Owner,
+    /// First kernel's start, nanoseconds after the step's first kernel started.
+    pub offset_ns: u64,
+    /// Sum of its kernels' run times (start of the first block to end of the last).
+    pub busy_ns: u64,
+}
+
+/// A step's stamps, folded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    pub bricks: Vec<BrickTime>,
+    /// GPU idle time between consecutive kernels of the step.
+    pub gaps_ns: u64,
+    /// First kernel's start to last kernel's end.
+    pub window_ns: u64,
+}
+
+/// Fold the stamps (start and end per slot, in launch order) of the slots `owners` names.
+/// Consecutive launches of one owner make one brick; a launch of no owner counts in the window
+/// but in no brick. A slot its kernel did not stamp is an error (a kernel without the guard).
+pub fn resolve(owners: &[Option<Owner>], stamps: &[u64]) -> Result<Resolved, String> {
+    let mut bricks: Vec<BrickTime> = Vec::new();
+    let mut gaps = 0u64;
+    let mut first: Option<u64> = None;
+    let mut prev_end: Option<u64> = None;
+    for (i, owner) in owners.iter().enumerate() {
+        let (start, end) = match stamps.get(STRIDE * i..STRIDE * (i + 1)) {
+            Some(&[s, e]) => (s, e),
+            _ => return Err(format!("kernel slot {i} is outside the stamp buffer")),
+        };
+        if start == 0 || end < start {
+            return Err(format!(
+                "kernel slot {i} ({}) was not stamped (start {start}, end {end})",
+                owner.map_or("no brick".to_string(), |o| o.brick.to_string())
+            ));
+        }
+        let t0 = *first.get_or_insert(start);
+        if let Some(pe) = prev_end {
+            gaps += start.saturating_sub(pe);
+        }
+        prev_end = Some(prev_end.map_or(end, |pe| pe.max(end)));
+        let Some(o) = owner else { continue };
+        let busy = end - start;
+        match bricks.last_mut() {
+            Some(b) if b.owner == *o && i > 0 && owners[i - 1] == Some(*o) => b.busy_ns += busy,
+            _ => bricks.push(BrickTime {
+                owner: *o,
+                offset_ns: start.saturating_sub(t0),
+                busy_ns: busy,
+            }),
+        }
+    }
+    let window_ns = match (first, prev_end) {
+        (Some(f), Some(e)) => e.saturating_sub(f),
+        _ => 0,
+    };
+    Ok(Resolved {
+        bricks,
+        gaps_ns: gaps,
+        window_ns,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::brick::BrickId;
+
+    fn own(b: BrickId, l: Option<u32>) -> Option<Owner> {
+        Some(Owner {
+            brick: b.into(),
+            layer: l,
+        })
+    }
+
+    /// Stamps in the kernels' layout from (start, end) pairs.
+    fn lay(pairs: &[(u64, u64)]) -> Vec<u64> {
+        pairs.iter().flat_map(|&(s, e)| [s, e]).collect()
+    }
+
+    #[test]
+    fn bricks_sum_their_kernels_and_gaps_are_the_idle_between() {
+        // qkv: two kernels 100..150, 160..200; rope 230..240; a kernel of no brick 250..260.
+        let owners = [
+            own(BrickId::Qkv, Some(0)),
+            own(BrickId::Qkv, Some(0)),
+            own(BrickId::Rope, Some(0)),
+            None,
+        ];
+        let stamps = lay(&[(100, 150), (160, 200), (230, 240), (250, 260)]);
+        let r = resolve(&owners, &stamps).unwrap();
+        assert_eq!(r.bricks.len(), 2);
+        assert_eq!(r.bricks[0].busy_ns, 90);
+        assert_eq!(r.bricks[0].offset_ns, 0);
+        assert_eq!(r.bricks[1].busy_ns, 10);
+        assert_eq!(r.bricks[1].offset_ns, 130);
+        assert_eq!(r.gaps_ns, 10 + 30 + 10);
+        assert_eq!(r.window_ns, 160);
+        // bricks + gaps + the unowned kernel = the window
+        let busy: u64 = r.bricks.iter().map(|b| b.busy_ns).sum();
+        assert_eq!(busy + r.gaps_ns + 10, r.window_ns);
+    }
+
+    #[test]
+    fn the_same_brick_in_two_layers_stays_two_spans() {
+        let owners = [own(BrickId::Qkv, Some(0)), own(BrickId::Qkv, Some(1))];
+        let r = resolve(&owners, &lay(&[(10, 20), (20, 35)])).unwrap();
+        assert_eq!(r.bricks.len(), 2);
+        assert_eq!(r.bricks[1].owner.layer, Some(1));
+        assert_eq!(r.gaps_ns, 0);
+    }
+
+    #[test]
+    fn an_unstamped_slot_is_an_error() {
+        let owners = [own(BrickId::Qkv, Some(0)), own(BrickId::Rope, Some(0))];
+        let e = resolve(&owners, &lay(&[(10, 20), (0, 0)])).unwrap_err();
+        assert!(e.contains("slot 1") && e.contains("rope"), "{e}");
+        assert!(resolve(&owners, &lay(&[(10, 20)])).is_err());
+    }
+}
