@@ -1,6 +1,8 @@
 //! The `cbtop` binary: parse arguments, run, and turn every failure into one line on stderr
 //! and DESIGN.md's exit code.
 
+use std::io::Write;
+
 use clap::Parser;
 
 use cbtop::cli::{self, exit, Cli};
@@ -18,12 +20,20 @@ fn main() {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("cbtop: internal error: {msg}{loc}");
+        // Not eprintln!: it panics when stderr is gone (a closed terminal), inside this hook.
+        let _ = writeln!(std::io::stderr(), "cbtop: internal error: {msg}{loc}");
         std::process::exit(exit::RUNTIME);
     }));
     let cli = Cli::parse();
     if let Err(e) = cli::run(cli) {
-        eprintln!("cbtop: error: {}", e.message);
+        // A signal is not an error; after SIGHUP there may be no terminal left to print to.
+        if e.code >= exit::SIGNALLED {
+            if !e.message.is_empty() {
+                let _ = writeln!(std::io::stderr(), "cbtop: {}", e.message);
+            }
+        } else {
+            eprintln!("cbtop: error: {}", e.message);
+        }
         std::process::exit(e.code);
     }
 }

@@ -1,7 +1,8 @@
 //! The real binary in a pseudo-terminal on a conformance model: wait for the first frame, press
 //! the key of every view (checking each acts, and how fast), pause, sort, reset, export, quit;
 //! then check the exit code and that the terminal was given back (alternate screen left,
-//! cursor shown, raw mode off). A second run quits with Ctrl-C.
+//! cursor shown, raw mode off). A second run quits with Ctrl-C; others are ended by SIGTERM,
+//! SIGINT and SIGHUP (exit 128 + the signal, terminal restored), or by the terminal closing.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -115,7 +116,17 @@ impl Term {
     }
 
     /// Wait for exit; check code 0 and the terminal restored.
-    fn finish(mut self) {
+    fn finish(self) {
+        self.finish_with(0);
+    }
+
+    fn kill(&self, sig: i32) {
+        let pid = self.child.process_id().expect("child pid") as libc::pid_t;
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+    }
+
+    /// Wait for exit; check exit code `code` and the terminal restored.
+    fn finish_with(mut self, code: u32) {
         let t0 = Instant::now();
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -126,7 +137,7 @@ impl Term {
         };
         std::thread::sleep(Duration::from_millis(100));
         self.pump();
-        assert!(status.success(), "exit status {status:?}");
+        assert_eq!(status.exit_code(), code, "exit status {status:?}");
         let raw = String::from_utf8_lossy(&self.raw);
         let entered = raw.rfind("\x1b[?1049h").expect("alternate screen entered");
         let after = &raw[entered..];
@@ -194,4 +205,47 @@ fn ctrl_c_quits_and_restores() {
     t.wait_for("brick pipeline", FIRST_FRAME);
     t.press("\x03");
     t.finish();
+}
+
+#[test]
+fn signals_end_the_view_and_restore_the_terminal() {
+    for (sig, tag) in [
+        (libc::SIGTERM, "sigterm"),
+        (libc::SIGINT, "sigint"),
+        (libc::SIGHUP, "sighup"),
+    ] {
+        let mut t = Term::start(tag);
+        t.wait_for("brick pipeline", FIRST_FRAME);
+        t.kill(sig);
+        t.finish_with(128 + sig as u32);
+    }
+}
+
+#[test]
+fn closing_the_terminal_ends_the_view() {
+    let mut t = Term::start("hangup");
+    t.wait_for("brick pipeline", FIRST_FRAME);
+    let Term {
+        master,
+        writer,
+        mut child,
+        rx,
+        dir,
+        ..
+    } = t;
+    drop((writer, master, rx));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "cbtop kept running after its terminal closed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The kernel's SIGHUP, caught: the view ends through its exit path (129).
+    assert_eq!(status.exit_code(), 129, "exit status {status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,9 @@
 //! `cbtop --headless`: profile a model without the TUI and write the report (JSON, Markdown or
 //! CSV), evaluate CI gates, optionally export a Chrome/Perfetto trace. stdout carries only the
 //! report; progress (for runs over a second) and errors go to stderr.
+//!
+//! Checks come in DESIGN.md's order: arguments, then the model, then the device. SIGINT and
+//! SIGTERM stop the run at the next step boundary and write what was measured (`interrupt`).
 
 use std::io::Write;
 use std::path::Path;
@@ -10,7 +13,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::args::{FormatArg, ProfileArgs, TimingArg};
-use super::{exit, CliError, Device};
+use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
+use super::output::write_file;
+use super::{exit, resolve_device, setup_threads, CliError, Device};
 use crate::brick::id::is_valid_id;
 use crate::brick::BrickId;
 use crate::engine::backend::Backend;
@@ -21,13 +26,13 @@ use crate::profile::Profile;
 use crate::profiler::analysis::{analyze, Budgets};
 use crate::profiler::hardware::{Host, MeasuredPeaks};
 use crate::profiler::model_source::ModelSource;
-use crate::profiler::run::{run, Plan, RunResult};
+use crate::profiler::run::{run_until, Plan, RunResult};
 use crate::profiler::session::Session;
 use crate::report::build::{build, RunInfo};
 use crate::report::gates::{apply_gates, evaluate, failure_summary, GateFlags, GateSpec};
 use crate::report::telemetry::{summarize, trace_counters as telemetry_counters, Window};
 use crate::report::trace::{write_trace, TraceCounter, TraceSpan};
-use crate::report::{format, RunConfig, Status};
+use crate::report::{format, Assertion, RunConfig, Status};
 use crate::telemetry::{GpuProbe, Sampler, TelemetrySample};
 
 /// Evaluated when no `--prompt` is given.
@@ -198,8 +203,7 @@ impl RunTelemetry {
 
 fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     match path {
-        Some(p) => std::fs::write(p, text)
-            .map_err(|e| CliError::usage(format!("--output {}: {e}", p.display()))),
+        Some(p) => write_file("--output", p, |w| w.write_all(text.as_bytes())),
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())
@@ -242,7 +246,29 @@ pub fn timing_label(engine: &Backend, timing: TimingArg) -> &'static str {
     }
 }
 
-pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
+/// The checks every run makes whatever the gates: on the CPU, logits must be finite (on CUDA
+/// they stay on the device and are not read back, so nothing is claimed).
+fn assertions(run: &RunResult, engine_checks_logits: bool) -> Vec<Assertion> {
+    if !engine_checks_logits {
+        return Vec::new();
+    }
+    let steps = run.nonfinite_steps;
+    vec![Assertion {
+        name: "finite_logits".into(),
+        pass: steps == 0,
+        detail: if steps == 0 {
+            "every decode step's logits were finite".into()
+        } else {
+            format!("{steps} decode steps produced NaN or infinite logits")
+        },
+    }]
+}
+
+pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
+    // Caught from the start, so a signal at any point ends in a report or an exit code that
+    // says so; the run itself stops at the next step boundary.
+    let signals = Interrupt::install(&[SIGINT, SIGTERM])
+        .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
     let fmt = output_format(&a)?;
     if a.tokens == 0 {
         return Err(CliError::usage("--tokens must be at least 1"));
@@ -264,6 +290,7 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
         )));
     }
     let budgets = budgets(a.profile.as_deref())?;
+    setup_threads(&a.engine)?;
     let src = load_model(a.model_path.as_deref())?;
     let prompt = prompt_tokens(&src, &a)?;
     let profiled = a.timing != TimingArg::Off;
@@ -288,6 +315,11 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
             if plan.measure_overhead { ", twice for the overhead" } else { "" },
         )));
     }
+    // Arguments and model are good: only now the device.
+    let (device, note) = resolve_device(&a.engine, true)?;
+    if let (Some(n), false) = (&note, a.ci) {
+        eprintln!("cbtop: note: {n}");
+    }
     let mut progress = Progress::new(a.ci);
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
@@ -307,10 +339,15 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     let nvml = device.nvml_index();
     let nvml_peak = nvml.map(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()));
     let sampler = nvml.map(|i| Sampler::spawn(i, TELEMETRY_PERIOD, TELEMETRY_KEEP));
+    let checks_logits = matches!(engine, Backend::Cpu(_));
     let mut session = Session::new(engine, prompt.clone());
-    let result = run(&mut session, n_layers, plan, |d, t| {
-        progress.update(d, t, "decoding")
-    })
+    let result = run_until(
+        &mut session,
+        n_layers,
+        plan,
+        |d, t| progress.update(d, t, "decoding"),
+        || signals.caught(),
+    )
     .map_err(CliError::runtime)?;
     progress.finish();
     let tele = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &result));
@@ -328,6 +365,7 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
             timing: timing_label.to_string(),
             warmup: a.warmup as u64,
             tokens: a.tokens as u64,
+            measured_tokens: result.samples.len() as u64,
             prefill: prompt.len() as u64,
             ctx: ctx as u64,
             profile: a.profile.clone(),
@@ -336,6 +374,8 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     };
     let mut report = build(&info, &result, &analysis);
     report.hardware.backend = backend_name.to_string();
+    report.hardware.note = note;
+    report.assertions = assertions(&result, checks_logits);
     if gpu_info.is_some() {
         report.hardware.gpu = gpu_info;
     }
@@ -350,18 +390,31 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
     if let Some(t) = &tele {
         report.telemetry = t.summary.clone();
     }
-    let gates = evaluate(&spec, &report).map_err(CliError::usage)?;
-    let status = apply_gates(&mut report, gates);
+    let interrupted = result
+        .interrupted
+        .then(|| signals.signal().unwrap_or(SIGINT));
+    let status = if interrupted.is_some() {
+        // Gates judge a complete run; these numbers are not one.
+        report.status = Status::Interrupted;
+        Status::Interrupted
+    } else {
+        let gates = evaluate(&spec, &report).map_err(CliError::usage)?;
+        apply_gates(&mut report, gates);
+        if report.assertions.iter().any(|x| !x.pass) {
+            report.status = Status::Fail;
+        }
+        report.status
+    };
 
     if let Some(path) = &a.trace {
         let (spans, mut counters) = trace_data(&result);
         if let Some(t) = &tele {
             counters.extend(t.counters());
         }
-        let file = std::fs::File::create(path)
-            .map_err(|e| CliError::usage(format!("--trace {}: {e}", path.display())))?;
-        write_trace(file, &format!("cbtop: {}", src.label()), &spans, &counters)
-            .map_err(|e| CliError::runtime(format!("--trace {}: {e}", path.display())))?;
+        let title = format!("cbtop: {}", src.label());
+        write_file("--trace", path, |w| {
+            write_trace(w, &title, &spans, &counters)
+        })?;
     }
     let text = match fmt {
         FormatArg::Json => format::to_json(&report),
@@ -369,10 +422,26 @@ pub fn run_headless(a: ProfileArgs, device: Device) -> Result<(), CliError> {
         FormatArg::Csv => format::to_csv(&report),
     };
     write_out(a.output.as_deref(), &text)?;
+    if let Some(sig) = interrupted {
+        return Err(CliError {
+            code: interrupt::exit_code(sig),
+            message: format!(
+                "interrupted by {}: the report holds {} of {} measured steps, status INTERRUPTED",
+                interrupt::name(sig),
+                result.samples.len(),
+                a.tokens
+            ),
+        });
+    }
     if status == Status::Fail {
+        let failed = report.assertions.iter().filter(|x| !x.pass);
+        let assertion = failed
+            .map(|x| format!("assertion {}: {}", x.name, x.detail))
+            .next();
         return Err(CliError {
             code: exit::GATE_FAILED,
             message: failure_summary(&report.gates)
+                .or(assertion)
                 .unwrap_or_else(|| "a CI gate failed".to_string()),
         });
     }
@@ -404,6 +473,8 @@ mod tests {
                 })
                 .collect(),
             unprofiled: None,
+            interrupted: false,
+            nonfinite_steps: 0,
         }
     }
 

@@ -7,6 +7,8 @@ pub mod doctor;
 mod generate;
 pub mod headless;
 mod inspect;
+pub mod interrupt;
+pub mod output;
 mod schema;
 mod synth;
 mod tokenize;
@@ -24,6 +26,8 @@ pub mod exit {
     pub const GATE_FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
     pub const RUNTIME: i32 = 3;
+    /// Ended by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+    pub const SIGNALLED: i32 = 128;
 }
 
 /// A failed command: the exit code and the one-line message.
@@ -61,29 +65,23 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                      generate runs on the CPU in this build: use --device cpu",
                 ));
             }
-            setup_engine(&a.engine, false, true)?;
+            setup_threads(&a.engine)?;
             generate::run(a)
         }
         Some(Command::Synth(a)) => synth::run(a),
         Some(Command::Compare(a)) => compare::run(a),
         Some(Command::Schema) => schema::run(),
         Some(Command::Doctor) => doctor::run(),
-        None if cli.profile.headless => {
-            let device = setup_engine(&cli.profile.engine, true, cli.profile.ci)?;
-            headless::run_headless(cli.profile, device)
-        }
+        None if cli.profile.headless => headless::run_headless(cli.profile),
         None => {
-            // The live view runs the engine `--device` picks, as headless does; a fallback from
-            // auto to the CPU is said in the status line (stderr is hidden behind the view).
-            let device = setup_engine(&cli.profile.engine, true, true)?;
-            let status = match (&cli.profile.engine.device, &device) {
-                (DeviceArg::Auto, Device::Cpu) => probe()
-                    .gpu(0)
-                    .err()
-                    .map(|reason| format!("running on the CPU: {reason}")),
-                _ => None,
-            };
-            crate::tui::run(cli.profile, device, status)
+            // Arguments, then the model, then the device (DESIGN.md): a bad model is one error
+            // line before any probing. The live view runs the engine `--device` picks, as
+            // headless does; a fallback from auto to the CPU is said in the status line
+            // (stderr is hidden behind the view).
+            setup_threads(&cli.profile.engine)?;
+            let src = headless::load_model(cli.profile.model_path.as_deref())?;
+            let (device, note) = resolve_device(&cli.profile.engine, true)?;
+            crate::tui::run(cli.profile, src, device, note)
         }
     }
 }
@@ -108,31 +106,35 @@ impl Device {
     }
 }
 
-/// Resolve `--device` (auto: the GPU when `gpu_capable` and one is usable, else the CPU with a
-/// one-line reason on stderr unless `quiet`; cuda when unusable: exit 3 with the reason), then
-/// apply `--threads`, before any engine work.
-fn setup_engine(e: &args::EngineArgs, gpu_capable: bool, quiet: bool) -> Result<Device, CliError> {
-    let device = match e.device {
-        DeviceArg::Cpu => Device::Cpu,
-        DeviceArg::Auto if !gpu_capable => Device::Cpu,
+/// Resolve `--device`: auto is the GPU when `gpu_capable` and one is usable, else the CPU, with
+/// the reason returned as a note (`running on the CPU: ...`) for the caller to print and
+/// record; cuda when unusable is exit 3 with the reason. Called once the arguments and the
+/// model have been checked, so a bad input is never preceded by device messages.
+pub fn resolve_device(
+    e: &args::EngineArgs,
+    gpu_capable: bool,
+) -> Result<(Device, Option<String>), CliError> {
+    Ok(match e.device {
+        DeviceArg::Cpu => (Device::Cpu, None),
+        DeviceArg::Auto if !gpu_capable => (Device::Cpu, None),
         DeviceArg::Auto => match probe().gpu(0) {
-            Ok(g) => Device::Cuda(g.clone()),
-            Err(reason) => {
-                if !quiet {
-                    eprintln!("cbtop: running on the CPU: {reason}");
-                }
-                Device::Cpu
-            }
+            Ok(g) => (Device::Cuda(g.clone()), None),
+            Err(reason) => (Device::Cpu, Some(format!("running on the CPU: {reason}"))),
         },
         DeviceArg::Cuda(n) => match probe().gpu(n) {
-            Ok(g) => Device::Cuda(g.clone()),
+            Ok(g) => (Device::Cuda(g.clone()), None),
             Err(reason) => {
                 return Err(CliError::runtime(format!(
                     "--device cuda:{n}: no usable CUDA GPU: {reason}"
                 )))
             }
         },
-    };
+    })
+}
+
+/// Apply `--threads` (an argument check, before the model is read: loading may already use
+/// the thread pool).
+pub fn setup_threads(e: &args::EngineArgs) -> Result<(), CliError> {
     if let Some(n) = e.threads {
         if n == 0 {
             return Err(CliError::usage("--threads must be at least 1"));
@@ -142,5 +144,5 @@ fn setup_engine(e: &args::EngineArgs, gpu_capable: bool, quiet: bool) -> Result<
             .build_global()
             .map_err(|err| CliError::runtime(format!("--threads {n}: {err}")))?;
     }
-    Ok(device)
+    Ok(())
 }

@@ -38,6 +38,11 @@ pub struct RunResult {
     pub samples: Vec<TokenSample>,
     /// Step times of the interleaved unprofiled steps.
     pub unprofiled: Option<Series>,
+    /// Stopped early (a signal): `samples` holds the measured steps, fewer than planned.
+    pub interrupted: bool,
+    /// Decode steps (warm-up, measured, unprofiled) whose logits held a NaN or an infinity;
+    /// always 0 where the logits stay on the device (CUDA).
+    pub nonfinite_steps: u64,
 }
 
 /// Run `plan` on `session`; `progress(done, total)` after every step.
@@ -45,36 +50,65 @@ pub fn run(
     session: &mut Session,
     n_layers: usize,
     plan: Plan,
+    progress: impl FnMut(usize, usize),
+) -> Result<RunResult, EngineError> {
+    run_until(session, n_layers, plan, progress, || false)
+}
+
+/// `run`, stopping at the first step boundary where `stop()` is true (checked after the
+/// prefill and after every step); the result then holds the steps measured so far.
+pub fn run_until(
+    session: &mut Session,
+    n_layers: usize,
+    plan: Plan,
     mut progress: impl FnMut(usize, usize),
+    stop: impl Fn() -> bool,
 ) -> Result<RunResult, EngineError> {
     let total = plan.steps();
     let prefill = session.prefill()?;
     let mut done = 0;
-    for _ in 0..plan.warmup {
-        session.step(plan.profiled)?;
-        done += 1;
-        progress(done, total);
-    }
+    let mut nonfinite_steps = 0u64;
+    let mut step = |session: &mut Session, profiled: bool| {
+        let s = session.step(profiled)?;
+        nonfinite_steps += u64::from(session.nonfinite_logits() > 0);
+        Ok::<_, EngineError>(s)
+    };
     let mut stats = Stats::new(n_layers);
     let mut samples = Vec::with_capacity(plan.tokens);
     let overhead = plan.profiled && plan.measure_overhead;
     let mut unprofiled = overhead.then(|| Series::new(3));
+    let mut interrupted = stop();
+    for _ in 0..plan.warmup {
+        if interrupted {
+            break;
+        }
+        step(session, plan.profiled)?;
+        done += 1;
+        progress(done, total);
+        interrupted = stop();
+    }
     for _ in 0..plan.tokens {
-        let s = session.step(plan.profiled)?;
+        if interrupted {
+            break;
+        }
+        let s = step(session, plan.profiled)?;
         stats.add(&s);
         samples.push(s);
         done += 1;
         progress(done, total);
         if let Some(u) = unprofiled.as_mut() {
-            u.record(session.step(false)?.total_ns);
+            u.record(step(session, false)?.total_ns);
             done += 1;
             progress(done, total);
         }
+        interrupted = stop();
     }
     Ok(RunResult {
         prefill,
         stats,
         samples,
         unprofiled,
+        interrupted: interrupted && done < total,
+        nonfinite_steps,
     })
 }

@@ -157,6 +157,7 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
                     p.bandwidth.value,
                 )]),
             },
+            note: None,
         },
         config: info.config.clone(),
         throughput: throughput(run),
@@ -173,6 +174,7 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
             "CPU backend: no GPU telemetry (NVML) for this run",
         ),
         gates: Vec::new(),
+        assertions: Vec::new(),
         status: Status::Pass,
     }
 }

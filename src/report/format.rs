@@ -77,11 +77,22 @@ pub fn to_markdown(r: &Report) -> String {
         );
     }
     let c = &r.config;
+    let measured = if c.measured_tokens == c.tokens {
+        format!("{}", c.tokens)
+    } else {
+        format!("{} (of {} asked)", c.measured_tokens, c.tokens)
+    };
     let _ = writeln!(
         s,
-        "- run: timing {}, {} warm-up + {} measured tokens, prompt {} tokens, ctx {}",
-        c.timing, c.warmup, c.tokens, c.prefill, c.ctx
+        "- run: timing {}, {} warm-up + {measured} measured tokens, prompt {} tokens, ctx {}",
+        c.timing, c.warmup, c.prefill, c.ctx
     );
+    if let Some(note) = &r.hardware.note {
+        let _ = writeln!(s, "- note: {note}");
+    }
+    for a in r.assertions.iter().filter(|a| !a.pass) {
+        let _ = writeln!(s, "- assertion **{}** failed: {}", a.name, a.detail);
+    }
     let _ = writeln!(
         s,
         "- throughput: **{:.2} tok/s** (CV {:.1}%, p50 {:.1} us, p99 {:.1} us), TTFT {:.1} ms, \
@@ -103,6 +114,7 @@ pub fn to_markdown(r: &Report) -> String {
         match r.status {
             Status::Pass => "PASS",
             Status::Fail => "FAIL",
+            Status::Interrupted => "INTERRUPTED",
         }
     );
     if r.bricks.is_empty() {
@@ -272,7 +284,7 @@ pub fn to_csv(r: &Report) -> String {
         s,
         "other,{},{},{:.3},,,,,,,{:.3},,,,,,,,,,",
         r.throughput.source.name(),
-        r.config.tokens,
+        r.config.measured_tokens,
         r.other_us,
         r.other_share_percent
     );

@@ -19,6 +19,10 @@ pub enum Status {
     Pass,
     #[serde(rename = "FAIL")]
     Fail,
+    /// Stopped by SIGINT/SIGTERM: the report holds the steps measured so far
+    /// (`config.measured_tokens`) and no gate was evaluated.
+    #[serde(rename = "INTERRUPTED")]
+    Interrupted,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -52,7 +56,21 @@ pub struct Report {
     pub grade: String,
     pub telemetry: Telemetry,
     pub gates: Vec<Gate>,
+    /// Checks every run makes whatever the gates (e.g. `finite_logits`); a failed one makes the
+    /// status FAIL.
+    #[serde(default)]
+    pub assertions: Vec<Assertion>,
     pub status: Status,
+}
+
+/// A check on the run itself rather than on a threshold the user gave.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Assertion {
+    /// e.g. `finite_logits`.
+    pub name: String,
+    pub pass: bool,
+    /// What was seen, in words.
+    pub detail: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -81,6 +99,10 @@ pub struct Hardware {
     pub threads: u64,
     pub memory_bytes: u64,
     pub peaks: Peaks,
+    /// Why the run is not on the device asked for, e.g. `--device auto` falling back to the
+    /// CPU (the same line the command printed as `note:`).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -112,7 +134,11 @@ pub struct RunConfig {
     /// `events`, `sync`, `off` (GPU) or `timer` (CPU).
     pub timing: String,
     pub warmup: u64,
+    /// Decode steps asked for (`--tokens`).
     pub tokens: u64,
+    /// Decode steps measured: `tokens`, or fewer when the run was interrupted.
+    #[serde(default)]
+    pub measured_tokens: u64,
     pub prefill: u64,
     pub ctx: u64,
     pub profile: Option<String>,

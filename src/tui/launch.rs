@@ -8,8 +8,9 @@ use super::engine::EngineConfig;
 use super::snapshot::Header;
 use super::Source;
 use crate::cli::args::{ProfileArgs, TimingArg};
-use crate::cli::headless::{budgets, load_model};
+use crate::cli::headless::budgets;
 use crate::cli::{CliError, Device};
+use crate::profiler::model_source::ModelSource;
 use crate::telemetry::GpuProbe;
 
 /// Decoded when no `--prompt` is given; decoding restarts from it whenever the context fills.
@@ -20,9 +21,14 @@ pub const DEFAULT_PROMPT: &str =
 /// attention cost stays close to the decode of a chat turn.
 pub const DEFAULT_CTX: usize = 512;
 
-/// `cbtop [--model-path FILE] ...`: the live view on `device` (`--device` resolved).
-pub fn run(args: ProfileArgs, device: Device, status: Option<String>) -> Result<(), CliError> {
-    let src = load_model(args.model_path.as_deref())?;
+/// `cbtop [--model-path FILE] ...`: the live view of `src` (loaded from `--model-path`) on
+/// `device` (`--device` resolved).
+pub fn run(
+    args: ProfileArgs,
+    src: ModelSource,
+    device: Device,
+    status: Option<String>,
+) -> Result<(), CliError> {
     let label = match &src.path {
         Some(p) => format!("{} ({p})", src.model.name()),
         None => format!("{} (embedded default)", src.model.name()),

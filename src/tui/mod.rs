@@ -5,7 +5,7 @@
 //!
 //! Modules: `app` (keys → state), `snapshot` (the data views draw), `collect` (profiler →
 //! snapshot), `engine` (the engine thread), `views` (one module per screen), `terminal`
-//! (raw mode, restore on drop and on panic), `export` (the `e` key), `kernels` (what runs each
+//! (raw mode, restore on drop, on panic and on SIGINT/SIGTERM/SIGHUP), `export` (the `e` key), `kernels` (what runs each
 //! brick). `launch` is the command-line glue.
 
 pub mod app;
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossterm::event::{self, Event};
 
+use crate::cli::interrupt;
 use crate::cli::CliError;
 use crate::model::Model;
 use crate::telemetry::Sampler;
@@ -65,10 +66,27 @@ pub fn run_live(
         SpawnError::Thread(e) => CliError::runtime(format!("starting the engine thread: {e}")),
         SpawnError::Engine(m) => CliError::runtime(m),
     })?;
-    ui_loop(engine, &sampler, status).map_err(|e| CliError::runtime(format!("terminal: {e}")))
+    // SIGINT/SIGTERM end the loop within a frame, so the terminal is restored before the
+    // exit; SIGHUP (and a loop that does not end) is the watcher's (`terminal`).
+    let signals = terminal::SignalWatch::start()
+        .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
+    match ui_loop(engine, &sampler, status, &signals) {
+        Ok(None) => Ok(()),
+        Ok(Some(sig)) => Err(CliError {
+            code: interrupt::exit_code(sig),
+            message: format!("interrupted by {}", interrupt::name(sig)),
+        }),
+        Err(e) => Err(CliError::runtime(format!("terminal: {e}"))),
+    }
 }
 
-fn ui_loop(mut engine: EngineHandle, sampler: &Sampler, status: String) -> std::io::Result<()> {
+/// Runs until a quit key (`None`) or a caught signal (`Some(signal)`).
+fn ui_loop(
+    mut engine: EngineHandle,
+    sampler: &Sampler,
+    status: String,
+    signals: &terminal::SignalWatch,
+) -> std::io::Result<Option<i32>> {
     let theme = Theme::from_env();
     let mut app = App {
         status,
@@ -76,14 +94,32 @@ fn ui_loop(mut engine: EngineHandle, sampler: &Sampler, status: String) -> std::
     };
     let mut guard = terminal::TerminalGuard::enter()?;
     let mut last_draw: Option<Instant> = None;
+    let mut caught = None;
+    let mut failed = None;
+    // `?` that leaves the loop, so the terminal is handed back the same way on every exit.
+    macro_rules! io {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        };
+    }
     loop {
+        if let Some(sig) = signals.caught() {
+            caught = Some(sig);
+            break;
+        }
         if last_draw.is_none_or(|t| t.elapsed() >= FRAME_INTERVAL) {
             let snap = engine.snapshot();
             let tele = TelemetryView {
                 gpu: sampler.gpu_status(),
                 history: sampler.history(),
             };
-            guard.terminal.draw(|f| {
+            io!(guard.terminal.draw(|f| {
                 views::draw(
                     f,
                     &Ui {
@@ -93,7 +129,7 @@ fn ui_loop(mut engine: EngineHandle, sampler: &Sampler, status: String) -> std::
                         theme,
                     },
                 )
-            })?;
+            }));
             last_draw = Some(Instant::now());
         }
         let wait = last_draw
@@ -101,10 +137,10 @@ fn ui_loop(mut engine: EngineHandle, sampler: &Sampler, status: String) -> std::
                 FRAME_INTERVAL.saturating_sub(t.elapsed())
             })
             .min(KEY_POLL);
-        if !event::poll(wait)? {
+        if !io!(event::poll(wait)) {
             continue;
         }
-        match event::read()? {
+        match io!(event::read()) {
             Event::Key(k) => {
                 let rows = engine.snapshot().bricks.len();
                 match app.on_key(k, rows) {
@@ -117,15 +153,20 @@ fn ui_loop(mut engine: EngineHandle, sampler: &Sampler, status: String) -> std::
                 last_draw = None;
             }
             Event::Resize(..) => {
-                guard.terminal.autoresize()?;
+                io!(guard.terminal.autoresize());
                 last_draw = None;
             }
             _ => {}
         }
     }
+    // A draw that failed because of the signal: the signal is the cause.
+    let caught = caught.or_else(|| signals.caught());
     drop(guard);
     engine.stop();
-    Ok(())
+    match (failed, caught) {
+        (Some(e), None) => Err(e),
+        _ => Ok(caught),
+    }
 }
 
 fn export_now(engine: &EngineHandle) -> String {

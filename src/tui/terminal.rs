@@ -2,10 +2,18 @@
 //! runs, and all three undone by a guard's `Drop` and by a panic hook (installed before the
 //! terminal is touched, chained to the previous hook), so a panic, an error or Ctrl-C never
 //! leaves the user's shell in raw mode.
+//!
+//! Signals (`SignalWatch`): SIGINT and SIGTERM (a `kill`; Ctrl-C in raw mode is a key) ask the
+//! UI loop to end, which restores the terminal and stops the engine on its way out. The loop
+//! cannot always hear it: once the terminal hangs up, crossterm's tty read spins without
+//! returning. So a watcher thread also restores the terminal itself and exits with 128 + the
+//! signal when the loop has not ended within `SIGNAL_GRACE`, at a second signal, or at once
+//! on SIGHUP (the terminal is gone; nothing is left to wait for).
 
 use std::io::{self, Stdout, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Once};
+use std::time::Duration;
 
 use crossterm::cursor::{Hide, Show};
 use crossterm::execute;
@@ -14,6 +22,11 @@ use crossterm::terminal::{
 };
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// How long the UI loop has to end by itself after SIGINT/SIGTERM.
+pub const SIGNAL_GRACE: Duration = Duration::from_secs(2);
 
 /// Whether the terminal is currently taken over (so restoring twice is harmless).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -67,5 +80,47 @@ impl TerminalGuard {
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
+    }
+}
+
+/// The signals that end the live view (see the module docs).
+pub struct SignalWatch {
+    /// The first signal caught, 0 while none.
+    first: Arc<AtomicI32>,
+}
+
+impl SignalWatch {
+    /// Catch SIGINT, SIGTERM and SIGHUP from now on.
+    pub fn start() -> io::Result<SignalWatch> {
+        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+        let first = Arc::new(AtomicI32::new(0));
+        let seen = first.clone();
+        std::thread::Builder::new()
+            .name("cbtop-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    let again = seen
+                        .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_err();
+                    if again || sig == SIGHUP {
+                        restore();
+                        std::process::exit(128 + sig);
+                    }
+                    std::thread::spawn(move || {
+                        std::thread::sleep(SIGNAL_GRACE);
+                        restore();
+                        std::process::exit(128 + sig);
+                    });
+                }
+            })?;
+        Ok(SignalWatch { first })
+    }
+
+    /// The first signal caught, if any.
+    pub fn caught(&self) -> Option<i32> {
+        match self.first.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        }
     }
 }
