@@ -70,6 +70,15 @@ pub enum GgufErrorKind {
         end: u64,
         len: u64,
     },
+    #[error(
+        "tensor {tensor:?} (from byte {start}) overlaps tensor {other:?} (up to byte {other_end})"
+    )]
+    Overlap {
+        tensor: String,
+        other: String,
+        start: u64,
+        other_end: u64,
+    },
 }
 
 /// A reader error: the file and what went wrong in it.

@@ -280,6 +280,19 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        // Two tensors sharing bytes: one of them is not what its entry says it is.
+        let mut by_offset: Vec<&TensorInfo> = tensors.iter().collect();
+        by_offset.sort_by_key(|t| t.offset);
+        for w in by_offset.windows(2) {
+            if w[1].offset < w[0].offset + w[0].size {
+                return Err(K::Overlap {
+                    tensor: w[1].name.clone(),
+                    other: w[0].name.clone(),
+                    start: data_offset + w[1].offset,
+                    other_end: data_offset + w[0].offset + w[0].size,
+                });
+            }
+        }
         Ok((version, metadata, tensors, alignment, data_offset))
     }
 

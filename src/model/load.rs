@@ -22,6 +22,16 @@ pub enum LoadError {
         file: PathBuf,
         source: TokenizerError,
     },
+    #[error(
+        "{}: tokenizer.ggml.tokens has {tokens} tokens, more than the {rows} rows of \
+         token_embd.weight (vocab_size)",
+        file.display()
+    )]
+    VocabMismatch {
+        file: PathBuf,
+        tokens: usize,
+        rows: usize,
+    },
 }
 
 /// A loaded model: its file, configuration, weights and tokenizer.
@@ -54,6 +64,14 @@ impl Model {
             .map_err(|source| LoadError::Weights { file: p(), source })?;
         let tokenizer = Tokenizer::from_gguf(&file)
             .map_err(|source| LoadError::Tokenizer { file: p(), source })?;
+        // Every id the tokenizer can produce must have an embedding row.
+        if tokenizer.vocab_size() > config.vocab_size {
+            return Err(LoadError::VocabMismatch {
+                file: p(),
+                tokens: tokenizer.vocab_size(),
+                rows: config.vocab_size,
+            });
+        }
         Ok(Model {
             file,
             config,
