@@ -349,7 +349,7 @@ fn check(dir: &Path, case: &str, bytes: &[u8], expect: Expect) {
     ]);
     for (what, o) in [("inspect", &inspect), ("headless", &run)] {
         assert!(
-            !o.stderr.contains("internal error") && o.code != None,
+            !o.stderr.contains("internal error") && o.code.is_some(),
             "{case}: {what} crashed ({:?}): {}",
             o.code,
             o.stderr
@@ -399,16 +399,6 @@ fn scratch(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
-
-const FORMAT_WORDS: &[&str] = &[
-    "header",
-    "ends inside",
-    "cannot fit",
-    "length",
-    "tensor \"",
-    "metadata key",
-    "not a GGUF file",
-];
 
 #[test]
 fn the_tiny_model_itself_runs() {
