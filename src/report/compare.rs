@@ -34,8 +34,13 @@ pub struct Comparison {
 /// Read a report written by `cbtop --headless --json`.
 pub fn read_report(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_report(path, &text)
+}
+
+/// A report's text, read from `path` (which names it in errors).
+pub fn parse_report(path: &Path, text: &str) -> Result<Report, String> {
     let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
+        serde_json::from_str(text).map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
     if v["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
         return Err(format!(
             "{}: not a cbtop report of schema_version {SCHEMA_VERSION}",

@@ -50,7 +50,12 @@ fn number(flag: &str, v: Option<f64>) -> Result<Option<f64>, String> {
 pub fn read_baseline(path: &Path) -> Result<Baseline, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("--baseline {}: {e}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
+    parse_baseline(path, &text)
+}
+
+/// A baseline report's text, read from `path` (which names it in errors).
+pub fn parse_baseline(path: &Path, text: &str) -> Result<Baseline, String> {
+    let v: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| format!("--baseline {}: not a JSON report ({e})", path.display()))?;
     if v["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
         return Err(format!(
