@@ -93,6 +93,14 @@ fn interrupted(sig: i32, code: i32, name: &str) {
     );
     let text = std::fs::read_to_string(dir.join("r.json")).expect("the report was written");
     let r: Value = serde_json::from_str(&text).expect("a whole JSON report");
+    let schema = common::cbtop(&["schema"]);
+    let schema: Value = serde_json::from_slice(&schema.stdout).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&r).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match schema: {errors:?}"
+    );
     assert_eq!(r["status"], "INTERRUPTED");
     assert_eq!(r["gates"], serde_json::json!([]), "no gate evaluated");
     assert_eq!(r["config"]["tokens"], TOKENS, "the requested count");

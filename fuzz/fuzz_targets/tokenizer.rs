@@ -57,7 +57,8 @@ fn spm(from: &Tokenizer) -> Tokenizer {
             continue;
         };
         let piece = text.replace(' ', "\u{2581}");
-        if piece.is_empty() || !seen.insert(piece.clone()) {
+        // Tokenizer::new cuts token text at a NUL (as llama.cpp does): skip those.
+        if piece.is_empty() || piece.contains('\0') || !seen.insert(piece.clone()) {
             continue;
         }
         tokens.push(piece);
