@@ -536,6 +536,19 @@ fn huge_counts_and_lengths() {
         }),
         &["token_embd.weight"],
     ));
+    // Within the file's size, but 32 bytes of memory per byte of file once parsed: capped.
+    let n = cbtop::gguf::MAX_META_VALUES + 1;
+    let mut big = b"GGUF".to_vec();
+    big.extend(3u32.to_le_bytes());
+    big.extend(0u64.to_le_bytes());
+    big.extend(1u64.to_le_bytes());
+    big.extend(3u64.to_le_bytes());
+    big.extend(b"big");
+    big.extend(vt::ARRAY.to_le_bytes());
+    big.extend(vt::U8.to_le_bytes());
+    big.extend(n.to_le_bytes());
+    big.resize(big.len() + n as usize, 7);
+    cases.push(("u8-array-past-the-value-cap", big, &["\"big\""]));
     for (name, bytes, words) in cases {
         check(&dir, name, &bytes, Expect::Bad(words));
     }

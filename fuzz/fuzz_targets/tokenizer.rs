@@ -16,7 +16,8 @@ use libfuzzer_sys::fuzz_target;
 
 static LLAMA: &[u8] =
     include_bytes!("../../tests/fixtures/conformance/models/conf-llama-Q4_K_S.gguf");
-static QWEN2: &[u8] = include_bytes!("../../tests/fixtures/conformance/models/conf-qwen2-Q2_K.gguf");
+static QWEN2: &[u8] =
+    include_bytes!("../../tests/fixtures/conformance/models/conf-qwen2-Q2_K.gguf");
 
 fn from_gguf(name: &str, bytes: &[u8]) -> Tokenizer {
     let f = GgufFile::from_bytes(Path::new(name), bytes.to_vec()).expect("fixture parses");
@@ -44,7 +45,11 @@ fn smollm() -> Tokenizer {
 /// UTF-8 tokens with spaces as `▁` (score -id), then user-defined and control tokens.
 fn spm(from: &Tokenizer) -> Tokenizer {
     let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
-    let mut types = vec![token_type::UNKNOWN, token_type::CONTROL, token_type::CONTROL];
+    let mut types = vec![
+        token_type::UNKNOWN,
+        token_type::CONTROL,
+        token_type::CONTROL,
+    ];
     tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
     types.extend([token_type::BYTE; 256]);
     let mut scores = vec![0.0f32; tokens.len()];
@@ -110,8 +115,10 @@ fn fixtures() -> &'static [Fixture; 4] {
                 }
             }
             soup.extend(
-                ["<|", "|>", "<s>", "</s>", "\u{2581}", " ", "\n", "\u{0120}", "<0x41>", "'s"]
-                    .map(String::from),
+                [
+                    "<|", "|>", "<s>", "</s>", "\u{2581}", " ", "\n", "\u{0120}", "<0x41>", "'s",
+                ]
+                .map(String::from),
             );
             Fixture { tok, soup }
         })

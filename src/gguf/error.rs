@@ -24,6 +24,11 @@ pub enum GgufErrorKind {
     InvalidUtf8(String),
     #[error("metadata key {key:?} has unknown value type {ty}")]
     UnknownValueType { key: String, ty: u32 },
+    #[error(
+        "metadata key {0:?}: the metadata arrays hold more than {max} values in all",
+        max = super::reader::MAX_META_VALUES
+    )]
+    TooManyValues(String),
     #[error("metadata key {0:?} nests arrays too deeply")]
     NestingTooDeep(String),
     #[error("metadata key {0:?} appears twice")]

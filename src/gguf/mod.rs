@@ -7,6 +7,6 @@ mod value;
 mod writer;
 
 pub use error::{GgufError, GgufErrorKind};
-pub use reader::{GgufFile, TensorInfo, DEFAULT_ALIGNMENT, MAGIC};
+pub use reader::{GgufFile, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_META_VALUES};
 pub use value::{ty as value_type, MetaValue, Metadata};
 pub use writer::GgufWriter;

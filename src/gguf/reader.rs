@@ -2,7 +2,10 @@
 //!
 //! Every count and length read from the file is checked against the bytes that remain before
 //! anything is allocated from it, so a hostile or truncated file yields an error, never a panic
-//! or a huge allocation.
+//! or a huge allocation. A metadata value takes more memory parsed (`MetaValue`, 32 bytes) than
+//! encoded (1 byte for a u8), so the values of all arrays together are also capped
+//! (`MAX_META_VALUES`, several times what the largest tokenizer needs): parsing a file never
+//! allocates more than a small multiple of its size, nor more than a few hundred MB.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -17,6 +20,9 @@ pub const MAGIC: &[u8; 4] = b"GGUF";
 pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// Deepest array nesting accepted (arrays of arrays of ...).
 const MAX_NESTING: usize = 4;
+/// Most array elements in the whole metadata (a 256k-token vocabulary with scores, types and
+/// merges has about 1.3 million).
+pub const MAX_META_VALUES: u64 = 1 << 23;
 
 /// One tensor's entry in the index.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,6 +119,7 @@ impl GgufFile {
         let parsed = Parser {
             buf: bytes.as_slice(),
             pos: 0,
+            values: 0,
         }
         .file();
         match parsed {
@@ -159,6 +166,8 @@ type Parsed = (u32, Metadata, Vec<TensorInfo>, u64, u64);
 struct Parser<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Array elements read so far (against `MAX_META_VALUES`).
+    values: u64,
 }
 
 impl<'a> Parser<'a> {
@@ -321,6 +330,10 @@ impl<'a> Parser<'a> {
                     ty: ety,
                 })?;
                 let n = self.count(min, &|| format!("array of metadata key {key:?}"))?;
+                self.values += n as u64;
+                if self.values > MAX_META_VALUES {
+                    return Err(K::TooManyValues(key.to_string()));
+                }
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
                     items.push(self.value(key, ety, depth + 1)?);
