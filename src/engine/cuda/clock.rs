@@ -148,7 +148,7 @@ impl KernelClock {
     }
 
     /// The stamp arguments of the next launch.
-    pub fn next(&mut self) -> Stamp {
+    pub fn stamp(&mut self) -> Stamp {
         if !self.armed || self.owners.len() >= self.cap {
             // Past the capacity a launch is not stamped; `finish` reports the overflow.
             if self.armed {

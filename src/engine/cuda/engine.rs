@@ -348,7 +348,7 @@ fn product(
     let total = (n * m.cols) as i32;
     // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
     if !ep.quantized {
-        let st = clock.next();
+        let st = clock.stamp();
         unsafe {
             s.launch_builder(&k.act_quant)
                 .arg(x)
@@ -382,7 +382,7 @@ fn product(
         block_dim: (128, 1, 1),
         shared_mem_bytes: 0,
     };
-    let st = clock.next();
+    let st = clock.stamp();
     // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or
     // int8 values with their scales and sums), writes n × rows.
     unsafe {
@@ -747,7 +747,7 @@ impl CudaEngine {
                 block_dim: (1024, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let (s1, s2) = (e.clock.next(), e.clock.next());
+            let (s1, s2) = (e.clock.stamp(), e.clock.stamp());
             let b = &mut e.bufs;
             // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) pairs
             // into `part`; argmax_final reads them, writes tok[0] and adds n to pos[0].
@@ -836,7 +836,7 @@ impl CudaEngine {
     /// The position moves on by `n` tokens on the device (a kernel, so a graph can hold it).
     fn advance_device(&mut self, n: usize) -> Result<(), EngineError> {
         let nn = n as i32;
-        let st = self.clock.next();
+        let st = self.clock.stamp();
         // SAFETY: pos holds one i32.
         unsafe {
             self.stream
@@ -880,7 +880,7 @@ impl CudaEngine {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let st = s.clock.next();
+            let st = s.clock.stamp();
             // SAFETY: rows of token_embd for ids checked < vocab; x holds n × n_embd.
             unsafe {
                 s.stream
@@ -932,7 +932,7 @@ impl CudaEngine {
             let dkind = s_kind(&self.w, Mat::Down(l));
             self.brick(rec, B::FfnAct, layer, |s| {
                 let (len, kind) = ((n * ff) as i32, kind_code(dkind));
-                let st = s.clock.next();
+                let st = s.clock.stamp();
                 let b = &mut s.bufs;
                 // SAFETY: n × n_ff values each; the activation buffers hold as many.
                 unsafe {
@@ -1044,7 +1044,7 @@ impl CudaEngine {
             c.rope_dims as i32,
             i32::from(c.arch.rope_style() == RopeStyle::Neox),
         );
-        let st = self.clock.next();
+        let st = self.clock.stamp();
         let q: *mut CudaSlice<f32> = &mut self.bufs.q;
         // SAFETY: q and k are distinct fields.
         let q = unsafe { &mut *q };
@@ -1091,7 +1091,7 @@ impl CudaEngine {
             shared_mem_bytes: 0,
         };
         let (c, kind) = (cols as i32, kind_code(kind));
-        let st = self.clock.next();
+        let st = self.clock.stamp();
         let b = &mut self.bufs;
         let x = b.x.slice(first * cols..);
         let out = if norm == Norm::Output {
@@ -1127,7 +1127,7 @@ impl CudaEngine {
         let (kvd_i, n_i) = (kvd as i32, n as i32);
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
-        let (s1, s2) = (self.clock.next(), self.clock.next());
+        let (s1, s2) = (self.clock.stamp(), self.clock.stamp());
         let b = &mut self.bufs;
         // SAFETY: n × kv_dim values into cache rows pos..pos+n (< capacity, checked).
         unsafe {
