@@ -139,9 +139,20 @@ fuzz_target!(|data: &[u8]| {
     };
     match (head >> 2) & 3 {
         // Arbitrary bytes as text.
-        0 | 3 => {
+        0 => {
             let text = String::from_utf8_lossy(rest);
             check(&tok.encode_with(&text, add_special, parse_special));
+        }
+        // Byte-level BPE is lossless: the pieces of plain text (no specials added or parsed)
+        // are its bytes. (`decode` may also clean spaces, as llama.cpp does.)
+        3 => {
+            let text = String::from_utf8_lossy(rest);
+            let ids = tok.encode_with(&text, false, false);
+            check(&ids);
+            if (head & 3) != 3 {
+                let bytes: Vec<u8> = ids.iter().flat_map(|&i| tok.token_bytes(i)).collect();
+                assert_eq!(bytes, text.as_bytes(), "round trip of {text:?}: {ids:?}");
+            }
         }
         // Special-token soup: each byte picks a soup entry or stands for a character.
         1 => {
