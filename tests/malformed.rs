@@ -332,21 +332,13 @@ fn check(dir: &Path, case: &str, bytes: &[u8], expect: Expect) {
     std::fs::write(&path, bytes).unwrap();
     let p = path.to_str().unwrap();
     let inspect = run_limited(&["inspect", p]);
-    let run = run_limited(&[
-        "--headless",
-        "--ci",
-        "--json",
-        "--device",
-        "cpu",
-        "--threads",
-        "1",
-        "--tokens",
-        "3",
-        "--warmup",
-        "1",
-        "--model-path",
-        p,
-    ]);
+    let run = run_limited(
+        &[
+            common::HEADLESS_CPU,
+            &["--tokens", "3", "--warmup", "1", "--model-path", p],
+        ]
+        .concat(),
+    );
     for (what, o) in [("inspect", &inspect), ("headless", &run)] {
         assert!(
             !o.stderr.contains("internal error") && o.code.is_some(),
@@ -406,21 +398,20 @@ fn the_tiny_model_itself_runs() {
     let bytes = Model::tiny().bytes();
     let p = dir.join("valid.gguf");
     std::fs::write(&p, &bytes).unwrap();
-    let o = run_limited(&[
-        "--headless",
-        "--ci",
-        "--json",
-        "--device",
-        "cpu",
-        "--threads",
-        "1",
-        "--tokens",
-        "3",
-        "--warmup",
-        "1",
-        "--model-path",
-        p.to_str().unwrap(),
-    ]);
+    let o = run_limited(
+        &[
+            common::HEADLESS_CPU,
+            &[
+                "--tokens",
+                "3",
+                "--warmup",
+                "1",
+                "--model-path",
+                p.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["assertions"][0]["pass"], true);

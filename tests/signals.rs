@@ -26,15 +26,7 @@ impl Run {
         std::fs::create_dir_all(&dir).unwrap();
         let tokens = TOKENS.to_string();
         let child = Command::new(env!("CARGO_BIN_EXE_cbtop"))
-            .args([
-                "--headless",
-                "--ci",
-                "--json",
-                "--device",
-                "cpu",
-                "--threads",
-                "1",
-            ])
+            .args(common::HEADLESS_CPU)
             .args(["--warmup", "0", "--prefill", "4", "--tokens", &tokens])
             // A gate that would fail: an interrupted run must not evaluate it.
             .args(["--min-tok-s", "1e12", "--output"])

@@ -14,19 +14,10 @@ use common::stderr;
 fn args(extra: &[&str]) -> Vec<String> {
     let m = common::fixture("conformance/models/conf-qwen2-Q4_K_M.gguf");
     let mut v: Vec<String> = [
-        "--headless",
-        "--ci",
-        "--json",
-        "--device",
-        "cpu",
-        "--threads",
-        "1",
-        "--tokens",
-        "2",
-        "--warmup",
-        "0",
-        "--model-path",
+        common::HEADLESS_CPU,
+        &["--tokens", "2", "--warmup", "0", "--model-path"],
     ]
+    .concat()
     .iter()
     .map(|s| s.to_string())
     .collect();

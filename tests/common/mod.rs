@@ -5,6 +5,17 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// Run the `cbtop` binary built for these tests.
+/// A quiet headless JSON run on one CPU thread: the flags the CLI tests share.
+pub const HEADLESS_CPU: &[&str] = &[
+    "--headless",
+    "--ci",
+    "--json",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+];
+
 pub fn cbtop(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cbtop"))
         .args(args)
