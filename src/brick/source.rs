@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// CUDA event pairs around the brick, resolved once per token.
+    /// CUDA event pairs around the brick, resolved once per token (no backend records it
+    /// now; kept so reports written with it still read back for `compare`).
     CudaEvent,
     /// Each kernel's first-block start and last-block end on the GPU's `%globaltimer`,
     /// written by the kernel itself while the step replays as one CUDA graph; a brick is the

@@ -138,10 +138,6 @@ impl KernelClock {
         self.cur = None;
     }
 
-    pub fn armed(&self) -> bool {
-        self.armed
-    }
-
     /// Launches from now on belong to `owner` (None: to no brick).
     pub fn enter(&mut self, owner: Option<Owner>) {
         self.cur = owner;
