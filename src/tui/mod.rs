@@ -72,13 +72,25 @@ pub fn run_live(
         .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
     match ui_loop(engine, &sampler, status, &signals) {
         Ok(None) => Ok(()),
-        Ok(Some(sig)) => Err(CliError {
-            code: interrupt::exit_code(sig),
-            message: format!("interrupted by {}", interrupt::name(sig)),
-        }),
-        Err(e) => Err(CliError::runtime(format!("terminal: {e}"))),
+        Ok(Some(sig)) => Err(interrupted(sig)),
+        // A closed terminal fails the next draw (EIO) about when the kernel's SIGHUP lands;
+        // give the watcher a moment so a hangup reports as one (129), not as an I/O error.
+        Err(e) => match signals.wait_caught(HANGUP_GRACE) {
+            Some(sig) => Err(interrupted(sig)),
+            None => Err(CliError::runtime(format!("terminal: {e}"))),
+        },
     }
 }
+
+fn interrupted(sig: i32) -> CliError {
+    CliError {
+        code: interrupt::exit_code(sig),
+        message: format!("interrupted by {}", interrupt::name(sig)),
+    }
+}
+
+/// How long a terminal error waits for the signal that may explain it (see `run_live`).
+const HANGUP_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs until a quit key (`None`) or a caught signal (`Some(signal)`).
 fn ui_loop(

@@ -11,6 +11,7 @@
 //! on SIGHUP (the terminal is gone; nothing is left to wait for).
 
 use std::io::{self, Stdout, Write};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Once};
 use std::time::Duration;
@@ -54,7 +55,9 @@ fn install_panic_hook() {
 
 /// The terminal while the live view owns it; dropping it restores the terminal.
 pub struct TerminalGuard {
-    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+    /// Dropped by hand (see `Drop`): ratatui's own drop prints with `eprintln!` when it cannot
+    /// show the cursor, and that panics once the terminal (our stderr) has hung up.
+    pub terminal: ManuallyDrop<Terminal<CrosstermBackend<Stdout>>>,
 }
 
 impl TerminalGuard {
@@ -68,7 +71,9 @@ impl TerminalGuard {
             return Err(e);
         }
         match Terminal::new(CrosstermBackend::new(out)) {
-            Ok(terminal) => Ok(TerminalGuard { terminal }),
+            Ok(terminal) => Ok(TerminalGuard {
+                terminal: ManuallyDrop::new(terminal),
+            }),
             Err(e) => {
                 restore();
                 Err(e)
@@ -79,6 +84,12 @@ impl TerminalGuard {
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
+        // With the cursor shown, ratatui's drop has nothing to say; if the terminal is gone
+        // it cannot be shown, and the terminal is leaked instead (the process is ending).
+        if self.terminal.show_cursor().is_ok() {
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(&mut self.terminal) };
+        }
         restore();
     }
 }
@@ -114,6 +125,21 @@ impl SignalWatch {
                 }
             })?;
         Ok(SignalWatch { first })
+    }
+
+    /// The first signal caught within `timeout` from now (at once if one already was).
+    /// SIGHUP never returns here: the watcher exits the process on it.
+    pub fn wait_caught(&self, timeout: Duration) -> Option<i32> {
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(s) = self.caught() {
+                return Some(s);
+            }
+            if t0.elapsed() >= timeout {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// The first signal caught, if any.
