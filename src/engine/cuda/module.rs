@@ -36,11 +36,19 @@ pub const SOURCES: &[(&str, &str)] = &[
         "matvec_q6k.cu",
         include_str!("../../../kernels/matvec_q6k.cu"),
     ),
+    (
+        "matvec_fast.cu",
+        include_str!("../../../kernels/matvec_fast.cu"),
+    ),
     ("rmsnorm.cu", include_str!("../../../kernels/rmsnorm.cu")),
     ("rope.cu", include_str!("../../../kernels/rope.cu")),
     (
         "attention.cu",
         include_str!("../../../kernels/attention.cu"),
+    ),
+    (
+        "attention_fast.cu",
+        include_str!("../../../kernels/attention_fast.cu"),
     ),
     ("swiglu.cu", include_str!("../../../kernels/swiglu.cu")),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),

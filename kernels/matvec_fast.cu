@@ -1,0 +1,384 @@
+// The `fast` numerics' decode product (one token): out[r] = W[r] . x for quantized W, shaped
+// for memory bandwidth instead of the CPU's float order (DESIGN.md "Numerics").
+//
+// One warp per weight row, four rows per block of 128 threads. A row is cut into units (a
+// legacy block of 32 weights, or a quarter of a k-quant block: 64 weights); lane i takes
+// units i, i + 32, ... and returns each unit's dot product with the quantized activations
+// as one float (integer dp4a sums inside, block scales outside), accumulated in registers;
+// the warp adds its lanes with shuffles. Weights are read with aligned 32- or 128-bit loads
+// whatever a block's alignment (`load_words`): Q5_0, Q8_0, Q3_K and Q6_K blocks are only
+// 2-byte aligned, so their fields are assembled from the aligned words around them
+// (funnel shifts), never loaded unaligned.
+//
+// Activations are the same quantized input as the exact products (kernels/act_quant.cu):
+// int8 `aq`, scales `ad` (per 32 for Q8_0/Q8_1, per 256 for Q8_K), and `ax` (Q8_1's sums,
+// Q8_K's bsums per 16). Units read 16-byte aligned activation vectors.
+//
+// Matrices are uploaded with 16 bytes of padding after them: `load_words` may read up to 4
+// bytes past a field (never before the matrix).
+
+// n 32-bit words holding bytes p[0 .. 4n): word i is p[4i..4i+4], little-endian, from the
+// aligned words around them.
+template <int N>
+__device__ __forceinline__ void load_words(const u8* p, u32* out) {
+    const u32* a = (const u32*)((u64)p & ~(u64)3);
+    u32 sh = 8u * (u32)((u64)p & 3);
+    u32 w[N + 1];
+#pragma unroll
+    for (int i = 0; i <= N; i++) w[i] = (i < N || sh) ? __ldg(a + i) : 0u;
+#pragma unroll
+    for (int i = 0; i < N; i++) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
+}
+
+// Sixteen int8 activations as four packed words (16-byte aligned).
+__device__ __forceinline__ void load_act16(const i8* a, int* out) {
+    int4 v = __ldg((const int4*)a);
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+}
+
+// 32 activations of one 32-value block.
+__device__ __forceinline__ void load_act32(const i8* a, int* out) {
+    load_act16(a, out);
+    load_act16(a + 16, out + 4);
+}
+
+// ---- Legacy types: a unit is one block; lane word i (weights 4i..4i+3 of the low half and
+// 16 + 4i.. of the high half) against activation words i and 4 + i.
+
+// The integer dot of a legacy block's 32 levels (as signed bytes: `lo[i]` weights 4i..4i+3,
+// `hi[i]` weights 16 + 4i..) with its 32 activations.
+__device__ __forceinline__ int legacy_isum(const u32* lo, const u32* hi, const int* a) {
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s = __dp4a((int)lo[i], a[i], s);
+        s = __dp4a((int)hi[i], a[4 + i], s);
+    }
+    return s;
+}
+
+struct FQ4_0 {
+    static const int QK = 32, UNITS = 1, BYTES = 18;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad, const float*,
+                                int bi) {
+        u32 q[4], lo[4], hi[4];
+        load_words<4>(b + 2, q);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = __vsub4(q[i] & 0x0F0F0F0Fu, 0x08080808u);
+            hi[i] = __vsub4((q[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+        }
+        int a[8];
+        load_act32(aq + 32 * bi, a);
+        return f16_at2(b) * ad[bi] * (float)legacy_isum(lo, hi, a);
+    }
+};
+
+struct FQ4_1 {
+    static const int QK = 32, UNITS = 1, BYTES = 20;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        u32 q[4], lo[4], hi[4], dm;
+        load_words<1>(b, &dm);
+        load_words<4>(b + 4, q);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = q[i] & 0x0F0F0F0Fu;
+            hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+        }
+        int a[8];
+        load_act32(aq + 32 * bi, a);
+        float d = h2f((u16)dm), m = h2f((u16)(dm >> 16));
+        return d * ad[bi] * (float)legacy_isum(lo, hi, a) + m * ax[bi];
+    }
+};
+
+// Bits 4i..4i+3 of a Q5 block's `qh` moved to bit 4 of the four bytes.
+__device__ __forceinline__ u32 fifth_bits(u32 qh, int i) { return high_pack(qh, i); }
+
+struct FQ5_0 {
+    static const int QK = 32, UNITS = 1, BYTES = 22;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad, const float*,
+                                int bi) {
+        u32 q[4], qh, lo[4], hi[4];
+        load_words<1>(b + 2, &qh);
+        load_words<4>(b + 6, q);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = __vsub4((q[i] & 0x0F0F0F0Fu) | fifth_bits(qh, i), 0x10101010u);
+            hi[i] = __vsub4(((q[i] >> 4) & 0x0F0F0F0Fu) | fifth_bits(qh, 4 + i), 0x10101010u);
+        }
+        int a[8];
+        load_act32(aq + 32 * bi, a);
+        return f16_at2(b) * ad[bi] * (float)legacy_isum(lo, hi, a);
+    }
+};
+
+struct FQ5_1 {
+    static const int QK = 32, UNITS = 1, BYTES = 24;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        u32 q[4], w[2], lo[4], hi[4];
+        load_words<2>(b, w);
+        load_words<4>(b + 8, q);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (q[i] & 0x0F0F0F0Fu) | fifth_bits(w[1], i);
+            hi[i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | fifth_bits(w[1], 4 + i);
+        }
+        int a[8];
+        load_act32(aq + 32 * bi, a);
+        float d = h2f((u16)w[0]), m = h2f((u16)(w[0] >> 16));
+        return d * ad[bi] * (float)legacy_isum(lo, hi, a) + m * ax[bi];
+    }
+};
+
+struct FQ8_0 {
+    static const int QK = 32, UNITS = 1, BYTES = 34;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad, const float*,
+                                int bi) {
+        u32 q[8];
+        load_words<8>(b + 2, q);
+        int a[8];
+        load_act32(aq + 32 * bi, a);
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) s = __dp4a((int)q[i], a[i], s);
+        return f16_at2(b) * ad[bi] * (float)s;
+    }
+};
+
+// ---- K-quants: four units of 64 weights per 256-weight block.
+
+// Byte k (run-time) of word w.
+__device__ __forceinline__ int byte_of(u32 w, int k) { return (int)((w >> (8 * k)) & 0xFFu); }
+
+// Sub-block j's scale and min from a Q4_K/Q5_K block's first four words (d/dmin, then the
+// 12 scale bytes q[0..12]): j < 4: q[j] & 63, q[j + 4] & 63; else the low or high nibble of
+// q[j + 4] with the top two bits of q[j - 4] / q[j].
+__device__ __forceinline__ void k4_scale_min(const u32* sw, int j, int* sc, int* m) {
+    int jj = j & 3;
+    int a = byte_of(sw[1], jj), b = byte_of(sw[2], jj), c = byte_of(sw[3], jj);
+    if (j < 4) {
+        *sc = a & 63;
+        *m = b & 63;
+    } else {
+        *sc = (c & 15) | ((a >> 6) << 4);
+        *m = (c >> 4) | ((b >> 6) << 4);
+    }
+}
+
+// Q4_K / Q5_K: unit u is sub-blocks 2u (low nibbles of qs[32u..32u+32]) and 2u + 1 (high
+// nibbles); value d * sc * q - dmin * m. Q5_K adds bit 2u / 2u + 1 of qh[i] as the fifth bit.
+template <bool FIVE>
+__device__ __forceinline__ float k45_unit(const u8* b, int u, const i8* aq, const float* ad,
+                                          const float* ax, int bi) {
+    const int QS = FIVE ? 48 : 16;
+    uint4 v0 = __ldg((const uint4*)(b + QS + 32 * u));
+    uint4 v1 = __ldg((const uint4*)(b + QS + 32 * u + 16));
+    u32 q[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    u32 h[8];
+    if (FIVE) {
+        uint4 h0 = __ldg((const uint4*)(b + 16)), h1 = __ldg((const uint4*)(b + 32));
+        h[0] = h0.x, h[1] = h0.y, h[2] = h0.z, h[3] = h0.w;
+        h[4] = h1.x, h[5] = h1.y, h[6] = h1.z, h[7] = h1.w;
+    }
+    int a[16];
+#pragma unroll
+    for (int i = 0; i < 4; i++) load_act16(aq + 256 * bi + 64 * u + 16 * i, a + 4 * i);
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        u32 lo = q[i] & 0x0F0F0F0Fu, hi = (q[i] >> 4) & 0x0F0F0F0Fu;
+        if (FIVE) {
+            lo |= ((h[i] >> (2 * u)) & 0x01010101u) << 4;
+            hi |= ((h[i] >> (2 * u + 1)) & 0x01010101u) << 4;
+        }
+        s0 = __dp4a((int)lo, a[i], s0);
+        s1 = __dp4a((int)hi, a[8 + i], s1);
+    }
+    // d, dmin and the 12 packed scale bytes; sub-block j's 6-bit scale and min as ggml's
+    // get_scale_min_k4, from the words (a byte array indexed at run time would live in
+    // local memory).
+    u32 sw[4];
+    load_words<4>(b, sw);
+    int c0, m0, c1, m1;
+    k4_scale_min(sw, 2 * u, &c0, &m0);
+    k4_scale_min(sw, 2 * u + 1, &c1, &m1);
+    float4 bs = __ldg((const float4*)(ax + 16 * bi + 4 * u));
+    float d = h2f((u16)sw[0]), dmin = h2f((u16)(sw[0] >> 16));
+    float sumi = (float)(c0 * s0 + c1 * s1);
+    float mins = (float)m0 * (bs.x + bs.y) + (float)m1 * (bs.z + bs.w);
+    return ad[bi] * (d * sumi - dmin * mins);
+}
+
+struct FQ4_K {
+    static const int QK = 256, UNITS = 4, BYTES = 144;
+    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        return k45_unit<false>(b, u, aq, ad, ax, bi);
+    }
+};
+
+struct FQ5_K {
+    static const int QK = 256, UNITS = 4, BYTES = 176;
+    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        return k45_unit<true>(b, u, aq, ad, ax, bi);
+    }
+};
+
+// Q6_K, Q3_K and Q2_K share a layout of 2-bit (or 4-bit) planes: weight 128h + 32k + l
+// (half h, quarter k, l < 32) sits in byte l of half h's planes, scale (8h + 2k + l / 16).
+// Unit u = (h = u / 2, s = u % 2) takes l in 16s..16s + 16 of all four quarters: four groups
+// of 16 weights, group k against activations 128h + 32k + 16s.
+__device__ __forceinline__ void plane_acts(const i8* aq, int bi, int h, int s, int a[4][4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) load_act16(aq + 256 * bi + 128 * h + 32 * k + 16 * s, a[k]);
+}
+
+__device__ __forceinline__ int dot16(const u32* q, const int* a) {
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) s = __dp4a((int)q[i], a[i], s);
+    return s;
+}
+
+struct FQ6_K {
+    static const int QK = 256, UNITS = 4, BYTES = 210;
+    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad, const float*,
+                                int bi) {
+        int h = u >> 1, s = u & 1;
+        u32 A[4], B[4], H[4], sw[2], dw;
+        load_words<4>(b + 64 * h + 16 * s, A);
+        load_words<4>(b + 64 * h + 32 + 16 * s, B);
+        load_words<4>(b + 128 + 32 * h + 16 * s, H);
+        load_words<2>(b + 192 + 8 * h, sw);
+        load_words<1>(b + 208, &dw);
+        int a[4][4];
+        plane_acts(aq, bi, h, s, a);
+        int total = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 q[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                u32 low = ((k & 1) ? B[i] : A[i]) >> (4 * (k >> 1));
+                q[i] = __vsub4((low & 0x0F0F0F0Fu) | (((H[i] >> (2 * k)) & 0x03030303u) << 4),
+                               0x20202020u);
+            }
+            // Scale byte 2k + s of the half's eight: in word k / 2 (known when compiling).
+            int sc = (int)(i8)(u8)byte_of(sw[k >> 1], (2 * k + s) & 3);
+            total += sc * dot16(q, a[k]);
+        }
+        return h2f((u16)dw) * ad[bi] * (float)total;
+    }
+};
+
+struct FQ3_K {
+    static const int QK = 256, UNITS = 4, BYTES = 110;
+    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad, const float*,
+                                int bi) {
+        int h = u >> 1, s = u & 1;
+        u32 Q[4], M[4], sw[3], dw;
+        load_words<4>(b + 32 + 32 * h + 16 * s, Q);
+        load_words<4>(b + 16 * s, M);
+        load_words<3>(b + 96, sw);
+        load_words<1>(b + 108, &dw);
+        int a[4][4];
+        plane_acts(aq, bi, h, s, a);
+        int total = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 q[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                u32 low = (Q[i] >> (2 * k)) & 0x03030303u;
+                u32 high = (M[i] >> (4 * h + k)) & 0x01010101u;
+                q[i] = __vsub4(low | (high << 2), 0x04040404u);
+            }
+            // Scale sj = 8h + 2k + s: a nibble of byte sj % 8 (word k / 2), two bits of byte
+            // 8 + sj % 4 (word 2).
+            int lb = (2 * k + s) & 3;
+            int lo_byte = byte_of(sw[k >> 1], lb);
+            int sl = h == 0 ? (lo_byte & 15) : (lo_byte >> 4);
+            int sh = (byte_of(sw[2], lb) >> (2 * (2 * h + (k >> 1)))) & 3;
+            total += ((sl | (sh << 4)) - 32) * dot16(q, a[k]);
+        }
+        return h2f((u16)dw) * ad[bi] * (float)total;
+    }
+};
+
+struct FQ2_K {
+    static const int QK = 256, UNITS = 4, BYTES = 84;
+    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        int h = u >> 1, s = u & 1;
+        u32 Q[4], sw[2], dw;
+        load_words<4>(b + 16 + 32 * h + 16 * s, Q);
+        load_words<2>(b + 8 * h, sw);
+        load_words<1>(b + 80, &dw);
+        int a[4][4];
+        plane_acts(aq, bi, h, s, a);
+        int sumi = 0;
+        float mins = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 q[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[i] = (Q[i] >> (2 * k)) & 0x03030303u;
+            int sc = byte_of(sw[k >> 1], (2 * k + s) & 3);
+            sumi += (sc & 15) * dot16(q, a[k]);
+            mins += (float)(sc >> 4) * ax[16 * bi + 8 * h + 2 * k + s];
+        }
+        float d = h2f((u16)dw), dmin = h2f((u16)(dw >> 16));
+        return ad[bi] * (d * (float)sumi - dmin * mins);
+    }
+};
+
+// The warp-per-row product; `F::dot` gives one unit's share.
+template <typename F>
+__device__ __forceinline__ void mvf_impl(const u8* __restrict__ w, u64 row_bytes, int rows,
+                                         int cols, const i8* __restrict__ aq,
+                                         const float* __restrict__ ad,
+                                         const float* __restrict__ ax, const float* bias,
+                                         int accumulate, float* out) {
+    int lane = threadIdx.x & 31;
+    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const u8* row = w + (u64)r * row_bytes;
+    int units = (cols / F::QK) * F::UNITS;
+    float acc = 0.0f;
+#pragma unroll 2
+    for (int u = lane; u < units; u += 32) {
+        int bi = u / F::UNITS;
+        acc += F::dot(row + (u64)bi * F::BYTES, u % F::UNITS, aq, ad, ax, bi);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) store_out(acc, bias, accumulate, rows, r, 0, out);
+}
+
+// mvf_<name>: the fast decode product of one quantized type, with the exact kernels'
+// arguments (`n` must be 1).
+#define CBTOP_MVF_KERNEL(name, F)                                                            \
+    extern "C" __global__ void mvf_##name(const u8* w, u64 rb, int rows, int cols,          \
+                                          const i8* aq, const float* ad, const float* ax,    \
+                                          int n, const float* bias, int acc, float* out,     \
+                                          STAMP_PARAMS) {                                    \
+        STAMP_GUARD;                                                                         \
+        mvf_impl<F>(w, rb, rows, cols, aq, ad, ax, bias, acc, out);                          \
+    }
+
+CBTOP_MVF_KERNEL(q4_0, FQ4_0)
+CBTOP_MVF_KERNEL(q4_1, FQ4_1)
+CBTOP_MVF_KERNEL(q5_0, FQ5_0)
+CBTOP_MVF_KERNEL(q5_1, FQ5_1)
+CBTOP_MVF_KERNEL(q8_0, FQ8_0)
+CBTOP_MVF_KERNEL(q2_k, FQ2_K)
+CBTOP_MVF_KERNEL(q3_k, FQ3_K)
+CBTOP_MVF_KERNEL(q4_k, FQ4_K)
+CBTOP_MVF_KERNEL(q5_k, FQ5_K)
+CBTOP_MVF_KERNEL(q6_k, FQ6_K)
