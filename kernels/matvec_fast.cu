@@ -339,17 +339,35 @@ struct FQ2_K {
     }
 };
 
-// The warp-per-row product; `F::dot` gives one unit's share.
+// ---- Several products of one input in one launch (Q, K, V; gate and up) -----------------
+// Up to three matrices of any quantized types whose activation format is the same (the
+// engine checks), each with its own output and bias; matrix i takes blocks
+// first_block[i]..first_block[i + 1] (four rows per block). GGML type ids select the unit.
+struct MvfMat {
+    const u8* w;
+    u64 row_bytes;
+    const float* bias;
+    float* out;
+    int rows;
+    int ty;
+    int first_block;
+    int pad_;
+};
+
+struct MvfSet {
+    MvfMat m[3];
+    int count;
+};
+
+// Four rows of matrix m per block of 128 threads (`block` counts within m): a warp per row,
+// `F::dot` gives one unit's share.
 template <typename F>
-__device__ __forceinline__ void mvf_impl(const u8* __restrict__ w, u64 row_bytes, int rows,
-                                         int cols, const i8* __restrict__ aq,
-                                         const float* __restrict__ ad,
-                                         const float* __restrict__ ax, const float* bias,
-                                         int accumulate, float* out) {
+__device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, const i8* aq,
+                                        const float* ad, const float* ax, int accumulate) {
     int lane = threadIdx.x & 31;
-    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    const u8* row = w + (u64)r * row_bytes;
+    int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= m.rows) return;
+    const u8* row = m.w + (u64)r * m.row_bytes;
     int units = (cols / F::QK) * F::UNITS;
     float acc = 0.0f;
 #pragma unroll 2
@@ -358,7 +376,34 @@ __device__ __forceinline__ void mvf_impl(const u8* __restrict__ w, u64 row_bytes
         acc += F::dot(row + (u64)bi * F::BYTES, u % F::UNITS, aq, ad, ax, bi);
     }
     acc = warp_sum(acc);
-    if (lane == 0) store_out(acc, bias, accumulate, rows, r, 0, out);
+    if (lane == 0) store_out(acc, m.bias, accumulate, m.rows, r, 0, m.out);
+}
+
+extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict__ aq,
+                                     const float* __restrict__ ad,
+                                     const float* __restrict__ ax, int accumulate,
+                                     STAMP_PARAMS) {
+    STAMP_GUARD;
+    int b = blockIdx.x;
+    // The matrix this block belongs to, chosen field by field (no run-time index into the
+    // parameter struct).
+    int i = (set.count > 2 && b >= set.m[2].first_block) ? 2
+          : (set.count > 1 && b >= set.m[1].first_block) ? 1 : 0;
+    MvfMat m = i == 2 ? set.m[2] : i == 1 ? set.m[1] : set.m[0];
+    int block = b - m.first_block;
+    switch (m.ty) {
+    case 2: mvf_one<FQ4_0>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 3: mvf_one<FQ4_1>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 6: mvf_one<FQ5_0>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 7: mvf_one<FQ5_1>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 8: mvf_one<FQ8_0>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 10: mvf_one<FQ2_K>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 11: mvf_one<FQ3_K>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 12: mvf_one<FQ4_K>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 13: mvf_one<FQ5_K>(m, block, cols, aq, ad, ax, accumulate); break;
+    case 14: mvf_one<FQ6_K>(m, block, cols, aq, ad, ax, accumulate); break;
+    default: break;
+    }
 }
 
 // mvf_<name>: the fast decode product of one quantized type, with the exact kernels'
@@ -369,7 +414,8 @@ __device__ __forceinline__ void mvf_impl(const u8* __restrict__ w, u64 row_bytes
                                           int n, const float* bias, int acc, float* out,     \
                                           STAMP_PARAMS) {                                    \
         STAMP_GUARD;                                                                         \
-        mvf_impl<F>(w, rb, rows, cols, aq, ad, ax, bias, acc, out);                          \
+        MvfMat m = {w, rb, bias, out, rows, 0, 0, 0};                                        \
+        mvf_one<F>(m, blockIdx.x, cols, aq, ad, ax, acc);                                    \
     }
 
 CBTOP_MVF_KERNEL(q4_0, FQ4_0)

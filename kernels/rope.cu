@@ -7,6 +7,17 @@
 // pair. The first position is read from the device (`pos[0]`), so a captured CUDA graph
 // replays at the current position.
 
+// The rotation of one (head, token)'s pair i, in place.
+__device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c, float s,
+                                          int neox) {
+    int a = neox ? i : 2 * i;
+    int b = neox ? i + n_rot / 2 : 2 * i + 1;
+    float x0 = head[a], x1 = head[b];
+    // As the CPU (and GCC's contraction of ggml's code): first product fused, second rounded.
+    head[a] = fmaf(x0, c, -__fmul_rn(x1, s));
+    head[b] = fmaf(x0, s, __fmul_rn(x1, c));
+}
+
 extern "C" __global__ void rope(float* q, float* k, int n_heads, int n_kv_heads, int head_dim,
                                 int n_rot, const int* __restrict__ pos,
                                 const float* __restrict__ table, int neox, STAMP_PARAMS) {
@@ -22,11 +33,38 @@ extern "C" __global__ void rope(float* q, float* k, int n_heads, int n_kv_heads,
     int pos0 = pos[0];
     const float* cs = table + ((u64)(pos0 + t) * (n_rot / 2) + i) * 2;
     float c = cs[0], s = cs[1];
-    float* head = x + ((u64)t * n_heads + h) * head_dim;
-    int a = neox ? i : 2 * i;
-    int b = neox ? i + n_rot / 2 : 2 * i + 1;
-    float x0 = head[a], x1 = head[b];
-    // As the CPU (and GCC's contraction of ggml's code): first product fused, second rounded.
-    head[a] = fmaf(x0, c, -__fmul_rn(x1, s));
-    head[b] = fmaf(x0, s, __fmul_rn(x1, c));
+    rope_pair(x + ((u64)t * n_heads + h) * head_dim, i, n_rot, c, s, neox);
+}
+
+// RoPE on Q and K and the KV-cache store (kv_store, attention.cu) in one launch, with the same
+// arithmetic as the two: grid (n_heads + 2 * n_kv_heads, n_tokens), head_dim threads (a
+// multiple of 32, at least n_rot / 2). Blocks of Q heads rotate; blocks of K heads rotate and
+// store the rotated row as f16; blocks past them store V's rows.
+extern "C" __global__ void rope_store(float* q, float* k, const float* __restrict__ v,
+                                      u16* __restrict__ kc, u16* __restrict__ vc, int n_heads,
+                                      int n_kv_heads, int head_dim, int n_rot,
+                                      const int* __restrict__ pos,
+                                      const float* __restrict__ table, int neox,
+                                      STAMP_PARAMS) {
+    STAMP_GUARD;
+    int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
+    int pos0 = pos[0], kv_dim = n_kv_heads * head_dim;
+    u64 cache_row = (u64)(pos0 + t) * kv_dim;
+    if (h >= n_heads + n_kv_heads) {
+        h -= n_heads + n_kv_heads;
+        if (i < head_dim)
+            vc[cache_row + h * head_dim + i] = f2h(v[(u64)t * kv_dim + h * head_dim + i]);
+        return;
+    }
+    bool is_k = h >= n_heads;
+    if (is_k) h -= n_heads;
+    float* head = is_k ? k + ((u64)t * n_kv_heads + h) * head_dim
+                       : q + ((u64)t * n_heads + h) * head_dim;
+    if (i < n_rot / 2) {
+        const float* cs = table + ((u64)(pos0 + t) * (n_rot / 2) + i) * 2;
+        rope_pair(head, i, n_rot, cs[0], cs[1], neox);
+    }
+    if (!is_k) return;
+    __syncthreads();
+    if (i < head_dim) kc[cache_row + h * head_dim + i] = f2h(head[i]);
 }
