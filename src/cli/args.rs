@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::engine::Timing;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cbtop",
@@ -48,6 +50,16 @@ pub enum TimingArg {
     Sync,
     /// No per-brick timing: headline tok/s only.
     Off,
+}
+
+impl From<TimingArg> for Timing {
+    fn from(t: TimingArg) -> Timing {
+        match t {
+            TimingArg::Events => Timing::Events,
+            TimingArg::Sync => Timing::Sync,
+            TimingArg::Off => Timing::Off,
+        }
+    }
 }
 
 /// Headless report formats.

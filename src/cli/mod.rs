@@ -8,6 +8,7 @@ mod generate;
 pub mod headless;
 mod inspect;
 pub mod interrupt;
+mod live;
 pub mod output;
 mod schema;
 mod synth;
@@ -18,7 +19,8 @@ use std::fmt::Display;
 pub use args::Cli;
 use args::{Command, DeviceArg};
 
-use crate::engine::cuda::probe::{probe, GpuDesc};
+pub use crate::engine::backend::Device;
+use crate::engine::cuda::probe::probe;
 
 /// Exit codes (DESIGN.md).
 pub mod exit {
@@ -81,29 +83,20 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             setup_threads(&cli.profile.engine)?;
             let src = headless::load_model(cli.profile.model_path.as_deref())?;
             let (device, note) = resolve_device(&cli.profile.engine, true)?;
-            crate::tui::run(cli.profile, src, device, note)
+            live::run(cli.profile, src, device, note)
         }
     }
 }
 
-/// The device an engine runs on, as `--device` resolved.
-#[derive(Clone, Debug)]
-pub enum Device {
-    Cpu,
-    Cuda(GpuDesc),
-}
-
-impl Device {
-    /// The NVML index of the GPU in use, found by its PCI address (else its CUDA ordinal), for
-    /// the telemetry thread; None on the CPU.
-    pub fn nvml_index(&self) -> Option<u32> {
-        let Device::Cuda(g) = self else { return None };
-        Some(
-            crate::engine::gpu_pci::pci_bus_id(g.ordinal)
-                .and_then(|id| crate::telemetry::gpu::nvml_index_of(&id).ok())
-                .unwrap_or(g.ordinal as u32),
-        )
-    }
+/// The NVML index of the GPU `device` is, found by its PCI address (else its CUDA ordinal), for
+/// the telemetry thread; None on the CPU.
+pub fn nvml_index(device: &Device) -> Option<u32> {
+    let Device::Cuda(g) = device else { return None };
+    Some(
+        crate::engine::gpu_pci::pci_bus_id(g.ordinal)
+            .and_then(|id| crate::telemetry::gpu::nvml_index_of(&id).ok())
+            .unwrap_or(g.ordinal as u32),
+    )
 }
 
 /// Resolve `--device`: auto is the GPU when `gpu_capable` and one is usable, else the CPU, with

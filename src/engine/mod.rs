@@ -8,12 +8,14 @@ pub mod cuda;
 mod forward;
 pub mod gpu_pci;
 pub mod kv_cache;
+pub mod options;
 pub mod sampler;
 
 use std::sync::Arc;
 
 pub use forward::LogitsFor;
 use kv_cache::KvCache;
+pub use options::Timing;
 use sampler::Sampler;
 
 use crate::brick::Recorder;

@@ -24,27 +24,9 @@ use super::probe::GpuDesc;
 use super::weights::{s_kind, upload_vec, GWeights, Mat, Norm};
 use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::cpu::ops::rope_table;
+use crate::engine::options::Timing;
 use crate::engine::{EngineError, LogitsFor};
 use crate::model::Model;
-
-/// Per-brick timing method on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Timing {
-    Events,
-    Sync,
-    Off,
-}
-
-impl Timing {
-    /// The span source this mode produces (`None`: no spans).
-    pub fn source(self) -> Option<Source> {
-        match self {
-            Timing::Events => Some(Source::GpuGlobaltimer),
-            Timing::Sync => Some(Source::HostSync),
-            Timing::Off => None,
-        }
-    }
-}
 
 /// Kernel launches a step may time: a layer takes at most 20 (seven products, each with its
 /// activation quantization, and six more kernels), plus the embedding, head and sampling.

@@ -19,7 +19,8 @@ pub mod module;
 pub mod probe;
 mod weights;
 
+pub use crate::engine::options::Timing;
 pub use check::KernelCheck;
-pub use engine::{CudaEngine, Timing};
+pub use engine::CudaEngine;
 pub use error::device_error;
 pub use probe::{probe, GpuDesc, Probe};
