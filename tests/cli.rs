@@ -135,6 +135,49 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
+fn bad_flag_values_are_one_line_naming_the_flag() {
+    let m = conf("conf-qwen2-Q8_0");
+    let runs: [&[&str]; 3] = [
+        &[
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            "1",
+            "--numerics",
+            "bogus",
+        ],
+        &["--headless", "--model-path", &m, "--numerics", "bogus"],
+        // The live view: rejected before any terminal or device is touched.
+        &["--model-path", &m, "--numerics", "bogus"],
+    ];
+    for args in runs {
+        let o = cbtop(args);
+        assert_one_line_error(&o, 2, "--numerics");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    assert_one_line_error(
+        &cbtop(&[
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            "1",
+            "--device",
+            "tpu",
+        ]),
+        2,
+        "--device",
+    );
+    assert_one_line_error(
+        &cbtop(&["generate", "--model-path", &m, "--bogus"]),
+        2,
+        "--bogus",
+    );
+    assert_one_line_error(&cbtop(&["generate", "--model-path", &m]), 2, "--prompt");
+}
+
+#[test]
 fn cuda_device_without_backend_is_a_runtime_error() {
     let m = conf("conf-qwen2-Q8_0");
     assert_one_line_error(

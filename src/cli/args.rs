@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::Timing;
+use crate::engine::{Numerics, Timing};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,6 +58,24 @@ impl From<TimingArg> for Timing {
             TimingArg::Events => Timing::Events,
             TimingArg::Sync => Timing::Sync,
             TimingArg::Off => Timing::Off,
+        }
+    }
+}
+
+/// Floating-point numerics on the GPU (DESIGN.md "Numerics").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NumericsArg {
+    /// Kernels may reorder floating-point sums (held to llama.cpp's CUDA-vs-CPU spread).
+    Fast,
+    /// Reproduce the CPU engine's bits. The CPU engine is always exact.
+    Exact,
+}
+
+impl From<NumericsArg> for Numerics {
+    fn from(n: NumericsArg) -> Numerics {
+        match n {
+            NumericsArg::Fast => Numerics::Fast,
+            NumericsArg::Exact => Numerics::Exact,
         }
     }
 }
@@ -218,6 +236,9 @@ pub struct EngineArgs {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
+    /// GPU numerics: fast or exact (bit for bit the CPU's). The CPU is always exact.
+    #[arg(long, value_enum, default_value = "fast")]
+    pub numerics: NumericsArg,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,

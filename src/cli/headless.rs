@@ -273,7 +273,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
     let timing = Timing::from(a.timing);
-    let engine = Backend::open(&src.model, ctx, &device, timing)
+    let engine = Backend::open(&src.model, ctx, &device, timing, a.engine.numerics.into())
         .map_err(|e| CliError::runtime(format!("--device {e}")))?;
     let peaks = match &engine {
         Backend::Cuda(e) => e.measure_peaks().map_err(CliError::runtime)?,
@@ -285,6 +285,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         Backend::Cpu(_) => None,
     };
     let backend_name = engine.name();
+    let numerics = engine.numerics();
     let n_layers = src.model.config.n_layers;
     // GPU telemetry for the run: NVML on the GPU the engine uses, sampled on its own thread.
     let nvml = nvml_index(&device);
@@ -314,6 +315,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         peaks: &peaks,
         config: RunConfig {
             timing: timing_label.to_string(),
+            numerics,
             warmup: a.warmup as u64,
             tokens: a.tokens as u64,
             measured_tokens: result.samples.len() as u64,

@@ -8,7 +8,7 @@
 use super::args::ProfileArgs;
 use super::{interrupt, nvml_index, CliError};
 use crate::engine::backend::{timing_label, Device};
-use crate::engine::Timing;
+use crate::engine::{Numerics, Timing};
 use crate::profiler::analysis::Budgets;
 use crate::profiler::model_source::ModelSource;
 use crate::telemetry::GpuProbe;
@@ -127,6 +127,7 @@ pub fn config(
         prompt.drain(..prompt.len() - ctx / 2);
     }
     let timing = Timing::from(args.timing);
+    let numerics = Numerics::from(args.engine.numerics);
     let c = &model.config;
     let wtype = model.weights.layers.first().map_or("-", |l| l.wq.ty.name());
     let header = Header {
@@ -140,6 +141,7 @@ pub fn config(
         ),
         device: device_label(&device),
         timing: header_timing(&device, timing),
+        numerics: device.numerics(numerics).name().to_string(),
         synthetic: source.synthetic,
     };
     let budgets = Budgets::from_profile(args.profile.as_deref()).map_err(CliError::usage)?;
@@ -157,6 +159,7 @@ pub fn config(
             header,
             device,
             timing,
+            numerics,
             nvml_peak_gbps: None,
         },
         status,

@@ -54,6 +54,30 @@ impl CliError {
     }
 }
 
+/// clap's usage error as one line: its message lines joined, without the `error: ` prefix, the
+/// usage block and the `--help` hint.
+pub fn one_line(clap_error: &str) -> String {
+    let mut out = String::new();
+    for line in clap_error.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') || line.starts_with('[') {
+                " "
+            } else {
+                "; "
+            });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
@@ -138,4 +162,26 @@ pub fn setup_threads(e: &args::EngineArgs) -> Result<(), CliError> {
             .map_err(|err| CliError::runtime(format!("--threads {n}: {err}")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let invalid = "error: invalid value 'bogus' for '--numerics <NUMERICS>'\n  \
+                       [possible values: fast, exact]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(invalid),
+            "invalid value 'bogus' for '--numerics <NUMERICS>' [possible values: fast, exact]"
+        );
+        let missing = "error: the following required arguments were not provided:\n  \
+                       --prompt <PROMPT>\n\nUsage: cbtop generate --model-path <MODEL_PATH> \
+                       --prompt <PROMPT>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(missing),
+            "the following required arguments were not provided: --prompt <PROMPT>"
+        );
+    }
 }

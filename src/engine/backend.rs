@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cuda::{CudaEngine, GpuDesc};
-use super::options::Timing;
+use super::options::{Numerics, Timing};
 use super::sampler::argmax;
 use super::{Engine, EngineError, LogitsFor};
 use crate::brick::{BrickId, Recorder};
@@ -28,6 +28,15 @@ impl Device {
         match self {
             Device::Cpu => "cpu".to_string(),
             Device::Cuda(g) => format!("cuda:{}", g.ordinal),
+        }
+    }
+
+    /// The numerics an engine on this device runs with when `asked` is: the CPU engine is the
+    /// reference and always exact (what `Backend::numerics` reports once it is open).
+    pub fn numerics(&self, asked: Numerics) -> Numerics {
+        match self {
+            Device::Cpu => Numerics::Exact,
+            Device::Cuda(_) => asked,
         }
     }
 }
@@ -63,17 +72,19 @@ impl From<CudaEngine> for Backend {
 
 impl Backend {
     /// The engine for `model` on `device` with room for `ctx` positions; on a GPU, bricks
-    /// timed by `timing` (the CPU engine times with the host clock whenever a recorder asks).
-    /// A device error names the device (`cuda:N: ...`).
+    /// timed by `timing` and products run with the kernels `numerics` picks (the CPU engine
+    /// is the reference, always exact, and times with the host clock whenever a recorder
+    /// asks). A device error names the device (`cuda:N: ...`).
     pub fn open(
         model: &Arc<Model>,
         ctx: usize,
         device: &Device,
         timing: Timing,
+        numerics: Numerics,
     ) -> Result<Backend, EngineError> {
         Ok(match device {
             Device::Cpu => Engine::new(model.clone(), ctx).into(),
-            Device::Cuda(g) => CudaEngine::new(model.clone(), g, ctx, timing)
+            Device::Cuda(g) => CudaEngine::new(model.clone(), g, ctx, timing, numerics)
                 .map_err(|e| EngineError::Device(format!("{}: {e}", device.name())))?
                 .into(),
         })
@@ -84,6 +95,15 @@ impl Backend {
         match self {
             Backend::Cpu(_) => "cpu",
             Backend::Cuda(_) => "cuda",
+        }
+    }
+
+    /// The numerics the engine runs with: `exact` on the CPU (the reference) whatever was
+    /// asked, the CUDA engine's own setting on the GPU.
+    pub fn numerics(&self) -> Numerics {
+        match self {
+            Backend::Cpu(_) => Numerics::Exact,
+            Backend::Cuda(e) => e.numerics(),
         }
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 pub use forward::LogitsFor;
 use kv_cache::KvCache;
-pub use options::Timing;
+pub use options::{Numerics, Timing};
 use sampler::Sampler;
 
 use crate::brick::Recorder;

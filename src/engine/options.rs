@@ -1,5 +1,8 @@
-//! How an engine is asked to run, in the engine's own terms: the per-brick timing method.
-//! The command line turns its flags into these; nothing here knows about clap.
+//! How an engine is asked to run, in the engine's own terms: the per-brick timing method and
+//! the numerics. The command line turns its flags into these; nothing here knows about clap.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::brick::Source;
 
@@ -23,6 +26,28 @@ impl Timing {
             Timing::Events => Some(Source::GpuGlobaltimer),
             Timing::Sync => Some(Source::HostSync),
             Timing::Off => None,
+        }
+    }
+}
+
+/// How closely the GPU reproduces the CPU reference's floating-point results (DESIGN.md
+/// "Numerics"). The CPU engine is the reference and always `Exact`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Numerics {
+    /// Kernels may reorder floating-point sums; held to llama.cpp's own CUDA-vs-CPU spread.
+    #[default]
+    Fast,
+    /// Kernels reproduce the CPU engine's bits.
+    Exact,
+}
+
+impl Numerics {
+    /// `fast` or `exact`, as the flag, the report and the header spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Numerics::Fast => "fast",
+            Numerics::Exact => "exact",
         }
     }
 }

@@ -17,7 +17,7 @@ use super::snapshot::{Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::stats::{Series, Stats};
 use crate::engine::backend::{Backend, Device};
-use crate::engine::Timing;
+use crate::engine::{Numerics, Timing};
 use crate::model::Model;
 use crate::profiler::analysis::{analyze, Budgets};
 use crate::profiler::hardware::MeasuredPeaks;
@@ -44,6 +44,8 @@ pub struct EngineConfig {
     /// Where the engine runs, as `--device` resolved, and how bricks are timed there.
     pub device: Device,
     pub timing: Timing,
+    /// The GPU numerics asked for (the CPU engine is always exact).
+    pub numerics: Numerics,
     /// NVML's theoretical peak memory bandwidth of the GPU in use, GB/s, when known.
     pub nvml_peak_gbps: Option<f64>,
 }
@@ -243,7 +245,7 @@ impl Worker {
 
     fn run(mut self, ready: SyncSender<Result<(), String>>) {
         let c = &self.cfg;
-        let engine = match Backend::open(&self.model, c.ctx, &c.device, c.timing) {
+        let engine = match Backend::open(&self.model, c.ctx, &c.device, c.timing, c.numerics) {
             Ok(e) => e,
             Err(e) => {
                 let _ = ready.send(Err(format!("--device {e}")));

@@ -13,11 +13,12 @@ use super::kernels::{ceil_div, product, Epilogue, Kernels};
 use super::module;
 use super::probe::GpuDesc;
 use super::weights::GMat;
-use crate::engine::EngineError;
+use crate::engine::{EngineError, Numerics};
 use crate::quant::GgmlType;
 
 /// Single kernels on their own, for tests against the CPU reference: a typed matrix product
-/// and an embedding gather on weights given as GGUF bytes.
+/// and an embedding gather on weights given as GGUF bytes. The products are the exact set
+/// (`Numerics::Exact`), which must match the CPU bit for bit.
 pub struct KernelCheck {
     stream: Arc<CudaStream>,
     k: Kernels,
@@ -30,7 +31,7 @@ impl KernelCheck {
         let stream = cx.default_stream();
         Ok(KernelCheck {
             stream,
-            k: Kernels::load(&m).map_err(EngineError::Device)?,
+            k: Kernels::load(&m, Numerics::Exact).map_err(EngineError::Device)?,
         })
     }
 

@@ -24,7 +24,7 @@ use super::probe::GpuDesc;
 use super::weights::{s_kind, upload_vec, GWeights, Mat, Norm};
 use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::cpu::ops::rope_table;
-use crate::engine::options::Timing;
+use crate::engine::options::{Numerics, Timing};
 use crate::engine::{EngineError, LogitsFor};
 use crate::model::Model;
 
@@ -63,6 +63,7 @@ pub struct CudaEngine {
     len: usize,
     pub(super) bufs: Bufs,
     timing: Timing,
+    numerics: Numerics,
     /// Per-launch timestamps (`Timing::Events`).
     pub(super) clock: KernelClock,
     /// The sampled token id, copied back inside the step.
@@ -75,12 +76,14 @@ pub struct CudaEngine {
 }
 
 impl CudaEngine {
-    /// Put `model` on GPU `gpu` with room for `ctx` positions (capped at the model's context).
+    /// Put `model` on GPU `gpu` with room for `ctx` positions (capped at the model's context),
+    /// bricks timed by `timing`, products run with the kernels `numerics` picks.
     pub fn new(
         model: Arc<Model>,
         gpu: &GpuDesc,
         ctx: usize,
         timing: Timing,
+        numerics: Numerics,
     ) -> Result<CudaEngine, EngineError> {
         let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
         // One stream: cudarc's cross-stream event tracking is pure overhead here.
@@ -89,7 +92,7 @@ impl CudaEngine {
         // Not the legacy default stream: CUDA graphs cannot be captured from it.
         let stream = cx.new_stream().map_err(wrap("creating a CUDA stream"))?;
         let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
-        let k = Kernels::load(&m).map_err(EngineError::Device)?;
+        let k = Kernels::load(&m, numerics).map_err(EngineError::Device)?;
         let c = &model.config;
         if c.head_dim > 128 {
             return Err(EngineError::Device(format!(
@@ -135,6 +138,7 @@ impl CudaEngine {
             len: 0,
             bufs,
             timing,
+            numerics,
             clock,
             host_tok,
             on_device: None,
@@ -153,6 +157,11 @@ impl CudaEngine {
 
     pub fn timing(&self) -> Timing {
         self.timing
+    }
+
+    /// The numerics the product kernels were chosen for.
+    pub fn numerics(&self) -> Numerics {
+        self.numerics
     }
 
     /// Bytes of weights on the device.

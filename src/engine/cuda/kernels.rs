@@ -12,6 +12,7 @@ use super::buffers::ActBufs;
 use super::clock::KernelClock;
 use super::module;
 use super::weights::GMat;
+use crate::engine::Numerics;
 use crate::quant::{ActType, GgmlType};
 
 /// A weight type's product kernels: one for float weights, or one for a single token and
@@ -40,19 +41,13 @@ pub(super) struct Kernels {
 }
 
 impl Kernels {
-    pub(super) fn load(m: &Arc<CudaModule>) -> Result<Kernels, String> {
+    /// Every kernel of module `m`, the products chosen for `numerics` (`product_kernels`).
+    pub(super) fn load(m: &Arc<CudaModule>, numerics: Numerics) -> Result<Kernels, String> {
         let f = |n: &str| module::function(m, n);
         let mut typed = Vec::new();
         for ty in GgmlType::ALL {
             let name = ty.name().to_lowercase();
-            let product = if !ty.is_quantized() {
-                Product::Float(f(&format!("matvec_{name}"))?)
-            } else {
-                Product::Quant {
-                    one: f(&format!("qmv1_{name}"))?,
-                    batch: f(&format!("qmv8_{name}"))?,
-                }
-            };
+            let product = product_kernels(&f, ty, numerics)?;
             typed.push((ty, product, f(&format!("embed_{name}"))?));
         }
         Ok(Kernels {
@@ -85,6 +80,27 @@ impl Kernels {
             .find(|t| t.0 == ty)
             .expect("every type has kernels")
             .2
+    }
+}
+
+/// The product kernels for weight type `ty` under `numerics`: the one place where the matrix
+/// product's kernel set is chosen. Both settings take the exact kernels for now (they reproduce
+/// the CPU's float order, kernels/common.cuh); a fast set plugs in under `Numerics::Fast`.
+fn product_kernels(
+    f: &impl Fn(&str) -> Result<CudaFunction, String>,
+    ty: GgmlType,
+    numerics: Numerics,
+) -> Result<Product, String> {
+    let name = ty.name().to_lowercase();
+    match numerics {
+        Numerics::Fast | Numerics::Exact => Ok(if !ty.is_quantized() {
+            Product::Float(f(&format!("matvec_{name}"))?)
+        } else {
+            Product::Quant {
+                one: f(&format!("qmv1_{name}"))?,
+                batch: f(&format!("qmv8_{name}"))?,
+            }
+        }),
     }
 }
 
@@ -129,8 +145,9 @@ pub(super) struct Epilogue<'a> {
 }
 
 /// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
-/// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel,
-/// which reproduces the CPU's float order (kernels/common.cuh). `x` and `act` hold at least
+/// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel
+/// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
+/// reproduce the CPU's float order, kernels/common.cuh). `x` and `act` hold at least
 /// `n × cols` values, `out` `n × rows`.
 // The operands are distinct borrows of the engine's fields; bundling them would only move
 // the list into a struct literal at each call.
