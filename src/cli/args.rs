@@ -26,7 +26,7 @@ pub struct Cli {
 pub enum Command {
     /// Print a GGUF file's metadata and tensor table.
     Inspect(InspectArgs),
-    /// Tokenize text with a model's tokenizer.
+    /// Tokenize text with a model's tokenizer (no engine runs: there is no --device).
     Tokenize(TokenizeArgs),
     /// Generate text (or token ids and logits with --json).
     Generate(GenerateArgs),

@@ -84,13 +84,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Inspect(a)) => inspect::run(a),
         Some(Command::Tokenize(a)) => tokenize::run(a),
         Some(Command::Generate(a)) => {
-            // `generate` runs on the CPU engine only in this build.
-            if let DeviceArg::Cuda(_) = a.engine.device {
-                return Err(CliError::runtime(
-                    "generate: the CUDA backend profiles (`cbtop --headless --device cuda`); \
-                     generate runs on the CPU in this build: use --device cpu",
-                ));
-            }
             setup_threads(&a.engine)?;
             generate::run(a)
         }
