@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
 use cbtop::cli::{self, exit, Cli};
@@ -24,7 +25,7 @@ fn main() {
         let _ = writeln!(std::io::stderr(), "cbtop: internal error: {msg}{loc}");
         std::process::exit(exit::RUNTIME);
     }));
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     if let Err(e) = cli::run(cli) {
         // A signal is not an error; after SIGHUP there may be no terminal left to print to.
         if e.code >= exit::SIGNALLED {
@@ -36,4 +37,19 @@ fn main() {
         }
         std::process::exit(e.code);
     }
+}
+
+/// A command line clap rejects: help and version print as clap prints them; anything else is
+/// one line naming the flag and exit 2 (DESIGN.md: errors are one sentence).
+fn usage_error(e: clap::Error) -> ! {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    eprintln!("cbtop: error: {}", cli::one_line(&e.render().to_string()));
+    std::process::exit(exit::USAGE);
 }

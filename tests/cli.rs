@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Output;
 
-use common::cbtop;
+use common::{cbtop, stderr as stderr_of};
 
 fn conf(name: &str) -> String {
     common::fixture(&format!("conformance/models/{name}.gguf"))
@@ -135,8 +135,27 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
-fn cuda_device_without_backend_is_a_runtime_error() {
+fn bad_flag_values_are_one_line_naming_the_flag() {
     let m = conf("conf-qwen2-Q8_0");
+    let runs: [&[&str]; 3] = [
+        &[
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            "1",
+            "--numerics",
+            "bogus",
+        ],
+        &["--headless", "--model-path", &m, "--numerics", "bogus"],
+        // The live view: rejected before any terminal or device is touched.
+        &["--model-path", &m, "--numerics", "bogus"],
+    ];
+    for args in runs {
+        let o = cbtop(args);
+        assert_one_line_error(&o, 2, "--numerics");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
     assert_one_line_error(
         &cbtop(&[
             "generate",
@@ -145,11 +164,106 @@ fn cuda_device_without_backend_is_a_runtime_error() {
             "--ids",
             "1",
             "--device",
-            "cuda",
+            "tpu",
         ]),
-        3,
-        "CUDA",
+        2,
+        "--device",
     );
+    assert_one_line_error(
+        &cbtop(&["generate", "--model-path", &m, "--bogus"]),
+        2,
+        "--bogus",
+    );
+    assert_one_line_error(&cbtop(&["generate", "--model-path", &m]), 2, "--prompt");
+}
+
+/// Why no GPU is usable here, or None when one is (then the GPU tests cover `--device cuda`).
+fn no_gpu() -> Option<String> {
+    cbtop::engine::cuda::probe().gpu(0).err()
+}
+
+#[test]
+fn generate_on_cuda_without_a_gpu_is_a_runtime_error() {
+    let Some(reason) = no_gpu() else {
+        eprintln!("skipped: a GPU is usable here (tests/gpu_cli.rs runs generate on it)");
+        return;
+    };
+    let m = conf("conf-qwen2-Q8_0");
+    let o = cbtop(&[
+        "generate",
+        "--model-path",
+        &m,
+        "--ids",
+        "1",
+        "--device",
+        "cuda",
+        "--json",
+    ]);
+    assert_one_line_error(&o, 3, "--device cuda:0: no usable CUDA GPU");
+    assert!(stderr_of(&o).contains(&reason), "{}", stderr_of(&o));
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn generate_on_auto_names_the_engine_it_ran_on() {
+    let m = conf("conf-qwen2-Q8_0");
+    let o = cbtop(&[
+        "generate",
+        "--model-path",
+        &m,
+        "--ids",
+        "1 2 3",
+        "--max-tokens",
+        "2",
+        "--greedy",
+        "--json",
+    ]);
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    match no_gpu() {
+        // The fallback is said once on stderr; stdout stays the one JSON line.
+        Some(reason) => {
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("cbtop: note: running on the CPU: ") && err.contains(&reason),
+                "{err}"
+            );
+            assert_eq!(v["engine"]["device"], "cpu");
+            assert_eq!(v["engine"]["numerics"], "exact", "the CPU is always exact");
+            assert_eq!(v["timing"]["source"], "cpu_timer");
+        }
+        None => {
+            assert_eq!(v["engine"]["device"], "cuda:0");
+            assert_eq!(v["engine"]["numerics"], "fast", "the default");
+            assert_eq!(v["timing"]["source"], "host_sync");
+        }
+    }
+    assert_eq!(v["generated_ids"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn generate_on_the_cpu_accepts_numerics_and_runs_exact() {
+    let m = conf("conf-qwen2-Q8_0");
+    let o = cbtop(&[
+        "generate",
+        "--model-path",
+        &m,
+        "--ids",
+        "1 2 3",
+        "--max-tokens",
+        "1",
+        "--json",
+        "--device",
+        "cpu",
+        "--numerics",
+        "fast",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    assert!(o.stderr.is_empty(), "no note on --device cpu");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["engine"]["device"], "cpu");
+    assert_eq!(v["engine"]["numerics"], "exact");
 }
 
 #[test]

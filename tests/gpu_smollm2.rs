@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaEngine, Timing};
+use cbtop::engine::Numerics;
 use cbtop::model::Model;
 
 #[test]
@@ -19,7 +20,7 @@ fn greedy_generation_matches_llama_cpp_on_the_gpu() {
     let model = Arc::new(Model::load(&common::smollm2()).unwrap());
     let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
     assert_eq!(cases.len(), 8);
-    let mut engine = CudaEngine::new(model.clone(), &g, 128, Timing::Off).unwrap();
+    let mut engine = CudaEngine::new(model.clone(), &g, 128, Timing::Off, Numerics::Exact).unwrap();
     let rec = &mut Recorder::off();
     let mut failures = Vec::new();
     for case in &cases {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaEngine, Timing};
 use cbtop::engine::sampler::argmax;
-use cbtop::engine::{Engine, LogitsFor};
+use cbtop::engine::{Engine, LogitsFor, Numerics};
 use cbtop::model::Model;
 use cbtop::profile::Profile;
 use cbtop::synth::{self, QuantMix};
@@ -27,7 +27,7 @@ fn synth_qwen_0_5b_q4_k_m_gpu_matches_cpu_for_16_steps() {
     let _ = std::fs::remove_file(&path);
     let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
     let mut cpu = Engine::new(model.clone(), 64);
-    let mut gpu = CudaEngine::new(model, &g, 64, Timing::Off).unwrap();
+    let mut gpu = CudaEngine::new(model, &g, 64, Timing::Off, Numerics::Exact).unwrap();
     let rec = &mut Recorder::off();
     let mut c = cpu.eval(&prompt, LogitsFor::Last).unwrap().pop().unwrap();
     let mut d = gpu

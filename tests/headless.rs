@@ -293,6 +293,23 @@ fn timing_off_reports_throughput_without_bricks() {
 }
 
 #[test]
+fn cpu_reports_record_exact_numerics_whatever_was_asked() {
+    // The CPU engine is the reference: `--numerics fast` is accepted and recorded as what ran.
+    for asked in [None, Some("fast"), Some("exact")] {
+        let mut extra = vec!["--json", "--tokens", "2"];
+        extra.extend(asked.iter().flat_map(|n| ["--numerics", n]));
+        let o = headless(&extra);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let r = json_report(&o);
+        assert_eq!(r["config"]["numerics"], "exact", "--numerics {asked:?}");
+    }
+    let o = headless(&["--format", "md", "--tokens", "2", "--numerics", "fast"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.contains("numerics exact"), "{md}");
+}
+
+#[test]
 fn embedded_default_is_labelled_synthetic() {
     let o = cbtop(&[
         "--headless",

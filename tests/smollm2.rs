@@ -5,6 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
+use cbtop::engine::backend::Backend;
 use cbtop::engine::sampler::{Sampler, SamplerConfig};
 use cbtop::engine::{generate, Engine};
 use cbtop::model::Model;
@@ -18,7 +19,7 @@ fn greedy_generation_matches_llama_cpp() {
     for case in &cases {
         let prompt = common::ids(&case["prompt_ids"]);
         let want = common::ids(&case["generated_ids"]);
-        let mut engine = Engine::new(model.clone(), 128);
+        let mut engine = Backend::from(Engine::new(model.clone(), 128));
         let mut got = Vec::new();
         let mut worst = 0f32;
         let steps = case["steps"].as_array().unwrap();

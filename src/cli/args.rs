@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::engine::{Numerics, Timing};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cbtop",
@@ -24,7 +26,7 @@ pub struct Cli {
 pub enum Command {
     /// Print a GGUF file's metadata and tensor table.
     Inspect(InspectArgs),
-    /// Tokenize text with a model's tokenizer.
+    /// Tokenize text with a model's tokenizer (no engine runs: there is no --device).
     Tokenize(TokenizeArgs),
     /// Generate text (or token ids and logits with --json).
     Generate(GenerateArgs),
@@ -48,6 +50,34 @@ pub enum TimingArg {
     Sync,
     /// No per-brick timing: headline tok/s only.
     Off,
+}
+
+impl From<TimingArg> for Timing {
+    fn from(t: TimingArg) -> Timing {
+        match t {
+            TimingArg::Events => Timing::Events,
+            TimingArg::Sync => Timing::Sync,
+            TimingArg::Off => Timing::Off,
+        }
+    }
+}
+
+/// Floating-point numerics on the GPU (DESIGN.md "Numerics").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NumericsArg {
+    /// Kernels may reorder floating-point sums (held to llama.cpp's CUDA-vs-CPU spread).
+    Fast,
+    /// Reproduce the CPU engine's bits. The CPU engine is always exact.
+    Exact,
+}
+
+impl From<NumericsArg> for Numerics {
+    fn from(n: NumericsArg) -> Numerics {
+        match n {
+            NumericsArg::Fast => Numerics::Fast,
+            NumericsArg::Exact => Numerics::Exact,
+        }
+    }
 }
 
 /// Headless report formats.
@@ -206,6 +236,9 @@ pub struct EngineArgs {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
+    /// GPU numerics: fast or exact (bit for bit the CPU's). The CPU is always exact.
+    #[arg(long, value_enum, default_value = "fast")]
+    pub numerics: NumericsArg,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,

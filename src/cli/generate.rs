@@ -1,5 +1,9 @@
 //! `cbtop generate`: run the engine on a prompt and print the text, or one JSON line in the
 //! reference fixtures' layout (prompt ids, per-step top logits, generated ids and text).
+//!
+//! The engine is the one `--device` picks (the CPU, or the CUDA engine with `--numerics`);
+//! either way each step's logits come to the host and are sampled there, so the output's
+//! layout and the sampling are the same on both.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -8,9 +12,10 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::args::GenerateArgs;
-use super::CliError;
+use super::{resolve_device, CliError};
+use crate::engine::backend::{Backend, Device};
 use crate::engine::sampler::{top_k, Sampler, SamplerConfig};
-use crate::engine::{generate, Engine};
+use crate::engine::{generate, Timing};
 use crate::model::Model;
 
 fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
@@ -30,6 +35,15 @@ fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the whole-step times are read from: the host clock, which on the GPU waits for each
+/// step's logits to be copied back (a stream sync).
+fn timing_source(device: &Device) -> &'static str {
+    match device {
+        Device::Cpu => "cpu_timer",
+        Device::Cuda(_) => "host_sync",
+    }
 }
 
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
@@ -62,7 +76,14 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
             model.config.context_length
         )));
     }
-    let mut engine = Engine::new(model.clone(), ctx);
+    // Arguments and model are good: only now the device.
+    let (device, note) = resolve_device(&a.engine, true)?;
+    if let Some(n) = &note {
+        eprintln!("cbtop: note: {n}");
+    }
+    // No per-brick timing: the steps are timed whole, on the host.
+    let mut engine = Backend::open(&model, ctx, &device, Timing::Off, a.engine.numerics.into())
+        .map_err(|e| CliError::runtime(format!("--device {e}")))?;
     let temperature = if a.greedy { 0.0 } else { a.temperature };
     let mut sampler = Sampler::new(SamplerConfig {
         temperature,
@@ -136,7 +157,8 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
             "steps": steps,
             "generated_ids": generated,
             "generated_text": text,
-            "timing": {"source": "cpu_timer", "prefill_ms": prefill_s * 1e3, "decode_tokens": decoded, "decode_ms": decode_s * 1e3, "decode_tokens_per_sec": decode_tok_s},
+            "engine": {"device": device.name(), "numerics": engine.numerics().name()},
+            "timing": {"source": timing_source(&device), "prefill_ms": prefill_s * 1e3, "decode_tokens": decoded, "decode_ms": decode_s * 1e3, "decode_tokens_per_sec": decode_tok_s},
         });
         if a.prompt_logits {
             out["prompt_logits"] = json!(prompt_logits);

@@ -7,7 +7,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -15,14 +14,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::args::{FormatArg, ProfileArgs, TimingArg};
 use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
 use super::output::write_file;
-use super::{exit, resolve_device, setup_threads, CliError, Device};
+use super::{exit, nvml_index, resolve_device, setup_threads, CliError};
 use crate::brick::id::is_valid_id;
 use crate::brick::BrickId;
-use crate::engine::backend::Backend;
-use crate::engine::cuda::{CudaEngine, Timing};
-use crate::engine::Engine;
-use crate::model::Model;
-use crate::profile::Profile;
+use crate::engine::backend::{timing_label, Backend};
+use crate::engine::Timing;
 use crate::profiler::analysis::{analyze, Budgets};
 use crate::profiler::hardware::{Host, MeasuredPeaks};
 use crate::profiler::model_source::ModelSource;
@@ -60,20 +56,6 @@ pub fn prompt_tokens(src: &ModelSource, a: &ProfileArgs) -> Result<Vec<u32>, Cli
         Some(0) => return Err(CliError::usage("--prefill must be at least 1")),
         Some(n) => ids.iter().copied().cycle().take(n).collect(),
     })
-}
-
-/// Budgets from `--profile`, else roofline-derived with the default target.
-pub fn budgets(profile: Option<&str>) -> Result<Budgets, CliError> {
-    let Some(name) = profile else {
-        return Ok(Budgets::default());
-    };
-    let p = Profile::load(name).map_err(CliError::usage)?;
-    let mut b = Budgets::default();
-    if let Some(t) = p.budget.target_efficiency {
-        b.target_efficiency = t;
-    }
-    b.bricks_us = p.budget.bricks_us;
-    Ok(b)
 }
 
 fn output_format(a: &ProfileArgs) -> Result<FormatArg, CliError> {
@@ -213,39 +195,6 @@ fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     }
 }
 
-/// The engine for `device`; on a GPU, its timing mode from `--timing`. The live view's engine
-/// thread builds its engine here too, so both modes run the same backend for the same flags.
-pub fn backend(
-    model: &Arc<Model>,
-    ctx: usize,
-    device: &Device,
-    timing: TimingArg,
-) -> Result<Backend, CliError> {
-    Ok(match device {
-        Device::Cpu => Engine::new(model.clone(), ctx).into(),
-        Device::Cuda(g) => {
-            let t = match timing {
-                TimingArg::Events => Timing::Events,
-                TimingArg::Sync => Timing::Sync,
-                TimingArg::Off => Timing::Off,
-            };
-            CudaEngine::new(model.clone(), g, ctx, t)
-                .map_err(|e| CliError::runtime(format!("--device cuda:{}: {e}", g.ordinal)))?
-                .into()
-        }
-    })
-}
-
-/// The report's and header's name for how brick times are measured.
-pub fn timing_label(engine: &Backend, timing: TimingArg) -> &'static str {
-    match (engine, timing) {
-        (_, TimingArg::Off) => "off",
-        (Backend::Cpu(_), _) => "cpu_timer",
-        (Backend::Cuda(_), TimingArg::Events) => "gpu_globaltimer",
-        (Backend::Cuda(_), TimingArg::Sync) => "host_sync",
-    }
-}
-
 /// The checks every run makes whatever the gates: on the CPU, logits must be finite (on CUDA
 /// they stay on the device and are not read back, so nothing is claimed).
 fn assertions(run: &RunResult, engine_checks_logits: bool) -> Vec<Assertion> {
@@ -289,7 +238,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
             BrickId::ALL.map(|b| b.name()).join(", ")
         )));
     }
-    let budgets = budgets(a.profile.as_deref())?;
+    let budgets = Budgets::from_profile(a.profile.as_deref()).map_err(CliError::usage)?;
     setup_threads(&a.engine)?;
     let src = load_model(a.model_path.as_deref())?;
     let prompt = prompt_tokens(&src, &a)?;
@@ -323,20 +272,23 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let mut progress = Progress::new(a.ci);
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
-    let engine = backend(&src.model, ctx, &device, a.timing)?;
+    let timing = Timing::from(a.timing);
+    let engine = Backend::open(&src.model, ctx, &device, timing, a.engine.numerics.into())
+        .map_err(|e| CliError::runtime(format!("--device {e}")))?;
     let peaks = match &engine {
         Backend::Cuda(e) => e.measure_peaks().map_err(CliError::runtime)?,
         Backend::Cpu(_) => MeasuredPeaks::probe_cpu(),
     };
-    let timing_label = timing_label(&engine, a.timing);
+    let timing_label = timing_label(&device, timing);
     let gpu_info = match &engine {
         Backend::Cuda(e) => Some(e.gpu_info()),
         Backend::Cpu(_) => None,
     };
     let backend_name = engine.name();
+    let numerics = engine.numerics();
     let n_layers = src.model.config.n_layers;
     // GPU telemetry for the run: NVML on the GPU the engine uses, sampled on its own thread.
-    let nvml = device.nvml_index();
+    let nvml = nvml_index(&device);
     let nvml_peak = nvml.map(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()));
     let sampler = nvml.map(|i| Sampler::spawn(i, TELEMETRY_PERIOD, TELEMETRY_KEEP));
     let checks_logits = matches!(engine, Backend::Cpu(_));
@@ -363,6 +315,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         peaks: &peaks,
         config: RunConfig {
             timing: timing_label.to_string(),
+            numerics,
             warmup: a.warmup as u64,
             tokens: a.tokens as u64,
             measured_tokens: result.samples.len() as u64,

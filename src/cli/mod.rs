@@ -8,6 +8,7 @@ mod generate;
 pub mod headless;
 mod inspect;
 pub mod interrupt;
+mod live;
 pub mod output;
 mod schema;
 mod synth;
@@ -18,7 +19,8 @@ use std::fmt::Display;
 pub use args::Cli;
 use args::{Command, DeviceArg};
 
-use crate::engine::cuda::probe::{probe, GpuDesc};
+pub use crate::engine::backend::Device;
+use crate::engine::cuda::probe::probe;
 
 /// Exit codes (DESIGN.md).
 pub mod exit {
@@ -52,19 +54,36 @@ impl CliError {
     }
 }
 
+/// clap's usage error as one line: its message lines joined, without the `error: ` prefix, the
+/// usage block and the `--help` hint.
+pub fn one_line(clap_error: &str) -> String {
+    let mut out = String::new();
+    for line in clap_error.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') || line.starts_with('[') {
+                " "
+            } else {
+                "; "
+            });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Some(Command::Inspect(a)) => inspect::run(a),
         Some(Command::Tokenize(a)) => tokenize::run(a),
         Some(Command::Generate(a)) => {
-            // `generate` runs on the CPU engine only in this build.
-            if let DeviceArg::Cuda(_) = a.engine.device {
-                return Err(CliError::runtime(
-                    "generate: the CUDA backend profiles (`cbtop --headless --device cuda`); \
-                     generate runs on the CPU in this build: use --device cpu",
-                ));
-            }
             setup_threads(&a.engine)?;
             generate::run(a)
         }
@@ -81,29 +100,20 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             setup_threads(&cli.profile.engine)?;
             let src = headless::load_model(cli.profile.model_path.as_deref())?;
             let (device, note) = resolve_device(&cli.profile.engine, true)?;
-            crate::tui::run(cli.profile, src, device, note)
+            live::run(cli.profile, src, device, note)
         }
     }
 }
 
-/// The device an engine runs on, as `--device` resolved.
-#[derive(Clone, Debug)]
-pub enum Device {
-    Cpu,
-    Cuda(GpuDesc),
-}
-
-impl Device {
-    /// The NVML index of the GPU in use, found by its PCI address (else its CUDA ordinal), for
-    /// the telemetry thread; None on the CPU.
-    pub fn nvml_index(&self) -> Option<u32> {
-        let Device::Cuda(g) = self else { return None };
-        Some(
-            crate::engine::gpu_pci::pci_bus_id(g.ordinal)
-                .and_then(|id| crate::telemetry::gpu::nvml_index_of(&id).ok())
-                .unwrap_or(g.ordinal as u32),
-        )
-    }
+/// The NVML index of the GPU `device` is, found by its PCI address (else its CUDA ordinal), for
+/// the telemetry thread; None on the CPU.
+pub fn nvml_index(device: &Device) -> Option<u32> {
+    let Device::Cuda(g) = device else { return None };
+    Some(
+        crate::engine::gpu_pci::pci_bus_id(g.ordinal)
+            .and_then(|id| crate::telemetry::gpu::nvml_index_of(&id).ok())
+            .unwrap_or(g.ordinal as u32),
+    )
 }
 
 /// Resolve `--device`: auto is the GPU when `gpu_capable` and one is usable, else the CPU, with
@@ -145,4 +155,26 @@ pub fn setup_threads(e: &args::EngineArgs) -> Result<(), CliError> {
             .map_err(|err| CliError::runtime(format!("--threads {n}: {err}")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let invalid = "error: invalid value 'bogus' for '--numerics <NUMERICS>'\n  \
+                       [possible values: fast, exact]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(invalid),
+            "invalid value 'bogus' for '--numerics <NUMERICS>' [possible values: fast, exact]"
+        );
+        let missing = "error: the following required arguments were not provided:\n  \
+                       --prompt <PROMPT>\n\nUsage: cbtop generate --model-path <MODEL_PATH> \
+                       --prompt <PROMPT>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(missing),
+            "the following required arguments were not provided: --prompt <PROMPT>"
+        );
+    }
 }

@@ -1,4 +1,6 @@
-//! `cbtop tokenize --model-path FILE TEXT`: token ids and pieces of a text.
+//! `cbtop tokenize --model-path FILE TEXT`: token ids and pieces of a text. Device-independent:
+//! only the tokenizer is read from the file (no weights, no engine), so it takes no `--device`,
+//! `--numerics` or `--threads`.
 
 use serde_json::json;
 

@@ -1,14 +1,56 @@
 //! The seam between the profiler and an engine: the CPU engine or the CUDA engine behind one
 //! type, so the decode loop (`profiler::session`) drives either. Greedy sampling happens where
 //! the logits are: on the CPU after copying nothing, on the GPU before copying one token id.
+//!
+//! `Backend::open` builds the engine for a resolved `Device`, so the headless run, the live
+//! view and `generate` all get the same engine for the same choice.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::cuda::CudaEngine;
+use super::cuda::{CudaEngine, GpuDesc};
+use super::options::{Numerics, Timing};
 use super::sampler::argmax;
 use super::{Engine, EngineError, LogitsFor};
 use crate::brick::{BrickId, Recorder};
 use crate::model::Model;
+
+/// The device an engine runs on, once `auto` has been resolved.
+#[derive(Clone, Debug)]
+pub enum Device {
+    Cpu,
+    Cuda(GpuDesc),
+}
+
+impl Device {
+    /// `cpu` or `cuda:N`, as `--device` spells it.
+    pub fn name(&self) -> String {
+        match self {
+            Device::Cpu => "cpu".to_string(),
+            Device::Cuda(g) => format!("cuda:{}", g.ordinal),
+        }
+    }
+
+    /// The numerics an engine on this device runs with when `asked` is: the CPU engine is the
+    /// reference and always exact (what `Backend::numerics` reports once it is open).
+    pub fn numerics(&self, asked: Numerics) -> Numerics {
+        match self {
+            Device::Cpu => Numerics::Exact,
+            Device::Cuda(_) => asked,
+        }
+    }
+}
+
+/// How brick times are measured with `timing` on `device`, as the report's `config.timing`
+/// and the live view's header name it: `off`, `cpu_timer`, `gpu_globaltimer` or `host_sync`.
+pub fn timing_label(device: &Device, timing: Timing) -> &'static str {
+    match (device, timing) {
+        (_, Timing::Off) => "off",
+        (Device::Cpu, _) => "cpu_timer",
+        (Device::Cuda(_), Timing::Events) => "gpu_globaltimer",
+        (Device::Cuda(_), Timing::Sync) => "host_sync",
+    }
+}
 
 /// An engine on some device.
 pub enum Backend {
@@ -29,11 +71,39 @@ impl From<CudaEngine> for Backend {
 }
 
 impl Backend {
+    /// The engine for `model` on `device` with room for `ctx` positions; on a GPU, bricks
+    /// timed by `timing` and products run with the kernels `numerics` picks (the CPU engine
+    /// is the reference, always exact, and times with the host clock whenever a recorder
+    /// asks). A device error names the device (`cuda:N: ...`).
+    pub fn open(
+        model: &Arc<Model>,
+        ctx: usize,
+        device: &Device,
+        timing: Timing,
+        numerics: Numerics,
+    ) -> Result<Backend, EngineError> {
+        Ok(match device {
+            Device::Cpu => Engine::new(model.clone(), ctx).into(),
+            Device::Cuda(g) => CudaEngine::new(model.clone(), g, ctx, timing, numerics)
+                .map_err(|e| EngineError::Device(format!("{}: {e}", device.name())))?
+                .into(),
+        })
+    }
+
     /// `cpu` or `cuda` (the report's `hardware.backend`).
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu(_) => "cpu",
             Backend::Cuda(_) => "cuda",
+        }
+    }
+
+    /// The numerics the engine runs with: `exact` on the CPU (the reference) whatever was
+    /// asked, the CUDA engine's own setting on the GPU.
+    pub fn numerics(&self) -> Numerics {
+        match self {
+            Backend::Cpu(_) => Numerics::Exact,
+            Backend::Cuda(e) => e.numerics(),
         }
     }
 

@@ -8,12 +8,15 @@ pub mod cuda;
 mod forward;
 pub mod gpu_pci;
 pub mod kv_cache;
+pub mod options;
 pub mod sampler;
 
 use std::sync::Arc;
 
+use backend::Backend;
 pub use forward::LogitsFor;
 use kv_cache::KvCache;
+pub use options::{Numerics, Timing};
 use sampler::Sampler;
 
 use crate::brick::Recorder;
@@ -118,8 +121,11 @@ pub struct Step {
 /// Evaluate `prompt`, then generate up to `max_tokens` tokens, stopping after an
 /// end-of-generation token when `stop_at_eog`. `on_step` sees each step as it is made.
 /// Returns the prompt's logits (every position when `prompt_logits`, else none).
+///
+/// Runs on either engine: every step's logits come to the host (on the GPU, one row copied
+/// back per step) and `sampler` picks there, so CPU and GPU sample identically.
 pub fn generate(
-    engine: &mut Engine,
+    engine: &mut Backend,
     prompt: &[u32],
     max_tokens: usize,
     sampler: &mut Sampler,
@@ -132,7 +138,8 @@ pub fn generate(
     } else {
         LogitsFor::Last
     };
-    let mut all = engine.eval(prompt, want)?;
+    let rec = &mut Recorder::off();
+    let mut all = engine.eval_recorded(prompt, want, rec)?;
     let mut logits = all.last().cloned().unwrap_or_default();
     if !prompt_logits {
         all.clear();
@@ -145,7 +152,7 @@ pub fn generate(
             break;
         }
         logits = engine
-            .eval(&[token], LogitsFor::Last)?
+            .eval_recorded(&[token], LogitsFor::Last, rec)?
             .pop()
             .unwrap_or_default();
     }

@@ -8,6 +8,7 @@ use crate::brick::cost::{Cost, Roof, Shapes};
 use crate::brick::score::{self, BudgetSource};
 use crate::brick::stats::Stats;
 use crate::brick::{Brick, Source};
+use crate::profile::{Profile, ProfileError};
 
 /// Budgets to judge against: per-brick figures from a profile, else `roofline / target`.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +24,23 @@ impl Default for Budgets {
             target_efficiency: score::DEFAULT_TARGET_EFFICIENCY,
             bricks_us: BTreeMap::new(),
         }
+    }
+}
+
+impl Budgets {
+    /// The budgets of profile `name` (`--profile`: a built-in name or a TOML file), else the
+    /// roofline-derived default.
+    pub fn from_profile(name: Option<&str>) -> Result<Budgets, ProfileError> {
+        let Some(name) = name else {
+            return Ok(Budgets::default());
+        };
+        let p = Profile::load(name)?;
+        let mut b = Budgets::default();
+        if let Some(t) = p.budget.target_efficiency {
+            b.target_efficiency = t;
+        }
+        b.bricks_us = p.budget.bricks_us;
+        Ok(b)
     }
 }
 

@@ -84,8 +84,13 @@ pub fn to_markdown(r: &Report) -> String {
     };
     let _ = writeln!(
         s,
-        "- run: timing {}, {} warm-up + {measured} measured tokens, prompt {} tokens, ctx {}",
-        c.timing, c.warmup, c.prefill, c.ctx
+        "- run: timing {}, numerics {}, {} warm-up + {measured} measured tokens, prompt {} \
+         tokens, ctx {}",
+        c.timing,
+        c.numerics.name(),
+        c.warmup,
+        c.prefill,
+        c.ctx
     );
     if let Some(note) = &r.hardware.note {
         let _ = writeln!(s, "- note: {note}");

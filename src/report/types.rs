@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::engine::Numerics;
+
 /// The version of this layout; bump on any breaking change.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -131,8 +133,12 @@ pub struct Peaks {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunConfig {
-    /// `events`, `sync`, `off` (GPU) or `timer` (CPU).
+    /// How brick times were measured: `gpu_globaltimer`, `host_sync`, `cpu_timer` or `off`.
     pub timing: String,
+    /// The engine's numerics: `fast` or `exact` (always `exact` on the CPU, the reference).
+    /// Reports written before the field existed ran exact kernels everywhere.
+    #[serde(default = "exact")]
+    pub numerics: Numerics,
     pub warmup: u64,
     /// Decode steps asked for (`--tokens`).
     pub tokens: u64,
@@ -279,4 +285,9 @@ pub struct Gate {
     pub threshold: f64,
     pub actual: f64,
     pub pass: bool,
+}
+
+/// `RunConfig::numerics` of a report that predates it.
+fn exact() -> Numerics {
+    Numerics::Exact
 }

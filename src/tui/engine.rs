@@ -16,10 +16,8 @@ use super::kernels;
 use super::snapshot::{Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::stats::{Series, Stats};
-use crate::cli::args::TimingArg;
-use crate::cli::headless::backend;
-use crate::cli::Device;
-use crate::engine::backend::Backend;
+use crate::engine::backend::{Backend, Device};
+use crate::engine::{Numerics, Timing};
 use crate::model::Model;
 use crate::profiler::analysis::{analyze, Budgets};
 use crate::profiler::hardware::MeasuredPeaks;
@@ -45,7 +43,9 @@ pub struct EngineConfig {
     pub header: Header,
     /// Where the engine runs, as `--device` resolved, and how bricks are timed there.
     pub device: Device,
-    pub timing: TimingArg,
+    pub timing: Timing,
+    /// The GPU numerics asked for (the CPU engine is always exact).
+    pub numerics: Numerics,
     /// NVML's theoretical peak memory bandwidth of the GPU in use, GB/s, when known.
     pub nvml_peak_gbps: Option<f64>,
 }
@@ -244,10 +244,11 @@ impl Worker {
     }
 
     fn run(mut self, ready: SyncSender<Result<(), String>>) {
-        let engine = match backend(&self.model, self.cfg.ctx, &self.cfg.device, self.cfg.timing) {
+        let c = &self.cfg;
+        let engine = match Backend::open(&self.model, c.ctx, &c.device, c.timing, c.numerics) {
             Ok(e) => e,
             Err(e) => {
-                let _ = ready.send(Err(e.message));
+                let _ = ready.send(Err(format!("--device {e}")));
                 return;
             }
         };

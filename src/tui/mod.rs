@@ -6,14 +6,14 @@
 //! Modules: `app` (keys → state), `snapshot` (the data views draw), `collect` (profiler →
 //! snapshot), `engine` (the engine thread), `views` (one module per screen), `terminal`
 //! (raw mode, restore on drop, on panic and on SIGINT/SIGTERM/SIGHUP), `export` (the `e` key), `kernels` (what runs each
-//! brick). `launch` is the command-line glue.
+//! brick). The command-line glue (flags → `EngineConfig`, `LiveError` → exit code) is
+//! `cli::live`; nothing here knows about the command line.
 
 pub mod app;
 mod collect;
 pub mod engine;
 pub mod export;
 mod kernels;
-pub mod launch;
 pub mod snapshot;
 mod terminal;
 pub mod views;
@@ -23,8 +23,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossterm::event::{self, Event};
 
-use crate::cli::interrupt;
-use crate::cli::CliError;
 use crate::model::Model;
 use crate::telemetry::Sampler;
 use app::{Action, App};
@@ -32,8 +30,6 @@ use cbtop_widgets::Theme;
 use engine::{Command, EngineConfig, EngineHandle, SpawnError};
 use snapshot::TelemetryView;
 use views::Ui;
-
-pub use launch::run;
 
 /// Frames are drawn at most this often (30 fps).
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(33);
@@ -52,6 +48,17 @@ pub struct Source {
     pub synthetic: bool,
 }
 
+/// Why the live view ended other than by a quit key.
+#[derive(Debug)]
+pub enum LiveError {
+    /// The engine thread did not start or could not build its engine (one sentence).
+    Engine(String),
+    /// The terminal or the signal handlers failed (one sentence).
+    Terminal(String),
+    /// Ended by this signal (SIGINT, SIGTERM or SIGHUP), the terminal restored.
+    Interrupted(i32),
+}
+
 /// Run the live view until the user quits. `nvml_index` is the GPU the telemetry thread
 /// samples (the one the engine runs on, else the first). The engine is built (and a device
 /// error reported, exit 3) before the terminal is taken over.
@@ -60,32 +67,25 @@ pub fn run_live(
     cfg: EngineConfig,
     status: String,
     nvml_index: u32,
-) -> Result<(), CliError> {
+) -> Result<(), LiveError> {
     let sampler = Sampler::spawn(nvml_index, TELEMETRY_PERIOD, TELEMETRY_KEEP);
     let engine = EngineHandle::spawn(source.model, cfg).map_err(|e| match e {
-        SpawnError::Thread(e) => CliError::runtime(format!("starting the engine thread: {e}")),
-        SpawnError::Engine(m) => CliError::runtime(m),
+        SpawnError::Thread(e) => LiveError::Engine(format!("starting the engine thread: {e}")),
+        SpawnError::Engine(m) => LiveError::Engine(m),
     })?;
     // SIGINT/SIGTERM end the loop within a frame, so the terminal is restored before the
     // exit; SIGHUP (and a loop that does not end) is the watcher's (`terminal`).
     let signals = terminal::SignalWatch::start()
-        .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
+        .map_err(|e| LiveError::Terminal(format!("installing signal handlers: {e}")))?;
     match ui_loop(engine, &sampler, status, &signals) {
         Ok(None) => Ok(()),
-        Ok(Some(sig)) => Err(interrupted(sig)),
+        Ok(Some(sig)) => Err(LiveError::Interrupted(sig)),
         // A closed terminal fails the next draw (EIO) about when the kernel's SIGHUP lands;
         // give the watcher a moment so a hangup reports as one (129), not as an I/O error.
         Err(e) => match signals.wait_caught(HANGUP_GRACE) {
-            Some(sig) => Err(interrupted(sig)),
-            None => Err(CliError::runtime(format!("terminal: {e}"))),
+            Some(sig) => Err(LiveError::Interrupted(sig)),
+            None => Err(LiveError::Terminal(format!("terminal: {e}"))),
         },
-    }
-}
-
-fn interrupted(sig: i32) -> CliError {
-    CliError {
-        code: interrupt::exit_code(sig),
-        message: format!("interrupted by {}", interrupt::name(sig)),
     }
 }
 

@@ -97,6 +97,7 @@ pub fn snapshot() -> Snapshot {
             model_detail: "llama · 4 layers · d256 · Q4_K".into(),
             device: "cpu · 2 threads".into(),
             timing: "cpu_timer".into(),
+            numerics: "exact".into(),
             synthetic: true,
         },
         phase: Phase::Running,

@@ -13,7 +13,7 @@ use cudarc::driver::{
 };
 
 use super::clock::{self, KernelClock, Owner, PinnedBuf, Resolved};
-use super::engine::device_error;
+use super::error::device_error;
 use super::module;
 use super::probe::GpuDesc;
 use crate::brick::Brick;

@@ -1,12 +1,26 @@
 //! The CUDA backend: the same forward pass as the CPU engine, on an NVIDIA GPU through cudarc
 //! (driver API + NVRTC, both loaded at run time, so a machine without CUDA still runs cbtop on
 //! the CPU). Kernels are CUDA C in `kernels/`, compiled for the device's architecture.
+//!
+//! `engine` is the decode step (launch plan, graphs, timing); `weights`, `buffers` and
+//! `kernels` are what it launches with; `launch` holds the single-kernel launches, `hardware`
+//! the report's GPU description and peaks, `check` the test-only single-kernel runner.
 
+mod buffers;
 pub mod calibrate;
+mod check;
 pub mod clock;
 pub mod engine;
+mod error;
+mod hardware;
+mod kernels;
+mod launch;
 pub mod module;
 pub mod probe;
+mod weights;
 
-pub use engine::{CudaEngine, KernelCheck, Timing};
+pub use crate::engine::options::Timing;
+pub use check::KernelCheck;
+pub use engine::CudaEngine;
+pub use error::device_error;
 pub use probe::{probe, GpuDesc, Probe};

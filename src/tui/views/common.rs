@@ -140,7 +140,7 @@ pub fn frame(area: Rect, buf: &mut Buffer, ui: &Ui) -> Rect {
     body
 }
 
-/// The top line: model, device, timing, synthetic flag, state.
+/// The top line: model, device, timing and numerics, synthetic flag, state.
 pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let s = ui.snap;
     let t = ui.theme;
@@ -171,7 +171,11 @@ pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
     for part in [
         h.model_detail.clone(),
         h.device.clone(),
-        format!("timing {}", h.timing),
+        if h.numerics.is_empty() {
+            format!("timing {}", h.timing)
+        } else {
+            format!("timing {} · numerics {}", h.timing, h.numerics)
+        },
     ] {
         if !part.is_empty() {
             spans.push(sep());

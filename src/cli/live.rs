@@ -1,17 +1,20 @@
-//! Command-line glue for the live view: load the model, turn `ProfileArgs` into the engine's
-//! configuration (prompt tokens, context, timing, header), then hand over to `run_live`.
+//! `cbtop` without `--headless`: the live view's command-line glue. Turns `ProfileArgs` into
+//! the engine thread's configuration (prompt tokens, context, device, timing, header), hands
+//! over to `tui::run_live`, and turns how the view ended into an exit code.
 //!
 //! Without `--model-path` the embedded default (a synthetic model, labelled as such) is built,
 //! exactly as the headless mode does.
 
-use super::engine::EngineConfig;
-use super::snapshot::Header;
-use super::Source;
-use crate::cli::args::{ProfileArgs, TimingArg};
-use crate::cli::headless::budgets;
-use crate::cli::{CliError, Device};
+use super::args::ProfileArgs;
+use super::{interrupt, nvml_index, CliError};
+use crate::engine::backend::{timing_label, Device};
+use crate::engine::{Numerics, Timing};
+use crate::profiler::analysis::Budgets;
 use crate::profiler::model_source::ModelSource;
 use crate::telemetry::GpuProbe;
+use crate::tui::engine::EngineConfig;
+use crate::tui::snapshot::Header;
+use crate::tui::{LiveError, Source};
 
 /// Decoded when no `--prompt` is given; decoding restarts from it whenever the context fills.
 pub const DEFAULT_PROMPT: &str =
@@ -53,7 +56,7 @@ pub fn run_source(
     device: Device,
     status: Option<String>,
 ) -> Result<(), CliError> {
-    let nvml_index = device.nvml_index();
+    let nvml_index = nvml_index(&device);
     let nvml_peak = nvml_index.and_then(|i| GpuProbe::open(i).ok()?.peak_bandwidth_gbps().ok());
     if let Device::Cuda(g) = &device {
         eprintln!(
@@ -68,16 +71,20 @@ pub fn run_source(
         (Some(s), false) => format!("{s}; {first}"),
         (None, _) => first,
     };
-    super::run_live(source, cfg, status, nvml_index.unwrap_or(0))
+    crate::tui::run_live(source, cfg, status, nvml_index.unwrap_or(0)).map_err(|e| match e {
+        LiveError::Engine(m) | LiveError::Terminal(m) => CliError::runtime(m),
+        LiveError::Interrupted(sig) => CliError {
+            code: interrupt::exit_code(sig),
+            message: format!("interrupted by {}", interrupt::name(sig)),
+        },
+    })
 }
 
 /// How `--timing` reads in the header on `device`.
-pub fn timing_label(device: &Device, timing: TimingArg) -> &'static str {
-    match (device, timing) {
-        (_, TimingArg::Off) => "off (no per-brick timing)",
-        (Device::Cpu, _) => "cpu_timer",
-        (Device::Cuda(_), TimingArg::Events) => "gpu_globaltimer",
-        (Device::Cuda(_), TimingArg::Sync) => "host_sync",
+pub fn header_timing(device: &Device, timing: Timing) -> String {
+    match timing {
+        Timing::Off => "off (no per-brick timing)".to_string(),
+        _ => timing_label(device, timing).to_string(),
     }
 }
 
@@ -119,6 +126,8 @@ pub fn config(
     if prompt.len() > ctx / 2 {
         prompt.drain(..prompt.len() - ctx / 2);
     }
+    let timing = Timing::from(args.timing);
+    let numerics = Numerics::from(args.engine.numerics);
     let c = &model.config;
     let wtype = model.weights.layers.first().map_or("-", |l| l.wq.ty.name());
     let header = Header {
@@ -131,10 +140,11 @@ pub fn config(
             wtype
         ),
         device: device_label(&device),
-        timing: timing_label(&device, args.timing).into(),
+        timing: header_timing(&device, timing),
+        numerics: device.numerics(numerics).name().to_string(),
         synthetic: source.synthetic,
     };
-    let budgets = budgets(args.profile.as_deref())?;
+    let budgets = Budgets::from_profile(args.profile.as_deref()).map_err(CliError::usage)?;
     let status = match &args.profile {
         Some(p) => format!("budgets from profile {p}"),
         None => String::new(),
@@ -144,11 +154,12 @@ pub fn config(
             prompt,
             ctx,
             warmup: args.warmup,
-            profiled: args.timing != TimingArg::Off,
+            profiled: timing != Timing::Off,
             budgets,
             header,
             device,
-            timing: args.timing,
+            timing,
+            numerics,
             nvml_peak_gbps: None,
         },
         status,

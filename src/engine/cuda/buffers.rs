@@ -1,0 +1,134 @@
+//! The activations on the device: one buffer per intermediate of a step, sized for a batch of
+//! up to `n` tokens, and the product input in its vec-dot format. `Which` names a buffer so the
+//! launch plan can say "from H into Q" and get two distinct borrows.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::error::wrap;
+use super::kernels::ARGMAX_BLOCKS;
+use crate::engine::EngineError;
+use crate::model::Model;
+
+/// Activation buffers for a batch of up to `n` tokens.
+pub(super) struct Bufs {
+    pub(super) n: usize,
+    pub(super) x: CudaSlice<f32>,
+    pub(super) h: CudaSlice<f32>,
+    pub(super) q: CudaSlice<f32>,
+    pub(super) k: CudaSlice<f32>,
+    pub(super) v: CudaSlice<f32>,
+    pub(super) att: CudaSlice<f32>,
+    pub(super) gate: CudaSlice<f32>,
+    pub(super) up: CudaSlice<f32>,
+    pub(super) normed: CudaSlice<f32>,
+    pub(super) logits: CudaSlice<f32>,
+    pub(super) scores: CudaSlice<f32>,
+    pub(super) tok: CudaSlice<u32>,
+    /// The argmax's per-block bests (kernels/argmax.cu).
+    pub(super) part: CudaSlice<f32>,
+    /// The matrix products' input, rounded or quantized as the weight type's dot sees it.
+    pub(super) act: ActBufs,
+}
+
+/// One activation batch in a weight type's vec-dot format (kernels/act_quant.cu): rounded
+/// floats for float weights, or int8 values with their block scales and Q8_1 sums / Q8_K
+/// bsums for quantized weights.
+pub(super) struct ActBufs {
+    pub(super) xf: CudaSlice<f32>,
+    pub(super) q: CudaSlice<i8>,
+    pub(super) d: CudaSlice<f32>,
+    pub(super) x: CudaSlice<f32>,
+}
+
+impl ActBufs {
+    /// Room for `len` activation values.
+    pub(super) fn new(s: &Arc<CudaStream>, len: usize) -> Result<ActBufs, EngineError> {
+        let f = |n: usize| {
+            s.alloc_zeros::<f32>(n.max(1))
+                .map_err(wrap("allocating activations"))
+        };
+        Ok(ActBufs {
+            xf: f(len)?,
+            q: s.alloc_zeros::<i8>(len.max(1))
+                .map_err(wrap("allocating activations"))?,
+            d: f(len / 32 + 1)?,
+            x: f(len / 16 + 1)?,
+        })
+    }
+}
+
+/// Which activation buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Which {
+    X,
+    H,
+    Q,
+    K,
+    V,
+    Att,
+    Gate,
+    Up,
+    Normed,
+    Logits,
+}
+
+impl Bufs {
+    /// Buffers for a batch of up to `n` tokens of `model` with a KV cache of `cap` positions.
+    pub(super) fn alloc(
+        s: &Arc<CudaStream>,
+        model: &Model,
+        cap: usize,
+        n: usize,
+    ) -> Result<Bufs, EngineError> {
+        let c = &model.config;
+        let a = |len: usize| {
+            s.alloc_zeros::<f32>(len.max(1))
+                .map_err(wrap("allocating activations"))
+        };
+        Ok(Bufs {
+            n,
+            x: a(n * c.n_embd)?,
+            h: a(n * c.n_embd)?,
+            q: a(n * c.q_dim())?,
+            k: a(n * c.kv_dim())?,
+            v: a(n * c.kv_dim())?,
+            att: a(n * c.q_dim())?,
+            gate: a(n * c.n_ff)?,
+            up: a(n * c.n_ff)?,
+            normed: a(n * c.n_embd)?,
+            logits: a(n * model.weights.output.rows)?,
+            scores: a(2 * n * c.n_heads * cap)?,
+            act: ActBufs::new(s, n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
+            part: a(2 * ARGMAX_BLOCKS as usize)?,
+            tok: s
+                .alloc_zeros::<u32>(n.max(1))
+                .map_err(wrap("allocating activations"))?,
+        })
+    }
+
+    fn get_mut(&mut self, w: Which) -> &mut CudaSlice<f32> {
+        match w {
+            Which::X => &mut self.x,
+            Which::H => &mut self.h,
+            Which::Q => &mut self.q,
+            Which::K => &mut self.k,
+            Which::V => &mut self.v,
+            Which::Att => &mut self.att,
+            Which::Gate => &mut self.gate,
+            Which::Up => &mut self.up,
+            Which::Normed => &mut self.normed,
+            Which::Logits => &mut self.logits,
+        }
+    }
+
+    /// Two distinct buffers: one to read, one to write.
+    pub(super) fn pair(&mut self, a: Which, b: Which) -> (&CudaSlice<f32>, &mut CudaSlice<f32>) {
+        assert!(a != b, "a kernel's input and output must differ");
+        let pa: *const CudaSlice<f32> = self.get_mut(a);
+        let pb = self.get_mut(b);
+        // SAFETY: a != b, so the two references point at different fields.
+        (unsafe { &*pa }, pb)
+    }
+}

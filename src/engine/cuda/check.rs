@@ -1,0 +1,114 @@
+//! Single kernels on their own, for tests against the CPU reference (tests/gpu_kernels.rs):
+//! the engine's own product launch and embedding gather, on weights given as GGUF bytes,
+//! without a model or a KV cache around them.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, LaunchConfig, PushKernelArg};
+
+use super::buffers::ActBufs;
+use super::clock::KernelClock;
+use super::error::wrap;
+use super::kernels::{ceil_div, product, Epilogue, Kernels};
+use super::module;
+use super::probe::GpuDesc;
+use super::weights::GMat;
+use crate::engine::{EngineError, Numerics};
+use crate::quant::GgmlType;
+
+/// Single kernels on their own, for tests against the CPU reference: a typed matrix product
+/// and an embedding gather on weights given as GGUF bytes. The products are the exact set
+/// (`Numerics::Exact`), which must match the CPU bit for bit.
+pub struct KernelCheck {
+    stream: Arc<CudaStream>,
+    k: Kernels,
+}
+
+impl KernelCheck {
+    pub fn new(gpu: &GpuDesc) -> Result<KernelCheck, EngineError> {
+        let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
+        let (m, _) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
+        let stream = cx.default_stream();
+        Ok(KernelCheck {
+            stream,
+            k: Kernels::load(&m, Numerics::Exact).map_err(EngineError::Device)?,
+        })
+    }
+
+    /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`, as the engine computes
+    /// it (activations quantized on the GPU, then the type's product kernel).
+    pub fn matvec(
+        &self,
+        ty: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        x: &[f32],
+    ) -> Result<Vec<f32>, EngineError> {
+        let n = x.len() / cols;
+        let s = &self.stream;
+        let m = GMat {
+            ty,
+            rows,
+            cols,
+            row_bytes: w.len() / rows,
+            data: s.clone_htod(w).map_err(wrap("kernel check"))?,
+        };
+        let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
+        let mut act = ActBufs::new(s, x.len())?;
+        let mut out = s
+            .alloc_zeros::<f32>(n * rows)
+            .map_err(wrap("kernel check"))?;
+        product(
+            s,
+            &self.k,
+            &m,
+            n,
+            &dx,
+            &mut act,
+            &mut out,
+            Epilogue::default(),
+            // Never armed: the kernels run without stamps.
+            &mut KernelClock::new(s, 1).map_err(wrap("kernel check"))?,
+        )
+        .map_err(wrap("kernel check"))?;
+        s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+
+    /// Rows `tokens` of `W` (`rows × cols`), dequantized.
+    pub fn embed(
+        &self,
+        ty: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, EngineError> {
+        let s = &self.stream;
+        let dw = s.clone_htod(w).map_err(wrap("kernel check"))?;
+        let dt = s.clone_htod(tokens).map_err(wrap("kernel check"))?;
+        let mut out = s
+            .alloc_zeros::<f32>(tokens.len() * cols)
+            .map_err(wrap("kernel check"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(cols, 256), tokens.len() as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rb, c) = ((w.len() / rows) as u64, cols as i32);
+        // SAFETY: token ids < rows (the caller's), out holds tokens × cols.
+        unsafe {
+            s.launch_builder(self.k.embed(ty))
+                .arg(&dw)
+                .arg(&rb)
+                .arg(&c)
+                .arg(&dt)
+                .arg(&mut out)
+                .arg(&0u64)
+                .arg(&0i32)
+                .launch(cfg)
+        }
+        .map_err(wrap("kernel check"))?;
+        s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+}

@@ -1,0 +1,156 @@
+//! The model's weights on the device: every matrix uploaded once in its GGUF type (the
+//! product kernels read the blocks as the file stores them), norms and biases as f32, and
+//! the names the launch plan uses to pick a matrix or a norm.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::error::device_error;
+use crate::engine::EngineError;
+use crate::model::Model;
+use crate::quant::{ActType, GgmlType};
+
+/// A weight matrix on the device, in its GGUF type.
+pub(super) struct GMat {
+    pub(super) ty: GgmlType,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) row_bytes: usize,
+    pub(super) data: CudaSlice<u8>,
+}
+
+/// One transformer layer's weights on the device.
+pub(super) struct GLayer {
+    pub(super) attn_norm: CudaSlice<f32>,
+    pub(super) wq: GMat,
+    pub(super) wk: GMat,
+    pub(super) wv: GMat,
+    pub(super) bq: Option<CudaSlice<f32>>,
+    pub(super) bk: Option<CudaSlice<f32>>,
+    pub(super) bv: Option<CudaSlice<f32>>,
+    pub(super) wo: GMat,
+    pub(super) ffn_norm: CudaSlice<f32>,
+    pub(super) w_gate: GMat,
+    pub(super) w_up: GMat,
+    pub(super) w_down: GMat,
+}
+
+/// Every weight of the model on the device.
+pub(super) struct GWeights {
+    pub(super) token_embd: GMat,
+    /// `None` when the output head is tied to the embedding.
+    pub(super) output: Option<GMat>,
+    pub(super) output_norm: CudaSlice<f32>,
+    pub(super) layers: Vec<GLayer>,
+    pub(super) bytes: usize,
+}
+
+impl GWeights {
+    /// Upload every weight of `model` on stream `s`.
+    pub(super) fn upload(s: &Arc<CudaStream>, model: &Model) -> Result<GWeights, EngineError> {
+        let wt = &model.weights;
+        let mut layers = Vec::with_capacity(wt.layers.len());
+        let mut bytes = 0usize;
+        let bias = |b: &Option<Vec<f32>>| b.as_ref().map(|v| upload_vec(s, v)).transpose();
+        for lw in &wt.layers {
+            let l = GLayer {
+                attn_norm: upload_vec(s, &lw.attn_norm)?,
+                wq: upload_mat(s, wt, &lw.wq)?,
+                wk: upload_mat(s, wt, &lw.wk)?,
+                wv: upload_mat(s, wt, &lw.wv)?,
+                bq: bias(&lw.bq)?,
+                bk: bias(&lw.bk)?,
+                bv: bias(&lw.bv)?,
+                wo: upload_mat(s, wt, &lw.wo)?,
+                ffn_norm: upload_vec(s, &lw.ffn_norm)?,
+                w_gate: upload_mat(s, wt, &lw.w_gate)?,
+                w_up: upload_mat(s, wt, &lw.w_up)?,
+                w_down: upload_mat(s, wt, &lw.w_down)?,
+            };
+            for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+                bytes += m.data.len();
+            }
+            layers.push(l);
+        }
+        let token_embd = upload_mat(s, wt, &wt.token_embd)?;
+        bytes += token_embd.data.len();
+        let output = if wt.tied_output {
+            None
+        } else {
+            let o = upload_mat(s, wt, &wt.output)?;
+            bytes += o.data.len();
+            Some(o)
+        };
+        Ok(GWeights {
+            token_embd,
+            output,
+            output_norm: upload_vec(s, &wt.output_norm)?,
+            layers,
+            bytes,
+        })
+    }
+}
+
+/// Matrix `m` of `w`, its bytes as the file stores them.
+fn upload_mat(
+    s: &Arc<CudaStream>,
+    w: &crate::model::Weights,
+    m: &crate::model::weights::Mat,
+) -> Result<GMat, EngineError> {
+    Ok(GMat {
+        ty: m.ty,
+        rows: m.rows,
+        cols: m.cols,
+        row_bytes: m.row_bytes(),
+        data: s
+            .clone_htod(w.bytes(m))
+            .map_err(|e| device_error(&format!("uploading {}", m.name), e))?,
+    })
+}
+
+/// A norm or bias vector.
+pub(super) fn upload_vec(s: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f32>, EngineError> {
+    s.clone_htod(v)
+        .map_err(|e| device_error("uploading a weight vector", e))
+}
+
+/// The activation format matrix `m`'s product takes.
+pub(super) fn s_kind(w: &GWeights, m: Mat) -> ActType {
+    ActType::for_weights(mat(w, m).ty)
+}
+
+/// The device matrix `m` names (the output head falls back to the embedding when tied).
+pub(super) fn mat(w: &GWeights, m: Mat) -> &GMat {
+    match m {
+        Mat::Q(l) => &w.layers[l].wq,
+        Mat::K(l) => &w.layers[l].wk,
+        Mat::V(l) => &w.layers[l].wv,
+        Mat::O(l) => &w.layers[l].wo,
+        Mat::Gate(l) => &w.layers[l].w_gate,
+        Mat::Up(l) => &w.layers[l].w_up,
+        Mat::Down(l) => &w.layers[l].w_down,
+        Mat::Output => w.output.as_ref().unwrap_or(&w.token_embd),
+    }
+}
+
+/// Which norm weights.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Norm {
+    Attn(usize),
+    Ffn(usize),
+    Output,
+}
+
+/// Which weight matrix.
+#[derive(Clone, Copy)]
+pub(super) enum Mat {
+    Q(usize),
+    K(usize),
+    V(usize),
+    O(usize),
+    Gate(usize),
+    Up(usize),
+    Down(usize),
+    Output,
+}
