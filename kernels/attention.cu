@@ -1,5 +1,5 @@
-// The KV cache store (f32 -> f16, like the CPU cache) and causal attention with grouped-query
-// heads over it. Attention: one block per (head, query token); scores for every cached
+// Causal attention with grouped-query heads over the f16 KV cache (written by rope_store,
+// rope.cu), in the CPU's order: one block per (head, query token); scores for every cached
 // position go to a global scratch row, the online softmax's factors are walked once in order,
 // then each thread accumulates output dimensions over the positions.
 //
@@ -56,20 +56,6 @@ __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restric
 #pragma unroll
     for (int l = 0; l < 8; l++) s = __fadd_rn(s, acc[l]);
     return s;
-}
-
-// k, v: [n][kv_dim] -> cache rows pos0..pos0+n of one layer ([pos][kv_dim], f16 bits).
-// The first position comes from the device (`pos[0]`), as in every kernel that depends on
-// it, so a captured CUDA graph replays at the current position.
-extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
-                                    u16* __restrict__ kc, u16* __restrict__ vc, int kv_dim,
-                                    const int* __restrict__ pos, int n, STAMP_PARAMS) {
-    STAMP_GUARD;
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * kv_dim) return;
-    u64 dst = (u64)pos[0] * kv_dim + i;
-    kc[dst] = f2h(k[i]);
-    vc[dst] = f2h(v[i]);
 }
 
 // q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.

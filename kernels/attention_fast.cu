@@ -7,8 +7,9 @@
 // leave at once, so the grid can be sized for the whole context when a graph is captured): the K.q scores into shared memory (a warp per position, in
 // batches of ATTF_U positions so their loads overlap), the chunk's maximum and sum of
 // exponentials, and the exponential-weighted sum of its V rows; these go to `part` as
-// (acc[hd], max, sum). The last block of a head to finish (a ticket counter per head, reset
-// by that block, so a CUDA graph can replay the step) combines the splits into the output.
+// (acc[hd], max, sum) (or, when one chunk covers the context, straight to the output). The
+// last block of a head to finish (a ticket counter per head, reset by that block, so a CUDA
+// graph can replay the step) combines the splits into the output.
 // Sums are reordered freely (f32 throughout, q pre-scaled); `exact` keeps attention.cu.
 
 #define ATTF_THREADS 128
@@ -116,12 +117,15 @@ extern "C" __global__ void attention_split(const float* __restrict__ q,
         red[2 * threadIdx.x + 1] = a1;
     }
     __syncthreads();
+    // A context of one chunk needs no combining: this block has the answer.
     float* mine = part + ((u64)h * splits + sp) * (hd + 2);
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < groups; k++) acc += red[2 * (k * pairs + (d >> 1)) + (d & 1)];
-        mine[d] = acc;
+        if (active == 1) out[(u64)h * hd + d] = acc / l;
+        else mine[d] = acc;
     }
+    if (active == 1) return;
     if (threadIdx.x == 0) {
         mine[hd] = m;
         mine[hd + 1] = l;

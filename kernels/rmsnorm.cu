@@ -1,5 +1,5 @@
 // RMSNorm of each row: out = x / sqrt(mean(x^2) + eps) * w, as ggml's rms_norm then mul.
-// One block per row; the sum of squares accumulates in double like the CPU engine.
+// The sum of squares accumulates in double like the CPU engine.
 // The output is also quantized for the matrix product it feeds (act_quant.cu), saving that
 // launch.
 
@@ -25,8 +25,10 @@ __device__ float inv_rms(const float* __restrict__ xr, int cols, float eps) {
     return scale_sh;
 }
 
-// One block of 1024 threads per row (a multiple of 256: act_quant_chunk); out gets the normed row, and the activation buffers the
-// row quantized as `kind` (row-major flat indices, as act_quant).
+// Grid (ceil(cols / 256), rows), 256 threads: every block sums its row's squares (a few
+// loads per thread from L2) and norms and quantizes its own 256 values, so a row's chunks run
+// on many multiprocessors instead of one block's loop. out gets the normed row, and the
+// activation buffers the row quantized as `kind` (row-major flat indices, as act_quant).
 extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
                                           const float* __restrict__ w, int cols, float eps,
                                           float* __restrict__ out, int kind,
@@ -34,14 +36,12 @@ extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
                                           float* __restrict__ d, float* __restrict__ xx,
                                           STAMP_PARAMS) {
     STAMP_GUARD;
-    u64 row = blockIdx.x;
+    u64 row = blockIdx.y;
     const float* xr = x + row * cols;
     float scale = inv_rms(xr, cols, eps);
-    for (int c = 0; c < cols; c += blockDim.x) {
-        int j = c + threadIdx.x;
-        bool ok = j < cols;
-        float v = ok ? __fmul_rn(__fmul_rn(xr[j], scale), w[j]) : 0.0f;
-        if (ok) out[row * cols + j] = v;
-        act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx);
-    }
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    bool ok = j < cols;
+    float v = ok ? __fmul_rn(__fmul_rn(xr[j], scale), w[j]) : 0.0f;
+    if (ok) out[row * cols + j] = v;
+    act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx);
 }

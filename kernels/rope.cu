@@ -3,9 +3,8 @@
 // with the CPU engine's own values (ggml's rope cache: theta multiplied by base^(-2/n_rot)
 // step by step in f32, then the C library's cosf/sinf), so the GPU rotates by exactly the
 // CPU's angles: `table[pos][i] = (cos, sin)`.
-// Q and K in one launch. Grid: (n_heads + n_kv_heads, n_tokens); one thread per rotated
-// pair. The first position is read from the device (`pos[0]`), so a captured CUDA graph
-// replays at the current position.
+// The first position is read from the device (`pos[0]`), so a captured CUDA graph replays at
+// the current position.
 
 // The rotation of one (head, token)'s pair i, in place.
 __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c, float s,
@@ -18,26 +17,8 @@ __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c
     head[b] = fmaf(x0, s, __fmul_rn(x1, c));
 }
 
-extern "C" __global__ void rope(float* q, float* k, int n_heads, int n_kv_heads, int head_dim,
-                                int n_rot, const int* __restrict__ pos,
-                                const float* __restrict__ table, int neox, STAMP_PARAMS) {
-    STAMP_GUARD;
-    int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
-    if (i >= n_rot / 2) return;
-    float* x = q;
-    if (h >= n_heads) {
-        x = k;
-        h -= n_heads;
-        n_heads = n_kv_heads;
-    }
-    int pos0 = pos[0];
-    const float* cs = table + ((u64)(pos0 + t) * (n_rot / 2) + i) * 2;
-    float c = cs[0], s = cs[1];
-    rope_pair(x + ((u64)t * n_heads + h) * head_dim, i, n_rot, c, s, neox);
-}
-
-// RoPE on Q and K and the KV-cache store (kv_store, attention.cu) in one launch, with the same
-// arithmetic as the two: grid (n_heads + 2 * n_kv_heads, n_tokens), head_dim threads (a
+// RoPE on Q and K and the KV-cache store (f32 -> f16, as the CPU's cache) in one launch:
+// grid (n_heads + 2 * n_kv_heads, n_tokens), head_dim threads (a
 // multiple of 32, at least n_rot / 2). Blocks of Q heads rotate; blocks of K heads rotate and
 // store the rotated row as f16; blocks past them store V's rows.
 extern "C" __global__ void rope_store(float* q, float* k, const float* __restrict__ v,

@@ -1,7 +1,7 @@
 //! The conformance suite on the GPU: every tiny model of every tensor type, logits at every
 //! prompt position and every step against llama.cpp's within the CPU suite's bounds, the same
 //! greedy token where llama.cpp's top-1 margin exceeds 0.05, and the GPU's own argmax agreeing
-//! with its logits. Skips (saying why) without a GPU.
+//! with its logits, under both numerics. Skips (saying why) without a GPU.
 
 mod common;
 mod gpu;
@@ -12,11 +12,11 @@ use cbtop::engine::sampler::argmax;
 use cbtop::engine::{LogitsFor, Numerics};
 use common::max_abs_diff;
 
-fn check(g: &cbtop::engine::cuda::GpuDesc, name: &str) -> Result<f32, String> {
+fn check(g: &cbtop::engine::cuda::GpuDesc, name: &str, numerics: Numerics) -> Result<f32, String> {
     let (model, reference, bound) = common::conformance_case(name);
     let prompt = common::ids(&reference["prompt_ids"]);
-    let mut engine = CudaEngine::new(model.clone(), g, 64, Timing::Off, Numerics::Exact)
-        .map_err(|e| e.to_string())?;
+    let mut engine =
+        CudaEngine::new(model.clone(), g, 64, Timing::Off, numerics).map_err(|e| e.to_string())?;
     let rec = &mut Recorder::off();
     let ours = engine.eval(&prompt, LogitsFor::All, rec).unwrap();
     let theirs = reference["prompt_logits"].as_array().unwrap();
@@ -52,19 +52,25 @@ fn check(g: &cbtop::engine::cuda::GpuDesc, name: &str) -> Result<f32, String> {
             .unwrap();
     }
     // The GPU's argmax picks what the host picks from the same logits.
-    let mut e2 =
-        CudaEngine::new(model, g, 64, Timing::Off, Numerics::Exact).map_err(|e| e.to_string())?;
+    let mut e2 = CudaEngine::new(model, g, 64, Timing::Off, numerics).map_err(|e| e.to_string())?;
     let host = argmax(&e2.eval(&prompt, LogitsFor::Last, rec).unwrap()[0]);
     e2.reset();
     let dev = e2.eval_argmax(&prompt, rec).unwrap();
     if host != dev {
         problems.push(format!("GPU argmax {dev} != host argmax {host}"));
     }
-    eprintln!("{name}: GPU max |logit diff| vs llama.cpp {worst:.5} (bound {bound})");
+    eprintln!(
+        "{name} ({}): GPU max |logit diff| vs llama.cpp {worst:.5} (bound {bound})",
+        numerics.name()
+    );
     if problems.is_empty() {
         Ok(worst)
     } else {
-        Err(format!("{name}: {}", problems.join("; ")))
+        Err(format!(
+            "{name} ({}): {}",
+            numerics.name(),
+            problems.join("; ")
+        ))
     }
 }
 
@@ -82,11 +88,21 @@ fn every_conformance_model_matches_llama_cpp_on_the_gpu() {
         })
         .collect();
     names.sort();
-    let failures: Vec<String> = names.iter().filter_map(|n| check(&g, n).err()).collect();
-    eprintln!(
-        "gpu conformance: {} of {} models within bounds",
-        names.len() - failures.len(),
-        names.len()
-    );
+    // Both numerics: `exact` must stay within the bounds it meets bit for bit on the CPU,
+    // `fast` (its decode steps on the reordering kernels) within the same bounds.
+    let mut failures = Vec::new();
+    for numerics in [Numerics::Exact, Numerics::Fast] {
+        let bad: Vec<String> = names
+            .iter()
+            .filter_map(|n| check(&g, n, numerics).err())
+            .collect();
+        eprintln!(
+            "gpu conformance ({}): {} of {} models within bounds",
+            numerics.name(),
+            names.len() - bad.len(),
+            names.len()
+        );
+        failures.extend(bad);
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

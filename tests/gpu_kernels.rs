@@ -1,12 +1,15 @@
 //! Each typed kernel against the CPU reference on random blocks: the matrix product (the
 //! activations quantized on the GPU, then the type's product kernel) must equal the CPU
 //! engine's `quantize_act` + `vec_dot` bit for bit, and lie near the f64 dot of the
-//! dequantized weights; the embedding gather must equal `dequantize_row`. Skips without a GPU.
+//! dequantized weights; the embedding gather must equal `dequantize_row`. The fast products
+//! (`--numerics fast`, one token) must equal the CPU's within float reordering. Skips without
+//! a GPU.
 
 mod common;
 mod gpu;
 
 use cbtop::engine::cuda::KernelCheck;
+use cbtop::engine::Numerics;
 use cbtop::quant::{dequantize_row, quantize_act, vec_dot, ActType, GgmlType};
 use cbtop::rng::SplitMix64;
 
@@ -48,12 +51,53 @@ fn every_type_matches_the_cpu_dequantization() {
     let Some(g) = gpu::gpu("gpu_kernels") else {
         return;
     };
-    let k = KernelCheck::new(&g).unwrap();
+    let k = KernelCheck::new(&g, Numerics::Exact).unwrap();
     let mut failures = Vec::new();
     // One token (the decode kernel) and a batch of 11 (two tiles of the batch kernel); a
     // short row and a long one (past the product's 64-block chunk for the 32-weight types).
     for (rows, cols, n, seed) in [(37, 512, 1, 7), (37, 512, 11, 8), (5, 2560, 3, 9)] {
         check_shape(&k, rows, cols, n, seed, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The fast one-token products against the CPU's: the same integer block sums, only the f32
+/// sums reordered, so within 2e-5 of the sum of |w x| (several float roundings per block).
+#[test]
+fn fast_products_match_the_cpu_within_reordering() {
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let k = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    // Rows that leave a block of four partly empty; rows shorter and longer than a warp's 32
+    // units.
+    for (rows, cols, seed) in [(37, 512, 17), (5, 2560, 18), (130, 3584, 19), (3, 256, 20)] {
+        let mut rng = SplitMix64::new(seed);
+        for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantized()) {
+            let rb = ty.row_bytes(cols).unwrap();
+            let w = random_rows(ty, rows, cols, &mut rng);
+            let x: Vec<f32> = (0..cols).map(|_| rng.next_signed()).collect();
+            let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
+            let act = quantize_act(ActType::for_weights(ty), &x);
+            let mut row = vec![0f32; cols];
+            let mut worst = 0f64;
+            for r in 0..rows {
+                let wr = &w[r * rb..(r + 1) * rb];
+                let cpu = vec_dot(ty, wr, &act) as f64;
+                dequantize_row(ty, wr, &mut row);
+                let mag: f64 = row
+                    .iter()
+                    .zip(&x)
+                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                    .sum();
+                worst = worst.max((got[r] as f64 - cpu).abs() / (mag + 1e-6));
+            }
+            eprintln!("fast {ty} {rows}x{cols}: max |gpu - cpu| / sum|w x| = {worst:.2e}");
+            if worst > 2e-5 {
+                failures.push(format!("fast {ty} {rows}x{cols}: {worst:.2e} of sum|w x|"));
+            }
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

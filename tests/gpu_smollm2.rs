@@ -21,17 +21,11 @@ fn greedy_generation_matches_llama_cpp_on_the_gpu() {
     let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
     assert_eq!(cases.len(), 8);
     let mut engine = CudaEngine::new(model.clone(), &g, 128, Timing::Off, Numerics::Exact).unwrap();
-    let rec = &mut Recorder::off();
     let mut failures = Vec::new();
     for case in &cases {
-        let prompt = common::ids(&case["prompt_ids"]);
         let want = common::ids(&case["generated_ids"]);
         let steps = case["steps"].as_array().unwrap();
-        engine.reset();
-        let mut got = vec![engine.eval_argmax(&prompt, rec).unwrap()];
-        while got.len() < 32 && !model.tokenizer.is_eog(*got.last().unwrap()) {
-            got.push(engine.eval_argmax(&[*got.last().unwrap()], rec).unwrap());
-        }
+        let got = greedy(&mut engine, &model, &common::ids(&case["prompt_ids"]));
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         let label = case["prompt"].as_str().unwrap_or("");
         eprintln!("{label:?}: {same} of {} tokens match", want.len());
@@ -47,4 +41,48 @@ fn greedy_generation_matches_llama_cpp_on_the_gpu() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Up to 32 greedy tokens after `prompt`, argmax on the GPU.
+fn greedy(engine: &mut CudaEngine, model: &Model, prompt: &[u32]) -> Vec<u32> {
+    let rec = &mut Recorder::off();
+    engine.reset();
+    let mut got = vec![engine.eval_argmax(prompt, rec).unwrap()];
+    while got.len() < 32 && !model.tokenizer.is_eog(*got.last().unwrap()) {
+        got.push(engine.eval_argmax(&[*got.last().unwrap()], rec).unwrap());
+    }
+    got
+}
+
+/// `fast` numerics reorder float sums, so greedy tokens may part from llama.cpp's CPU output
+/// where its top two logits are close, as llama.cpp's own CUDA backend does: measured on these
+/// 8 prompts, llama.cpp CUDA's greedy tokens match its CPU's for 181 of 231 tokens in total
+/// (matching prefixes). The fast path must match at least as many.
+#[test]
+fn fast_greedy_generation_stays_as_close_as_llama_cpp_cuda() {
+    const LLAMA_CUDA_MATCHED: usize = 181;
+    let Some(g) = gpu::gpu("gpu_smollm2") else {
+        return;
+    };
+    let model = Arc::new(Model::load(&common::smollm2()).unwrap());
+    let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
+    let mut engine = CudaEngine::new(model.clone(), &g, 128, Timing::Off, Numerics::Fast).unwrap();
+    let (mut matched, mut total) = (0, 0);
+    for case in &cases {
+        let want = common::ids(&case["generated_ids"]);
+        let got = greedy(&mut engine, &model, &common::ids(&case["prompt_ids"]));
+        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        eprintln!(
+            "fast {:?}: {same} of {} tokens match",
+            case["prompt"],
+            want.len()
+        );
+        matched += same;
+        total += want.len();
+    }
+    eprintln!("fast: {matched} of {total} tokens match llama.cpp's CPU output (llama.cpp CUDA: {LLAMA_CUDA_MATCHED})");
+    assert!(
+        matched >= LLAMA_CUDA_MATCHED,
+        "fast numerics match {matched} of {total} tokens, fewer than llama.cpp CUDA's {LLAMA_CUDA_MATCHED}"
+    );
 }

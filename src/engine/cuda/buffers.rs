@@ -123,6 +123,21 @@ impl Bufs {
         }
     }
 
+    pub(super) fn get(&self, w: Which) -> &CudaSlice<f32> {
+        match w {
+            Which::X => &self.x,
+            Which::H => &self.h,
+            Which::Q => &self.q,
+            Which::K => &self.k,
+            Which::V => &self.v,
+            Which::Att => &self.att,
+            Which::Gate => &self.gate,
+            Which::Up => &self.up,
+            Which::Normed => &self.normed,
+            Which::Logits => &self.logits,
+        }
+    }
+
     /// Two distinct buffers: one to read, one to write.
     pub(super) fn pair(&mut self, a: Which, b: Which) -> (&CudaSlice<f32>, &mut CudaSlice<f32>) {
         assert!(a != b, "a kernel's input and output must differ");

@@ -12,26 +12,27 @@ use super::error::wrap;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
 use super::module;
 use super::probe::GpuDesc;
-use super::weights::GMat;
+use super::weights::{GMat, MAT_PADDING};
 use crate::engine::{EngineError, Numerics};
 use crate::quant::GgmlType;
 
 /// Single kernels on their own, for tests against the CPU reference: a typed matrix product
-/// and an embedding gather on weights given as GGUF bytes. The products are the exact set
-/// (`Numerics::Exact`), which must match the CPU bit for bit.
+/// and an embedding gather on weights given as GGUF bytes. The products are the set
+/// `numerics` picks: the exact set must match the CPU bit for bit, the fast one within float
+/// reordering.
 pub struct KernelCheck {
     stream: Arc<CudaStream>,
     k: Kernels,
 }
 
 impl KernelCheck {
-    pub fn new(gpu: &GpuDesc) -> Result<KernelCheck, EngineError> {
+    pub fn new(gpu: &GpuDesc, numerics: Numerics) -> Result<KernelCheck, EngineError> {
         let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
         let (m, _) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
         let stream = cx.default_stream();
         Ok(KernelCheck {
             stream,
-            k: Kernels::load(&m, Numerics::Exact).map_err(EngineError::Device)?,
+            k: Kernels::load(&m, numerics).map_err(EngineError::Device)?,
         })
     }
 
@@ -47,12 +48,18 @@ impl KernelCheck {
     ) -> Result<Vec<f32>, EngineError> {
         let n = x.len() / cols;
         let s = &self.stream;
+        // Padded as the engine uploads matrices (the fast kernels may read past the end).
+        let mut data = s
+            .alloc_zeros::<u8>(w.len() + MAT_PADDING)
+            .map_err(wrap("kernel check"))?;
+        s.memcpy_htod(w, &mut data.slice_mut(0..w.len()))
+            .map_err(wrap("kernel check"))?;
         let m = GMat {
             ty,
             rows,
             cols,
             row_bytes: w.len() / rows,
-            data: s.clone_htod(w).map_err(wrap("kernel check"))?,
+            data,
         };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;

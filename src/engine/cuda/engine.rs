@@ -34,6 +34,55 @@ fn clock_slots(n_layers: usize) -> usize {
     24 * n_layers + 32
 }
 
+/// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
+/// partial sums, per head a ticket counter, and the launch's shape for this context.
+pub(super) struct SplitScratch {
+    pub(super) part: CudaSlice<f32>,
+    pub(super) tickets: CudaSlice<i32>,
+    pub(super) splits: usize,
+    pub(super) shared_bytes: usize,
+}
+
+impl SplitScratch {
+    /// Splits for about four blocks per multiprocessor, at most one per 32 positions of the
+    /// context (ATTF_MIN_CHUNK) and 256 (ATTF_MAX_SPLITS), and enough that a split's scores
+    /// fit in 32 KB of shared memory.
+    fn new(
+        s: &Arc<CudaStream>,
+        c: &crate::model::Config,
+        cap: usize,
+        sms: usize,
+    ) -> Result<SplitScratch, EngineError> {
+        const MIN_CHUNK: usize = 32;
+        const MAX_SPLITS: usize = 256;
+        const MAX_CHUNK: usize = 8192;
+        let splits = (4 * sms)
+            .div_ceil(c.n_heads)
+            .max(8)
+            .min(cap.div_ceil(MIN_CHUNK))
+            .max(cap.div_ceil(MAX_CHUNK))
+            .clamp(1, MAX_SPLITS);
+        if cap.div_ceil(splits) > MAX_CHUNK {
+            return Err(EngineError::Device(format!(
+                "a context of {cap} positions is over the split attention's {}",
+                MAX_SPLITS * MAX_CHUNK
+            )));
+        }
+        let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
+        let what = wrap("allocating attention scratch");
+        Ok(SplitScratch {
+            part: s
+                .alloc_zeros::<f32>(c.n_heads * splits * (c.head_dim + 2))
+                .map_err(what)?,
+            tickets: s
+                .alloc_zeros::<i32>(c.n_heads)
+                .map_err(wrap("allocating attention scratch"))?,
+            splits,
+            shared_bytes: (c.head_dim + chunk) * 4,
+        })
+    }
+}
+
 /// A captured decode step and the bricks its stamped launches belong to.
 struct Step {
     graph: CudaGraph,
@@ -63,7 +112,9 @@ pub struct CudaEngine {
     len: usize,
     pub(super) bufs: Bufs,
     timing: Timing,
-    numerics: Numerics,
+    pub(super) numerics: Numerics,
+    /// Scratch of the split-KV decode attention (fast numerics).
+    pub(super) split: SplitScratch,
     /// Per-launch timestamps (`Timing::Events`).
     pub(super) clock: KernelClock,
     /// The sampled token id, copied back inside the step.
@@ -121,6 +172,10 @@ impl CudaEngine {
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
         let host_tok = PinnedBuf::new(&cx, 1).map_err(wrap("allocating pinned memory"))?;
+        let sms = cx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(wrap("reading the multiprocessor count"))?;
+        let split = SplitScratch::new(&stream, c, cap, sms.max(1) as usize)?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),
@@ -139,6 +194,7 @@ impl CudaEngine {
             bufs,
             timing,
             numerics,
+            split,
             clock,
             host_tok,
             on_device: None,
@@ -443,6 +499,7 @@ impl CudaEngine {
         })?;
 
         const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
+        const ROPE_ATTENTION: &[B] = &[B::Rope, B::Attention];
         const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
         for l in 0..c.n_layers {
             let layer = Some(l);
@@ -459,8 +516,12 @@ impl CudaEngine {
                 ];
                 s.products(n, Which::H, &outs, false, Some(qkind))
             })?;
-            self.brick(rec, B::Rope, layer, |s| s.rope(n))?;
-            self.brick(rec, B::Attention, layer, |s| s.attention(n, l))?;
+            // RoPE writes the rotated K and V into the cache in the same launch: the
+            // attention brick's KV write, so the two bricks are timed as one.
+            self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
+                s.rope_store(n, l)?;
+                s.attention(n, l)
+            })?;
             // The residual add happens in the output projection's epilogue.
             self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
                 s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, None)

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
+    PushKernelArg,
 };
 
 use super::buffers::ActBufs;
@@ -16,11 +17,14 @@ use crate::engine::Numerics;
 use crate::quant::{ActType, GgmlType};
 
 /// A weight type's product kernels: one for float weights, or one for a single token and
-/// one for batches of up to 8 for quantized weights (kernels/common.cuh).
+/// one for batches of up to 8 for quantized weights (kernels/common.cuh). The single-token
+/// kernel takes `one_rows` weight rows per block of 128 threads: 1 for the exact kernels, 4
+/// for the fast ones (a warp per row, kernels/matvec_fast.cu).
 pub(super) enum Product {
     Float(CudaFunction),
     Quant {
         one: CudaFunction,
+        one_rows: usize,
         batch: CudaFunction,
     },
 }
@@ -29,9 +33,13 @@ pub(super) enum Product {
 pub(super) struct Kernels {
     /// (product, embed) per weight type.
     pub(super) typed: Vec<(GgmlType, Product, CudaFunction)>,
-    pub(super) rope: CudaFunction,
-    pub(super) kv_store: CudaFunction,
     pub(super) attention: CudaFunction,
+    /// RoPE and the KV-cache store in one launch (kernels/rope.cu).
+    pub(super) rope_store: CudaFunction,
+    /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu).
+    pub(super) attention_split: CudaFunction,
+    /// Fast numerics: up to three products of one input in one launch.
+    pub(super) mvf_multi: CudaFunction,
     pub(super) silu_mul_quant: CudaFunction,
     pub(super) rms_norm_quant: CudaFunction,
     pub(super) argmax_blocks: CudaFunction,
@@ -52,9 +60,10 @@ impl Kernels {
         }
         Ok(Kernels {
             typed,
-            rope: f("rope")?,
-            kv_store: f("kv_store")?,
             attention: f("attention")?,
+            rope_store: f("rope_store")?,
+            attention_split: f("attention_split")?,
+            mvf_multi: f("mvf_multi")?,
             silu_mul_quant: f("silu_mul_quant")?,
             rms_norm_quant: f("rms_norm_quant")?,
             argmax_blocks: f("argmax_blocks")?,
@@ -84,25 +93,32 @@ impl Kernels {
 }
 
 /// The product kernels for weight type `ty` under `numerics`: the one place where the matrix
-/// product's kernel set is chosen. Both settings take the exact kernels for now (they reproduce
-/// the CPU's float order, kernels/common.cuh); a fast set plugs in under `Numerics::Fast`.
+/// product's kernel set is chosen. Exact: kernels that reproduce the CPU's float order
+/// (kernels/common.cuh). Fast: a token's product on quantized weights takes the bandwidth-
+/// shaped kernels of kernels/matvec_fast.cu; prompt batches and float weights keep the
+/// exact kernels.
 fn product_kernels(
     f: &impl Fn(&str) -> Result<CudaFunction, String>,
     ty: GgmlType,
     numerics: Numerics,
 ) -> Result<Product, String> {
     let name = ty.name().to_lowercase();
-    match numerics {
-        Numerics::Fast | Numerics::Exact => Ok(if !ty.is_quantized() {
-            Product::Float(f(&format!("matvec_{name}"))?)
-        } else {
-            Product::Quant {
-                one: f(&format!("qmv1_{name}"))?,
-                batch: f(&format!("qmv8_{name}"))?,
-            }
-        }),
+    if !ty.is_quantized() {
+        return Ok(Product::Float(f(&format!("matvec_{name}"))?));
     }
+    let (one, one_rows) = match numerics {
+        Numerics::Exact => (f(&format!("qmv1_{name}"))?, 1),
+        Numerics::Fast => (f(&format!("mvf_{name}"))?, FAST_ROWS),
+    };
+    Ok(Product::Quant {
+        one,
+        one_rows,
+        batch: f(&format!("qmv8_{name}"))?,
+    })
 }
+
+/// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).
+pub(super) const FAST_ROWS: usize = 4;
 
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
 pub(super) const ARGMAX_BLOCKS: u32 = 128;
@@ -144,6 +160,68 @@ pub(super) struct Epilogue<'a> {
     pub(super) accumulate: bool,
 }
 
+/// `n` rows of `cols` values of `x` into the activation buffers in format `kind`
+/// (kernels/act_quant.cu).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn quantize(
+    s: &Arc<CudaStream>,
+    k: &Kernels,
+    x: &CudaSlice<f32>,
+    n: usize,
+    cols: usize,
+    kind: ActType,
+    act: &mut ActBufs,
+    clock: &mut KernelClock,
+) -> Result<(), DriverError> {
+    let (total, kind) = ((n * cols) as i32, kind_code(kind));
+    let st = clock.stamp();
+    // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
+    unsafe {
+        s.launch_builder(&k.act_quant)
+            .arg(x)
+            .arg(&total)
+            .arg(&kind)
+            .arg(&mut act.xf)
+            .arg(&mut act.q)
+            .arg(&mut act.d)
+            .arg(&mut act.x)
+            .arg(&st.ptr)
+            .arg(&st.slot)
+            .launch(LaunchConfig {
+                grid_dim: (ceil_div(n * cols, 256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+    }
+    .map(|_| ())
+}
+
+/// One matrix of `mvf_multi`'s set (kernels/matvec_fast.cu `MvfMat`, field for field):
+/// device addresses, its rows, its GGML type id and its first block in the launch.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(super) struct MvfMat {
+    pub(super) w: u64,
+    pub(super) row_bytes: u64,
+    pub(super) bias: u64,
+    pub(super) out: u64,
+    pub(super) rows: i32,
+    pub(super) ty: i32,
+    pub(super) first_block: i32,
+    pub(super) pad: i32,
+}
+
+/// Up to three matrices of one input for `mvf_multi`, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(super) struct MvfSet {
+    pub(super) m: [MvfMat; 3],
+    pub(super) count: i32,
+}
+
+// SAFETY: plain `repr(C)` data with the layout of the kernel's parameter struct.
+unsafe impl DeviceRepr for MvfSet {}
+
 /// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
 /// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel
 /// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
@@ -163,37 +241,19 @@ pub(super) fn product(
     ep: Epilogue,
     clock: &mut KernelClock,
 ) -> Result<(), DriverError> {
-    let kind = kind_code(ActType::for_weights(m.ty));
-    let total = (n * m.cols) as i32;
-    // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
     if !ep.quantized {
-        let st = clock.stamp();
-        unsafe {
-            s.launch_builder(&k.act_quant)
-                .arg(x)
-                .arg(&total)
-                .arg(&kind)
-                .arg(&mut act.xf)
-                .arg(&mut act.q)
-                .arg(&mut act.d)
-                .arg(&mut act.x)
-                .arg(&st.ptr)
-                .arg(&st.slot)
-                .launch(LaunchConfig {
-                    grid_dim: (ceil_div(n * m.cols, 256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }?;
+        quantize(s, k, x, n, m.cols, ActType::for_weights(m.ty), act, clock)?;
     }
     let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
     let accumulate = i32::from(ep.accumulate);
     let null = 0u64;
     // Float weights: 16 rows per block of 128 threads (8 per row), up to 8 tokens; quantized
-    // weights: one thread block per row and one token, or up to 8 (kernels/common.cuh).
+    // weights: `one_rows` rows per block for one token, or a row and up to 8 tokens.
     let (f, grid, quantized) = match k.product(m.ty) {
         Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), false),
-        Product::Quant { one, .. } if n == 1 => (one, (m.rows as u32, 1, 1), true),
+        Product::Quant { one, one_rows, .. } if n == 1 => {
+            (one, (ceil_div(m.rows, *one_rows), 1, 1), true)
+        }
         Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), true),
     };
     let cfg = LaunchConfig {

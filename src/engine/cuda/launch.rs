@@ -1,17 +1,19 @@
 //! The engine's single-kernel launches beyond the embedding: the products of a brick (through
-//! `kernels::product`), RoPE, RMSNorm, the KV write and attention, the greedy pick and the
-//! position's advance. Each stamps itself on the kernel clock; `engine.rs`'s launch plan
+//! `kernels::product`, or several in one launch under fast numerics), RoPE with the KV write,
+//! RMSNorm, attention, the greedy pick and the position's advance. Each stamps itself on the kernel clock; `engine.rs`'s launch plan
 //! decides which brick they belong to.
 
-use cudarc::driver::{CudaSlice, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DriverError, LaunchConfig, PushKernelArg};
 
 use super::buffers::{ActBufs, Which};
 use super::engine::CudaEngine;
 use super::error::wrap;
-use super::kernels::{kind_code, lin, product, Epilogue, ARGMAX_BLOCKS};
+use super::kernels::{
+    ceil_div, kind_code, product, quantize, Epilogue, MvfMat, MvfSet, ARGMAX_BLOCKS, FAST_ROWS,
+};
 use super::weights::{mat, Mat, Norm};
 use crate::brick::{BrickId as B, Recorder};
-use crate::engine::EngineError;
+use crate::engine::{EngineError, Numerics};
 use crate::model::RopeStyle;
 use crate::quant::ActType;
 
@@ -87,6 +89,9 @@ impl CudaEngine {
         accumulate: bool,
         pre: Option<ActType>,
     ) -> Result<(), DriverError> {
+        if let Some(kind) = self.one_launch_kind(n, outs) {
+            return self.products_multi(input, outs, accumulate, pre == Some(kind), kind);
+        }
         let mut last = pre;
         for &(which, output) in outs {
             let m = mat(&self.w, which);
@@ -122,12 +127,108 @@ impl CudaEngine {
         Ok(())
     }
 
-    pub(super) fn rope(&mut self, n: usize) -> Result<(), DriverError> {
+    /// The activation format shared by `outs` when the fast products can take them all in one
+    /// launch (one token, two or three quantized matrices, one format).
+    fn one_launch_kind(&self, n: usize, outs: &[(Mat, Which)]) -> Option<ActType> {
+        if self.numerics != Numerics::Fast || n != 1 || !(2..=3).contains(&outs.len()) {
+            return None;
+        }
+        let kind = ActType::for_weights(mat(&self.w, outs[0].0).ty);
+        outs.iter()
+            .all(|&(m, _)| {
+                let ty = mat(&self.w, m).ty;
+                ty.is_quantized() && ActType::for_weights(ty) == kind
+            })
+            .then_some(kind)
+    }
+
+    /// `out = M · input` for two or three matrices of one token in one launch
+    /// (kernels/matvec_fast.cu `mvf_multi`), the input quantized first unless `quantized`.
+    fn products_multi(
+        &mut self,
+        input: Which,
+        outs: &[(Mat, Which)],
+        accumulate: bool,
+        quantized: bool,
+        kind: ActType,
+    ) -> Result<(), DriverError> {
+        let cols = mat(&self.w, outs[0].0).cols;
+        if !quantized {
+            let act: *mut ActBufs = &mut self.bufs.act;
+            let x = self.bufs.get(input);
+            // SAFETY: `act` is a field distinct from the input buffer.
+            let act = unsafe { &mut *act };
+            quantize(
+                &self.stream,
+                &self.k,
+                x,
+                1,
+                cols,
+                kind,
+                act,
+                &mut self.clock,
+            )?;
+        }
+        let mut set = MvfSet::default();
+        let mut blocks = 0usize;
+        for (i, &(which, output)) in outs.iter().enumerate() {
+            let m = mat(&self.w, which);
+            let bias = match which {
+                Mat::Q(l) => self.w.layers[l].bq.as_ref(),
+                Mat::K(l) => self.w.layers[l].bk.as_ref(),
+                Mat::V(l) => self.w.layers[l].bv.as_ref(),
+                _ => None,
+            };
+            let s = &self.stream;
+            set.m[i] = MvfMat {
+                w: m.data.device_ptr(s).0,
+                row_bytes: m.row_bytes as u64,
+                bias: bias.map_or(0, |b| b.device_ptr(s).0),
+                out: self.bufs.get(output).device_ptr(s).0,
+                rows: m.rows as i32,
+                ty: m.ty.id() as i32,
+                first_block: blocks as i32,
+                pad: 0,
+            };
+            blocks += m.rows.div_ceil(FAST_ROWS);
+        }
+        set.count = outs.len() as i32;
+        let (cols, acc) = (cols as i32, i32::from(accumulate));
+        let st = self.clock.stamp();
+        let a = &self.bufs.act;
+        // SAFETY: each matrix's rows × row_bytes of weights against `cols` quantized
+        // activations; each output (a distinct buffer of the engine) gets its `rows` values.
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.mvf_multi)
+                .arg(&set)
+                .arg(&cols)
+                .arg(&a.q)
+                .arg(&a.d)
+                .arg(&a.x)
+                .arg(&acc)
+                .arg(&st.ptr)
+                .arg(&st.slot)
+                .launch(LaunchConfig {
+                    grid_dim: (blocks as u32, 1, 1),
+                    block_dim: (128, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map(|_| ())
+    }
+
+    /// RoPE on Q and K, and K and V of `n` tokens into layer `l`'s cache rows at the device's
+    /// position: one launch (kernels/rope.cu `rope_store`), the attention brick's KV write with
+    /// the rotation.
+    pub(super) fn rope_store(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let half = c.rope_dims / 2;
+        let kvd = c.kv_dim();
+        let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
+        let threads = c.head_dim.max(c.rope_dims / 2).div_ceil(32) * 32;
         let cfg = LaunchConfig {
-            grid_dim: ((c.n_heads + c.n_kv_heads) as u32, n as u32, 1),
-            block_dim: ((half.div_ceil(32) * 32).max(32) as u32, 1, 1),
+            grid_dim: ((c.n_heads + 2 * c.n_kv_heads) as u32, n as u32, 1),
+            block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
         let args = (
@@ -138,16 +239,20 @@ impl CudaEngine {
             i32::from(c.arch.rope_style() == RopeStyle::Neox),
         );
         let st = self.clock.stamp();
-        let q: *mut CudaSlice<f32> = &mut self.bufs.q;
-        // SAFETY: q and k are distinct fields.
-        let q = unsafe { &mut *q };
-        // SAFETY: n × heads × head_dim values of Q and of K, rotated in place; the table
-        // holds every position below the capacity (pos + n is checked against it).
+        let mut kc = self.kc.slice_mut(layer.clone());
+        let mut vc = self.vc.slice_mut(layer);
+        let b = &mut self.bufs;
+        // SAFETY: n × heads × head_dim values of Q and of K rotated in place, K and V's n ×
+        // kv_dim values into cache rows pos..pos+n (< capacity, checked; the table holds
+        // every position below it).
         unsafe {
             self.stream
-                .launch_builder(&self.k.rope)
-                .arg(q)
-                .arg(&mut self.bufs.k)
+                .launch_builder(&self.k.rope_store)
+                .arg(&mut b.q)
+                .arg(&mut b.k)
+                .arg(&b.v)
+                .arg(&mut kc)
+                .arg(&mut vc)
                 .arg(&args.0)
                 .arg(&args.1)
                 .arg(&args.2)
@@ -178,9 +283,10 @@ impl CudaEngine {
             Norm::Ffn(l) => &self.w.layers[l].ffn_norm,
             Norm::Output => &self.w.output_norm,
         };
+        // A block per 256 values of each row (kernels/rmsnorm.cu).
         let cfg = LaunchConfig {
-            grid_dim: (n as u32, 1, 1),
-            block_dim: (1024, 1, 1),
+            grid_dim: (ceil_div(cols, 256), n as u32, 1),
+            block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let (c, kind) = (cols as i32, kind_code(kind));
@@ -213,30 +319,20 @@ impl CudaEngine {
         .map(|_| ())
     }
 
+    /// Attention of `n` queries over layer `l`'s cache (its rows already written by
+    /// `rope_store`): the split-KV kernel for one token under fast numerics, else the kernel
+    /// in the CPU's order.
     pub(super) fn attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
+        if self.numerics == Numerics::Fast && n == 1 {
+            return self.attention_split(l);
+        }
         let c = &self.model.config;
         let kvd = c.kv_dim();
         let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
-        let (kvd_i, n_i) = (kvd as i32, n as i32);
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
-        let (s1, s2) = (self.clock.stamp(), self.clock.stamp());
+        let s2 = self.clock.stamp();
         let b = &mut self.bufs;
-        // SAFETY: n × kv_dim values into cache rows pos..pos+n (< capacity, checked).
-        unsafe {
-            self.stream
-                .launch_builder(&self.k.kv_store)
-                .arg(&b.k)
-                .arg(&b.v)
-                .arg(&mut kc)
-                .arg(&mut vc)
-                .arg(&kvd_i)
-                .arg(&self.pos)
-                .arg(&n_i)
-                .arg(&s1.ptr)
-                .arg(&s1.slot)
-                .launch(lin(n * kvd))
-        }?;
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, n as u32, 1),
             block_dim: (128, 1, 1),
@@ -269,6 +365,53 @@ impl CudaEngine {
                 .arg(&mut b.att)
                 .arg(&s2.ptr)
                 .arg(&s2.slot)
+                .launch(cfg)
+        }
+        .map(|_| ())
+    }
+
+    /// One token's attention over layer `l`'s cache, split over positions
+    /// (kernels/attention_fast.cu).
+    fn attention_split(&mut self, l: usize) -> Result<(), DriverError> {
+        let c = &self.model.config;
+        let kvd = c.kv_dim();
+        let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
+        let kc = self.kc.slice(layer.clone());
+        let vc = self.vc.slice(layer);
+        let sp = &mut self.split;
+        let cfg = LaunchConfig {
+            grid_dim: (c.n_heads as u32, sp.splits as u32, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: sp.shared_bytes as u32,
+        };
+        let args = (
+            c.n_heads as i32,
+            c.n_kv_heads as i32,
+            c.head_dim as i32,
+            sp.splits as i32,
+            1.0 / (c.head_dim as f32).sqrt(),
+        );
+        let st = self.clock.stamp();
+        let b = &mut self.bufs;
+        // SAFETY: one query row of q_dim values, cache rows 0..=pos; `part` holds n_heads ×
+        // splits × (head_dim + 2) values and `tickets` n_heads counters (left at zero).
+        unsafe {
+            self.stream
+                .launch_builder(&self.k.attention_split)
+                .arg(&b.q)
+                .arg(&kc)
+                .arg(&vc)
+                .arg(&args.0)
+                .arg(&args.1)
+                .arg(&args.2)
+                .arg(&self.pos)
+                .arg(&args.3)
+                .arg(&args.4)
+                .arg(&mut sp.part)
+                .arg(&mut sp.tickets)
+                .arg(&mut b.att)
+                .arg(&st.ptr)
+                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())

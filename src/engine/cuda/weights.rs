@@ -11,7 +11,13 @@ use crate::engine::EngineError;
 use crate::model::Model;
 use crate::quant::{ActType, GgmlType};
 
-/// A weight matrix on the device, in its GGUF type.
+/// Zero bytes after every matrix on the device: the fast products read weight fields as the
+/// aligned 32-bit words around them (kernels/matvec_fast.cu `load_words`), up to 4 bytes past
+/// a matrix's last block.
+pub(super) const MAT_PADDING: usize = 16;
+
+/// A weight matrix on the device, in its GGUF type (`data` holds `rows × row_bytes` bytes and
+/// `MAT_PADDING` zeros).
 pub(super) struct GMat {
     pub(super) ty: GgmlType,
     pub(super) rows: usize,
@@ -69,17 +75,17 @@ impl GWeights {
                 w_down: upload_mat(s, wt, &lw.w_down)?,
             };
             for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
-                bytes += m.data.len();
+                bytes += m.bytes();
             }
             layers.push(l);
         }
         let token_embd = upload_mat(s, wt, &wt.token_embd)?;
-        bytes += token_embd.data.len();
+        bytes += token_embd.bytes();
         let output = if wt.tied_output {
             None
         } else {
             let o = upload_mat(s, wt, &wt.output)?;
-            bytes += o.data.len();
+            bytes += o.bytes();
             Some(o)
         };
         Ok(GWeights {
@@ -92,20 +98,30 @@ impl GWeights {
     }
 }
 
-/// Matrix `m` of `w`, its bytes as the file stores them.
+impl GMat {
+    /// The matrix's own bytes (without the padding).
+    pub(super) fn bytes(&self) -> usize {
+        self.rows * self.row_bytes
+    }
+}
+
+/// Matrix `m` of `w`, its bytes as the file stores them, then `MAT_PADDING` zeros.
 fn upload_mat(
     s: &Arc<CudaStream>,
     w: &crate::model::Weights,
     m: &crate::model::weights::Mat,
 ) -> Result<GMat, EngineError> {
+    let what = |e| device_error(&format!("uploading {}", m.name), e);
+    let src = w.bytes(m);
+    let mut data = s.alloc_zeros::<u8>(src.len() + MAT_PADDING).map_err(what)?;
+    s.memcpy_htod(src, &mut data.slice_mut(0..src.len()))
+        .map_err(what)?;
     Ok(GMat {
         ty: m.ty,
         rows: m.rows,
         cols: m.cols,
         row_bytes: m.row_bytes(),
-        data: s
-            .clone_htod(w.bytes(m))
-            .map_err(|e| device_error(&format!("uploading {}", m.name), e))?,
+        data,
     })
 }
 
