@@ -4,79 +4,110 @@
 //
 // Grid (n_heads, splits): block (h, s) takes query head h against chunk s of the positions
 // 0..=pos (chunks of max(ATTF_MIN_CHUNK, ceil(positions / splits)); blocks past the last chunk
-// leave at once, so the grid can be sized for the whole context when a graph is captured): the K.q scores into shared memory (a warp per position, in
-// batches of ATTF_U positions so their loads overlap), the chunk's maximum and sum of
-// exponentials, and the exponential-weighted sum of its V rows; these go to `part` as
-// (acc[hd], max, sum) (or, when one chunk covers the context, straight to the output). The
-// last block of a head to finish (a ticket counter per head, reset by that block, so a CUDA
-// graph can replay the step) combines the splits into the output.
+// leave at once, so the grid can be sized for the whole context when a graph is captured):
+// the K.q scores into shared memory (a thread per position, so a chunk's K rows load in one
+// round trip), the chunk's maximum and sum of exponentials, and the exponential-weighted sum
+// of its V rows (16-byte loads, many positions per pass); these go to `part` as (acc[hd], max,
+// sum), or, when one chunk covers the context, straight to the output. The last block of a
+// head to finish (a ticket counter per head, reset by that block, so a CUDA graph can replay
+// the step) combines the splits into the output.
+// RoPE runs here too (the query, and the step's own K in the block that needs it, which also
+// writes this step's K and V rows to the cache), so decode needs no rope_store launch.
 // Sums are reordered freely (f32 throughout, q pre-scaled); `exact` keeps attention.cu.
 
-#define ATTF_THREADS 128
-#define ATTF_U 8
-#define ATTF_MIN_CHUNK 32
+#define ATTF_THREADS 256
+#define ATTF_MIN_CHUNK 256
 #define ATTF_MAX_SPLITS 256
 
-extern "C" __global__ void attention_split(const float* __restrict__ q,
-                                           const u16* __restrict__ kc,
-                                           const u16* __restrict__ vc, int n_heads,
-                                           int n_kv_heads, int hd, const int* __restrict__ pos,
-                                           int splits, float scale, float* __restrict__ part,
-                                           int* __restrict__ tickets, float* __restrict__ out,
-                                           STAMP_PARAMS) {
-    STAMP_GUARD;
+__device__ __forceinline__ float lo_h(u32 v) { return h2f((u16)v); }
+__device__ __forceinline__ float hi_h(u32 v) { return h2f((u16)(v >> 16)); }
+
+// The block's work for head dimension HD (0: `hd` at run time).
+template <int HD>
+__device__ __forceinline__ void attention_split_block(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
+    const int* __restrict__ pos, const float* __restrict__ table, int n_rot, int neox,
+    int splits, float scale, float* __restrict__ part, int* __restrict__ tickets,
+    float* __restrict__ out) {
+    const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
-    __shared__ float red[2 * ATTF_THREADS];
+    __shared__ float red[ATTF_THREADS * 8];
     __shared__ float wtop[ATTF_THREADS / 32];
+    __shared__ float cur[2][128];
     __shared__ int last;
     float* qs = sm;
     float* sc = sm + hd;
     int h = blockIdx.x, sp = blockIdx.y;
-    int n_ctx = pos[0] + 1;
+    int pos0 = pos[0], n_ctx = pos0 + 1;
     int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
     int active = (n_ctx + chunk - 1) / chunk;
     if (sp >= active) return;
-    int j0 = sp * chunk, j1 = min(n_ctx, j0 + chunk);
+    int j0 = sp * chunk, len = min(n_ctx, j0 + chunk) - j0;
     int g = h / (n_heads / n_kv_heads);
-    int kv_dim = n_kv_heads * hd, pairs = hd >> 1;
+    int kv_dim = n_kv_heads * hd;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[(u64)h * hd + d] * scale;
-    __syncthreads();
-
-    // Scores: a warp per position, lanes over dimension pairs.
-    const u16* kbase = kc + g * hd;
-    for (int jb = j0 + warp * ATTF_U; jb < j1; jb += nw * ATTF_U) {
-        float s[ATTF_U];
-#pragma unroll
-        for (int u = 0; u < ATTF_U; u++) {
-            s[u] = 0.0f;
-            int j = jb + u;
-            if (j < j1) {
-                const u32* kr = (const u32*)(kbase + (u64)j * kv_dim);
-                for (int p = lane; p < pairs; p += 32) {
-                    u32 kk = __ldg(kr + p);
-                    s[u] += h2f((u16)kk) * qs[2 * p] + h2f((u16)(kk >> 16)) * qs[2 * p + 1];
-                }
-            }
+    // This step's query rotated here (and, in the chunk holding this step's position, its K
+    // rotated and V, rounded to f16 as the cache holds them; the group's first head writes
+    // them to the cache), so no separate RoPE launch runs before.
+    bool mine_pos = j0 + len == n_ctx;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        qs[d] = q[(u64)h * hd + d];
+        if (mine_pos) {
+            cur[0][d] = k[(u64)g * hd + d];
+            cur[1][d] = h2f(f2h(v[(u64)g * hd + d]));
         }
-#pragma unroll
-        for (int u = 0; u < ATTF_U; u++) {
-            float v = warp_sum(s[u]);
-            if (lane == 0 && jb + u < j1) sc[jb + u - j0] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < n_rot / 2) {
+        const float* cs = table + ((u64)pos0 * (n_rot / 2) + threadIdx.x) * 2;
+        rope_pair(qs, threadIdx.x, n_rot, cs[0], cs[1], neox);
+        if (mine_pos) rope_pair(cur[0], threadIdx.x, n_rot, cs[0], cs[1], neox);
+    }
+    __syncthreads();
+    bool writer = mine_pos && h % (n_heads / n_kv_heads) == 0;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        qs[d] *= scale;
+        if (mine_pos) {
+            u16 kh = f2h(cur[0][d]);
+            cur[0][d] = h2f(kh);
+            if (writer) {
+                kc[(u64)pos0 * kv_dim + g * hd + d] = kh;
+                vc[(u64)pos0 * kv_dim + g * hd + d] = f2h(cur[1][d]);
+            }
         }
     }
     __syncthreads();
 
-    // The chunk's maximum, then its weights exp(s - max) and their sum.
+    // Scores: a thread per position, its K row in 16-byte loads; q read as broadcasts.
+    const u16* kb = kc + g * hd + (u64)j0 * kv_dim;
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < j1 - j0; j += blockDim.x) m = fmaxf(m, sc[j]);
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
+        float s = 0.0f;
+        if (j0 + j == pos0) {
+            for (int d = 0; d < hd; d++) s += cur[0][d] * qs[d];
+        } else {
+            const uint4* kr = (const uint4*)(kb + (u64)j * kv_dim);
+#pragma unroll
+            for (int c = 0; c < hd / 8; c++) {
+                uint4 kv = __ldg(kr + c);
+                const float* qq = qs + 8 * c;
+                s += lo_h(kv.x) * qq[0] + hi_h(kv.x) * qq[1] + lo_h(kv.y) * qq[2] +
+                     hi_h(kv.y) * qq[3] + lo_h(kv.z) * qq[4] + hi_h(kv.z) * qq[5] +
+                     lo_h(kv.w) * qq[6] + hi_h(kv.w) * qq[7];
+            }
+        }
+        sc[j] = s;
+        m = fmaxf(m, s);
+    }
+    // The chunk's maximum, then its weights exp(s - max) and their sum.
     m = warp_max(m);
     if (lane == 0) wtop[warp] = m;
     __syncthreads();
     m = wtop[0];
     for (int w = 1; w < nw; w++) m = fmaxf(m, wtop[w]);
     float l = 0.0f;
-    for (int j = threadIdx.x; j < j1 - j0; j += blockDim.x) {
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
         float e = __expf(sc[j] - m);
         sc[j] = e;
         l += e;
@@ -88,42 +119,44 @@ extern "C" __global__ void attention_split(const float* __restrict__ q,
     l = 0.0f;
     for (int w = 0; w < nw; w++) l += wtop[w];
 
-    // V: thread (group gi, pair d2) sums positions j0 + gi, + groups, ...
-    int groups = blockDim.x / pairs;
-    int gi = threadIdx.x / pairs, d2 = threadIdx.x % pairs;
-    float a0 = 0.0f, a1 = 0.0f;
+    // V: thread (group gi, column c) sums 8 dimensions (one 16-byte load per row) over
+    // positions gi, gi + groups, ...
+    int per_row = hd / 8, groups = blockDim.x / per_row;
+    int gi = threadIdx.x / per_row, c = threadIdx.x % per_row;
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (gi < groups) {
-        const u32* vbase = (const u32*)(vc + g * hd) + d2;
-        int j = j0 + gi;
-        for (; j + (ATTF_U - 1) * groups < j1; j += ATTF_U * groups) {
-            u32 vv[ATTF_U];
-#pragma unroll
-            for (int u = 0; u < ATTF_U; u++)
-                vv[u] = __ldg(vbase + (u64)(j + u * groups) * (kv_dim >> 1));
-#pragma unroll
-            for (int u = 0; u < ATTF_U; u++) {
-                float p = sc[j + u * groups - j0];
-                a0 += p * h2f((u16)vv[u]);
-                a1 += p * h2f((u16)(vv[u] >> 16));
-            }
+        const uint4* vb = (const uint4*)(vc + g * hd + (u64)j0 * kv_dim) + c;
+        // The step's own row (the chunk's last) comes from shared memory.
+        int stop = mine_pos ? len - 1 : len;
+#pragma unroll 4
+        for (int j = gi; j < stop; j += groups) {
+            uint4 vv = __ldg(vb + (u64)j * (kv_dim / 8));
+            float p = sc[j];
+            acc[0] += p * lo_h(vv.x);
+            acc[1] += p * hi_h(vv.x);
+            acc[2] += p * lo_h(vv.y);
+            acc[3] += p * hi_h(vv.y);
+            acc[4] += p * lo_h(vv.z);
+            acc[5] += p * hi_h(vv.z);
+            acc[6] += p * lo_h(vv.w);
+            acc[7] += p * hi_h(vv.w);
         }
-        for (; j < j1; j += groups) {
-            u32 v = __ldg(vbase + (u64)j * (kv_dim >> 1));
-            float p = sc[j - j0];
-            a0 += p * h2f((u16)v);
-            a1 += p * h2f((u16)(v >> 16));
+        if (mine_pos && (len - 1) % groups == gi) {
+            float p = sc[len - 1];
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[e] += p * cur[1][8 * c + e];
         }
-        red[2 * threadIdx.x] = a0;
-        red[2 * threadIdx.x + 1] = a1;
+#pragma unroll
+        for (int k = 0; k < 8; k++) red[gi * hd + 8 * c + k] = acc[k];
     }
     __syncthreads();
     // A context of one chunk needs no combining: this block has the answer.
     float* mine = part + ((u64)h * splits + sp) * (hd + 2);
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int k = 0; k < groups; k++) acc += red[2 * (k * pairs + (d >> 1)) + (d & 1)];
-        if (active == 1) out[(u64)h * hd + d] = acc / l;
-        else mine[d] = acc;
+        float a = 0.0f;
+        for (int k = 0; k < groups; k++) a += red[k * hd + d];
+        if (active == 1) out[(u64)h * hd + d] = a / l;
+        else mine[d] = a;
     }
     if (active == 1) return;
     if (threadIdx.x == 0) {
@@ -140,7 +173,8 @@ extern "C" __global__ void attention_split(const float* __restrict__ q,
     __threadfence();
     // Each split's weight exp(max_s - max) / total, in parallel; then every output dimension
     // sums the splits with independent loads.
-    __shared__ float wm[ATTF_MAX_SPLITS], wl[ATTF_MAX_SPLITS];
+    float* wm = red;
+    float* wl = red + ATTF_MAX_SPLITS;
     const float* all = part + (u64)h * splits * (hd + 2);
     for (int s = threadIdx.x; s < active; s += blockDim.x) {
         wm[s] = __ldcg(all + (u64)s * (hd + 2) + hd);
@@ -155,10 +189,29 @@ extern "C" __global__ void attention_split(const float* __restrict__ q,
     for (int s = threadIdx.x; s < active; s += blockDim.x) wm[s] = __expf(wm[s] - mx) / total;
     __syncthreads();
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
+        float a = 0.0f;
 #pragma unroll 8
-        for (int s = 0; s < active; s++) acc += __ldcg(all + (u64)s * (hd + 2) + d) * wm[s];
-        out[(u64)h * hd + d] = acc;
+        for (int s = 0; s < active; s++) a += __ldcg(all + (u64)s * (hd + 2) + d) * wm[s];
+        out[(u64)h * hd + d] = a;
     }
     if (threadIdx.x == 0) tickets[h] = 0;
+}
+
+// One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
+// RoPE table (rope.cu). head_dim a multiple of 8 (16-byte rows), at most 128; ATTF_THREADS
+// threads.
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+    attention_split(const float* __restrict__ q, const float* __restrict__ k,
+                    const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
+                    int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
+                    const float* __restrict__ table, int n_rot, int neox, int splits,
+                    float scale, float* __restrict__ part, int* __restrict__ tickets,
+                    float* __restrict__ out, STAMP_PARAMS) {
+    STAMP_GUARD;
+#define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos, table, n_rot, neox, splits, \
+                  scale, part, tickets, out
+    if (hd == 64) attention_split_block<64>(ATTF_ARGS);
+    else if (hd == 128) attention_split_block<128>(ATTF_ARGS);
+    else attention_split_block<0>(ATTF_ARGS);
+#undef ATTF_ARGS
 }

@@ -25,9 +25,10 @@ __device__ float inv_rms(const float* __restrict__ xr, int cols, float eps) {
     return scale_sh;
 }
 
-// Grid (ceil(cols / 256), rows), 256 threads: every block sums its row's squares (a few
-// loads per thread from L2) and norms and quantizes its own 256 values, so a row's chunks run
-// on many multiprocessors instead of one block's loop. out gets the normed row, and the
+// Grid (ceil(cols / blockDim), rows), blockDim a multiple of 256 (the engine launches 1024):
+// every block sums its row's squares (a few loads per thread from L2) and norms and quantizes
+// its own blockDim values, so a long row's chunks run on several multiprocessors instead of
+// one block's loop. out gets the normed row, and the
 // activation buffers the row quantized as `kind` (row-major flat indices, as act_quant).
 extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
                                           const float* __restrict__ w, int cols, float eps,

@@ -44,7 +44,7 @@ pub(super) struct SplitScratch {
 }
 
 impl SplitScratch {
-    /// Splits for about four blocks per multiprocessor, at most one per 32 positions of the
+    /// Splits for about four blocks per multiprocessor, at most one per 256 positions of the
     /// context (ATTF_MIN_CHUNK) and 256 (ATTF_MAX_SPLITS), and enough that a split's scores
     /// fit in 32 KB of shared memory.
     fn new(
@@ -53,7 +53,7 @@ impl SplitScratch {
         cap: usize,
         sms: usize,
     ) -> Result<SplitScratch, EngineError> {
-        const MIN_CHUNK: usize = 32;
+        const MIN_CHUNK: usize = 256;
         const MAX_SPLITS: usize = 256;
         const MAX_CHUNK: usize = 8192;
         let splits = (4 * sms)
@@ -516,11 +516,10 @@ impl CudaEngine {
                 ];
                 s.products(n, Which::H, &outs, false, Some(qkind))
             })?;
-            // RoPE writes the rotated K and V into the cache in the same launch: the
-            // attention brick's KV write, so the two bricks are timed as one.
+            // RoPE runs in the launch that writes K and V to the cache (the attention brick's
+            // KV write), or inside the attention kernel itself: the two bricks are one.
             self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
-                s.rope_store(n, l)?;
-                s.attention(n, l)
+                s.rope_attention(n, l)
             })?;
             // The residual add happens in the output projection's epilogue.
             self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {

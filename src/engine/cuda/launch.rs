@@ -221,7 +221,7 @@ impl CudaEngine {
     /// RoPE on Q and K, and K and V of `n` tokens into layer `l`'s cache rows at the device's
     /// position: one launch (kernels/rope.cu `rope_store`), the attention brick's KV write with
     /// the rotation.
-    pub(super) fn rope_store(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
+    fn rope_store(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
         let kvd = c.kv_dim();
         let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
@@ -283,10 +283,11 @@ impl CudaEngine {
             Norm::Ffn(l) => &self.w.layers[l].ffn_norm,
             Norm::Output => &self.w.output_norm,
         };
-        // A block per 256 values of each row (kernels/rmsnorm.cu).
+        // A block per 1024 values of each row (kernels/rmsnorm.cu); 1024 threads, so the sum
+        // of squares adds in the order the exact numerics were checked with.
         let cfg = LaunchConfig {
-            grid_dim: (ceil_div(cols, 256), n as u32, 1),
-            block_dim: (256, 1, 1),
+            grid_dim: (ceil_div(cols, 1024), n as u32, 1),
+            block_dim: (1024, 1, 1),
             shared_mem_bytes: 0,
         };
         let (c, kind) = (cols as i32, kind_code(kind));
@@ -319,13 +320,21 @@ impl CudaEngine {
         .map(|_| ())
     }
 
-    /// Attention of `n` queries over layer `l`'s cache (its rows already written by
-    /// `rope_store`): the split-KV kernel for one token under fast numerics, else the kernel
-    /// in the CPU's order.
-    pub(super) fn attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
-        if self.numerics == Numerics::Fast && n == 1 {
+    /// RoPE, the KV write and attention of `n` queries over layer `l`'s cache: one token
+    /// under fast numerics is one launch of the split-KV kernel (RoPE inside); otherwise
+    /// `rope_store`, then the kernel in the CPU's order.
+    pub(super) fn rope_attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
+        // The split kernel reads K and V rows in 16-byte pieces (head_dim a multiple of 8).
+        if self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim % 8 == 0 {
             return self.attention_split(l);
         }
+        self.rope_store(n, l)?;
+        self.attention(n, l)
+    }
+
+    /// Attention of `n` queries over layer `l`'s cache (its rows already written by
+    /// `rope_store`), in the CPU's order.
+    fn attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
         let kvd = c.kv_dim();
         let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
@@ -372,16 +381,18 @@ impl CudaEngine {
 
     /// One token's attention over layer `l`'s cache, split over positions
     /// (kernels/attention_fast.cu).
+    /// One token's RoPE and attention over layer `l`'s cache, split over positions
+    /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
     fn attention_split(&mut self, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
         let kvd = c.kv_dim();
         let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
-        let kc = self.kc.slice(layer.clone());
-        let vc = self.vc.slice(layer);
+        let mut kc = self.kc.slice_mut(layer.clone());
+        let mut vc = self.vc.slice_mut(layer);
         let sp = &mut self.split;
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, sp.splits as u32, 1),
-            block_dim: (128, 1, 1),
+            block_dim: (256, 1, 1),
             shared_mem_bytes: sp.shared_bytes as u32,
         };
         let args = (
@@ -390,21 +401,30 @@ impl CudaEngine {
             c.head_dim as i32,
             sp.splits as i32,
             1.0 / (c.head_dim as f32).sqrt(),
+            c.rope_dims as i32,
+            i32::from(c.arch.rope_style() == RopeStyle::Neox),
         );
         let st = self.clock.stamp();
         let b = &mut self.bufs;
-        // SAFETY: one query row of q_dim values, cache rows 0..=pos; `part` holds n_heads ×
-        // splits × (head_dim + 2) values and `tickets` n_heads counters (left at zero).
+        // SAFETY: one token's q_dim query values and kv_dim K and V values, cache rows 0..=pos
+        // (row pos written here; pos < capacity, checked); the RoPE table holds every position
+        // below the capacity; `part` holds n_heads × splits × (head_dim + 2) values and
+        // `tickets` n_heads counters (left at zero).
         unsafe {
             self.stream
                 .launch_builder(&self.k.attention_split)
                 .arg(&b.q)
-                .arg(&kc)
-                .arg(&vc)
+                .arg(&b.k)
+                .arg(&b.v)
+                .arg(&mut kc)
+                .arg(&mut vc)
                 .arg(&args.0)
                 .arg(&args.1)
                 .arg(&args.2)
                 .arg(&self.pos)
+                .arg(&self.rope)
+                .arg(&args.5)
+                .arg(&args.6)
                 .arg(&args.3)
                 .arg(&args.4)
                 .arg(&mut sp.part)
