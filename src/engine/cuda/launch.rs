@@ -325,7 +325,8 @@ impl CudaEngine {
     /// `rope_store`, then the kernel in the CPU's order.
     pub(super) fn rope_attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         // The split kernel reads K and V rows in 16-byte pieces (head_dim a multiple of 8).
-        if self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim % 8 == 0 {
+        if self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim.is_multiple_of(8)
+        {
             return self.attention_split(l);
         }
         self.rope_store(n, l)?;
