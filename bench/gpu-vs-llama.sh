@@ -51,10 +51,11 @@ for entry in "${models[@]}"; do
         >"$OUT/$name-llama.json" 2>"$OUT/$name-llama.log"
     for num in $NUMERICS; do
         run() { "$CBTOP" --headless --json --device cuda --timing off --numerics "$num" \
-            --model-path "$file" --warmup 8 "$@"; }
+            --model-path "$file" "$@"; }
         # Decode from depth ~0 (a one-token prompt) and from depth 1024.
-        run --prefill 1 --tokens "$TOKENS" --ctx $((TOKENS + 80)) >"$OUT/$name-$num-d0.json"
-        run --prefill 1024 --tokens "$TOKENS" --ctx $((1024 + TOKENS + 80)) >"$OUT/$name-$num-d1024.json"
+        run --warmup 8 --prefill 1 --tokens "$TOKENS" --ctx $((TOKENS + 80)) >"$OUT/$name-$num-d0.json"
+        run --warmup 8 --prefill 1024 --tokens "$TOKENS" --ctx $((1024 + TOKENS + 80)) \
+            >"$OUT/$name-$num-d1024.json"
         # Prefill of 512 tokens (time to first token).
         run --prefill 512 --tokens 8 --warmup 2 --ctx 600 >"$OUT/$name-$num-p512.json"
     done
