@@ -290,6 +290,71 @@ fn timing_off_reports_throughput_without_bricks() {
     assert!(f(&r["throughput"]["tokens_per_sec"]) > 0.0);
     assert!(r["throughput"]["overhead_percent"].is_null());
     assert_eq!(r["config"]["timing"], "off");
+    assert!(r["prefill"].is_null(), "no prefill table with timing off");
+}
+
+/// The prompt gets its own brick table: every brick of the forward pass, layer bricks with a
+/// time per layer, costs for the whole prompt, and bricks + gaps + other = its wall time.
+#[test]
+fn prefill_has_its_own_brick_table_that_adds_up() {
+    let o = headless(&["--json", "--prefill", "12", "--tokens", "4"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_report(&o);
+    let p = &r["prefill"];
+    assert_eq!(p["tokens"], 12);
+    let bricks = p["bricks"].as_array().unwrap();
+    let ids: Vec<&str> = bricks.iter().map(|b| b["id"].as_str().unwrap()).collect();
+    for want in [
+        "embed",
+        "qkv",
+        "attention",
+        "ffn_gate_up",
+        "ffn_down",
+        "lm_head",
+        "sample",
+    ] {
+        assert!(
+            ids.contains(&want),
+            "{want} missing from the prefill table {ids:?}"
+        );
+    }
+    let layers = r["model"]["layers"].as_u64().unwrap() as usize;
+    let mut sum = 0.0;
+    for b in bricks {
+        let total = f(&b["total_us"]);
+        assert!(total > 0.0, "{b}");
+        assert!((f(&b["per_token_us"]) * 12.0 - total).abs() < 1e-6 * total.max(1.0));
+        assert!(
+            b["bytes"].as_u64().unwrap() > 0 && f(&b["roofline_us"]) > 0.0,
+            "{b}"
+        );
+        let per_layer = b["per_layer_us"].as_array().unwrap();
+        if b["id"] == "qkv" {
+            assert_eq!(per_layer.len(), layers);
+            let layer_sum: f64 = per_layer.iter().map(f).sum();
+            assert!(
+                (layer_sum - total).abs() <= 0.01 * total,
+                "{layer_sum} vs {total}"
+            );
+        }
+        sum += total;
+    }
+    sum += f(&p["other_us"]) + p["gaps_us"].as_f64().unwrap_or(0.0);
+    let total = f(&p["total_us"]);
+    assert!(
+        (sum - total).abs() <= 0.02 * total,
+        "bricks + gaps + other {sum} vs prefill {total}"
+    );
+    // The weights are read once for the whole prompt: a 12-token prompt's qkv moves fewer
+    // than 12 decode tokens' bytes.
+    let qkv = bricks.iter().find(|b| b["id"] == "qkv").unwrap();
+    let decode_qkv = r["bricks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["id"] == "qkv")
+        .unwrap();
+    assert!(qkv["bytes"].as_u64().unwrap() < 12 * decode_qkv["bytes"].as_u64().unwrap());
 }
 
 #[test]

@@ -139,6 +139,45 @@ impl Shapes {
             .fold(Cost::default(), |a, c| a + c)
     }
 
+    /// Cost of `brick` for a prompt of `n` tokens evaluated at once from an empty cache:
+    /// weights read once, activations (and the attention's cache reads, at the prompt's mean
+    /// context length) and FLOPs `n` times; the output norm, head and pick run for the last
+    /// token only.
+    pub fn prefill_cost(&self, brick: Brick, n: usize) -> Cost {
+        let n = n.max(1) as f64;
+        brick
+            .covers()
+            .into_iter()
+            .map(|b| {
+                let one = self.cost_one(b, (n + 1.0) / 2.0);
+                if matches!(b, BrickId::FinalNorm | BrickId::LmHead | BrickId::Sample) {
+                    return one;
+                }
+                let w = self.weight_bytes(b);
+                Cost {
+                    bytes_read: w + n * (one.bytes_read - w),
+                    bytes_written: n * one.bytes_written,
+                    flops: n * one.flops,
+                }
+            })
+            .fold(Cost::default(), |a, c| a + c)
+    }
+
+    /// The weight-matrix bytes `b` reads (once per step, whatever the batch).
+    fn weight_bytes(&self, b: BrickId) -> f64 {
+        let sum = |f: &dyn Fn(&LayerBytes) -> usize| -> f64 {
+            self.layers.iter().map(|l| f(l) as f64).sum()
+        };
+        match b {
+            BrickId::Qkv => sum(&|l| l.qkv),
+            BrickId::AttnOut => sum(&|l| l.attn_out),
+            BrickId::FfnGateUp => sum(&|l| l.gate_up),
+            BrickId::FfnDown => sum(&|l| l.down),
+            BrickId::LmHead => self.lm_head_bytes as f64,
+            _ => 0.0,
+        }
+    }
+
     fn cost_one(&self, b: BrickId, kv_len: f64) -> Cost {
         let (e, qd, kvd, ff) = (
             self.n_embd as f64,

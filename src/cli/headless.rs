@@ -19,7 +19,7 @@ use crate::brick::id::is_valid_id;
 use crate::brick::BrickId;
 use crate::engine::backend::{timing_label, Backend};
 use crate::engine::Timing;
-use crate::profiler::analysis::{analyze, Budgets};
+use crate::profiler::analysis::{analyze, analyze_prefill, Budgets};
 use crate::profiler::hardware::{Host, MeasuredPeaks};
 use crate::profiler::model_source::ModelSource;
 use crate::profiler::run::{run_until, Plan, RunResult};
@@ -305,7 +305,11 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let tele = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &result));
 
     let shapes = crate::brick::cost::Shapes::new(&src.model.config, &src.model.weights);
-    let analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
+    let mut analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
+    analysis.prefill = result
+        .prefill_profile
+        .as_ref()
+        .map(|s| analyze_prefill(s, result.prefill.tokens, n_layers, &shapes, &peaks.roof()));
     let info = RunInfo {
         model: &src.model,
         model_path: src.path.clone(),
@@ -414,6 +418,7 @@ mod tests {
                 eval_ns: 1,
                 ttft_ns: 1,
             },
+            prefill_profile: None,
             stats: Stats::new(1),
             samples: steps
                 .iter()

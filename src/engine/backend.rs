@@ -165,6 +165,16 @@ impl Backend {
         }
     }
 
+    /// Evaluate a prompt brick by brick into `rec` and pick its greedy next token (the
+    /// profiled prefill; `prefill` is the timed one).
+    pub fn prefill_recorded(
+        &mut self,
+        tokens: &[u32],
+        rec: &mut Recorder,
+    ) -> Result<u32, EngineError> {
+        Ok(self.eval_greedy(tokens, rec)?.0)
+    }
+
     /// Evaluate `tokens` and return the greedy next token, with the logits it was picked from
     /// when they are on the host (CPU; on CUDA only the token id comes back). The `sample`
     /// brick is recorded (host clock on the CPU, the GPU timing mode on CUDA).

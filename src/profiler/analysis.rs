@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::brick::cost::{Cost, Roof, Shapes};
 use crate::brick::score::{self, BudgetSource};
-use crate::brick::stats::Stats;
+use crate::brick::stats::{Stats, TokenSample};
 use crate::brick::{Brick, Source};
 use crate::profile::{Profile, ProfileError};
 
@@ -89,6 +89,82 @@ pub struct Analysis {
     pub worst: Vec<usize>,
     /// Mean context length the attention cost was computed at.
     pub kv_len: f64,
+    /// The prompt's own brick table, when the prefill was profiled.
+    pub prefill: Option<PrefillAnalysis>,
+}
+
+/// One brick of the profiled prompt evaluation.
+#[derive(Clone, Debug)]
+pub struct PrefillRow {
+    pub brick: Brick,
+    pub id: String,
+    pub source: Source,
+    /// Time over the whole prompt, summed over layers.
+    pub us: f64,
+    pub share_percent: f64,
+    pub cost: Cost,
+    pub gbps: f64,
+    pub gflops: f64,
+    pub roofline_us: f64,
+    pub efficiency: f64,
+    pub per_layer_us: Vec<f64>,
+}
+
+/// The prompt evaluation brick by brick: bricks + gaps + other = its wall time.
+#[derive(Clone, Debug)]
+pub struct PrefillAnalysis {
+    pub tokens: usize,
+    pub rows: Vec<PrefillRow>,
+    pub total_us: f64,
+    pub gaps_us: Option<f64>,
+    pub other_us: f64,
+}
+
+/// Judge a profiled prompt evaluation of `tokens` tokens against the roofline.
+pub fn analyze_prefill(
+    sample: &TokenSample,
+    tokens: usize,
+    n_layers: usize,
+    shapes: &Shapes,
+    roof: &Roof,
+) -> PrefillAnalysis {
+    let mut stats = Stats::new(n_layers);
+    stats.add(sample);
+    let total_us = stats.token.mean_us();
+    let rows = stats
+        .bricks
+        .iter()
+        .map(|b| {
+            let us = b.per_token.mean_us();
+            let cost = shapes.prefill_cost(b.brick, tokens);
+            let roofline_us = roof.time_us(&cost);
+            let rate = |x: f64| if us > 0.0 { x / (us * 1e3) } else { 0.0 };
+            PrefillRow {
+                brick: b.brick,
+                id: b.brick.to_string(),
+                source: b.source,
+                us,
+                share_percent: if total_us > 0.0 {
+                    100.0 * us / total_us
+                } else {
+                    0.0
+                },
+                cost,
+                gbps: rate(cost.bytes()),
+                gflops: rate(cost.flops),
+                roofline_us,
+                efficiency: score::efficiency(roofline_us, us),
+                per_layer_us: b.per_layer.iter().map(|l| l.mean_us()).collect(),
+            }
+        })
+        .collect();
+    PrefillAnalysis {
+        tokens,
+        rows,
+        total_us,
+        gaps_us: (stats.gaps.count() > 0).then(|| stats.gaps.mean_us()),
+        other_us: stats.other.mean_us(),
+    }
 }
 
 /// Judge `stats` against the roofline and budgets.
@@ -172,5 +248,6 @@ pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -
         grade: score::grade(model_score),
         worst,
         kv_len,
+        prefill: None,
     }
 }

@@ -1,4 +1,5 @@
-//! A measured run: prefill, warm-up steps (discarded), then the measured steps. When asked,
+//! A measured run: prefill (profiled once brick by brick, then timed unprofiled), warm-up
+//! steps (discarded), then the measured steps. When asked,
 //! every profiled step is followed by one unprofiled step at the next position, so profiled and
 //! unprofiled throughput come from the same run, the same positions and the same machine state:
 //! their ratio is cbtop's own overhead.
@@ -33,6 +34,9 @@ impl Plan {
 /// Everything a run measured.
 pub struct RunResult {
     pub prefill: Prefill,
+    /// The prompt evaluated once more brick by brick before the timed prefill (when the plan
+    /// profiles): its spans, gaps and wall time.
+    pub prefill_profile: Option<TokenSample>,
     pub stats: Stats,
     /// The measured steps, spans included (for traces and series).
     pub samples: Vec<TokenSample>,
@@ -65,6 +69,11 @@ pub fn run_until(
     stop: impl Fn() -> bool,
 ) -> Result<RunResult, EngineError> {
     let total = plan.steps();
+    let prefill_profile = if plan.profiled {
+        Some(session.profile_prefill()?)
+    } else {
+        None
+    };
     let prefill = session.prefill()?;
     let mut done = 0;
     let mut nonfinite_steps = 0u64;
@@ -105,6 +114,7 @@ pub fn run_until(
     }
     Ok(RunResult {
         prefill,
+        prefill_profile,
         stats,
         samples,
         unprofiled,

@@ -83,6 +83,26 @@ impl Session {
         })
     }
 
+    /// Evaluate the prompt brick by brick (every brick's span and, on the GPU, the gaps
+    /// between kernels), from an empty cache. The cache is left holding the prompt: the timed
+    /// `prefill` that follows starts over, so time to first token is never profiled.
+    pub fn profile_prefill(&mut self) -> Result<TokenSample, EngineError> {
+        self.engine.reset();
+        self.rec.set_enabled(true);
+        self.rec.clear();
+        let t0 = Instant::now();
+        self.engine.prefill_recorded(&self.prompt, &mut self.rec)?;
+        let total_ns = t0.elapsed().as_nanos() as u64;
+        self.rec.set_enabled(false);
+        Ok(TokenSample {
+            start_ns: self.rec.since_origin(t0),
+            total_ns,
+            position: 0,
+            spans: self.rec.take(),
+            gaps_ns: self.rec.take_gaps(),
+        })
+    }
+
     /// Decode one token: feed the last sampled token, sample the next. With `profiled`, every
     /// brick's span is in the returned sample; without, only the step's wall time.
     pub fn step(&mut self, profiled: bool) -> Result<TokenSample, EngineError> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::types::*;
 use crate::brick::stats::Series;
 use crate::model::Model;
-use crate::profiler::analysis::Analysis;
+use crate::profiler::analysis::{Analysis, PrefillAnalysis};
 use crate::profiler::hardware::{Host, MeasuredPeaks};
 use crate::profiler::run::RunResult;
 
@@ -167,6 +167,7 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
         other_us: a.other_us,
         other_share_percent: a.other_share_percent,
         token_us: a.token_us,
+        prefill: a.prefill.as_ref().map(prefill_report),
         bottleneck,
         score: a.score,
         grade: a.grade.to_string(),
@@ -176,6 +177,39 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
         gates: Vec::new(),
         assertions: Vec::new(),
         status: Status::Pass,
+    }
+}
+
+fn prefill_report(p: &PrefillAnalysis) -> PrefillReport {
+    PrefillReport {
+        tokens: p.tokens as u64,
+        total_us: p.total_us,
+        gaps_us: p.gaps_us,
+        other_us: p.other_us,
+        bricks: p
+            .rows
+            .iter()
+            .map(|r| PrefillBrick {
+                id: r.id.clone(),
+                covers: r
+                    .brick
+                    .covers()
+                    .iter()
+                    .map(|b| b.name().to_string())
+                    .collect(),
+                source: r.source,
+                total_us: r.us,
+                per_token_us: r.us / p.tokens.max(1) as f64,
+                share_percent: r.share_percent,
+                bytes: r.cost.bytes().round() as u64,
+                flops: r.cost.flops.round() as u64,
+                gbps: r.gbps,
+                tflops: r.gflops / 1e3,
+                roofline_us: r.roofline_us,
+                efficiency: r.efficiency,
+                per_layer_us: r.per_layer_us.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -159,9 +159,18 @@ pub fn to_markdown(r: &Report) -> String {
                 b.grade
             );
         }
+        if let (Some(g), Some(share)) = (r.gaps_us, r.gaps_share_percent) {
+            let _ = writeln!(
+                s,
+                "| gaps | {} | {:.1} | | | | {:.1} | | | | | | | |",
+                crate::brick::Source::GpuGlobaltimer.name(),
+                g,
+                share
+            );
+        }
         let _ = writeln!(
             s,
-            "| other | cpu_timer | {:.1} | | | | {:.1} | | | | | | | |",
+            "| other | host clock | {:.1} | | | | {:.1} | | | | | | | |",
             r.other_us, r.other_share_percent
         );
         let _ = writeln!(
@@ -184,6 +193,9 @@ pub fn to_markdown(r: &Report) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+    }
+    if let Some(p) = &r.prefill {
+        prefill_markdown(&mut s, p);
     }
     let tel = &r.telemetry;
     if !tel.available {
@@ -215,6 +227,52 @@ pub fn to_markdown(r: &Report) -> String {
 }
 
 /// One Markdown line summarising the GPU telemetry of a run.
+/// The prompt's brick table.
+fn prefill_markdown(s: &mut String, p: &super::types::PrefillReport) {
+    let _ = writeln!(
+        s,
+        "Prefill of {} tokens, brick by brick ({:.1} us):\n",
+        p.tokens, p.total_us
+    );
+    let _ = writeln!(
+        s,
+        "| brick | source | total us | us/token | share % | GB/s | TFLOP/s | roofline us | eff % |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for b in &p.bricks {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {:.2} | {:.1} | {:.1} | {:.3} | {:.1} | {:.0} |",
+            b.id,
+            b.source.name(),
+            b.total_us,
+            b.per_token_us,
+            b.share_percent,
+            b.gbps,
+            b.tflops,
+            b.roofline_us,
+            100.0 * b.efficiency
+        );
+    }
+    let pct = |us: f64| {
+        if p.total_us > 0.0 {
+            100.0 * us / p.total_us
+        } else {
+            0.0
+        }
+    };
+    if let Some(g) = p.gaps_us {
+        let src = crate::brick::Source::GpuGlobaltimer.name();
+        let _ = writeln!(s, "| gaps | {src} | {g:.1} | | {:.1} | | | | |", pct(g));
+    }
+    let _ = writeln!(
+        s,
+        "| other | host clock | {:.1} | | {:.1} | | | | |\n",
+        p.other_us,
+        pct(p.other_us)
+    );
+}
+
 fn telemetry_line(t: &super::types::Telemetry) -> String {
     let mm = |v: Option<super::types::StatSummary>, unit: &str| {
         v.map_or("-".to_string(), |v| {

@@ -52,6 +52,9 @@ pub struct Report {
     pub other_share_percent: f64,
     /// Mean decode-step time (bricks + gaps + other), microseconds.
     pub token_us: f64,
+    /// The prompt evaluated brick by brick (absent when per-brick timing is off).
+    #[serde(default)]
+    pub prefill: Option<PrefillReport>,
     pub bottleneck: Option<Bottleneck>,
     /// Time-weighted mean of the brick scores, 0..100.
     pub score: f64,
@@ -207,6 +210,45 @@ pub struct BrickReport {
     pub score: f64,
     pub grade: String,
     /// Mean time per layer (empty for bricks outside the layers), microseconds.
+    pub per_layer_us: Vec<f64>,
+}
+
+/// The prompt's evaluation brick by brick, measured once before the timed prefill (so the
+/// time to first token is never profiled): bricks + gaps + other = `total_us`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PrefillReport {
+    pub tokens: u64,
+    /// Wall time of the profiled prompt evaluation, microseconds.
+    pub total_us: f64,
+    /// GPU idle time between its kernels (null where not measured).
+    pub gaps_us: Option<f64>,
+    /// Time covered by no brick and no gap.
+    pub other_us: f64,
+    pub bricks: Vec<PrefillBrick>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PrefillBrick {
+    /// Canonical id, or `a+b` for a fused brick.
+    pub id: String,
+    pub covers: Vec<String>,
+    pub source: Source,
+    /// Time over the whole prompt (summed over layers), microseconds.
+    pub total_us: f64,
+    /// `total_us` per prompt token.
+    pub per_token_us: f64,
+    /// Share of the prompt's wall time.
+    pub share_percent: f64,
+    /// Bytes moved for the whole prompt (weights once, activations per token).
+    pub bytes: u64,
+    pub flops: u64,
+    pub gbps: f64,
+    /// Achieved TFLOP/s.
+    pub tflops: f64,
+    pub roofline_us: f64,
+    /// `roofline_us / total_us`, capped at 1.
+    pub efficiency: f64,
+    /// Time per layer (empty for bricks outside the layers), microseconds.
     pub per_layer_us: Vec<f64>,
 }
 
