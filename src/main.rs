@@ -25,6 +25,10 @@ fn main() {
         let _ = writeln!(std::io::stderr(), "cbtop: internal error: {msg}{loc}");
         std::process::exit(exit::RUNTIME);
     }));
+    // Rust ignores SIGPIPE, so `cbtop inspect model.gguf | head` would fail its next write
+    // and end in an error; with the default action it ends quietly, as other Unix tools do.
+    // SAFETY: setting a signal's disposition to the default, before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     if let Err(e) = cli::run(cli) {
         // A signal is not an error; after SIGHUP there may be no terminal left to print to.

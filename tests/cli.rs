@@ -325,3 +325,38 @@ fn tokenize_json_matches_llama_cpp_on_smollm2() {
         v["ids"].as_array().unwrap().len()
     );
 }
+
+/// A reader that stops early (`cbtop tokenize ... | head -c 16`) ends cbtop quietly by SIGPIPE,
+/// not with an internal error. The output (a long text's ids and pieces) is larger than a
+/// pipe's buffer, so cbtop is still writing when the reader goes.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let text = "hello world, ".repeat(8000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cbtop"))
+        .args([
+            "tokenize",
+            "--json",
+            "--model-path",
+            &conf("conf-qwen2-Q4_K_M"),
+            &text,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's read end is closed here, long before cbtop has written everything.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("internal error"), "{err}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {err}",
+        out.status
+    );
+}
