@@ -46,12 +46,25 @@ fn f16_at(b: &[u8], off: usize) -> f32 {
     f16::from_le_bytes([b[off], b[off + 1]]).to_f32()
 }
 
-/// ggml's `nearest_int`: round to nearest, ties to even. (ggml adds 1.5 * 2^23 and reads the
-/// mantissa, which is exactly round-half-even for |x| <= 2^22, the range it asserts; outside it
-/// this saturates instead of returning garbage.)
+/// ggml's `nearest_int`: round to nearest, ties to even (`round_half_even`, below). Outside
+/// ggml's asserted range this saturates instead of returning garbage.
 #[inline]
 fn nearest_int(x: f32) -> i32 {
-    x.round_ties_even() as i32
+    round_half_even(x) as i32
+}
+
+/// `x.round_ties_even()` without the libm `rintf` call it compiles to on baseline x86-64 (no
+/// SSE4.1 `roundss`): for |x| < 2^22, adding and subtracting 1.5 * 2^23 leaves x rounded to an
+/// integer, ties to even (ggml's own trick; -0.0 may come out as +0.0); NaN stays NaN. Larger
+/// values take the library call.
+#[inline(always)]
+pub(crate) fn round_half_even(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    if x.abs() < 4_194_304.0 {
+        (x + MAGIC) - MAGIC
+    } else {
+        x.round_ties_even()
+    }
 }
 
 /// ggml's `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` (0..8) from the 12 packed
@@ -798,6 +811,28 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn round_half_even_matches_the_library_everywhere_it_is_used() {
+        let mut rng = crate::rng::SplitMix64::new(11);
+        let mut edge: Vec<f32> = vec![0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, -0.0, 127.5, -128.5];
+        edge.extend([
+            4_194_303.5,
+            -4_194_303.5,
+            4_194_304.5,
+            8_388_609.0,
+            1e30,
+            -1e30,
+        ]);
+        edge.extend((0..100_000).map(|_| rng.next_signed() * 200.0));
+        edge.extend((0..10_000).map(|i| i as f32 * 0.5 - 2500.0));
+        for x in edge {
+            // Equal as numbers (a negative value rounding to zero may give +0 for -0).
+            assert_eq!(super::round_half_even(x), x.round_ties_even(), "{x}");
+        }
+        assert!(super::round_half_even(f32::NAN).is_nan());
+        assert_eq!(super::round_half_even(f32::INFINITY), f32::INFINITY);
+    }
+
     use super::*;
     use crate::quant::{dot_f32, quantize_act, vec_dot, ActType, GgmlType, QuantizedAct};
     use proptest::prelude::*;

@@ -240,7 +240,7 @@ fn quantize_act_block(x: &[f32]) -> (f32, [i8; QK], i32) {
     let mut qs = [0i8; QK];
     let mut sum = 0i32;
     for (q, &v) in qs.iter_mut().zip(x) {
-        let r = (v * id).round_ties_even() as i32;
+        let r = super::kquants::round_half_even(v * id) as i32;
         sum += r;
         *q = r.clamp(-128, 127) as i8;
     }
