@@ -120,6 +120,15 @@ pub struct PrefillAnalysis {
     pub other_us: f64,
 }
 
+/// `part` as a percentage of `whole` (0 when `whole` is 0).
+fn percent(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
+}
+
 /// Judge a profiled prompt evaluation of `tokens` tokens against the roofline.
 pub fn analyze_prefill(
     sample: &TokenSample,
@@ -170,13 +179,7 @@ pub fn analyze_prefill(
 /// Judge `stats` against the roofline and budgets.
 pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -> Analysis {
     let token_us = stats.token.mean_us();
-    let share = |us: f64| {
-        if token_us > 0.0 {
-            100.0 * us / token_us
-        } else {
-            0.0
-        }
-    };
+    let share = |us: f64| percent(us, token_us);
     // The step at position p attends over p + 1 cached positions.
     let kv_len = stats.mean_position() + 1.0;
     let rows: Vec<BrickRow> = stats

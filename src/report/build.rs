@@ -82,12 +82,7 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
         .iter()
         .map(|r| BrickReport {
             id: r.id.clone(),
-            covers: r
-                .brick
-                .covers()
-                .iter()
-                .map(|b| b.name().to_string())
-                .collect(),
+            covers: cover_names(r.brick),
             source: r.source,
             count: r.count,
             mean_us: r.mean_us,
@@ -180,6 +175,11 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
     }
 }
 
+/// The logical brick ids a (possibly fused) brick covers.
+fn cover_names(b: crate::brick::Brick) -> Vec<String> {
+    b.covers().iter().map(|c| c.name().to_string()).collect()
+}
+
 fn prefill_report(p: &PrefillAnalysis) -> PrefillReport {
     PrefillReport {
         tokens: p.tokens as u64,
@@ -191,12 +191,7 @@ fn prefill_report(p: &PrefillAnalysis) -> PrefillReport {
             .iter()
             .map(|r| PrefillBrick {
                 id: r.id.clone(),
-                covers: r
-                    .brick
-                    .covers()
-                    .iter()
-                    .map(|b| b.name().to_string())
-                    .collect(),
+                covers: cover_names(r.brick),
                 source: r.source,
                 total_us: r.us,
                 per_token_us: r.us / p.tokens.max(1) as f64,
