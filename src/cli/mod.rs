@@ -153,6 +153,7 @@ pub fn setup_threads(e: &args::EngineArgs) -> Result<(), CliError> {
             .num_threads(n)
             .build_global()
             .map_err(|err| CliError::runtime(format!("--threads {n}: {err}")))?;
+        crate::engine::cpu::pool::init(n);
     }
     Ok(())
 }

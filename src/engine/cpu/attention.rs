@@ -8,7 +8,6 @@
 //! - 64 or more queries (llama.cpp's tiled path): f32 query and f32 accumulation.
 
 use half::f16;
-use rayon::prelude::*;
 
 use super::fma::with_fma;
 use crate::quant::float::dot_lanes;
@@ -46,7 +45,7 @@ pub fn attention(
     let group = n_heads / n_kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
     let tiled = q.len() / q_dim >= TILED_FROM;
-    out.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
+    super::pool::par_chunks_mut(out, hd, |idx, o| {
         with_fma(
             #[inline(always)]
             || {

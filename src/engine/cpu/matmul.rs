@@ -2,11 +2,10 @@
 //!
 //! Each activation row is quantized once into the weight type's vec-dot format (as llama.cpp
 //! does), then every weight row is dotted with every activation row. Rows are split across the
-//! rayon pool; each weight row is read once per batch.
-
-use rayon::prelude::*;
+//! engine's pool (`pool.rs`); each weight row is read once per batch.
 
 use super::fma::with_fma;
+use super::pool;
 use crate::model::weights::{Mat, Weights};
 use crate::quant::{quantize_act, vec_dot, ActType};
 
@@ -33,22 +32,19 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
         vec![0f32; n * m.rows]
     };
     let target = if n == 1 { &mut *out } else { &mut out_t[..] };
-    target
-        .par_chunks_mut(ROWS_PER_TASK * n)
-        .enumerate()
-        .for_each(|(ci, chunk)| {
-            let rows = &bytes[ci * ROWS_PER_TASK * rb..][..chunk.len() / n * rb];
-            with_fma(
-                #[inline(always)]
-                || {
-                    for (row, per_tok) in rows.chunks_exact(rb).zip(chunk.chunks_exact_mut(n)) {
-                        for (o, a) in per_tok.iter_mut().zip(&acts) {
-                            *o = vec_dot(m.ty, row, a);
-                        }
+    pool::par_chunks_mut(target, ROWS_PER_TASK * n, |ci, chunk| {
+        let rows = &bytes[ci * ROWS_PER_TASK * rb..][..chunk.len() / n * rb];
+        with_fma(
+            #[inline(always)]
+            || {
+                for (row, per_tok) in rows.chunks_exact(rb).zip(chunk.chunks_exact_mut(n)) {
+                    for (o, a) in per_tok.iter_mut().zip(&acts) {
+                        *o = vec_dot(m.ty, row, a);
                     }
-                },
-            )
-        });
+                }
+            },
+        )
+    });
     if n == 1 {
         return;
     }

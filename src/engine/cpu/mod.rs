@@ -7,3 +7,4 @@ pub mod attention_x86;
 pub mod fma;
 pub mod matmul;
 pub mod ops;
+pub mod pool;

@@ -1,0 +1,296 @@
+//! The fork-join pool of the CPU engine's hot loops (matrix products, attention heads).
+//!
+//! A decode step opens ~200 parallel regions of a few tens of microseconds each. rayon's
+//! workers go to sleep between them and a wake-up costs about as much as the region, so
+//! workers here spin on the next job for a while (`SPIN`) and only then park. One job at a
+//! time: the caller publishes `n` chunk indices, workers and caller claim them from one
+//! counter tagged with the job's generation (a late worker can never claim a later job's
+//! chunk for the earlier closure), and the caller returns once every chunk is done, so the
+//! closure it lent outlives every use. Written here rather than taken from a crate because
+//! rayon and crossbeam's scoped threads both park between jobs, the cost being removed.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long an idle worker spins before it parks.
+const SPIN: Duration = Duration::from_millis(2);
+
+type Task<'a> = &'a (dyn Fn(usize) + Sync);
+
+struct Shared {
+    /// Generation (high 32 bits) and next unclaimed chunk index (low 32 bits).
+    next: AtomicU64,
+    /// Chunks in the current job.
+    n: AtomicUsize,
+    /// Chunks finished in the current job.
+    done: AtomicUsize,
+    /// The current job's closure: a pointer to the caller's `Task` reference.
+    job: AtomicPtr<()>,
+    panicked: AtomicBool,
+    stop: AtomicBool,
+    sleepers: Mutex<usize>,
+    wake: Condvar,
+}
+
+/// A pool of `threads - 1` workers; the thread that calls `run` is the last.
+pub struct Pool {
+    shared: Arc<Shared>,
+    threads: usize,
+    /// One job at a time.
+    busy: Mutex<()>,
+}
+
+static GLOBAL: OnceLock<Pool> = OnceLock::new();
+
+thread_local! {
+    /// This thread is running a pool task (a nested `run` then runs inline: the pool takes
+    /// one job at a time).
+    static IN_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Size the engine's pool (`--threads`); the first call wins. Without it the pool takes
+/// every available core.
+pub fn init(threads: usize) {
+    let _ = GLOBAL.set(Pool::new(threads));
+}
+
+/// The engine's pool.
+pub fn global() -> &'static Pool {
+    GLOBAL.get_or_init(|| Pool::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
+}
+
+/// `f(i, chunk)` for the `chunk_len`-sized pieces of `data` (the last may be shorter), on the
+/// engine's pool.
+pub fn par_chunks_mut<T: Send>(
+    data: &mut [T],
+    chunk_len: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let chunk_len = chunk_len.max(1);
+    let len = data.len();
+    let base = SendPtr(data.as_mut_ptr());
+    global().run(len.div_ceil(chunk_len), &|i| {
+        let start = i * chunk_len;
+        let end = (start + chunk_len).min(len);
+        // SAFETY: every index runs once, so the pieces handed out are disjoint parts of
+        // `data`, which the caller borrows mutably until `run` returns.
+        let piece = unsafe { std::slice::from_raw_parts_mut(base.get().add(start), end - start) };
+        f(i, piece)
+    });
+}
+
+struct SendPtr<T>(*mut T);
+// SAFETY: used only to hand out disjoint pieces of one slice (`par_chunks_mut`).
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
+impl Pool {
+    pub fn new(threads: usize) -> Pool {
+        let threads = threads.max(1);
+        let shared = Arc::new(Shared {
+            next: AtomicU64::new(0),
+            n: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            panicked: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            sleepers: Mutex::new(0),
+            wake: Condvar::new(),
+        });
+        for w in 1..threads {
+            let s = shared.clone();
+            // A worker that cannot start only means fewer helpers: `run` needs none.
+            let _ = std::thread::Builder::new()
+                .name(format!("cbtop-cpu-{w}"))
+                .spawn(move || worker(&s));
+        }
+        Pool {
+            shared,
+            threads,
+            busy: Mutex::new(()),
+        }
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// `f(i)` for every `i < n`, spread over the pool; returns when all are done. A panic in
+    /// `f` is raised here once every chunk has finished.
+    pub fn run(&self, n: usize, f: Task) {
+        if n == 0 {
+            return;
+        }
+        if self.threads == 1 || n == 1 || IN_TASK.with(|t| t.get()) {
+            (0..n).for_each(f);
+            return;
+        }
+        let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &*self.shared;
+        let job: *const Task = &f;
+        s.job.store(job as *mut (), Ordering::Relaxed);
+        s.n.store(n, Ordering::Relaxed);
+        s.done.store(0, Ordering::Relaxed);
+        s.panicked.store(false, Ordering::Relaxed);
+        let gen = (s.next.load(Ordering::Relaxed) >> 32).wrapping_add(1) & 0xffff_ffff;
+        // Publishes the job: workers read its fields after seeing this generation.
+        s.next.store(gen << 32, Ordering::Release);
+        if *s.sleepers.lock().unwrap_or_else(|e| e.into_inner()) > 0 {
+            s.wake.notify_all();
+        }
+        work(s, gen);
+        while s.done.load(Ordering::Acquire) < n {
+            std::hint::spin_loop();
+        }
+        if s.panicked.load(Ordering::Relaxed) {
+            panic!("a CPU engine task panicked");
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _g = self.shared.sleepers.lock();
+        self.shared.wake.notify_all();
+    }
+}
+
+/// Claim and run chunks of generation `gen` until none is left.
+fn work(s: &Shared, gen: u64) {
+    loop {
+        let v = s.next.load(Ordering::Acquire);
+        if v >> 32 != gen {
+            return;
+        }
+        let i = (v & 0xffff_ffff) as usize;
+        if i >= s.n.load(Ordering::Acquire) {
+            return;
+        }
+        if s.next
+            .compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        // The claim succeeded for this generation, so the job it published is still running
+        // (its caller waits for this chunk) and its closure is alive.
+        // SAFETY: `job` points at the caller's `Task`, valid until every chunk is done.
+        let f = unsafe { *(s.job.load(Ordering::Acquire) as *const Task) };
+        IN_TASK.with(|t| t.set(true));
+        if catch_unwind(AssertUnwindSafe(|| f(i))).is_err() {
+            s.panicked.store(true, Ordering::Relaxed);
+        }
+        IN_TASK.with(|t| t.set(false));
+        s.done.fetch_add(1, Ordering::Release);
+    }
+}
+
+fn worker(s: &Shared) {
+    let mut seen = s.next.load(Ordering::Acquire) >> 32;
+    loop {
+        let t0 = Instant::now();
+        let gen = loop {
+            if s.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let g = s.next.load(Ordering::Acquire) >> 32;
+            if g != seen {
+                break g;
+            }
+            if t0.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut sleepers = s.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+            *sleepers += 1;
+            while s.next.load(Ordering::Acquire) >> 32 == seen && !s.stop.load(Ordering::Acquire) {
+                sleepers = s.wake.wait(sleepers).unwrap_or_else(|e| e.into_inner());
+            }
+            *sleepers -= 1;
+        };
+        seen = gen;
+        work(s, gen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_index_runs_once_across_many_jobs() {
+        let pool = Pool::new(3);
+        for n in [1usize, 2, 3, 7, 64, 1000] {
+            for _ in 0..50 {
+                let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                pool.run(n, &|i| {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_slice_once() {
+        let mut v = vec![0u32; 1003];
+        par_chunks_mut(&mut v, 16, |i, piece| {
+            for (k, x) in piece.iter_mut().enumerate() {
+                *x += (i * 16 + k) as u32;
+            }
+        });
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
+    }
+
+    #[test]
+    fn a_nested_run_runs_inline() {
+        let pool = Pool::new(2);
+        let sum = AtomicUsize::new(0);
+        pool.run(4, &|_| {
+            global().run(3, &|j| {
+                sum.fetch_add(j, Ordering::Relaxed);
+            });
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 12);
+    }
+
+    #[test]
+    fn workers_wake_after_parking() {
+        let pool = Pool::new(2);
+        std::thread::sleep(SPIN * 3);
+        let sum = AtomicUsize::new(0);
+        pool.run(100, &|i| {
+            sum.fetch_add(i, Ordering::Relaxed);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 4950);
+    }
+
+    #[test]
+    fn a_panicking_task_panics_the_caller_after_the_job() {
+        let pool = Pool::new(2);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            pool.run(10, &|i| {
+                if i == 3 {
+                    panic!("boom");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        // The pool still works afterwards.
+        let sum = AtomicUsize::new(0);
+        pool.run(10, &|i| {
+            sum.fetch_add(i, Ordering::Relaxed);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 45);
+    }
+}
