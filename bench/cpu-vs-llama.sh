@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# cbtop's CPU engine beside llama.cpp's CPU backend on the same files and cores, in one run
+# (issue 13): builds llama.cpp (CPU) from the vendored peer source once, makes the synthetic
+# qwen2.5-0.5b q4_k_m with `cbtop synth`, then for SmolLM2 (when $SMOLLM2 names its file) and the
+# 0.5b runs, for each thread count,
+#   llama-bench -t T -p 64 -n 64 -r 3
+#   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
+# and prints decode and prefill tok/s with the ratio cbtop / llama.cpp.
+#
+#   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" bash bench/cpu-vs-llama.sh
+#
+# PEER: the folder with build-llama.sh (default ../shared/peer, else shared/peer); LLAMA_DIR:
+# where it builds (default /tmp/llama-cpu; an existing build is reused; about 12 minutes on 2
+# cores).
+set -euo pipefail
+CBTOP=${CBTOP:-target/release/cbtop}
+MODELS=${MODELS:-/tmp/cbtop-models}
+THREADS=${THREADS:-2}
+REPS=${REPS:-3}
+LLAMA_DIR=${LLAMA_DIR:-/tmp/llama-cpu}
+OUT=${REPORTS:-/tmp/cbtop-cpu-vs-llama}
+PEER=${PEER:-}
+if [ -z "$PEER" ]; then
+    for p in ../shared/peer shared/peer; do [ -f "$p/build-llama.sh" ] && PEER=$p && break; done
+fi
+mkdir -p "$MODELS" "$OUT"
+
+bench="$LLAMA_DIR/llama.cpp/build/bin/llama-bench"
+if [ ! -x "$bench" ]; then
+    [ -n "$PEER" ] || { echo "no peer source: set PEER to the folder with build-llama.sh" >&2; exit 2; }
+    t0=$(date +%s)
+    bash "$PEER/build-llama.sh" cpu "$LLAMA_DIR" >/dev/null
+    echo "built llama.cpp (CPU) in $(($(date +%s) - t0)) s"
+fi
+[ -f "$MODELS/qwen2.5-0.5b.gguf" ] ||
+    "$CBTOP" synth --shape qwen2.5-0.5b --quant q4_k_m -o "$MODELS/qwen2.5-0.5b.gguf" >/dev/null
+
+models=()
+[ -n "${SMOLLM2:-}" ] && [ -f "$SMOLLM2" ] && models+=("smollm2-135m=$SMOLLM2")
+models+=("qwen2.5-0.5b=$MODELS/qwen2.5-0.5b.gguf")
+
+for entry in "${models[@]}"; do
+    name=${entry%%=*}
+    file=${entry#*=}
+    for t in $THREADS; do
+        "$bench" -m "$file" -t "$t" -p 64 -n 64 -r "$REPS" -o json \
+            >"$OUT/$name-t$t-llama.json" 2>"$OUT/$name-t$t-llama.log"
+        "$CBTOP" --headless --json --device cpu --threads "$t" --timing off --model-path "$file" \
+            --tokens 64 --prefill 64 --warmup 4 --ctx 200 >"$OUT/$name-t$t-cbtop.json"
+    done
+done
+
+python3 - "$OUT" "$THREADS" "${models[@]}" <<'PY'
+import json, sys
+out, threads, models = sys.argv[1], sys.argv[2].split(), [m.split("=")[0] for m in sys.argv[3:]]
+print(f"{'model':<14}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}")
+for name in models:
+    for t in threads:
+        ll = json.load(open(f"{out}/{name}-t{t}-llama.json"))
+        def peer(n_prompt, n_gen):
+            for r in ll:
+                if r["n_prompt"] == n_prompt and r["n_gen"] == n_gen:
+                    return r["avg_ts"]
+        c = json.load(open(f"{out}/{name}-t{t}-cbtop.json"))["throughput"]
+        for work, a, b in (("decode", peer(0, 64), c["tokens_per_sec"]),
+                           ("prefill", peer(64, 0), c["prefill_tokens_per_sec"])):
+            ratio = f"{b / a:.2f}x" if a and b else "-"
+            print(f"{name:<14}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
+print("tok/s; llama.cpp: llama-bench -t T -p 64 -n 64 (plain build of ../shared/peer, repacking as"
+      " it defaults); cbtop: --headless --device cpu --timing off, 64 decode steps after a"
+      " 64-token prompt")
+PY
