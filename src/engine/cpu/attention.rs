@@ -8,6 +8,7 @@
 //! - 64 or more queries (llama.cpp's tiled path): f32 query and f32 accumulation.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use super::fma::with_fma;
 use crate::quant::float::dot_lanes;
@@ -59,8 +60,12 @@ pub fn attention(
                 let mut sum = 0f32;
                 if tiled {
                     o.fill(0.0);
+                    // Each K and V row converted to f32 a slice at a time (vectorised, and
+                    // exact: every f16 is an f32), then the same f32 steps as value by value.
+                    let (mut kf, mut vf) = (vec![0f32; hd], vec![0f32; hd]);
                     for j in 0..n_ctx {
-                        let s = dot_lanes(key(j).iter().map(|v| v.to_f32()), qrow) * scale;
+                        key(j).convert_to_f32_slice(&mut kf);
+                        let s = dot_lanes(kf.iter().copied(), qrow) * scale;
                         if s > max {
                             let ms = (max - s).exp();
                             o.iter_mut().for_each(|a| *a *= ms);
@@ -68,8 +73,9 @@ pub fn attention(
                             max = s;
                         }
                         let vs = (s - max).exp();
-                        for (a, v) in o.iter_mut().zip(value(j)) {
-                            *a += v.to_f32() * vs;
+                        value(j).convert_to_f32_slice(&mut vf);
+                        for (a, v) in o.iter_mut().zip(&vf) {
+                            *a += v * vs;
                         }
                         sum += vs;
                     }
