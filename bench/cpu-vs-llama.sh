@@ -28,6 +28,9 @@ mkdir -p "$MODELS" "$OUT"
 bench="$LLAMA_DIR/llama.cpp/build/bin/llama-bench"
 if [ ! -x "$bench" ]; then
     [ -n "$PEER" ] || { echo "no peer source: set PEER to the folder with build-llama.sh" >&2; exit 2; }
+    # cmake and ninja come from PyPI where the machine lacks them (../shared/peer/README.md).
+    command -v cmake >/dev/null && command -v ninja >/dev/null ||
+        python3 -m pip install --quiet cmake ninja
     t0=$(date +%s)
     bash "$PEER/build-llama.sh" cpu "$LLAMA_DIR" >/dev/null
     echo "built llama.cpp (CPU) in $(($(date +%s) - t0)) s"
