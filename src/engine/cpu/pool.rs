@@ -148,8 +148,9 @@ impl Pool {
             s.wake.notify_all();
         }
         work(s, gen);
+        let mut spins = 0u32;
         while s.done.load(Ordering::Acquire) < n {
-            std::hint::spin_loop();
+            pause(&mut spins);
         }
         if s.panicked.load(Ordering::Relaxed) {
             panic!("a CPU engine task panicked");
@@ -195,10 +196,23 @@ fn work(s: &Shared, gen: u64) {
     }
 }
 
+/// One step of a spin wait: a CPU pause, and every 64th a yield, so a spinning thread gives
+/// its core away when the machine has more runnable threads than cores.
+#[inline(always)]
+fn pause(spins: &mut u32) {
+    *spins = spins.wrapping_add(1);
+    if *spins % 64 == 0 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
 fn worker(s: &Shared) {
     let mut seen = s.next.load(Ordering::Acquire) >> 32;
     loop {
         let t0 = Instant::now();
+        let mut spins = 0u32;
         let gen = loop {
             if s.stop.load(Ordering::Acquire) {
                 return;
@@ -208,7 +222,7 @@ fn worker(s: &Shared) {
                 break g;
             }
             if t0.elapsed() < SPIN {
-                std::hint::spin_loop();
+                pause(&mut spins);
                 continue;
             }
             let mut sleepers = s.sleepers.lock().unwrap_or_else(|e| e.into_inner());
