@@ -19,22 +19,10 @@ THREADS=${THREADS:-2}
 REPS=${REPS:-3}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/llama-cpu}
 OUT=${REPORTS:-/tmp/cbtop-cpu-vs-llama}
-PEER=${PEER:-}
-if [ -z "$PEER" ]; then
-    for p in ../shared/peer shared/peer; do [ -f "$p/build-llama.sh" ] && PEER=$p && break; done
-fi
 mkdir -p "$MODELS" "$OUT"
 
-bench="$LLAMA_DIR/llama.cpp/build/bin/llama-bench"
-if [ ! -x "$bench" ]; then
-    [ -n "$PEER" ] || { echo "no peer source: set PEER to the folder with build-llama.sh" >&2; exit 2; }
-    # cmake and ninja come from PyPI where the machine lacks them (../shared/peer/README.md).
-    command -v cmake >/dev/null && command -v ninja >/dev/null ||
-        python3 -m pip install --quiet cmake ninja
-    t0=$(date +%s)
-    bash "$PEER/build-llama.sh" cpu "$LLAMA_DIR" >/dev/null
-    echo "built llama.cpp (CPU) in $(($(date +%s) - t0)) s"
-fi
+. "$(dirname "$0")/llama-peer.sh"
+bench=$(llama_bench cpu "$LLAMA_DIR")
 [ -f "$MODELS/qwen2.5-0.5b.gguf" ] ||
     "$CBTOP" synth --shape qwen2.5-0.5b --quant q4_k_m -o "$MODELS/qwen2.5-0.5b.gguf" >/dev/null
 

@@ -1,0 +1,23 @@
+# Sourced by the bench scripts: `llama_bench KIND DIR` prints the path of llama-bench built from
+# the vendored peer source (../shared/peer/build-llama.sh KIND DIR, KIND cpu or cuda), building
+# it first unless DIR already holds a build. PEER names the folder with build-llama.sh (default
+# ../shared/peer, else shared/peer).
+llama_bench() {
+    local kind=$1 dir=$2 peer=${PEER:-} bin="$2/llama.cpp/build/bin/llama-bench"
+    if [ ! -x "$bin" ]; then
+        if [ -z "$peer" ]; then
+            for p in ../shared/peer shared/peer; do
+                [ -f "$p/build-llama.sh" ] && peer=$p && break
+            done
+        fi
+        [ -n "$peer" ] || { echo "no peer source: set PEER to the folder with build-llama.sh" >&2; return 2; }
+        # cmake and ninja come from PyPI where the machine lacks them (../shared/peer/README.md).
+        command -v cmake >/dev/null && command -v ninja >/dev/null ||
+            python3 -m pip install --quiet cmake ninja >&2
+        local t0
+        t0=$(date +%s)
+        bash "$peer/build-llama.sh" "$kind" "$dir" >/dev/null
+        echo "built llama.cpp ($kind) in $(($(date +%s) - t0)) s" >&2
+    fi
+    echo "$bin"
+}
