@@ -17,6 +17,14 @@ llama_bench() {
         local t0
         t0=$(date +%s)
         bash "$peer/build-llama.sh" "$kind" "$dir" >/dev/null
+        # The peer's CPU build asks for AVX-512; on a CPU without it llama-bench dies with
+        # SIGILL, so rebuild without it there (still no native build: no AMX).
+        if [ "$kind" = cpu ] && ! grep -qw avx512f /proc/cpuinfo; then
+            (cd "$dir/llama.cpp" &&
+                cmake -B build -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF \
+                    -DGGML_AVX512_BF16=OFF >/dev/null &&
+                cmake --build build -j"$(nproc)" --target llama-bench >/dev/null)
+        fi
         echo "built llama.cpp ($kind) in $(($(date +%s) - t0)) s" >&2
     fi
     echo "$bin"
