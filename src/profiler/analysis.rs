@@ -120,6 +120,15 @@ pub struct PrefillAnalysis {
     pub other_us: f64,
 }
 
+/// `amount` (bytes or FLOPs) done in `us` microseconds, in billions per second (0 for no time).
+fn giga_per_s(amount: f64, us: f64) -> f64 {
+    if us > 0.0 {
+        amount / (us * 1e3)
+    } else {
+        0.0
+    }
+}
+
 /// `part` as a percentage of `whole` (0 when `whole` is 0).
 fn percent(part: f64, whole: f64) -> f64 {
     if whole > 0.0 {
@@ -147,7 +156,6 @@ pub fn analyze_prefill(
             let us = b.per_token.mean_us();
             let cost = shapes.prefill_cost(b.brick, tokens);
             let roofline_us = roof.time_us(&cost);
-            let rate = |x: f64| if us > 0.0 { x / (us * 1e3) } else { 0.0 };
             PrefillRow {
                 brick: b.brick,
                 id: b.brick.to_string(),
@@ -159,8 +167,8 @@ pub fn analyze_prefill(
                     0.0
                 },
                 cost,
-                gbps: rate(cost.bytes()),
-                gflops: rate(cost.flops),
+                gbps: giga_per_s(cost.bytes(), us),
+                gflops: giga_per_s(cost.flops, us),
                 roofline_us,
                 efficiency: score::efficiency(roofline_us, us),
                 per_layer_us: b.per_layer.iter().map(|l| l.mean_us()).collect(),
@@ -196,7 +204,6 @@ pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -
                 roofline_us,
                 budgets.target_efficiency,
             );
-            let rate = |x: f64| if mean > 0.0 { x / (mean * 1e3) } else { 0.0 };
             let sc = score::brick_score(roofline_us, budget_us, mean, s.cv_percent());
             BrickRow {
                 brick: b.brick,
@@ -212,8 +219,8 @@ pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -
                 cv_percent: s.cv_percent(),
                 share_percent: share(mean),
                 cost,
-                gbps: rate(cost.bytes()),
-                gflops: rate(cost.flops),
+                gbps: giga_per_s(cost.bytes(), mean),
+                gflops: giga_per_s(cost.flops, mean),
                 roofline_us,
                 efficiency: score::efficiency(roofline_us, mean),
                 budget_us,

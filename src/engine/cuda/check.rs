@@ -12,7 +12,7 @@ use super::error::wrap;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
 use super::module;
 use super::probe::GpuDesc;
-use super::weights::{GMat, MAT_PADDING};
+use super::weights::{upload_padded, GMat};
 use crate::engine::{EngineError, Numerics};
 use crate::quant::GgmlType;
 
@@ -49,17 +49,12 @@ impl KernelCheck {
         let n = x.len() / cols;
         let s = &self.stream;
         // Padded as the engine uploads matrices (the fast kernels may read past the end).
-        let mut data = s
-            .alloc_zeros::<u8>(w.len() + MAT_PADDING)
-            .map_err(wrap("kernel check"))?;
-        s.memcpy_htod(w, &mut data.slice_mut(0..w.len()))
-            .map_err(wrap("kernel check"))?;
         let m = GMat {
             ty,
             rows,
             cols,
             row_bytes: w.len() / rows,
-            data,
+            data: upload_padded(s, w).map_err(wrap("kernel check"))?,
         };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;

@@ -69,14 +69,12 @@ impl SplitScratch {
             )));
         }
         let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
-        let what = wrap("allocating attention scratch");
+        let what = || wrap("allocating attention scratch");
         Ok(SplitScratch {
             part: s
                 .alloc_zeros::<f32>(c.n_heads * splits * (c.head_dim + 2))
-                .map_err(what)?,
-            tickets: s
-                .alloc_zeros::<i32>(c.n_heads)
-                .map_err(wrap("allocating attention scratch"))?,
+                .map_err(what())?,
+            tickets: s.alloc_zeros::<i32>(c.n_heads).map_err(what())?,
             splits,
             shared_bytes: (c.head_dim + chunk) * 4,
         })

@@ -11,7 +11,7 @@ use super::error::wrap;
 use super::kernels::{
     ceil_div, kind_code, product, quantize, Epilogue, MvfMat, MvfSet, ARGMAX_BLOCKS, FAST_ROWS,
 };
-use super::weights::{mat, Mat, Norm};
+use super::weights::{bias, mat, Mat, Norm};
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::{EngineError, Numerics};
 use crate::model::RopeStyle;
@@ -96,12 +96,7 @@ impl CudaEngine {
         for &(which, output) in outs {
             let m = mat(&self.w, which);
             let kind = ActType::for_weights(m.ty);
-            let bias = match which {
-                Mat::Q(l) => self.w.layers[l].bq.as_ref(),
-                Mat::K(l) => self.w.layers[l].bk.as_ref(),
-                Mat::V(l) => self.w.layers[l].bv.as_ref(),
-                _ => None,
-            };
+            let bias = bias(&self.w, which);
             let ep = Epilogue {
                 quantized: last == Some(kind),
                 bias,
@@ -173,12 +168,7 @@ impl CudaEngine {
         let mut blocks = 0usize;
         for (i, &(which, output)) in outs.iter().enumerate() {
             let m = mat(&self.w, which);
-            let bias = match which {
-                Mat::Q(l) => self.w.layers[l].bq.as_ref(),
-                Mat::K(l) => self.w.layers[l].bk.as_ref(),
-                Mat::V(l) => self.w.layers[l].bv.as_ref(),
-                _ => None,
-            };
+            let bias = bias(&self.w, which);
             let s = &self.stream;
             set.m[i] = MvfMat {
                 w: m.data.device_ptr(s).0,
@@ -223,8 +213,7 @@ impl CudaEngine {
     /// the rotation.
     fn rope_store(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let kvd = c.kv_dim();
-        let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
+        let layer = self.cache_rows(l);
         let threads = c.head_dim.max(c.rope_dims / 2).div_ceil(32) * 32;
         let cfg = LaunchConfig {
             grid_dim: ((c.n_heads + 2 * c.n_kv_heads) as u32, n as u32, 1),
@@ -320,6 +309,12 @@ impl CudaEngine {
         .map(|_| ())
     }
 
+    /// Layer `l`'s rows of the K and V caches (`cap` positions of kv_dim values).
+    fn cache_rows(&self, l: usize) -> std::ops::Range<usize> {
+        let per_layer = self.cap * self.model.config.kv_dim();
+        l * per_layer..(l + 1) * per_layer
+    }
+
     /// RoPE, the KV write and attention of `n` queries over layer `l`'s cache: one token
     /// under fast numerics is one launch of the split-KV kernel (RoPE inside); otherwise
     /// `rope_store`, then the kernel in the CPU's order.
@@ -337,8 +332,7 @@ impl CudaEngine {
     /// `rope_store`), in the CPU's order.
     fn attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let kvd = c.kv_dim();
-        let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
+        let layer = self.cache_rows(l);
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
         let s2 = self.clock.stamp();
@@ -386,8 +380,7 @@ impl CudaEngine {
     /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
     fn attention_split(&mut self, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let kvd = c.kv_dim();
-        let layer = l * self.cap * kvd..(l + 1) * self.cap * kvd;
+        let layer = self.cache_rows(l);
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
         let sp = &mut self.split;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, DriverError};
 
 use super::error::device_error;
 use crate::engine::EngineError;
@@ -111,18 +111,24 @@ fn upload_mat(
     w: &crate::model::Weights,
     m: &crate::model::weights::Mat,
 ) -> Result<GMat, EngineError> {
-    let what = |e| device_error(&format!("uploading {}", m.name), e);
-    let src = w.bytes(m);
-    let mut data = s.alloc_zeros::<u8>(src.len() + MAT_PADDING).map_err(what)?;
-    s.memcpy_htod(src, &mut data.slice_mut(0..src.len()))
-        .map_err(what)?;
     Ok(GMat {
         ty: m.ty,
         rows: m.rows,
         cols: m.cols,
         row_bytes: m.row_bytes(),
-        data,
+        data: upload_padded(s, w.bytes(m))
+            .map_err(|e| device_error(&format!("uploading {}", m.name), e))?,
     })
+}
+
+/// `bytes` on the device followed by `MAT_PADDING` zeros (how every matrix is uploaded).
+pub(super) fn upload_padded(
+    s: &Arc<CudaStream>,
+    bytes: &[u8],
+) -> Result<CudaSlice<u8>, DriverError> {
+    let mut data = s.alloc_zeros::<u8>(bytes.len() + MAT_PADDING)?;
+    s.memcpy_htod(bytes, &mut data.slice_mut(0..bytes.len()))?;
+    Ok(data)
 }
 
 /// A norm or bias vector.
@@ -147,6 +153,16 @@ pub(super) fn mat(w: &GWeights, m: Mat) -> &GMat {
         Mat::Up(l) => &w.layers[l].w_up,
         Mat::Down(l) => &w.layers[l].w_down,
         Mat::Output => w.output.as_ref().unwrap_or(&w.token_embd),
+    }
+}
+
+/// The bias row added to matrix `m`'s products (qwen2's Q, K and V), if it has one.
+pub(super) fn bias(w: &GWeights, m: Mat) -> Option<&CudaSlice<f32>> {
+    match m {
+        Mat::Q(l) => w.layers[l].bq.as_ref(),
+        Mat::K(l) => w.layers[l].bk.as_ref(),
+        Mat::V(l) => w.layers[l].bv.as_ref(),
+        _ => None,
     }
 }
 
