@@ -52,9 +52,10 @@ __device__ __forceinline__ u32 u32_at4(const u8* p) { return *(const u32*)p; }
 __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)p); }
 
 // ---- Per-launch GPU timestamps (src/engine/cuda/clock.rs) --------------------------------
-// Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`. With
-// `stamps` null (timing off) the guard does nothing. Otherwise slot `slot` is two values:
-// block 0's thread 0 writes the %globaltimer at entry into the first (the hardware starts
+// Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`, which first
+// waits for the kernel before it (`pdl_wait`, below). With `stamps` null (timing off) the
+// guard stamps nothing. Otherwise slot `slot` is two values: block 0's thread 0 writes the
+// %globaltimer once that wait is over into the first (the hardware starts
 // block 0 first), and thread 0 of every block folds the time it leaves into the second with
 // an atomic max: the kernel's first start and last end on the GPU's own nanosecond clock,
 // while the step replays as one CUDA graph. The end is thread 0's exit, not the block's last
@@ -72,10 +73,39 @@ __device__ __forceinline__ u64 globaltimer() {
     return t;
 }
 
+// Programmatic dependent launch (Hopper and later; src/engine/cuda/launcher.rs): a kernel
+// launched with it may start while the kernel before it in the stream is still running, and
+// `pdl_wait` holds it until that kernel has finished and its writes are visible. Every kernel
+// waits before it reads or writes anything (in `STAMP_GUARD`), then lets the next kernel of the
+// stream be launched, so the next launch's setup and block scheduling overlap this kernel's
+// run instead of idling the GPU between the two. Without the launch attribute, or before
+// sm_90, both are no-ops.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Bring `bytes` from `p` into L2 ahead of use: a kernel may do this for its constant inputs
+// (weights) before `pdl_wait`, while the kernel before it still runs. Each of `n` cooperating
+// threads (index `t`) takes every n-th 128-byte line.
+__device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int n) {
+    for (u64 o = (u64)t * 128; o < bytes; o += (u64)n * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + o));
+}
+
 struct KernelStamp {
     u64* stamps;
     int slot;
     __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl) {
+        pdl_wait();
+        pdl_launch_dependents();
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
             s[2 * (u64)sl] = globaltimer();
     }

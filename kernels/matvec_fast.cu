@@ -379,11 +379,18 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
     if (lane == 0) store_out(acc, m.bias, accumulate, m.rows, r, 0, m.out);
 }
 
+// This warp's weight row into L2 before the kernel waits for its input (`prefetch_l2`): with
+// programmatic dependent launch the blocks that fit beside the previous kernel fetch their
+// weights while it finishes.
+__device__ __forceinline__ void mvf_prefetch(const MvfMat& m, int block) {
+    int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r < m.rows) prefetch_l2(m.w + (u64)r * m.row_bytes, m.row_bytes, threadIdx.x & 31, 32);
+}
+
 extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict__ aq,
                                      const float* __restrict__ ad,
                                      const float* __restrict__ ax, int accumulate,
                                      STAMP_PARAMS) {
-    STAMP_GUARD;
     int b = blockIdx.x;
     // The matrix this block belongs to, chosen field by field (no run-time index into the
     // parameter struct).
@@ -391,6 +398,8 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
           : (set.count > 1 && b >= set.m[1].first_block) ? 1 : 0;
     MvfMat m = i == 2 ? set.m[2] : i == 1 ? set.m[1] : set.m[0];
     int block = b - m.first_block;
+    mvf_prefetch(m, block);
+    STAMP_GUARD;
     switch (m.ty) {
     case 2: mvf_one<FQ4_0>(m, block, cols, aq, ad, ax, accumulate); break;
     case 3: mvf_one<FQ4_1>(m, block, cols, aq, ad, ax, accumulate); break;
@@ -413,8 +422,9 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
                                           const i8* aq, const float* ad, const float* ax,    \
                                           int n, const float* bias, int acc, float* out,     \
                                           STAMP_PARAMS) {                                    \
-        STAMP_GUARD;                                                                         \
         MvfMat m = {w, rb, bias, out, rows, 0, 0, 0};                                        \
+        mvf_prefetch(m, blockIdx.x);                                                         \
+        STAMP_GUARD;                                                                         \
         mvf_one<F>(m, blockIdx.x, cols, aq, ad, ax, acc);                                    \
     }
 

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaFunction, CudaGraph, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    sys, CudaContext, CudaFunction, CudaGraph, CudaStream, DriverError, LaunchConfig,
 };
 
 use super::clock::{self, KernelClock, Owner, PinnedBuf, Resolved};
 use super::error::device_error;
+use super::launcher::{pdl_for, Launch, PushArg};
 use super::module;
 use super::probe::GpuDesc;
 use crate::brick::Brick;
@@ -44,6 +45,8 @@ pub struct TimingCheck {
     stream: Arc<CudaStream>,
     ctx: Arc<CudaContext>,
     spin: CudaFunction,
+    /// Launched as the engine launches (launcher.rs).
+    pdl: bool,
     clock: KernelClock,
     tok: PinnedBuf<u32>,
     dummy: cudarc::driver::CudaSlice<u32>,
@@ -69,6 +72,7 @@ impl TimingCheck {
             stream,
             ctx,
             spin,
+            pdl: pdl_for(gpu.compute_capability),
         })
     }
 
@@ -81,8 +85,7 @@ impl TimingCheck {
         };
         // SAFETY: spin reads nothing and writes only its stamp slot.
         unsafe {
-            self.stream
-                .launch_builder(&self.spin)
+            Launch::new(&self.stream, &self.spin, self.pdl)
                 .arg(&cycles)
                 .arg(&st.ptr)
                 .arg(&st.slot)

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
 use super::error::wrap;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
+use super::launcher::{pdl_for, PushArg};
 use super::module;
 use super::probe::GpuDesc;
 use super::weights::{upload_padded, GMat};
@@ -32,7 +33,8 @@ impl KernelCheck {
         let stream = cx.default_stream();
         Ok(KernelCheck {
             stream,
-            k: Kernels::load(&m, numerics).map_err(EngineError::Device)?,
+            k: Kernels::load(&m, numerics, pdl_for(gpu.compute_capability))
+                .map_err(EngineError::Device)?,
         })
     }
 
@@ -100,7 +102,8 @@ impl KernelCheck {
         let (rb, c) = ((w.len() / rows) as u64, cols as i32);
         // SAFETY: token ids < rows (the caller's), out holds tokens × cols.
         unsafe {
-            s.launch_builder(self.k.embed(ty))
+            self.k
+                .launch(s, self.k.embed(ty))
                 .arg(&dw)
                 .arg(&rb)
                 .arg(&c)

@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use cudarc::driver::{
     sys, CudaContext, CudaGraph, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
-    PushKernelArg,
 };
 
 use super::buffers::{Bufs, Which};
 use super::clock::{self, KernelClock, Owner, PinnedBuf};
 use super::error::{device_error, wrap};
 use super::kernels::{ceil_div, kind_code, lin, Kernels};
+use super::launcher::PushArg;
 use super::module;
 use super::probe::GpuDesc;
 use super::weights::{s_kind, upload_vec, GWeights, Mat, Norm};
@@ -44,7 +44,7 @@ pub(super) struct SplitScratch {
 }
 
 impl SplitScratch {
-    /// Splits for about four blocks per multiprocessor, at most one per 256 positions of the
+    /// Splits for about four blocks per multiprocessor, at most one per 128 positions of the
     /// context (ATTF_MIN_CHUNK) and 256 (ATTF_MAX_SPLITS), and enough that a split's scores
     /// fit in 32 KB of shared memory.
     fn new(
@@ -53,7 +53,7 @@ impl SplitScratch {
         cap: usize,
         sms: usize,
     ) -> Result<SplitScratch, EngineError> {
-        const MIN_CHUNK: usize = 256;
+        const MIN_CHUNK: usize = 128;
         const MAX_SPLITS: usize = 256;
         const MAX_CHUNK: usize = 8192;
         let splits = (4 * sms)
@@ -141,7 +141,8 @@ impl CudaEngine {
         // Not the legacy default stream: CUDA graphs cannot be captured from it.
         let stream = cx.new_stream().map_err(wrap("creating a CUDA stream"))?;
         let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
-        let k = Kernels::load(&m, numerics).map_err(EngineError::Device)?;
+        let pdl = super::launcher::pdl_for(gpu.compute_capability);
+        let k = Kernels::load(&m, numerics, pdl).map_err(EngineError::Device)?;
         let c = &model.config;
         if c.head_dim > 128 {
             return Err(EngineError::Device(format!(
@@ -482,8 +483,7 @@ impl CudaEngine {
             let st = s.clock.stamp();
             // SAFETY: rows of token_embd for ids checked < vocab; x holds n × n_embd.
             unsafe {
-                s.stream
-                    .launch_builder(s.k.embed(m.ty))
+                s.k.launch(&s.stream, s.k.embed(m.ty))
                     .arg(&m.data)
                     .arg(&rb)
                     .arg(&cols)
@@ -539,8 +539,7 @@ impl CudaEngine {
                 let b = &mut s.bufs;
                 // SAFETY: n × n_ff values each; the activation buffers hold as many.
                 unsafe {
-                    s.stream
-                        .launch_builder(&s.k.silu_mul_quant)
+                    s.k.launch(&s.stream, &s.k.silu_mul_quant)
                         .arg(&mut b.gate)
                         .arg(&b.up)
                         .arg(&len)

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
-    PushKernelArg,
 };
 
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
+use super::launcher::{Launch, PushArg};
 use super::module;
 use super::weights::GMat;
 use crate::engine::Numerics;
@@ -46,11 +46,17 @@ pub(super) struct Kernels {
     pub(super) argmax_final: CudaFunction,
     pub(super) act_quant: CudaFunction,
     pub(super) advance: CudaFunction,
+    /// Launches carry programmatic dependent launch (launcher.rs).
+    pub(super) pdl: bool,
 }
 
 impl Kernels {
     /// Every kernel of module `m`, the products chosen for `numerics` (`product_kernels`).
-    pub(super) fn load(m: &Arc<CudaModule>, numerics: Numerics) -> Result<Kernels, String> {
+    pub(super) fn load(
+        m: &Arc<CudaModule>,
+        numerics: Numerics,
+        pdl: bool,
+    ) -> Result<Kernels, String> {
         let f = |n: &str| module::function(m, n);
         let mut typed = Vec::new();
         for ty in GgmlType::ALL {
@@ -70,7 +76,13 @@ impl Kernels {
             argmax_final: f("argmax_final")?,
             act_quant: f("act_quant")?,
             advance: f("advance")?,
+            pdl,
         })
+    }
+
+    /// A launch of `f` (one of this table's kernels) on `s`.
+    pub(super) fn launch<'a>(&'a self, s: &'a CudaStream, f: &'a CudaFunction) -> Launch<'a> {
+        Launch::new(s, f, self.pdl)
     }
 
     pub(super) fn product(&self, ty: GgmlType) -> &Product {
@@ -177,7 +189,7 @@ pub(super) fn quantize(
     let st = clock.stamp();
     // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
     unsafe {
-        s.launch_builder(&k.act_quant)
+        k.launch(s, &k.act_quant)
             .arg(x)
             .arg(&total)
             .arg(&kind)
@@ -265,7 +277,7 @@ pub(super) fn product(
     // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or
     // int8 values with their scales and sums), writes n × rows.
     unsafe {
-        let mut l = s.launch_builder(f);
+        let mut l = k.launch(s, f);
         l.arg(&m.data).arg(&rb).arg(&rows).arg(&cols);
         if quantized {
             l.arg(&act.q).arg(&act.d).arg(&act.x);

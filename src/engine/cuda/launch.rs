@@ -3,7 +3,7 @@
 //! RMSNorm, attention, the greedy pick and the position's advance. Each stamps itself on the kernel clock; `engine.rs`'s launch plan
 //! decides which brick they belong to.
 
-use cudarc::driver::{DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtr, DriverError, LaunchConfig};
 
 use super::buffers::{ActBufs, Which};
 use super::engine::CudaEngine;
@@ -11,6 +11,7 @@ use super::error::wrap;
 use super::kernels::{
     ceil_div, kind_code, product, quantize, Epilogue, MvfMat, MvfSet, ARGMAX_BLOCKS, FAST_ROWS,
 };
+use super::launcher::PushArg;
 use super::weights::{bias, mat, Mat, Norm};
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::{EngineError, Numerics};
@@ -34,16 +35,14 @@ impl CudaEngine {
             // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) pairs
             // into `part`; argmax_final reads them, writes tok[0] and adds n to pos[0].
             unsafe {
-                e.stream
-                    .launch_builder(&e.k.argmax_blocks)
+                e.k.launch(&e.stream, &e.k.argmax_blocks)
                     .arg(&b.logits)
                     .arg(&vocab)
                     .arg(&mut b.part)
                     .arg(&s1.ptr)
                     .arg(&s1.slot)
                     .launch(cfg(ARGMAX_BLOCKS))?;
-                e.stream
-                    .launch_builder(&e.k.argmax_final)
+                e.k.launch(&e.stream, &e.k.argmax_final)
                     .arg(&b.part)
                     .arg(&mut b.tok)
                     .arg(&mut e.pos)
@@ -62,8 +61,8 @@ impl CudaEngine {
         let st = self.clock.stamp();
         // SAFETY: pos holds one i32.
         unsafe {
-            self.stream
-                .launch_builder(&self.k.advance)
+            self.k
+                .launch(&self.stream, &self.k.advance)
                 .arg(&mut self.pos)
                 .arg(&nn)
                 .arg(&st.ptr)
@@ -189,8 +188,8 @@ impl CudaEngine {
         // SAFETY: each matrix's rows × row_bytes of weights against `cols` quantized
         // activations; each output (a distinct buffer of the engine) gets its `rows` values.
         unsafe {
-            self.stream
-                .launch_builder(&self.k.mvf_multi)
+            self.k
+                .launch(&self.stream, &self.k.mvf_multi)
                 .arg(&set)
                 .arg(&cols)
                 .arg(&a.q)
@@ -235,8 +234,8 @@ impl CudaEngine {
         // kv_dim values into cache rows pos..pos+n (< capacity, checked; the table holds
         // every position below it).
         unsafe {
-            self.stream
-                .launch_builder(&self.k.rope_store)
+            self.k
+                .launch(&self.stream, &self.k.rope_store)
                 .arg(&mut b.q)
                 .arg(&mut b.k)
                 .arg(&b.v)
@@ -290,8 +289,8 @@ impl CudaEngine {
         };
         // SAFETY: n rows of `cols` values in and out; the activation buffers hold as many.
         unsafe {
-            self.stream
-                .launch_builder(&self.k.rms_norm_quant)
+            self.k
+                .launch(&self.stream, &self.k.rms_norm_quant)
                 .arg(&x)
                 .arg(w)
                 .arg(&c)
@@ -353,8 +352,8 @@ impl CudaEngine {
         );
         // SAFETY: queries n × q_dim, cache rows 0..pos+n, scores n × heads × capacity.
         unsafe {
-            self.stream
-                .launch_builder(&self.k.attention)
+            self.k
+                .launch(&self.stream, &self.k.attention)
                 .arg(&b.q)
                 .arg(&mut kc)
                 .arg(&mut vc)
@@ -405,8 +404,8 @@ impl CudaEngine {
         // below the capacity; `part` holds n_heads × splits × (head_dim + 2) values and
         // `tickets` n_heads counters (left at zero).
         unsafe {
-            self.stream
-                .launch_builder(&self.k.attention_split)
+            self.k
+                .launch(&self.stream, &self.k.attention_split)
                 .arg(&b.q)
                 .arg(&b.k)
                 .arg(&b.v)

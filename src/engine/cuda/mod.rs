@@ -15,6 +15,7 @@ mod error;
 mod hardware;
 mod kernels;
 mod launch;
+mod launcher;
 pub mod module;
 pub mod probe;
 mod weights;
