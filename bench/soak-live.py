@@ -9,69 +9,33 @@ Arguments after `--` go to cbtop (default: the embedded default on the CPU, one 
 Issue 14 (2-core machine, dev build, 30 minutes): RSS 157.7 MiB at start, 159.5 MiB after
 minute 1, 160.2 MiB from minute 12 to 30 (+0.41% after warm-up), exit 0 after `q`.
 """
-import fcntl
 import os
-import pty
-import select
-import struct
 import sys
-import termios
 import time
+
+from ptyrun import Live
 
 cbtop = os.environ.get("CBTOP", "target/debug/cbtop")
 minutes = int(os.environ.get("MINUTES", "30"))
 args = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else ["--device", "cpu", "--threads", "1"]
 
-pid, fd = pty.fork()
-if pid == 0:
-    os.environ["TERM"] = "xterm-256color"
-    os.execv(cbtop, [cbtop] + args)
-# A real window size (a fresh pty is 0x0): 120 columns, 40 rows.
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-
-read = 0
-
-
-def drain(seconds):
-    global read
-    end = time.time() + seconds
-    while time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                read += len(os.read(fd, 1 << 16))
-            except OSError:
-                return
-
-
-def rss_kb():
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
-
-
+live = Live(cbtop, args)
 t0 = time.time()
 samples = []
 for m in range(minutes + 1):
     if m:
-        drain(t0 + 60 * m - time.time())
+        live.drain(t0 + 60 * m - time.time())
     else:
-        drain(5)  # the first frame
-    kb = rss_kb()
+        live.drain(5)  # the first frame
+    if live.exited():
+        print(f"cbtop exited early with status {live.status}:\n{live.text()}")
+        sys.exit(1)
+    kb = live.rss_kb()
     samples.append((m, kb))
-    print(f"minute {m:3d}: RSS {kb / 1024:.1f} MiB, {read} bytes of frames so far", flush=True)
+    print(f"minute {m:3d}: RSS {kb / 1024:.1f} MiB, {live.read} bytes of frames so far", flush=True)
 
-os.write(fd, b"q")
-deadline = time.time() + 20
-status = None
-while time.time() < deadline:
-    p, st = os.waitpid(pid, os.WNOHANG)
-    if p:
-        status = os.waitstatus_to_exitcode(st)
-        break
-    drain(0.2)
+live.press(b"q")
+status = live.wait(20)
 print(f"exit status after q: {status}")
 
 base = samples[1][1] if len(samples) > 1 else samples[0][1]
