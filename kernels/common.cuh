@@ -64,6 +64,23 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // end left by an earlier step is always below this step's (and below its start, which is how
 // a kernel that failed to stamp shows). The guard's destructor runs on every way out of the
 // kernel, early returns included.
+//
+// Two measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
+// time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the
+// defaults are what ships:
+// - CBTOP_STAMP_END_LAST=1: only thread 0 of the block with the highest index (the last in
+//   x, y and z) stores its exit time, a plain store instead of every block's atomic max. It
+//   measures what the per-block atomics cost; the end it records is the last-scheduled
+//   block's, which need not be the last to finish, so it can under-state the kernel's end.
+// - CBTOP_STAMP_START_EARLY=1: block 0's thread 0 stamps the start before `pdl_wait`, not
+//   after: the start then includes the time a block spends beside the previous kernel
+//   waiting for it (so consecutive kernels' intervals overlap).
+#ifndef CBTOP_STAMP_END_LAST
+#define CBTOP_STAMP_END_LAST 0
+#endif
+#ifndef CBTOP_STAMP_START_EARLY
+#define CBTOP_STAMP_START_EARLY 0
+#endif
 #define STAMP_PARAMS u64 *__restrict__ stamps, int stamp_slot
 #define STAMP_GUARD KernelStamp stamp_guard_(stamps, stamp_slot)
 
@@ -104,14 +121,28 @@ struct KernelStamp {
     u64* stamps;
     int slot;
     __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl) {
+#if CBTOP_STAMP_START_EARLY
+        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            s[2 * (u64)sl] = globaltimer();
+        pdl_wait();
+        pdl_launch_dependents();
+#else
         pdl_wait();
         pdl_launch_dependents();
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
             s[2 * (u64)sl] = globaltimer();
+#endif
     }
     __device__ __forceinline__ ~KernelStamp() {
+#if CBTOP_STAMP_END_LAST
+        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0 &&
+            blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
+            blockIdx.z == gridDim.z - 1)
+            stamps[2 * (u64)slot + 1] = globaltimer();
+#else
         if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
             atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+#endif
     }
 };
 

@@ -379,12 +379,38 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
     if (lane == 0) store_out(acc, m.bias, accumulate, m.rows, r, 0, m.out);
 }
 
+// CBTOP_PREFETCH selects the prefetch below for A/B runs on the GPU machine (set at run time
+// through CBTOP_KERNEL_DEFINES, src/engine/cuda/module.rs; the default is what ships):
+// 1 (default): every block prefetches; 0: none does; 2: only the launch's first 2 * nsm
+// blocks (`blockIdx.x`, launch-wide, not `mvf_multi`'s per-matrix index; nsm from
+// `sm_count`): roughly the blocks that can start beside the previous kernel, to measure
+// whether the later blocks' prefetches help or only add traffic.
+#ifndef CBTOP_PREFETCH
+#define CBTOP_PREFETCH 1
+#endif
+#if CBTOP_PREFETCH != 0 && CBTOP_PREFETCH != 1 && CBTOP_PREFETCH != 2
+#error "CBTOP_PREFETCH must be 0, 1 or 2"
+#endif
+
+// The number of SM identifiers (%nsmid). It bounds %smid, which need not be contiguous, so it
+// can exceed the SMs actually present: good enough for a measuring aid's block threshold.
+__device__ __forceinline__ u32 sm_count() {
+    u32 n;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return n;
+}
+
 // This warp's weight row into L2 before the kernel waits for its input (`prefetch_l2`): with
 // programmatic dependent launch the blocks that fit beside the previous kernel fetch their
 // weights while it finishes.
 __device__ __forceinline__ void mvf_prefetch(const MvfMat& m, int block) {
+#if CBTOP_PREFETCH != 0
+#if CBTOP_PREFETCH == 2
+    if (blockIdx.x >= 2 * sm_count()) return;
+#endif
     int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r < m.rows) prefetch_l2(m.w + (u64)r * m.row_bytes, m.row_bytes, threadIdx.x & 31, 32);
+#endif
 }
 
 extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict__ aq,

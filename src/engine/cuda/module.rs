@@ -2,6 +2,13 @@
 //! NVRTC for the device's architecture and cached on disk as PTX under
 //! `~/.cache/cbtop/cuda/<fnv64 of source and arch>.ptx` (or `$CBTOP_CACHE_DIR/cuda`), so later
 //! runs skip the compile. A corrupt or stale cache entry is recompiled.
+//!
+//! Measuring aid: `CBTOP_KERNEL_DEFINES` (comma-separated `NAME` or `NAME=VALUE`, value `1`
+//! when absent) selects kernel variants for A/B runs on the GPU machine without a rebuild;
+//! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
+//! source, so the cache key (computed from that text) separates the variants. The knobs are
+//! documented where the kernels read them: `CBTOP_STAMP_END_LAST` and
+//! `CBTOP_STAMP_START_EARLY` (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,6 +79,57 @@ pub fn source() -> String {
     s
 }
 
+/// The `#define` lines for a `CBTOP_KERNEL_DEFINES` value: items separated by commas, each
+/// `NAME` (defined as `1`) or `NAME=VALUE`, surrounding spaces ignored; a blank `spec`
+/// defines nothing. A name is a C identifier of `[A-Za-z0-9_]`; a newline anywhere, or an
+/// empty `VALUE` after `=`, is rejected (either would break or escape the `#define` line).
+pub fn defines(spec: &str) -> Result<String, String> {
+    const VAR: &str = "CBTOP_KERNEL_DEFINES";
+    if spec.contains(['\n', '\r']) {
+        return Err(format!("{VAR}: a newline is not allowed"));
+    }
+    let mut out = String::new();
+    if spec.trim().is_empty() {
+        return Ok(out);
+    }
+    for item in spec.split(',') {
+        let item = item.trim();
+        let (name, value) = match item.split_once('=') {
+            Some((n, v)) => (n.trim(), v.trim()),
+            None => (item, "1"),
+        };
+        if name.is_empty() {
+            return Err(format!("{VAR}: empty name in item {item:?}"));
+        }
+        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            || name.as_bytes()[0].is_ascii_digit()
+        {
+            return Err(format!(
+                "{VAR}: {name:?} is not a macro name (letters, digits and _, not starting \
+                 with a digit)"
+            ));
+        }
+        if value.is_empty() {
+            return Err(format!(
+                "{VAR}: empty value in item {item:?} (write {name} or {name}=VALUE)"
+            ));
+        }
+        out.push_str(&format!("#define {name} {value}\n"));
+    }
+    Ok(out)
+}
+
+/// `defines` of the environment's `CBTOP_KERNEL_DEFINES` (nothing when it is unset).
+fn env_defines() -> Result<String, String> {
+    match std::env::var_os("CBTOP_KERNEL_DEFINES") {
+        None => Ok(String::new()),
+        Some(v) => defines(
+            v.to_str()
+                .ok_or("CBTOP_KERNEL_DEFINES: the value is not valid UTF-8")?,
+        ),
+    }
+}
+
 /// FNV-1a, 64 bit: a cache key that stays the same across Rust versions.
 pub fn fnv64(parts: &[&[u8]]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
@@ -114,7 +172,9 @@ pub enum Origin {
 
 /// Compile (or fetch from the cache) and load the kernels for `arch` (e.g. `sm_90`).
 pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Origin), String> {
-    let src = source();
+    // The defines go in front of the text the key is computed from, so each variant has its
+    // own cache entry and never loads another's PTX.
+    let src = env_defines()? + &source();
     let key = fnv64(&[src.as_bytes(), arch.as_bytes(), OPTIONS.as_bytes()]);
     let path = cache_dir().map(|d| d.join(format!("{key:016x}.ptx")));
     if let Some(p) = &path {
@@ -196,5 +256,33 @@ mod tests {
         assert_ne!(a, fnv64(&[b"y", b"sm_90"]));
         assert_eq!(a, fnv64(&[b"x", b"sm_90"]));
         assert!(static_arch("sm_90").is_some());
+    }
+
+    #[test]
+    fn kernel_defines_parse() {
+        assert_eq!(defines(""), Ok(String::new()));
+        assert_eq!(defines("  "), Ok(String::new()));
+        assert_eq!(
+            defines("CBTOP_STAMP_END_LAST, CBTOP_PREFETCH=2,X_1 = 0x10"),
+            Ok(
+                "#define CBTOP_STAMP_END_LAST 1\n#define CBTOP_PREFETCH 2\n#define X_1 0x10\n"
+                    .to_string()
+            )
+        );
+        for bad in [
+            "A,,B",
+            "A,",
+            "=1",
+            "A-B",
+            "A B",
+            "1A",
+            "A=",
+            "A\nB",
+            "A=1\n#include x",
+            "A=\r",
+        ] {
+            let e = defines(bad).unwrap_err();
+            assert!(e.contains("CBTOP_KERNEL_DEFINES"), "{bad:?}: {e}");
+        }
     }
 }
