@@ -379,21 +379,22 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
     if (lane == 0) store_out(acc, m.bias, accumulate, m.rows, r, 0, m.out);
 }
 
-// CBTOP_PREFETCH selects the prefetch below for A/B runs on the GPU machine (set at run time
-// through CBTOP_KERNEL_DEFINES, src/engine/cuda/module.rs; the default is what ships):
-// 1 (default): every block prefetches; 0: none does; 2: only the launch's first 2 * nsm
-// blocks (`blockIdx.x`, launch-wide, not `mvf_multi`'s per-matrix index; nsm from
-// `sm_count`): roughly the blocks that can start beside the previous kernel, to measure
-// whether the later blocks' prefetches help or only add traffic.
+// Which blocks prefetch their weight row before waiting on the previous kernel (`mvf_prefetch`):
+// 2 (default): only the launch's first 2 * nsm blocks (`blockIdx.x`, launch-wide, not
+// `mvf_multi`'s per-matrix index; nsm from `sm_count`), roughly the blocks that can start beside
+// the previous kernel; 1: every block; 0: none. Measured on the H100 (decode tok/s, `--timing
+// off`, depth ~0, qwen2.5 q4_k_m shapes 0.5b/1.5b/3b/7b): all blocks 1343/737/474/338, none
+// 1295/745/485/343, first 2 * nsm 1339/750/489/344 -- the later blocks' prefetches only add L2
+// traffic. Other values are for A/B runs through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs).
 #ifndef CBTOP_PREFETCH
-#define CBTOP_PREFETCH 1
+#define CBTOP_PREFETCH 2
 #endif
 #if CBTOP_PREFETCH != 0 && CBTOP_PREFETCH != 1 && CBTOP_PREFETCH != 2
 #error "CBTOP_PREFETCH must be 0, 1 or 2"
 #endif
 
 // The number of SM identifiers (%nsmid). It bounds %smid, which need not be contiguous, so it
-// can exceed the SMs actually present: good enough for a measuring aid's block threshold.
+// can exceed the SMs actually present: good enough for a block threshold.
 __device__ __forceinline__ u32 sm_count() {
     u32 n;
     asm("mov.u32 %0, %%nsmid;" : "=r"(n));
