@@ -105,8 +105,11 @@ pub fn expf(x: f32) -> f32 {
     if n.abs() > 192.0 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };
     }
-    // _mm512_scalef_ps(j, n) = j * 2^n, rounded once.
-    (j as f64 * (n as f64).exp2()) as f32
+    // _mm512_scalef_ps(j, n) = j * 2^n, rounded once: n is a whole number with |n| <= 192, so
+    // 2^n is an exact f64 built from its exponent bits (no libm `exp2` call in the hot loop),
+    // the f64 product is exact (j has 24 bits), and the cast rounds once.
+    let pow2 = f64::from_bits(((n as i64 + 1023) as u64) << 52);
+    (j as f64 * pow2) as f32
 }
 
 /// SiLU as ggml's vector path computes it: `x / (1 + expf(0 - x))`.
@@ -130,6 +133,14 @@ mod tests {
         }
         assert_eq!(expf(-200.0), 0.0);
         assert_eq!(expf(200.0), f32::INFINITY);
+    }
+
+    #[test]
+    fn expf_scaling_by_exponent_bits_equals_exp2() {
+        for n in -192i64..=192 {
+            let bits = f64::from_bits(((n + 1023) as u64) << 52);
+            assert_eq!(bits, (n as f64).exp2(), "2^{n}");
+        }
     }
 
     #[test]
