@@ -1,5 +1,7 @@
 // Greedy sampling on the GPU: the index of the largest logit (the lowest index on ties, as the
-// CPU's argmax), written as a token id so a decode step copies back 4 bytes, not the logits.
+// CPU's argmax), written as a token id so a decode step copies back 8 bytes, not the logits:
+// the id and how many logits were NaN or infinite (the report's NaN/Inf assertion, which on
+// the CPU counts the returned row).
 // Two launches: `argmax_blocks` (ARGMAX_BLOCKS blocks of 1024) leaves each block's best
 // (value, index) in `part`, then `argmax_final` (one block) picks among them. A single block
 // over a 150k vocabulary took 60 us; spread over the GPU it is a few.
@@ -37,33 +39,63 @@ __device__ void block_best(float& best, int& idx) {
     }
 }
 
-// part: 2 x ARGMAX_BLOCKS values (bests, then their indices as floats' bits).
+// Block-wide sum of `v`; thread 0 gets it. Every thread of the block must call it.
+__device__ int block_count(int v) {
+    __shared__ int bc[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) bc[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? bc[lane] : 0;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    return v;
+}
+
+// part: 3 x ARGMAX_BLOCKS values (bests, their indices as floats' bits, and each block's count
+// of non-finite logits as an int's bits).
 extern "C" __global__ void argmax_blocks(const float* __restrict__ logits, int n,
                                          float* __restrict__ part, STAMP_PARAMS) {
     STAMP_GUARD;
     float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        better(best, idx, logits[i], i);
+    int idx = 0x7fffffff, bad = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float v = logits[i];
+        better(best, idx, v, i);
+        bad += (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;  // NaN or +-inf
+    }
     block_best(best, idx);
+    bad = block_count(bad);
     if (threadIdx.x == 0) {
         part[blockIdx.x] = best;
         part[ARGMAX_BLOCKS + blockIdx.x] = __int_as_float(idx);
+        part[2 * ARGMAX_BLOCKS + blockIdx.x] = __int_as_float(bad);
     }
 }
 
-// Also moves the device's position on by `n` (the step's tokens) when `pos` is given, so a
-// decode step needs no separate launch for it.
+// The token id goes to `out[0]` (the next step's input) and to `sampled[0]`, the logits'
+// non-finite count to `sampled[1]` (the two values the host copies back). Also moves the
+// device's position on by `n` (the step's tokens) when `pos` is given, so a decode step needs
+// no separate launch for it.
 extern "C" __global__ void argmax_final(const float* __restrict__ part, u32* __restrict__ out,
-                                        int* pos, int n, STAMP_PARAMS) {
+                                        u32* __restrict__ sampled, int* pos, int n,
+                                        STAMP_PARAMS) {
     STAMP_GUARD;
     float best = -INFINITY;
-    int idx = 0x7fffffff;
-    for (int b = threadIdx.x; b < ARGMAX_BLOCKS; b += blockDim.x)
+    int idx = 0x7fffffff, bad = 0;
+    for (int b = threadIdx.x; b < ARGMAX_BLOCKS; b += blockDim.x) {
         better(best, idx, part[b], __float_as_int(part[ARGMAX_BLOCKS + b]));
+        bad += __float_as_int(part[2 * ARGMAX_BLOCKS + b]);
+    }
     block_best(best, idx);
+    bad = block_count(bad);
     if (threadIdx.x == 0) {
-        out[0] = idx == 0x7fffffff ? 0u : (u32)idx;
+        u32 id = idx == 0x7fffffff ? 0u : (u32)idx;
+        out[0] = id;
+        sampled[0] = id;
+        sampled[1] = (u32)bad;
         if (pos) pos[0] += n;
     }
 }

@@ -12,6 +12,7 @@
 //! fails its `finite_logits` assertion (exit 1).
 
 mod common;
+mod gpu;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -358,22 +359,7 @@ fn check(dir: &Path, case: &str, bytes: &[u8], expect: Expect) {
         }
         Expect::NonFinite => {
             assert_eq!(inspect.code, Some(0), "{case}: inspect: {}", inspect.stderr);
-            assert_eq!(run.code, Some(1), "{case}: run: {}", run.stderr);
-            assert_eq!(run.stderr.lines().count(), 1, "{case}: {}", run.stderr);
-            assert!(
-                run.stderr.contains("finite_logits"),
-                "{case}: {}",
-                run.stderr
-            );
-            let r: serde_json::Value = serde_json::from_slice(&run.stdout).expect("a report");
-            assert_eq!(r["status"], "FAIL", "{case}");
-            let a = r["assertions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|a| a["name"] == "finite_logits")
-                .expect("the finite_logits assertion");
-            assert_eq!(a["pass"], false, "{case}: {a}");
+            non_finite_failed(case, &run);
         }
     }
     println!(
@@ -383,6 +369,26 @@ fn check(dir: &Path, case: &str, bytes: &[u8], expect: Expect) {
         run.code,
         run.took.as_millis()
     );
+}
+
+/// The run failed its finite-logits assertion: exit 1, one line naming it, a FAIL report.
+fn non_finite_failed(case: &str, run: &Outcome) {
+    assert_eq!(run.code, Some(1), "{case}: run: {}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{case}: {}", run.stderr);
+    assert!(
+        run.stderr.contains("finite_logits"),
+        "{case}: {}",
+        run.stderr
+    );
+    let r: serde_json::Value = serde_json::from_slice(&run.stdout).expect("a report");
+    assert_eq!(r["status"], "FAIL", "{case}");
+    let a = r["assertions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "finite_logits")
+        .expect("the finite_logits assertion");
+    assert_eq!(a["pass"], false, "{case}: {a}");
 }
 
 fn scratch(tag: &str) -> PathBuf {
@@ -768,11 +774,10 @@ fn well_formed_files_of_impossible_models() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn nan_and_inf_weights_fail_the_finite_logits_assertion() {
-    let dir = scratch("nan");
+/// Models whose weights hold NaN or infinities: their logits cannot all be finite.
+fn non_finite_models() -> Vec<(&'static str, Model)> {
     let m = Model::tiny;
-    for (name, model) in [
+    vec![
         ("nan-output", m().fill("output.weight", f32::NAN)),
         (
             "inf-embeddings",
@@ -783,8 +788,49 @@ fn nan_and_inf_weights_fail_the_finite_logits_assertion() {
             "neg-inf-ffn",
             m().fill("blk.0.ffn_down.weight", f32::NEG_INFINITY),
         ),
-    ] {
+    ]
+}
+
+#[test]
+fn nan_and_inf_weights_fail_the_finite_logits_assertion() {
+    let dir = scratch("nan");
+    for (name, model) in non_finite_models() {
         check(&dir, name, &model.bytes(), Expect::NonFinite);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same on the GPU, where the logits stay on the device and the argmax kernels count the
+/// non-finite ones (no address-space limit here: a CUDA context reserves far more).
+#[test]
+fn nan_and_inf_weights_fail_the_finite_logits_assertion_on_the_gpu() {
+    if gpu::gpu("nan_and_inf_weights_on_the_gpu").is_none() {
+        return;
+    }
+    let dir = scratch("nan-gpu");
+    for (name, model) in non_finite_models() {
+        let path = dir.join(format!("{name}.gguf"));
+        std::fs::write(&path, model.bytes()).unwrap();
+        let t0 = Instant::now();
+        let o = Command::new(env!("CARGO_BIN_EXE_cbtop"))
+            .args(["--headless", "--ci", "--json", "--device", "cuda"])
+            .args(["--tokens", "3", "--warmup", "1", "--model-path"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn cbtop");
+        let run = Outcome {
+            code: o.status.code(),
+            stdout: o.stdout,
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            took: t0.elapsed(),
+        };
+        non_finite_failed(name, &run);
+        println!(
+            "{name} on the GPU: exit {:?} in {} ms",
+            run.code,
+            run.took.as_millis()
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -195,4 +195,14 @@ impl Backend {
             Backend::Cuda(e) => Ok((e.eval_argmax(tokens, rec)?, None)),
         }
     }
+
+    /// How many logits of the last `eval_greedy` row were NaN or infinite, where the row stayed
+    /// on the device (CUDA counts them in its argmax kernels); None where `eval_greedy` handed
+    /// the row back to be counted.
+    pub fn device_nonfinite(&self) -> Option<usize> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::Cuda(e) => Some(e.nonfinite_logits()),
+        }
+    }
 }

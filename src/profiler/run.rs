@@ -44,8 +44,8 @@ pub struct RunResult {
     pub unprofiled: Option<Series>,
     /// Stopped early (a signal): `samples` holds the measured steps, fewer than planned.
     pub interrupted: bool,
-    /// Decode steps (warm-up, measured, unprofiled) whose logits held a NaN or an infinity;
-    /// always 0 where the logits stay on the device (CUDA).
+    /// Decode steps (warm-up, measured, unprofiled) whose logits held a NaN or an infinity
+    /// (on CUDA counted on the device by the argmax kernels).
     pub nonfinite_steps: u64,
 }
 

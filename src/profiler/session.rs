@@ -114,8 +114,11 @@ impl Session {
         self.next = next;
         let total_ns = t0.elapsed().as_nanos() as u64;
         // Outside the timed step: the check must not count as anyone's time. On CUDA the
-        // logits stay on the device and are not checked.
-        self.nonfinite = row.map_or(0, |r| r.iter().filter(|x| !x.is_finite()).count());
+        // logits stay on the device and its argmax kernels counted them.
+        self.nonfinite = match row {
+            Some(r) => r.iter().filter(|x| !x.is_finite()).count(),
+            None => self.engine.device_nonfinite().unwrap_or(0),
+        };
         self.generated.push(self.next);
         Ok(TokenSample {
             start_ns: self.rec.since_origin(t0),

@@ -26,8 +26,10 @@ pub(super) struct Bufs {
     pub(super) logits: CudaSlice<f32>,
     pub(super) scores: CudaSlice<f32>,
     pub(super) tok: CudaSlice<u32>,
-    /// The argmax's per-block bests (kernels/argmax.cu).
+    /// The argmax's per-block bests and non-finite counts (kernels/argmax.cu).
     pub(super) part: CudaSlice<f32>,
+    /// What a greedy step copies back: the token id and how many logits were not finite.
+    pub(super) sampled: CudaSlice<u32>,
     /// The matrix products' input, rounded or quantized as the weight type's dot sees it.
     pub(super) act: ActBufs,
 }
@@ -101,9 +103,12 @@ impl Bufs {
             logits: a(n * model.weights.output.rows)?,
             scores: a(2 * n * c.n_heads * cap)?,
             act: ActBufs::new(s, n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
-            part: a(2 * ARGMAX_BLOCKS as usize)?,
+            part: a(3 * ARGMAX_BLOCKS as usize)?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
+                .map_err(wrap("allocating activations"))?,
+            sampled: s
+                .alloc_zeros::<u32>(2)
                 .map_err(wrap("allocating activations"))?,
         })
     }

@@ -115,8 +115,10 @@ pub struct CudaEngine {
     pub(super) split: SplitScratch,
     /// Per-launch timestamps (`Timing::Events`).
     pub(super) clock: KernelClock,
-    /// The sampled token id, copied back inside the step.
+    /// The sampled token id and its logits' non-finite count, copied back inside the step.
     host_tok: PinnedBuf<u32>,
+    /// Logits that were NaN or infinite in the last greedy step's row.
+    nonfinite: usize,
     /// The device's `tok[0]` already holds this id (written there by the last argmax).
     on_device: Option<u32>,
     pub(super) module: Arc<CudaModule>,
@@ -170,7 +172,7 @@ impl CudaEngine {
             .map_err(wrap("allocating the position"))?;
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
-        let host_tok = PinnedBuf::new(&cx, 1).map_err(wrap("allocating pinned memory"))?;
+        let host_tok = PinnedBuf::new(&cx, 2).map_err(wrap("allocating pinned memory"))?;
         let sms = cx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(wrap("reading the multiprocessor count"))?;
@@ -196,6 +198,7 @@ impl CudaEngine {
             split,
             clock,
             host_tok,
+            nonfinite: 0,
             on_device: None,
             module: m,
             module_origin: origin,
@@ -217,6 +220,12 @@ impl CudaEngine {
     /// The numerics the product kernels were chosen for.
     pub fn numerics(&self) -> Numerics {
         self.numerics
+    }
+
+    /// How many logits of the last greedy step (`eval_argmax`) were NaN or infinite: the
+    /// logits stay on the device, so the argmax kernels count them.
+    pub fn nonfinite_logits(&self) -> usize {
+        self.nonfinite
     }
 
     /// Bytes of weights on the device.
@@ -317,6 +326,7 @@ impl CudaEngine {
             .map_err(wrap("waiting for the decode step"))?;
         self.advance_host(n);
         let id = self.host_tok.read()[0];
+        self.nonfinite = self.host_tok.read()[1] as usize;
         self.on_device = Some(id);
         if stamped {
             let owners: &[Option<Owner>] = match &owners {
@@ -341,7 +351,7 @@ impl CudaEngine {
         self.launch_layers(n, LogitsFor::Last, rec)?;
         self.sample(rec, n)?;
         self.host_tok
-            .copy_from(&self.stream, &self.bufs.tok, 1)
+            .copy_from(&self.stream, &self.bufs.sampled, 2)
             .map_err(wrap("copying the token id back"))?;
         self.clock.finish(&self.stream).map_err(EngineError::Device)
     }

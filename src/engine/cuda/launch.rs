@@ -19,8 +19,9 @@ use crate::model::RopeStyle;
 use crate::quant::ActType;
 
 impl CudaEngine {
-    /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]`; the device's
-    /// position moves on by the step's `n` tokens in the same launch.
+    /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]` and, with the
+    /// row's count of non-finite logits, into `sampled`; the device's position moves on by the
+    /// step's `n` tokens in the same launch.
     pub(super) fn sample(&mut self, rec: &mut Recorder, n: usize) -> Result<(), EngineError> {
         let vocab = self.model.weights.output.rows as i32;
         let nn = n as i32;
@@ -32,8 +33,9 @@ impl CudaEngine {
             };
             let (s1, s2) = (e.clock.stamp(), e.clock.stamp());
             let b = &mut e.bufs;
-            // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) pairs
-            // into `part`; argmax_final reads them, writes tok[0] and adds n to pos[0].
+            // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) triples
+            // into `part`; argmax_final reads them, writes tok[0], sampled[0..2] and adds n to
+            // pos[0].
             unsafe {
                 e.k.launch(&e.stream, &e.k.argmax_blocks)
                     .arg(&b.logits)
@@ -45,6 +47,7 @@ impl CudaEngine {
                 e.k.launch(&e.stream, &e.k.argmax_final)
                     .arg(&b.part)
                     .arg(&mut b.tok)
+                    .arg(&mut b.sampled)
                     .arg(&mut e.pos)
                     .arg(&nn)
                     .arg(&s2.ptr)
