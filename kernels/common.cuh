@@ -65,7 +65,7 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // a kernel that failed to stamp shows). The guard's destructor runs on every way out of the
 // kernel, early returns included.
 //
-// Two measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
+// Three measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
 // time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the
 // defaults are what ships:
 // - CBTOP_STAMP_END_LAST=1: only thread 0 of the block with the highest index (the last in
@@ -80,6 +80,10 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #endif
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
+#endif
+// - CBTOP_STAMP_CLOCK=<SM MHz>: the struct below (`KernelStamp`'s CBTOP_STAMP_CLOCK variant).
+#ifndef CBTOP_STAMP_CLOCK
+#define CBTOP_STAMP_CLOCK 0
 #endif
 #define STAMP_PARAMS u64 *__restrict__ stamps, int stamp_slot
 #define STAMP_GUARD KernelStamp stamp_guard_(stamps, stamp_slot)
@@ -117,6 +121,36 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + o));
 }
 
+#if CBTOP_STAMP_CLOCK
+// A/B variant CBTOP_STAMP_CLOCK=<SM MHz>: %globaltimer is read once per block at entry, before
+// the wait, where its latency overlaps the wait instead of delaying the block; the start (block
+// 0, after the wait) and every block's end are that reading plus SM cycles (clock64, a few
+// cycles to read) converted at the given clock. Same slots and meaning as the default; exact
+// only while the SM clock equals the given one.
+struct KernelStamp {
+    u64* stamps;
+    int slot;
+    u64 t0;
+    long long c0;
+    __device__ __forceinline__ u64 at(long long c) const {
+        return t0 + (u64)((c - c0) * 1000 / CBTOP_STAMP_CLOCK);
+    }
+    __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl), t0(0), c0(0) {
+        bool lead = s && (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+        if (lead) {
+            t0 = globaltimer();
+            c0 = clock64();
+        }
+        pdl_wait();
+        pdl_launch_dependents();
+        if (lead && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) s[2 * (u64)sl] = at(clock64());
+    }
+    __device__ __forceinline__ ~KernelStamp() {
+        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            atomicMax(stamps + 2 * (u64)slot + 1, at(clock64()));
+    }
+};
+#else
 struct KernelStamp {
     u64* stamps;
     int slot;
@@ -145,6 +179,7 @@ struct KernelStamp {
 #endif
     }
 };
+#endif
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
