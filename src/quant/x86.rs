@@ -53,9 +53,12 @@ unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
+/// One bounds check for the four bytes, so the load is one 32-bit load (indexing byte by
+/// byte kept four loads and shifts: each index could panic on its own).
 #[inline(always)]
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let bytes: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
+    u32::from_le_bytes(bytes)
 }
 
 /// 16 packed bytes → 32 nibbles in weight order (low nibbles, then high nibbles).
