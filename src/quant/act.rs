@@ -75,6 +75,34 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
     }
 }
 
+/// `vec_dot` of one weight row with four activation rows at once, where an AVX2 kernel takes
+/// four (a prompt's products unpack each weight block once for them); every result is
+/// bit-identical to `vec_dot`'s. None where no such kernel exists: call `vec_dot` per row.
+#[inline(always)]
+pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f32; 4]> {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        use QuantizedAct::{Q8_0, Q8_1};
+        // SAFETY: AVX2 and FMA were just detected.
+        unsafe {
+            return match (ty, acts) {
+                (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
+                    Some(super::x86::vec_dot_q4_1_q8_1_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q5_0, [Q8_0(a), Q8_0(b), Q8_0(c), Q8_0(d)]) => {
+                    Some(super::x86::vec_dot_q5_0_q8_0_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q8_0, [Q8_0(a), Q8_0(b), Q8_0(c), Q8_0(d)]) => {
+                    Some(super::x86::vec_dot_q8_0_q8_0_x4(w, [a, b, c, d]))
+                }
+                _ => None,
+            };
+        }
+    }
+    #[allow(unreachable_code)]
+    None
+}
+
 /// Dot product of one weight row (`ty` blocks in `w`) with an activation already quantized
 /// into `ActType::for_weights(ty)`. Panics if the activation format does not match.
 #[inline(always)]

@@ -21,7 +21,7 @@ mod types;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
-pub use act::{quantize_act, vec_dot, ActType, QuantizedAct};
+pub use act::{quantize_act, vec_dot, vec_dot_x4, ActType, QuantizedAct};
 pub use types::GgmlType;
 
 /// Errors from the block-format layer. Callers have validated shapes already (the GGUF reader

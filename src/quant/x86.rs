@@ -288,6 +288,71 @@ pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     hsum(acc) + summs
 }
 
+/// Four activation rows against one weight row (a prompt's products): each block's weights
+/// are unpacked once for the four. Every result is exactly its single-row kernel's: the same
+/// operations per (row, activation) pair, in the same block order, with its own accumulators.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q4_1_q8_1_x4(w: &[u8], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    a.iter().for_each(|a| check(w, 20, a.len()));
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut summs = [0f32; 4];
+    for (i, b) in w.chunks_exact(20).enumerate() {
+        let (dw, mw) = f16_pair(b, 0);
+        let q = nibbles(&b[4..20]);
+        for t in 0..4 {
+            let y = &a[t][i];
+            summs[t] += mw * y.s;
+            let d = _mm256_set1_ps(dw * y.d);
+            acc[t] = _mm256_fmadd_ps(d, lanes_unsigned(q, load32(&y.qs)), acc[t]);
+        }
+    }
+    std::array::from_fn(|t| hsum(acc[t]) + summs[t])
+}
+
+/// `vec_dot_q5_0_q8_0` for four activation rows (see `vec_dot_q4_1_q8_1_x4`).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    a.iter().for_each(|a| check(w, 22, a.len()));
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (i, b) in w.chunks_exact(22).enumerate() {
+        let q = _mm256_or_si256(nibbles(&b[6..22]), high_bits(u32_at(b, 2)));
+        let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        let dw = f16_pair(b, 0).0;
+        for t in 0..4 {
+            let y = &a[t][i];
+            let d = _mm256_set1_ps(dw * y.d);
+            acc[t] = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc[t]);
+        }
+    }
+    std::array::from_fn(|t| hsum(acc[t]))
+}
+
+/// `vec_dot_q8_0_q8_0` for four activation rows (see `vec_dot_q4_1_q8_1_x4`).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q8_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    a.iter().for_each(|a| check(w, 34, a.len()));
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for (i, b) in w.chunks_exact(34).enumerate() {
+        let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
+        let dw = f16_pair(b, 0).0;
+        for t in 0..4 {
+            let y = &a[t][i];
+            let d = _mm256_set1_ps(dw * y.d);
+            acc[t] = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc[t]);
+        }
+    }
+    std::array::from_fn(|t| hsum(acc[t]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,6 +434,47 @@ mod tests {
                 // SAFETY: AVX2 was just detected.
                 let got = unsafe { kquant_lane_sums(&lv, &q8, sub, |s| sc[s]) };
                 assert_eq!(got, want, "sub {sub}");
+            }
+        }
+    }
+
+    #[test]
+    fn four_row_kernels_equal_the_single_row_kernels_bit_for_bit() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA");
+            return;
+        }
+        let mut rng = Rng(11);
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+            for blocks in [1usize, 3, 18, 28] {
+                for _ in 0..20 {
+                    let w = row(&mut rng, ty, blocks);
+                    let acts: Vec<QuantizedAct> = (0..4)
+                        .map(|_| {
+                            let x: Vec<f32> = (0..blocks * 32).map(|_| rng.f() * 3.0).collect();
+                            quantize_act(ActType::for_weights(ty), &x)
+                        })
+                        .collect();
+                    let got = crate::quant::vec_dot_x4(ty, &w, std::array::from_fn(|t| &acts[t]))
+                        .expect("a four-row kernel for this type");
+                    for (t, a) in acts.iter().enumerate() {
+                        let want = crate::quant::vec_dot(ty, &w, a);
+                        let slow = match (a, ty) {
+                            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => {
+                                legacy::vec_dot_q4_1_q8_1(&w, a)
+                            }
+                            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => {
+                                legacy::vec_dot_q5_0_q8_0(&w, a)
+                            }
+                            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => {
+                                legacy::vec_dot_q8_0_q8_0(&w, a)
+                            }
+                            _ => unreachable!(),
+                        };
+                        assert_eq!(got[t].to_bits(), want.to_bits(), "{ty} x {blocks}, row {t}");
+                        assert_eq!(got[t].to_bits(), slow.to_bits(), "{ty} x {blocks}, row {t}");
+                    }
+                }
             }
         }
     }

@@ -7,7 +7,7 @@
 use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
-use crate::quant::{quantize_act, vec_dot, ActType};
+use crate::quant::{quantize_act, vec_dot, vec_dot_x4, ActType};
 
 /// Weight rows per parallel task for a batch: enough work to amortise scheduling.
 const ROWS_PER_TASK: usize = 16;
@@ -57,7 +57,18 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
             #[inline(always)]
             || {
                 for (row, per_tok) in rows.chunks_exact(rb).zip(chunk.chunks_exact_mut(n)) {
-                    for (o, a) in per_tok.iter_mut().zip(&acts) {
+                    // Four tokens at a time where a kernel takes four (the weight block
+                    // unpacked once; the same bits as one by one), the rest one by one.
+                    let mut t = 0;
+                    while t + 4 <= n {
+                        let four = std::array::from_fn(|i| &acts[t + i]);
+                        let Some(r) = vec_dot_x4(m.ty, row, four) else {
+                            break;
+                        };
+                        per_tok[t..t + 4].copy_from_slice(&r);
+                        t += 4;
+                    }
+                    for (o, a) in per_tok[t..].iter_mut().zip(&acts[t..]) {
                         *o = vec_dot(m.ty, row, a);
                     }
                 }
