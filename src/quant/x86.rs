@@ -312,17 +312,19 @@ pub unsafe fn vec_dot_q4_1_q8_1_x4(w: &[u8], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     std::array::from_fn(|t| hsum(acc[t]) + summs[t])
 }
 
-/// `vec_dot_q5_0_q8_0` for four activation rows (see `vec_dot_q4_1_q8_1_x4`).
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-    a.iter().for_each(|a| check(w, 22, a.len()));
+/// The Q8_0-activation four-row loop: `levels` gives a block's 32 signed weight levels; the
+/// rest is `vec_dot_q*_0_q8_0`'s per-pair arithmetic (see `vec_dot_q4_1_q8_1_x4`).
+#[inline(always)]
+unsafe fn q8_0_acts_x4(
+    w: &[u8],
+    bytes: usize,
+    a: [&[BlockQ8_0]; 4],
+    levels: impl Fn(&[u8]) -> __m256i,
+) -> [f32; 4] {
+    a.iter().for_each(|a| check(w, bytes, a.len()));
     let mut acc = [_mm256_setzero_ps(); 4];
-    for (i, b) in w.chunks_exact(22).enumerate() {
-        let q = _mm256_or_si256(nibbles(&b[6..22]), high_bits(u32_at(b, 2)));
-        let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    for (i, b) in w.chunks_exact(bytes).enumerate() {
+        let q = levels(b);
         let dw = f16_pair(b, 0).0;
         for t in 0..4 {
             let y = &a[t][i];
@@ -333,24 +335,27 @@ pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     std::array::from_fn(|t| hsum(acc[t]))
 }
 
+/// `vec_dot_q5_0_q8_0` for four activation rows (see `vec_dot_q4_1_q8_1_x4`).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    q8_0_acts_x4(w, 22, a, |b| {
+        let q = _mm256_or_si256(nibbles(&b[6..22]), high_bits(u32_at(b, 2)));
+        _mm256_sub_epi8(q, _mm256_set1_epi8(16))
+    })
+}
+
 /// `vec_dot_q8_0_q8_0` for four activation rows (see `vec_dot_q4_1_q8_1_x4`).
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-    a.iter().for_each(|a| check(w, 34, a.len()));
-    let mut acc = [_mm256_setzero_ps(); 4];
-    for (i, b) in w.chunks_exact(34).enumerate() {
-        let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
-        let dw = f16_pair(b, 0).0;
-        for t in 0..4 {
-            let y = &a[t][i];
-            let d = _mm256_set1_ps(dw * y.d);
-            acc[t] = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc[t]);
-        }
-    }
-    std::array::from_fn(|t| hsum(acc[t]))
+    q8_0_acts_x4(w, 34, a, |b| {
+        _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i)
+    })
 }
 
 #[cfg(test)]
