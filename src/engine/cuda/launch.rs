@@ -1,7 +1,7 @@
 //! The engine's single-kernel launches beyond the embedding: the products of a brick (through
 //! `kernels::product`, or several in one launch under fast numerics), RoPE with the KV write,
-//! RMSNorm, attention, the greedy pick and the position's advance. Each stamps itself on the kernel clock; `engine.rs`'s launch plan
-//! decides which brick they belong to.
+//! RMSNorm, attention, the greedy pick and the position's advance. Each stamps itself on the
+//! kernel clock; `engine.rs`'s launch plan decides which brick they belong to.
 
 use cudarc::driver::{DevicePtr, DriverError, LaunchConfig};
 
@@ -15,7 +15,7 @@ use super::launcher::PushArg;
 use super::weights::{bias, mat, Mat, Norm};
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::{EngineError, Numerics};
-use crate::model::RopeStyle;
+use crate::model::{Config, RopeStyle};
 use crate::quant::ActType;
 
 impl CudaEngine {
@@ -222,13 +222,7 @@ impl CudaEngine {
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let args = (
-            c.n_heads as i32,
-            c.n_kv_heads as i32,
-            c.head_dim as i32,
-            c.rope_dims as i32,
-            i32::from(c.arch.rope_style() == RopeStyle::Neox),
-        );
+        let h = HeadArgs::of(c);
         let st = self.clock.stamp();
         let mut kc = self.kc.slice_mut(layer.clone());
         let mut vc = self.vc.slice_mut(layer);
@@ -244,13 +238,13 @@ impl CudaEngine {
                 .arg(&b.v)
                 .arg(&mut kc)
                 .arg(&mut vc)
-                .arg(&args.0)
-                .arg(&args.1)
-                .arg(&args.2)
-                .arg(&args.3)
+                .arg(&h.heads)
+                .arg(&h.kv_heads)
+                .arg(&h.head_dim)
+                .arg(&h.rope_dims)
                 .arg(&self.pos)
                 .arg(&self.rope)
-                .arg(&args.4)
+                .arg(&h.neox)
                 .arg(&st.ptr)
                 .arg(&st.slot)
                 .launch(cfg)
@@ -344,15 +338,10 @@ impl CudaEngine {
             block_dim: (128, 1, 1),
             shared_mem_bytes: (c.head_dim * 4) as u32,
         };
-        let args = (
-            c.n_heads as i32,
-            c.n_kv_heads as i32,
-            c.head_dim as i32,
-            self.cap as i32,
-            1.0 / (c.head_dim as f32).sqrt(),
-            // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries.
-            i32::from(n >= 64),
-        );
+        let h = HeadArgs::of(c);
+        let cap = self.cap as i32;
+        // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries.
+        let tiled = i32::from(n >= 64);
         // SAFETY: queries n × q_dim, cache rows 0..pos+n, scores n × heads × capacity.
         unsafe {
             self.k
@@ -360,13 +349,13 @@ impl CudaEngine {
                 .arg(&b.q)
                 .arg(&mut kc)
                 .arg(&mut vc)
-                .arg(&args.0)
-                .arg(&args.1)
-                .arg(&args.2)
+                .arg(&h.heads)
+                .arg(&h.kv_heads)
+                .arg(&h.head_dim)
                 .arg(&self.pos)
-                .arg(&args.3)
-                .arg(&args.4)
-                .arg(&args.5)
+                .arg(&cap)
+                .arg(&h.scale)
+                .arg(&tiled)
                 .arg(&mut b.scores)
                 .arg(&mut b.att)
                 .arg(&s2.ptr)
@@ -376,8 +365,6 @@ impl CudaEngine {
         .map(|_| ())
     }
 
-    /// One token's attention over layer `l`'s cache, split over positions
-    /// (kernels/attention_fast.cu).
     /// One token's RoPE and attention over layer `l`'s cache, split over positions
     /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
     fn attention_split(&mut self, l: usize) -> Result<(), DriverError> {
@@ -391,15 +378,8 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: sp.shared_bytes as u32,
         };
-        let args = (
-            c.n_heads as i32,
-            c.n_kv_heads as i32,
-            c.head_dim as i32,
-            sp.splits as i32,
-            1.0 / (c.head_dim as f32).sqrt(),
-            c.rope_dims as i32,
-            i32::from(c.arch.rope_style() == RopeStyle::Neox),
-        );
+        let h = HeadArgs::of(c);
+        let splits = sp.splits as i32;
         let st = self.clock.stamp();
         let b = &mut self.bufs;
         // SAFETY: one token's q_dim query values and kv_dim K and V values, cache rows 0..=pos
@@ -414,15 +394,15 @@ impl CudaEngine {
                 .arg(&b.v)
                 .arg(&mut kc)
                 .arg(&mut vc)
-                .arg(&args.0)
-                .arg(&args.1)
-                .arg(&args.2)
+                .arg(&h.heads)
+                .arg(&h.kv_heads)
+                .arg(&h.head_dim)
                 .arg(&self.pos)
                 .arg(&self.rope)
-                .arg(&args.5)
-                .arg(&args.6)
-                .arg(&args.3)
-                .arg(&args.4)
+                .arg(&h.rope_dims)
+                .arg(&h.neox)
+                .arg(&splits)
+                .arg(&h.scale)
                 .arg(&mut sp.part)
                 .arg(&mut sp.tickets)
                 .arg(&mut b.att)
@@ -431,5 +411,31 @@ impl CudaEngine {
                 .launch(cfg)
         }
         .map(|_| ())
+    }
+}
+
+/// The head-shape arguments the RoPE and attention kernels take, from the model's
+/// configuration (named, so each launch lists them in its kernel's parameter order).
+struct HeadArgs {
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    rope_dims: i32,
+    /// NEOX-style RoPE (qwen2) rather than NORM (llama).
+    neox: i32,
+    /// 1 / sqrt(head_dim), the attention scores' scale.
+    scale: f32,
+}
+
+impl HeadArgs {
+    fn of(c: &Config) -> HeadArgs {
+        HeadArgs {
+            heads: c.n_heads as i32,
+            kv_heads: c.n_kv_heads as i32,
+            head_dim: c.head_dim as i32,
+            rope_dims: c.rope_dims as i32,
+            neox: i32::from(c.arch.rope_style() == RopeStyle::Neox),
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+        }
     }
 }
