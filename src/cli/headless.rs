@@ -195,12 +195,9 @@ fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     }
 }
 
-/// The checks every run makes whatever the gates: on the CPU, logits must be finite (on CUDA
-/// they stay on the device and are not read back, so nothing is claimed).
-fn assertions(run: &RunResult, engine_checks_logits: bool) -> Vec<Assertion> {
-    if !engine_checks_logits {
-        return Vec::new();
-    }
+/// The checks every run makes whatever the gates: every decode step's logits must be finite
+/// (the CPU counts the returned row; CUDA's argmax kernels count them on the device).
+fn assertions(run: &RunResult) -> Vec<Assertion> {
     let steps = run.nonfinite_steps;
     vec![Assertion {
         name: "finite_logits".into(),
@@ -291,7 +288,6 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let nvml = nvml_index(&device);
     let nvml_peak = nvml.map(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()));
     let sampler = nvml.map(|i| Sampler::spawn(i, TELEMETRY_PERIOD, TELEMETRY_KEEP));
-    let checks_logits = matches!(engine, Backend::Cpu(_));
     let mut session = Session::new(engine, prompt.clone());
     let result = run_until(
         &mut session,
@@ -332,7 +328,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let mut report = build(&info, &result, &analysis);
     report.hardware.backend = backend_name.to_string();
     report.hardware.note = note;
-    report.assertions = assertions(&result, checks_logits);
+    report.assertions = assertions(&result);
     if gpu_info.is_some() {
         report.hardware.gpu = gpu_info;
     }
