@@ -2,7 +2,8 @@
 //! activations quantized on the GPU, then the type's product kernel) must equal the CPU
 //! engine's `quantize_act` + `vec_dot` bit for bit, and lie near the f64 dot of the
 //! dequantized weights; the embedding gather must equal `dequantize_row`. The fast products
-//! (`--numerics fast`, one token) must equal the CPU's within float reordering. Skips without
+//! (`--numerics fast`, one token) must equal the CPU's within float reordering, and the fast
+//! prompt products (tensor cores, f16 operands) the f64 dot within f16 rounding. Skips without
 //! a GPU.
 
 mod common;
@@ -96,6 +97,48 @@ fn fast_products_match_the_cpu_within_reordering() {
             eprintln!("fast {ty} {rows}x{cols}: max |gpu - cpu| / sum|w x| = {worst:.2e}");
             if worst > 2e-5 {
                 failures.push(format!("fast {ty} {rows}x{cols}: {worst:.2e} of sum|w x|"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The tensor-core prompt products (fast numerics, 64 tokens or more): f16 operands with f32
+/// accumulation, so within 2e-3 of the sum of |w x| of the f64 dot of the dequantized weights
+/// (each operand rounded to f16 moves by at most 2^-11 of itself). Shapes with a partial
+/// output tile in both directions, and taller than the check's 128-row weight scratch.
+#[test]
+fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let k = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    for (rows, cols, n, seed) in [(300, 512, 70, 27), (37, 256, 200, 28), (129, 2560, 64, 29)] {
+        let mut rng = SplitMix64::new(seed);
+        for ty in GgmlType::ALL {
+            let rb = ty.row_bytes(cols).unwrap();
+            let w = random_rows(ty, rows, cols, &mut rng);
+            let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
+            let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
+            let mut row = vec![0f32; cols];
+            let mut worst = 0f64;
+            for r in 0..rows {
+                dequantize_row(ty, &w[r * rb..(r + 1) * rb], &mut row);
+                for t in 0..n {
+                    let xt = &x[t * cols..(t + 1) * cols];
+                    let (want, mag) = row.iter().zip(xt).fold((0f64, 0f64), |(s, m), (a, b)| {
+                        let p = *a as f64 * *b as f64;
+                        (s + p, m + p.abs())
+                    });
+                    worst = worst.max((got[t * rows + r] as f64 - want).abs() / (mag + 1e-6));
+                }
+            }
+            eprintln!("tensor cores {ty} {rows}x{cols}, {n} tokens: max |gpu - f64| / sum|w x| = {worst:.2e}");
+            if worst > 2e-3 {
+                failures.push(format!(
+                    "tensor cores {ty} {rows}x{cols} n={n}: {worst:.2e}"
+                ));
             }
         }
     }

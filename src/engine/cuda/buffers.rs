@@ -7,7 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::error::wrap;
-use super::kernels::ARGMAX_BLOCKS;
+use super::gemm::{GemmBufs, GEMM_MIN_TOKENS};
+use super::kernels::{prefill_attention_fits, ARGMAX_BLOCKS};
 use crate::engine::EngineError;
 use crate::model::Model;
 
@@ -28,8 +29,6 @@ pub(super) struct Bufs {
     pub(super) tok: CudaSlice<u32>,
     /// The argmax's per-block bests and non-finite counts (kernels/argmax.cu).
     pub(super) part: CudaSlice<f32>,
-    /// What a greedy step copies back: the token id and how many logits were not finite.
-    pub(super) sampled: CudaSlice<u32>,
     /// The matrix products' input, rounded or quantized as the weight type's dot sees it.
     pub(super) act: ActBufs,
 }
@@ -42,6 +41,8 @@ pub(super) struct ActBufs {
     pub(super) q: CudaSlice<i8>,
     pub(super) d: CudaSlice<f32>,
     pub(super) x: CudaSlice<f32>,
+    /// f16 operands of the tensor-core products (fast numerics, large batches only).
+    pub(super) f16: Option<GemmBufs>,
 }
 
 impl ActBufs {
@@ -57,6 +58,7 @@ impl ActBufs {
                 .map_err(wrap("allocating activations"))?,
             d: f(len / 32 + 1)?,
             x: f(len / 16 + 1)?,
+            f16: None,
         })
     }
 }
@@ -77,12 +79,15 @@ pub(super) enum Which {
 }
 
 impl Bufs {
-    /// Buffers for a batch of up to `n` tokens of `model` with a KV cache of `cap` positions.
+    /// Buffers for a batch of up to `n` tokens of `model` with a KV cache of `cap` positions;
+    /// with `gemm` (fast numerics), the tensor-core products' operands too when `n` is large
+    /// enough for them.
     pub(super) fn alloc(
         s: &Arc<CudaStream>,
         model: &Model,
         cap: usize,
         n: usize,
+        gemm: bool,
     ) -> Result<Bufs, EngineError> {
         let c = &model.config;
         let a = |len: usize| {
@@ -101,14 +106,24 @@ impl Bufs {
             up: a(n * c.n_ff)?,
             normed: a(n * c.n_embd)?,
             logits: a(n * model.weights.output.rows)?,
-            scores: a(2 * n * c.n_heads * cap)?,
-            act: ActBufs::new(s, n * c.n_embd.max(c.q_dim()).max(c.n_ff))?,
+            // The CPU-order attention's score rows; fast numerics' batches take the flash
+            // kernel, which needs none.
+            scores: if gemm && n > 1 && prefill_attention_fits(c) {
+                a(1)?
+            } else {
+                a(2 * n * c.n_heads * cap)?
+            },
+            act: {
+                let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);
+                let mut act = ActBufs::new(s, len)?;
+                if gemm && n >= GEMM_MIN_TOKENS {
+                    act.f16 = Some(GemmBufs::new(s, len, largest_matrix(model))?);
+                }
+                act
+            },
             part: a(3 * ARGMAX_BLOCKS as usize)?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))
-                .map_err(wrap("allocating activations"))?,
-            sampled: s
-                .alloc_zeros::<u32>(2)
                 .map_err(wrap("allocating activations"))?,
         })
     }
@@ -151,4 +166,16 @@ impl Bufs {
         // SAFETY: a != b, so the two references point at different fields.
         (unsafe { &*pa }, pb)
     }
+}
+
+/// Values in the model's largest weight matrix.
+fn largest_matrix(model: &Model) -> usize {
+    let w = &model.weights;
+    let mut most = w.output.rows * w.output.cols;
+    for l in &w.layers {
+        for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+            most = most.max(m.rows * m.cols);
+        }
+    }
+    most
 }

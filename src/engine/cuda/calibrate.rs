@@ -129,7 +129,7 @@ impl TimingCheck {
             self.clock.enter(None);
         }
         let copied = self.tok.copy_from(&self.stream, &self.dummy, 1);
-        let owners = self.clock.finish(&self.stream);
+        let owners = self.clock.finish(&self.stream, false);
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))

@@ -4,8 +4,10 @@
 //! writes its first block's start and its last block's end on the GPU's `%globaltimer` into
 //! that slot (`STAMP_GUARD` in kernels/common.cuh), so a decode step replayed as one graph is
 //! timed kernel by kernel with nothing added between the launches. The slots come back to
-//! pinned host memory with the step's token id, and `resolve` folds them into one span per
-//! brick (the busy time of its kernels) and the GPU's idle time between kernels (`gaps`).
+//! pinned host memory in the same copy as the step's token id (the buffer's first value holds
+//! it, so a stamped greedy step adds no copy to the unstamped one's), and `resolve` folds them
+//! into one span per brick (the busy time of its kernels) and the GPU's idle time between
+//! kernels (`gaps`).
 
 use std::sync::Arc;
 
@@ -15,6 +17,10 @@ use crate::brick::Brick;
 
 /// Values per slot (kernels/common.cuh `STAMP_GUARD`): the kernel's start and its end.
 pub const STRIDE: usize = 2;
+
+/// Values in front of the slots: the step's sampled token (kernels/argmax.cu writes the id and
+/// the non-finite count there as two u32).
+const HEADER: usize = 1;
 
 /// The two trailing arguments of every kernel: the stamp buffer (0: timing off) and the slot.
 #[derive(Clone, Copy, Debug, Default)]
@@ -97,10 +103,11 @@ impl<T: Copy + Default> Drop for PinnedBuf<T> {
 // the owning engine is being driven by one thread.
 unsafe impl<T: Copy + Default + Send> Send for PinnedBuf<T> {}
 
-/// The stamp buffer of one step and who owns each slot.
+/// The stamp buffer of one step and who owns each slot, behind the step's sampled token.
 pub struct KernelClock {
     dev: CudaSlice<u64>,
-    ptr: u64,
+    /// Device address of the header (the sampled token).
+    base: u64,
     host: PinnedBuf<u64>,
     /// Slots the buffer holds.
     cap: usize,
@@ -113,20 +120,27 @@ pub struct KernelClock {
 impl KernelClock {
     /// Room for `cap` launches per step.
     pub fn new(stream: &Arc<CudaStream>, cap: usize) -> Result<KernelClock, DriverError> {
-        let dev = stream.alloc_zeros::<u64>(STRIDE * cap.max(1))?;
-        let ptr = {
+        let len = HEADER + STRIDE * cap.max(1);
+        let dev = stream.alloc_zeros::<u64>(len)?;
+        let base = {
             let (p, _sync) = dev.device_ptr(stream);
             p
         };
         Ok(KernelClock {
-            host: PinnedBuf::new(stream.context(), STRIDE * cap.max(1))?,
+            host: PinnedBuf::new(stream.context(), len)?,
             dev,
-            ptr,
+            base,
             cap,
             armed: false,
             cur: None,
             owners: Vec::new(),
         })
+    }
+
+    /// Device address where the greedy pick leaves the token id and the non-finite count
+    /// (two u32); `finish(.., true)` brings them back.
+    pub fn sampled_ptr(&self) -> u64 {
+        self.base
     }
 
     /// Start a step: launches from now on are stamped when `on`. Nothing clears the buffer:
@@ -154,36 +168,50 @@ impl KernelClock {
         }
         self.owners.push(self.cur);
         Stamp {
-            ptr: self.ptr,
+            ptr: self.base + (HEADER * std::mem::size_of::<u64>()) as u64,
             slot: (self.owners.len() - 1) as i32,
         }
     }
 
-    /// End a step's launches: queue the copy of the stamps to the host and hand back the
-    /// slots' owners (kept with a captured graph, whose replays fill the same slots).
-    pub fn finish(&mut self, stream: &Arc<CudaStream>) -> Result<Vec<Option<Owner>>, String> {
+    /// End a step's launches: queue one copy to the host of the sampled token (with
+    /// `token`) and of the stamps (when armed), and hand back the slots' owners (kept with a
+    /// captured graph, whose replays fill the same slots).
+    pub fn finish(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        token: bool,
+    ) -> Result<Vec<Option<Owner>>, String> {
         let owners = std::mem::take(&mut self.owners);
         let armed = std::mem::replace(&mut self.armed, false);
-        if !armed {
-            return Ok(owners);
-        }
-        if owners.len() > self.cap {
+        if armed && owners.len() > self.cap {
             return Err(format!(
                 "the step launched {} kernels, over the {} timing slots",
                 owners.len(),
                 self.cap
             ));
         }
+        let n = match (armed, token) {
+            (true, _) => HEADER + STRIDE * owners.len(),
+            (false, true) => HEADER,
+            (false, false) => return Ok(owners),
+        };
         self.host
-            .copy_from(stream, &self.dev, STRIDE * owners.len())
-            .map_err(|e| format!("copying the kernel timestamps back: {e:?}"))?;
+            .copy_from(stream, &self.dev, n)
+            .map_err(|e| format!("copying the step's token and timestamps back: {e:?}"))?;
         Ok(owners)
     }
 
     /// The stamps the last step left (`STRIDE` values per slot), once its stream is
     /// synchronised.
     pub fn stamps(&self) -> &[u64] {
-        self.host.read()
+        &self.host.read()[HEADER..]
+    }
+
+    /// The token id and the non-finite logit count the last greedy step left, once its
+    /// stream is synchronised.
+    pub fn sampled(&self) -> (u32, u32) {
+        let v = self.host.read()[0];
+        (v as u32, (v >> 32) as u32)
     }
 }
 

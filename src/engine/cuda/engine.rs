@@ -15,7 +15,7 @@ use cudarc::driver::{
 };
 
 use super::buffers::{Bufs, Which};
-use super::clock::{self, KernelClock, Owner, PinnedBuf};
+use super::clock::{self, KernelClock, Owner};
 use super::error::{device_error, wrap};
 use super::kernels::{ceil_div, kind_code, lin, Kernels};
 use super::launcher::PushArg;
@@ -28,10 +28,16 @@ use crate::engine::options::{Numerics, Timing};
 use crate::engine::{EngineError, LogitsFor};
 use crate::model::Model;
 
-/// Kernel launches a step may time: a layer takes at most 20 (seven products, each with its
-/// activation quantization, and six more kernels), plus the embedding, head and sampling.
+/// Largest batch one step evaluates under fast numerics: longer prompts go in chunks, so the
+/// batch buffers (and the tensor-core products' operands) stay this size whatever the prompt.
+const PREFILL_CHUNK: usize = 512;
+
+/// Kernel launches a step may time: a layer takes at most 20 on the vec-dot products (seven
+/// products, each with its activation quantization, and six more kernels); on tensor cores a
+/// product is a rounding, a dequantization per slice of rows and a product per slice (about 32
+/// for a layer whose largest matrices take two slices). Plus the embedding, head and sampling.
 fn clock_slots(n_layers: usize) -> usize {
-    24 * n_layers + 32
+    48 * n_layers + 32
 }
 
 /// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
@@ -115,8 +121,6 @@ pub struct CudaEngine {
     pub(super) split: SplitScratch,
     /// Per-launch timestamps (`Timing::Events`).
     pub(super) clock: KernelClock,
-    /// The sampled token id and its logits' non-finite count, copied back inside the step.
-    host_tok: PinnedBuf<u32>,
     /// Logits that were NaN or infinite in the last greedy step's row.
     nonfinite: usize,
     /// The device's `tok[0]` already holds this id (written there by the last argmax).
@@ -161,7 +165,7 @@ impl CudaEngine {
         let vc = stream
             .alloc_zeros::<u16>(kv_len)
             .map_err(wrap("allocating the KV cache"))?;
-        let bufs = Bufs::alloc(&stream, &model, cap, 1)?;
+        let bufs = Bufs::alloc(&stream, &model, cap, 1, false)?;
         let table: Vec<f32> = (0..cap)
             .flat_map(|pos| rope_table(pos, c.rope_dims, c.rope_base))
             .flat_map(|(cos, sin)| [cos, sin])
@@ -172,7 +176,6 @@ impl CudaEngine {
             .map_err(wrap("allocating the position"))?;
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
-        let host_tok = PinnedBuf::new(&cx, 2).map_err(wrap("allocating pinned memory"))?;
         let sms = cx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(wrap("reading the multiprocessor count"))?;
@@ -197,7 +200,6 @@ impl CudaEngine {
             numerics,
             split,
             clock,
-            host_tok,
             nonfinite: 0,
             on_device: None,
             module: m,
@@ -268,6 +270,13 @@ impl CudaEngine {
         rec.enabled() && self.timing == Timing::Events
     }
 
+    /// Whether a batch of `n` tokens runs as several chunks of `PREFILL_CHUNK` (fast numerics;
+    /// the exact path evaluates a prompt in one batch, as the CPU does, so its arithmetic
+    /// follows the CPU's batch rules).
+    fn chunked(&self, n: usize) -> bool {
+        self.numerics == Numerics::Fast && n > PREFILL_CHUNK
+    }
+
     /// Evaluate `tokens`; logits for the last or every token, copied back.
     pub fn eval(
         &mut self,
@@ -276,6 +285,17 @@ impl CudaEngine {
         rec: &mut Recorder,
     ) -> Result<Vec<Vec<f32>>, EngineError> {
         self.check(tokens)?;
+        if self.chunked(tokens.len()) {
+            let mut rows = Vec::new();
+            for chunk in tokens.chunks(PREFILL_CHUNK) {
+                let mut r = self.eval(chunk, want, rec)?;
+                match want {
+                    LogitsFor::All => rows.append(&mut r),
+                    LogitsFor::Last => rows = r,
+                }
+            }
+            return Ok(rows);
+        }
         let t0 = Instant::now();
         let n = tokens.len();
         self.prepare(tokens)?;
@@ -284,7 +304,7 @@ impl CudaEngine {
         self.advance_device(n)?;
         let owners = self
             .clock
-            .finish(&self.stream)
+            .finish(&self.stream, false)
             .map_err(EngineError::Device)?;
         let vocab = self.model.weights.output.rows;
         let host = self
@@ -302,6 +322,14 @@ impl CudaEngine {
     /// which needs the host between bricks, launches brick by brick.
     pub fn eval_argmax(&mut self, tokens: &[u32], rec: &mut Recorder) -> Result<u32, EngineError> {
         self.check(tokens)?;
+        if self.chunked(tokens.len()) {
+            // Every chunk but the last as a plain batch; the last picks the token.
+            let (head, tail) = tokens.split_at((tokens.len() - 1) / PREFILL_CHUNK * PREFILL_CHUNK);
+            for chunk in head.chunks(PREFILL_CHUNK) {
+                self.eval(chunk, LogitsFor::Last, rec)?;
+            }
+            return self.eval_argmax(tail, rec);
+        }
         let t0 = Instant::now();
         let n = tokens.len();
         let stamped = self.stamped(rec);
@@ -325,8 +353,8 @@ impl CudaEngine {
             .synchronize()
             .map_err(wrap("waiting for the decode step"))?;
         self.advance_host(n);
-        let id = self.host_tok.read()[0];
-        self.nonfinite = self.host_tok.read()[1] as usize;
+        let (id, nonfinite) = self.clock.sampled();
+        self.nonfinite = nonfinite as usize;
         self.on_device = Some(id);
         if stamped {
             let owners: &[Option<Owner>] = match &owners {
@@ -350,10 +378,9 @@ impl CudaEngine {
         self.clock.arm(stamped);
         self.launch_layers(n, LogitsFor::Last, rec)?;
         self.sample(rec, n)?;
-        self.host_tok
-            .copy_from(&self.stream, &self.bufs.sampled, 2)
-            .map_err(wrap("copying the token id back"))?;
-        self.clock.finish(&self.stream).map_err(EngineError::Device)
+        self.clock
+            .finish(&self.stream, true)
+            .map_err(EngineError::Device)
     }
 
     /// Record one decode step (one token already on the device at the device's position)
@@ -444,7 +471,13 @@ impl CudaEngine {
     fn prepare(&mut self, tokens: &[u32]) -> Result<(), EngineError> {
         let n = tokens.len();
         if n > self.bufs.n {
-            self.bufs = Bufs::alloc(&self.stream, &self.model, self.cap, n)?;
+            self.bufs = Bufs::alloc(
+                &self.stream,
+                &self.model,
+                self.cap,
+                n,
+                self.numerics == Numerics::Fast,
+            )?;
             // The graphs name the old buffers.
             self.graphs = [None, None];
             self.on_device = None;

@@ -10,6 +10,7 @@ use cudarc::driver::{
 
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
+use super::gemm::{self, GemmKernels};
 use super::launcher::{Launch, PushArg};
 use super::module;
 use super::weights::GMat;
@@ -48,6 +49,11 @@ pub(super) struct Kernels {
     pub(super) advance: CudaFunction,
     /// Launches carry programmatic dependent launch (launcher.rs).
     pub(super) pdl: bool,
+    /// Fast numerics: prompt products on tensor cores (gemm.rs).
+    pub(super) gemm: Option<GemmKernels>,
+    /// Fast numerics: prompt attention on tensor cores for head sizes 64 and 128
+    /// (kernels/attention_prefill.cu).
+    attention_prefill: Option<[CudaFunction; 2]>,
 }
 
 impl Kernels {
@@ -77,7 +83,29 @@ impl Kernels {
             act_quant: f("act_quant")?,
             advance: f("advance")?,
             pdl,
+            gemm: match numerics {
+                Numerics::Fast => Some(GemmKernels::load(&f)?),
+                Numerics::Exact => None,
+            },
+            attention_prefill: match numerics {
+                Numerics::Fast => Some([f("attention_prefill_64")?, f("attention_prefill_128")?]),
+                Numerics::Exact => None,
+            },
         })
+    }
+
+    /// The tensor-core prompt attention for `c`'s heads, when there is one (fast numerics,
+    /// head size 64 or 128, whole query groups per KV head).
+    pub(super) fn attention_prefill(&self, c: &crate::model::Config) -> Option<&CudaFunction> {
+        let [f64_, f128] = self.attention_prefill.as_ref()?;
+        if !prefill_attention_fits(c) {
+            return None;
+        }
+        match c.head_dim {
+            64 => Some(f64_),
+            128 => Some(f128),
+            _ => None,
+        }
     }
 
     /// A launch of `f` (one of this table's kernels) on `s`.
@@ -127,6 +155,12 @@ fn product_kernels(
         one_rows,
         batch: f(&format!("qmv8_{name}"))?,
     })
+}
+
+/// Whether the tensor-core prompt attention takes `c`'s heads: head size 64 or 128, whole
+/// query groups per KV head.
+pub(super) fn prefill_attention_fits(c: &crate::model::Config) -> bool {
+    matches!(c.head_dim, 64 | 128) && c.n_kv_heads > 0 && c.n_heads.is_multiple_of(c.n_kv_heads)
 }
 
 /// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).
@@ -237,8 +271,10 @@ unsafe impl DeviceRepr for MvfSet {}
 /// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
 /// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel
 /// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
-/// reproduce the CPU's float order, kernels/common.cuh). `x` and `act` hold at least
-/// `n × cols` values, `out` `n × rows`.
+/// reproduce the CPU's float order, kernels/common.cuh). Under fast numerics a large batch
+/// goes to the tensor cores instead (gemm.rs). `x` and `act` hold at least `n × cols` values,
+/// `out` `n × rows`. Returns whether `act` now holds `x` in W's vec-dot format (for the next
+/// product of the same input).
 // The operands are distinct borrows of the engine's fields; bundling them would only move
 // the list into a struct literal at each call.
 #[allow(clippy::too_many_arguments)]
@@ -252,7 +288,12 @@ pub(super) fn product(
     out: &mut CudaSlice<f32>,
     ep: Epilogue,
     clock: &mut KernelClock,
-) -> Result<(), DriverError> {
+) -> Result<bool, DriverError> {
+    if gemm::applies(k, act.f16.as_ref(), m, n) {
+        let b = act.f16.as_mut().expect("applies() checked");
+        gemm::gemm_product(s, k, m, n, x, b, out, ep, clock)?;
+        return Ok(false);
+    }
     if !ep.quantized {
         quantize(s, k, x, n, m.cols, ActType::for_weights(m.ty), act, clock)?;
     }
@@ -295,5 +336,5 @@ pub(super) fn product(
             .arg(&st.slot)
             .launch(cfg)
     }?;
-    Ok(())
+    Ok(true)
 }

@@ -32,9 +32,10 @@ impl CudaEngine {
                 shared_mem_bytes: 0,
             };
             let (s1, s2) = (e.clock.stamp(), e.clock.stamp());
+            let sampled = e.clock.sampled_ptr();
             let b = &mut e.bufs;
             // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) triples
-            // into `part`; argmax_final reads them, writes tok[0], sampled[0..2] and adds n to
+            // into `part`; argmax_final reads them, writes tok[0], the clock's two sampled u32 and adds n to
             // pos[0].
             unsafe {
                 e.k.launch(&e.stream, &e.k.argmax_blocks)
@@ -47,7 +48,7 @@ impl CudaEngine {
                 e.k.launch(&e.stream, &e.k.argmax_final)
                     .arg(&b.part)
                     .arg(&mut b.tok)
-                    .arg(&mut b.sampled)
+                    .arg(&sampled)
                     .arg(&mut e.pos)
                     .arg(&nn)
                     .arg(&s2.ptr)
@@ -108,7 +109,7 @@ impl CudaEngine {
             let (x, out) = self.bufs.pair(input, output);
             // SAFETY: `act` is a field distinct from both buffers `pair` returned.
             let act = unsafe { &mut *act };
-            product(
+            let formatted = product(
                 &self.stream,
                 &self.k,
                 m,
@@ -119,7 +120,7 @@ impl CudaEngine {
                 ep,
                 &mut self.clock,
             )?;
-            last = Some(kind);
+            last = formatted.then_some(kind);
         }
         Ok(())
     }
@@ -312,8 +313,9 @@ impl CudaEngine {
     }
 
     /// RoPE, the KV write and attention of `n` queries over layer `l`'s cache: one token
-    /// under fast numerics is one launch of the split-KV kernel (RoPE inside); otherwise
-    /// `rope_store`, then the kernel in the CPU's order.
+    /// under fast numerics is one launch of the split-KV kernel (RoPE inside); a batch under
+    /// fast numerics is `rope_store`, then flash attention on tensor cores (where the head
+    /// size has a kernel); otherwise `rope_store`, then the kernel in the CPU's order.
     pub(super) fn rope_attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         // The split kernel reads K and V rows in 16-byte pieces (head_dim a multiple of 8).
         if self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim.is_multiple_of(8)
@@ -321,7 +323,48 @@ impl CudaEngine {
             return self.attention_split(l);
         }
         self.rope_store(n, l)?;
+        if n > 1 && self.k.attention_prefill(&self.model.config).is_some() {
+            return self.attention_prefill(n, l);
+        }
         self.attention(n, l)
+    }
+
+    /// Attention of `n` queries over layer `l`'s cache (rows written by `rope_store`) on
+    /// tensor cores (kernels/attention_prefill.cu).
+    fn attention_prefill(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
+        let c = &self.model.config;
+        let f = self.k.attention_prefill(c).expect("rope_attention checked");
+        let layer = self.cache_rows(l);
+        let kc = self.kc.slice(layer.clone());
+        let vc = self.vc.slice(layer);
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(n, 64), c.n_heads as u32, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: (2 * 64 * (c.head_dim + 8) * 2) as u32,
+        };
+        let h = HeadArgs::of(c);
+        let nn = n as i32;
+        let st = self.clock.stamp();
+        let b = &mut self.bufs;
+        // SAFETY: n queries of q_dim values in and out; cache rows 0..pos + n of this layer
+        // (written by rope_store; pos + n <= capacity, checked).
+        unsafe {
+            self.k
+                .launch(&self.stream, f)
+                .arg(&b.q)
+                .arg(&kc)
+                .arg(&vc)
+                .arg(&nn)
+                .arg(&h.heads)
+                .arg(&h.kv_heads)
+                .arg(&self.pos)
+                .arg(&h.scale)
+                .arg(&mut b.att)
+                .arg(&st.ptr)
+                .arg(&st.slot)
+                .launch(cfg)
+        }
+        .map(|_| ())
     }
 
     /// Attention of `n` queries over layer `l`'s cache (its rows already written by

@@ -3,7 +3,7 @@
 //! the CPU). Kernels are CUDA C in `kernels/`, compiled for the device's architecture.
 //!
 //! `engine` is the decode step (launch plan, graphs, timing); `weights`, `buffers` and
-//! `kernels` are what it launches with; `launch` holds the single-kernel launches, `hardware`
+//! `kernels` are what it launches with (`gemm` the prompt products on tensor cores); `launch` holds the single-kernel launches, `hardware`
 //! the report's GPU description and peaks, `check` the test-only single-kernel runner.
 
 mod buffers;
@@ -12,6 +12,7 @@ mod check;
 pub mod clock;
 pub mod engine;
 mod error;
+mod gemm;
 mod hardware;
 mod kernels;
 mod launch;

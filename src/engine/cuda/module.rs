@@ -47,6 +47,11 @@ pub const SOURCES: &[(&str, &str)] = &[
         "matvec_fast.cu",
         include_str!("../../../kernels/matvec_fast.cu"),
     ),
+    ("gemm_f16.cu", include_str!("../../../kernels/gemm_f16.cu")),
+    (
+        "attention_prefill.cu",
+        include_str!("../../../kernels/attention_prefill.cu"),
+    ),
     ("rmsnorm.cu", include_str!("../../../kernels/rmsnorm.cu")),
     ("rope.cu", include_str!("../../../kernels/rope.cu")),
     (

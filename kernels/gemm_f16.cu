@@ -1,0 +1,208 @@
+// Prompt products on tensor cores (fast numerics; the GPU prefill issue): a batch of tokens
+// against a weight matrix as one matrix-matrix product instead of a row of dot products per
+// token. The weights are expanded to f16 (`dequant_f16_<type>`, from the same per-type
+// dequantizers as the embedding gather), the activations rounded to f16 (`to_f16`), and
+// `gemm_f16` multiplies them with mma.sync m16n8k16 (f16 inputs, f32 accumulation), its
+// operand tiles streamed into shared memory by cp.async three stages ahead. f32 accumulation
+// over f16-rounded operands reorders and rounds differently from the CPU: this is `fast` only.
+//
+// Layouts: A (activations) M x K and B (weights) N x K, both row-major with K contiguous, so
+// C = A B^T is the "TN" product the mma's row.col operands take directly; C is M x N f32 with
+// row stride ldc (a launch may cover a slice of a wider output's columns).
+
+#define GM_M 128
+#define GM_N 128
+#define GM_K 32
+#define GM_STAGES 3
+// Shared-memory row in halves: 32 + 8 of padding, so the eight 16-byte rows an ldmatrix
+// reads fall in distinct banks (80-byte stride).
+#define GM_LD (GM_K + 8)
+#define GM_THREADS 256
+#define GM_SMEM_BYTES (GM_STAGES * (GM_M + GM_N) * GM_LD * 2)
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    return (u32)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes global -> shared, asynchronously; `bytes` 0 fills the 16 bytes with zeros.
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(u32* r, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// c += a b for one m16n8k16 tile (a: 4 registers of f16 pairs, b: 2, c: 4 f32).
+__device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] B[n][k] + (bias ? bias[n] : 0), for m < M,
+// n < N. K is a multiple of GM_K and A, B rows start 16-byte aligned. Grid (ceil(N / 128),
+// ceil(M / 128)), 256 threads, GM_SMEM_BYTES of dynamic shared memory. Eight warps, 2 along M
+// by 4 along N, each computing 64 x 32 of the block's 128 x 128 tile.
+extern "C" __global__ void __launch_bounds__(GM_THREADS, 2)
+    gemm_f16(const u16* __restrict__ A, const u16* __restrict__ B, int M, int N, int K,
+             const float* __restrict__ bias, int acc, float* __restrict__ C, int ldc,
+             STAMP_PARAMS) {
+    STAMP_GUARD;
+    extern __shared__ __align__(16) u16 gm_smem[];
+    u16* sa = gm_smem;
+    u16* sb = gm_smem + GM_STAGES * GM_M * GM_LD;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int m0 = blockIdx.y * GM_M, n0 = blockIdx.x * GM_N;
+    int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
+    int ktiles = K / GM_K;
+
+    // Each stage: 128 rows x 4 chunks of 16 bytes, for A and for B; two chunks per thread.
+    auto load = [&](int stage, int kt) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int c = tid + i * GM_THREADS;
+            int r = c >> 2, q = c & 3;
+            int k = kt * GM_K + q * 8;
+            int gm = m0 + r, gn = n0 + r;
+            const u16* pa = A + (u64)min(gm, M - 1) * K + k;
+            const u16* pb = B + (u64)min(gn, N - 1) * K + k;
+            cp_async16(smem_u32(sa + (stage * GM_M + r) * GM_LD + q * 8), pa, gm < M ? 16 : 0);
+            cp_async16(smem_u32(sb + (stage * GM_N + r) * GM_LD + q * 8), pb, gn < N ? 16 : 0);
+        }
+    };
+
+    float c[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) c[i][j][e] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < GM_STAGES - 1; s++) {
+        if (s < ktiles) load(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < ktiles; kt++) {
+        cp_async_wait<GM_STAGES - 2>();
+        __syncthreads();
+        // The stage computed in the previous iteration is free again (everyone passed the
+        // barrier): fetch the tile GM_STAGES - 1 ahead into it.
+        int next = kt + GM_STAGES - 1;
+        if (next < ktiles) load(next % GM_STAGES, next);
+        cp_async_commit();
+        const u16* a = sa + (kt % GM_STAGES) * GM_M * GM_LD;
+        const u16* b = sb + (kt % GM_STAGES) * GM_N * GM_LD;
+#pragma unroll
+        for (int kk = 0; kk < GM_K; kk += 16) {
+            u32 af[4][4], bf[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                // Matrices: rows 0-7 / 8-15 at k, then at k + 8 (lanes 8i..8i+7 address i).
+                int row = wm + i * 16 + (lane & 15);
+                ldmatrix_x4(af[i], smem_u32(a + row * GM_LD + kk + (lane >> 4) * 8));
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                // Two n8 tiles: (j, k), (j, k + 8), (j + 1, k), (j + 1, k + 8).
+                u32 r[4];
+                int row = wn + (j + (lane >> 4)) * 8 + (lane & 7);
+                ldmatrix_x4(r, smem_u32(b + row * GM_LD + kk + ((lane >> 3) & 1) * 8));
+                bf[j][0] = r[0];
+                bf[j][1] = r[1];
+                bf[j + 1][0] = r[2];
+                bf[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) mma_16816(c[i][j], af[i], bf[j]);
+        }
+    }
+    cp_async_wait<0>();
+
+    // Accumulator (i, j): rows g and g + 8, columns 2t and 2t + 1 of its 16 x 8 tile.
+    int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int m = m0 + wm + i * 16 + g + h * 8;
+                if (m >= M) continue;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int n = n0 + wn + j * 8 + 2 * t + e;
+                    if (n >= N) continue;
+                    float v = c[i][j][2 * h + e];
+                    if (bias) v += bias[n];
+                    float* o = C + (u64)m * ldc + n;
+                    *o = acc ? *o + v : v;
+                }
+            }
+}
+
+// out[i] = x[i] rounded to f16, for i < total.
+extern "C" __global__ void to_f16(const float* __restrict__ x, int total, u16* __restrict__ out,
+                                  STAMP_PARAMS) {
+    STAMP_GUARD;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) out[i] = f2h(x[i]);
+}
+
+// Rows [r0, r0 + rows) of a weight matrix of `cols` values per row (row_bytes apart) into
+// `out` as f16, row-major, rows x cols. Each thread writes 8 consecutive values (16 bytes);
+// cols is a multiple of 32 (every quantized block is 32 or 256 wide). Grid (ceil(cols / 8 /
+// 128), rows), 128 threads.
+template <typename D>
+__device__ void dequant_f16_impl(const u8* __restrict__ w, u64 row_bytes, int r0, int cols,
+                                 u16* __restrict__ out) {
+    int r = blockIdx.y;
+    int j = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (j >= cols) return;
+    const u8* row = w + (u64)(r0 + r) * row_bytes;
+    u32 h[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        u32 lo = f2h(full_value<D>(row, j + 2 * e));
+        u32 hi = f2h(full_value<D>(row, j + 2 * e + 1));
+        h[e] = lo | (hi << 16);
+    }
+    *(uint4*)(out + (u64)r * cols + j) = make_uint4(h[0], h[1], h[2], h[3]);
+}
+
+#define CBTOP_DEQUANT_F16(name, D)                                                           \
+    extern "C" __global__ void dequant_f16_##name(const u8* w, u64 row_bytes, int r0,       \
+                                                  int cols, u16* out, STAMP_PARAMS) {       \
+        STAMP_GUARD;                                                                         \
+        dequant_f16_impl<D>(w, row_bytes, r0, cols, out);                                    \
+    }
+
+CBTOP_DEQUANT_F16(f32, DeqF32)
+CBTOP_DEQUANT_F16(f16, DeqF16)
+CBTOP_DEQUANT_F16(bf16, DeqBF16)
+CBTOP_DEQUANT_F16(q4_0, DeqQ4_0)
+CBTOP_DEQUANT_F16(q4_1, DeqQ4_1)
+CBTOP_DEQUANT_F16(q5_0, DeqQ5_0)
+CBTOP_DEQUANT_F16(q5_1, DeqQ5_1)
+CBTOP_DEQUANT_F16(q8_0, DeqQ8_0)
+CBTOP_DEQUANT_F16(q2_k, DeqQ2_K)
+CBTOP_DEQUANT_F16(q3_k, DeqQ3_K)
+CBTOP_DEQUANT_F16(q4_k, DeqQ4_K)
+CBTOP_DEQUANT_F16(q5_k, DeqQ5_K)
+CBTOP_DEQUANT_F16(q6_k, DeqQ6_K)

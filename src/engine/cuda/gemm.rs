@@ -1,0 +1,203 @@
+//! Prompt products on tensor cores (kernels/gemm_f16.cu), for `fast` numerics: a batch of at
+//! least `GEMM_MIN_TOKENS` tokens against a weight matrix as one f16 matrix-matrix product.
+//! The activations are rounded to f16 once per product, the weights expanded to f16 into a
+//! scratch buffer a slice of rows at a time (f16 weights are used in place), and `gemm_f16`
+//! writes the f32 output with the bias and residual epilogue of the one-token kernels.
+//! Below the threshold, and under `exact`, the products keep the vec-dot kernels.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
+
+use super::clock::KernelClock;
+use super::error::wrap;
+use super::kernels::{ceil_div, lin, Epilogue, Kernels};
+use super::launcher::PushArg;
+use super::weights::GMat;
+use crate::engine::EngineError;
+use crate::quant::GgmlType;
+
+/// Fewest tokens a product takes on tensor cores: expanding a matrix to f16 costs about three
+/// reads of its weights, which a batch this large repays.
+pub(super) const GEMM_MIN_TOKENS: usize = 64;
+
+/// Largest weight scratch, in f16 values (128 MiB): larger matrices go through it in slices
+/// of rows.
+const SCRATCH_HALVES: usize = 1 << 26;
+
+/// Output tile of one block (GM_M, GM_N) and reduction step (GM_K) in kernels/gemm_f16.cu.
+const TILE: usize = 128;
+const TILE_K: usize = 32;
+
+/// GM_SMEM_BYTES: three stages of two 128 x 40 f16 tiles.
+const SMEM_BYTES: u32 = 3 * 2 * 128 * 40 * 2;
+
+/// The tensor-core product's kernels.
+pub(super) struct GemmKernels {
+    gemm: CudaFunction,
+    to_f16: CudaFunction,
+    dequant: Vec<(GgmlType, CudaFunction)>,
+}
+
+impl GemmKernels {
+    pub(super) fn load(f: &impl Fn(&str) -> Result<CudaFunction, String>) -> Result<Self, String> {
+        let gemm = f("gemm_f16")?;
+        gemm.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            SMEM_BYTES as i32,
+        )
+        .map_err(|e| format!("gemm_f16: setting its shared memory size: {e:?}"))?;
+        let mut dequant = Vec::new();
+        for ty in GgmlType::ALL {
+            dequant.push((ty, f(&format!("dequant_f16_{}", ty.name().to_lowercase()))?));
+        }
+        Ok(GemmKernels {
+            gemm,
+            to_f16: f("to_f16")?,
+            dequant,
+        })
+    }
+
+    fn dequant(&self, ty: GgmlType) -> &CudaFunction {
+        &self
+            .dequant
+            .iter()
+            .find(|t| t.0 == ty)
+            .expect("every type has a dequantizer")
+            .1
+    }
+}
+
+/// The f16 operands: the activations of a batch and a slice of a weight matrix.
+pub(super) struct GemmBufs {
+    a: CudaSlice<u16>,
+    w: CudaSlice<u16>,
+}
+
+impl GemmBufs {
+    /// Room for `act_len` activation values and the largest of `mat_len` weights (capped at
+    /// the scratch size).
+    pub(super) fn new(
+        s: &Arc<CudaStream>,
+        act_len: usize,
+        mat_len: usize,
+    ) -> Result<GemmBufs, EngineError> {
+        let a = |len: usize| {
+            s.alloc_zeros::<u16>(len.max(1))
+                .map_err(wrap("allocating the tensor-core product's buffers"))
+        };
+        Ok(GemmBufs {
+            a: a(act_len)?,
+            w: a(mat_len.min(SCRATCH_HALVES))?,
+        })
+    }
+}
+
+/// Whether `gemm_product` takes `m` for a batch of `n` tokens.
+pub(super) fn applies(k: &Kernels, bufs: Option<&GemmBufs>, m: &GMat, n: usize) -> bool {
+    k.gemm.is_some()
+        && n >= GEMM_MIN_TOKENS
+        && m.cols.is_multiple_of(TILE_K)
+        && bufs.is_some_and(|b| b.a.len() >= n * m.cols && b.w.len() >= TILE * m.cols)
+}
+
+/// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens on tensor cores (`applies` holds).
+// The operands are distinct borrows of the engine's fields, as for `kernels::product`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_product(
+    s: &Arc<CudaStream>,
+    k: &Kernels,
+    m: &GMat,
+    n: usize,
+    x: &CudaSlice<f32>,
+    bufs: &mut GemmBufs,
+    out: &mut CudaSlice<f32>,
+    ep: Epilogue,
+    clock: &mut KernelClock,
+) -> Result<(), DriverError> {
+    let g = k.gemm.as_ref().expect("applies() checked");
+    let total = n * m.cols;
+    let (t, st) = (total as i32, clock.stamp());
+    // SAFETY: n × cols values of x into as many f16 (applies() checked the room).
+    unsafe {
+        k.launch(s, &g.to_f16)
+            .arg(x)
+            .arg(&t)
+            .arg(&mut bufs.a)
+            .arg(&st.ptr)
+            .arg(&st.slot)
+            .launch(lin(total))
+    }?;
+    // f16 weights are the operand as they are; other types go through the scratch.
+    let direct = m.ty == GgmlType::F16 && m.row_bytes == 2 * m.cols;
+    let slice_rows = if direct {
+        m.rows
+    } else {
+        (bufs.w.len() / m.cols / TILE * TILE).max(TILE)
+    };
+    let (cols, nn) = (m.cols as i32, n as i32);
+    let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
+    let out_base = out.device_ptr(s).0;
+    let bias_base = ep.bias.map_or(0, |b| b.device_ptr(s).0);
+    let mut r0 = 0;
+    while r0 < m.rows {
+        let rows = slice_rows.min(m.rows - r0);
+        let b_ptr = if direct {
+            m.data.device_ptr(s).0
+        } else {
+            let (rb, r, st) = (m.row_bytes as u64, r0 as i32, clock.stamp());
+            let cfg = LaunchConfig {
+                grid_dim: (ceil_div(m.cols / 8, 128), rows as u32, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: rows r0..r0 + rows of the matrix (each row_bytes) into rows × cols f16
+            // values of the scratch (slice_rows × cols fit in it).
+            unsafe {
+                k.launch(s, g.dequant(m.ty))
+                    .arg(&m.data)
+                    .arg(&rb)
+                    .arg(&r)
+                    .arg(&cols)
+                    .arg(&mut bufs.w)
+                    .arg(&st.ptr)
+                    .arg(&st.slot)
+                    .launch(cfg)
+            }?;
+            bufs.w.device_ptr(s).0
+        };
+        let c_ptr = out_base + 4 * r0 as u64;
+        let bias = if bias_base == 0 {
+            0
+        } else {
+            bias_base + 4 * r0 as u64
+        };
+        let (nr, st) = (rows as i32, clock.stamp());
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(rows, TILE), ceil_div(n, TILE), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: SMEM_BYTES,
+        };
+        // SAFETY: A holds n × cols f16 values, B `rows` rows of cols f16 values; C gets
+        // n rows of `rows` values at column r0 of rows-wide output rows (out holds n × rows);
+        // the bias, when there is one, holds the matrix's rows values.
+        unsafe {
+            k.launch(s, &g.gemm)
+                .arg(&bufs.a)
+                .arg(&b_ptr)
+                .arg(&nn)
+                .arg(&nr)
+                .arg(&cols)
+                .arg(&bias)
+                .arg(&acc)
+                .arg(&c_ptr)
+                .arg(&ldc)
+                .arg(&st.ptr)
+                .arg(&st.slot)
+                .launch(cfg)
+        }?;
+        r0 += rows;
+    }
+    Ok(())
+}
