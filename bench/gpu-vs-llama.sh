@@ -3,9 +3,9 @@
 # (issues 11 and 12): builds llama.cpp (CUDA) from the vendored peer source once, makes the
 # four synthetic Qwen2.5 shapes with `cbtop synth`, then for each model (and SmolLM2 when
 # $SMOLLM2 names its file) runs
-#   llama-bench -ngl 99 -fa 1 -p 512 -n 128 -d 0,1024 -r 5
-#   cbtop --headless --timing off: decode 128 tokens from depth ~0 and from depth 1024, and a
-#   512-token prefill,
+#   llama-bench -ngl 99 -fa 1 -p 512,2048 -n 128 -d 0,1024 -r 5
+#   cbtop --headless --timing off: decode 128 tokens from depth ~0 and from depth 1024, and
+#   512- and 2048-token prefills,
 # and prints tok/s side by side with the ratio cbtop / llama.cpp per row.
 #
 #   CBTOP=path/to/cbtop [SMOLLM2=file.gguf] [NUMERICS="fast exact"] bash bench/gpu-vs-llama.sh
@@ -38,7 +38,7 @@ for s in $SHAPES; do models+=("$s=$MODELS/$s.gguf"); done
 for entry in "${models[@]}"; do
     name=${entry%%=*}
     file=${entry#*=}
-    "$bench" -m "$file" -ngl 99 -fa 1 -p 512 -n "$TOKENS" -d 0,1024 -r "$REPS" -o json \
+    "$bench" -m "$file" -ngl 99 -fa 1 -p 512,2048 -n "$TOKENS" -d 0,1024 -r "$REPS" -o json \
         >"$OUT/$name-llama.json" 2>"$OUT/$name-llama.log"
     for num in $NUMERICS; do
         run() { "$CBTOP" --headless --json --device cuda --timing off --numerics "$num" \
@@ -47,8 +47,10 @@ for entry in "${models[@]}"; do
         run --warmup 8 --prefill 1 --tokens "$TOKENS" --ctx $((TOKENS + 80)) >"$OUT/$name-$num-d0.json"
         run --warmup 8 --prefill 1024 --tokens "$TOKENS" --ctx $((1024 + TOKENS + 80)) \
             >"$OUT/$name-$num-d1024.json"
-        # Prefill of 512 tokens (time to first token).
-        run --prefill 512 --tokens 8 --warmup 2 --ctx 600 >"$OUT/$name-$num-p512.json"
+        # Prefills of 512 and 2048 tokens (time to first token).
+        for p in 512 2048; do
+            run --prefill $p --tokens 8 --warmup 2 --ctx $((p + 64)) >"$OUT/$name-$num-p$p.json"
+        done
     done
 done
 
@@ -69,12 +71,16 @@ for name in models:
         for d in (0, 1024):
             rep = json.load(open(f"{out}/{name}-{num}-d{d}.json"))
             rows.append((f"decode d{d}", peer(0, gen, d), rep["throughput"]["tokens_per_sec"]))
-        p = json.load(open(f"{out}/{name}-{num}-p512.json"))["throughput"]
-        rows.append(("prefill 512", peer(512, 0, 0), p["prefill_tokens_per_sec"]))
+        ttft = []
+        for n in (512, 2048):
+            p = json.load(open(f"{out}/{name}-{num}-p{n}.json"))["throughput"]
+            rows.append((f"prefill {n}", peer(n, 0, 0), p["prefill_tokens_per_sec"]))
+            ttft.append((n, p["ttft_ms"]))
         for work, a, b in rows:
             ratio = f"{b / a:.2f}x" if a and b else "-"
             print(f"{name:<14}{num:<9}{work:<16}{a or 0:>11.1f}{b or 0:>11.1f}{ratio:>8}")
-        print(f"{'':<14}{num:<9}{'TTFT 512':<16}{'':>11}{p['ttft_ms'] or 0:>9.1f}ms")
-print("tok/s; llama.cpp: llama-bench -ngl 99 -fa 1 (pp512 at depth 0, tg128 at depth 0 and 1024);"
+        for n, t in ttft:
+            print(f"{'':<14}{num:<9}{f'TTFT {n}':<16}{'':>11}{t or 0:>9.1f}ms")
+print("tok/s; llama.cpp: llama-bench -ngl 99 -fa 1 (pp512 and pp2048 at depth 0, tg128 at depth 0 and 1024);"
       " cbtop: --headless --timing off, 128 decode steps after a 1- or 1024-token prompt")
 PY

@@ -81,12 +81,6 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
 #endif
-// - CBTOP_STAMP_DEFER=0: block 0 stores its start as soon as it reads it (the default, 1,
-//   defers the store to the block's exit: the first `KernelStamp` below). START_EARLY and
-//   END_LAST apply with DEFER=0 only.
-#ifndef CBTOP_STAMP_DEFER
-#define CBTOP_STAMP_DEFER 1
-#endif
 // - CBTOP_STAMP_CLOCK=<SM MHz>: the struct below (`KernelStamp`'s CBTOP_STAMP_CLOCK variant).
 #ifndef CBTOP_STAMP_CLOCK
 #define CBTOP_STAMP_CLOCK 0
@@ -157,29 +151,6 @@ struct KernelStamp {
     }
 };
 #else
-#if CBTOP_STAMP_DEFER
-// Default: block 0's thread 0 reads %globaltimer right after the wait, as the start, but
-// stores it only on its way out. The read's latency (a few hundred cycles, like a load from
-// L2) then overlaps the block's work instead of stalling warp 0 at the kernel's start, which
-// storing it at once did (measured: about 4% of a 0.5b decode token). The time is the same.
-struct KernelStamp {
-    u64* stamps;
-    int slot;
-    u64 t_start;
-    __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl), t_start(0) {
-        pdl_wait();
-        pdl_launch_dependents();
-        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            t_start = globaltimer();
-    }
-    __device__ __forceinline__ ~KernelStamp() {
-        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
-            if ((blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[2 * (u64)slot] = t_start;
-            atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
-        }
-    }
-};
-#else
 struct KernelStamp {
     u64* stamps;
     int slot;
@@ -208,7 +179,6 @@ struct KernelStamp {
 #endif
     }
 };
-#endif
 #endif
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -10,15 +10,12 @@
 // C = A B^T is the "TN" product the mma's row.col operands take directly; C is M x N f32 with
 // row stride ldc (a launch may cover a slice of a wider output's columns).
 
-#define GM_M 128
-#define GM_N 128
-#define GM_K 32
+#define GM_K 64
 #define GM_STAGES 3
-// Shared-memory row in halves: 32 + 8 of padding, so the eight 16-byte rows an ldmatrix
-// reads fall in distinct banks (80-byte stride).
+// Shared-memory row in halves: 64 + 8 of padding, so the eight 16-byte rows an ldmatrix
+// reads fall in distinct banks (144-byte stride).
 #define GM_LD (GM_K + 8)
 #define GM_THREADS 256
-#define GM_SMEM_BYTES (GM_STAGES * (GM_M + GM_N) * GM_LD * 2)
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
     return (u32)__cvta_generic_to_shared(p);
@@ -53,42 +50,48 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 }
 
 // C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] B[n][k] + (bias ? bias[n] : 0), for m < M,
-// n < N. K is a multiple of GM_K and A, B rows start 16-byte aligned. Grid (ceil(N / 128),
-// ceil(M / 128)), 256 threads, GM_SMEM_BYTES of dynamic shared memory. Eight warps, 2 along M
-// by 4 along N, each computing 64 x 32 of the block's 128 x 128 tile.
-extern "C" __global__ void __launch_bounds__(GM_THREADS, 2)
-    gemm_f16(const u16* __restrict__ A, const u16* __restrict__ B, int M, int N, int K,
-             const float* __restrict__ bias, int acc, float* __restrict__ C, int ldc,
-             STAMP_PARAMS) {
-    STAMP_GUARD;
+// n < N, in BM x BN tiles of C per block. K is a multiple of GM_K and A, B rows start 16-byte
+// aligned. Grid (ceil(N / BN), ceil(M / BM)), 256 threads, GM_STAGES * (BM + BN) * GM_LD * 2
+// bytes of dynamic shared memory. Eight warps, 2 along M by 4 along N, each computing
+// (BM / 2) x (BN / 4) of the tile. The smaller tiles give a small product (few tokens, or few
+// weight rows) enough blocks to fill the GPU.
+template <int BM, int BN>
+__device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u16* __restrict__ B,
+                                              int M, int N, int K, const float* __restrict__ bias,
+                                              int acc, float* __restrict__ C, int ldc) {
+    constexpr int MI = BM / 32, NI = BN / 32;  // m16 and n8 tiles per warp
     extern __shared__ __align__(16) u16 gm_smem[];
     u16* sa = gm_smem;
-    u16* sb = gm_smem + GM_STAGES * GM_M * GM_LD;
+    u16* sb = gm_smem + GM_STAGES * BM * GM_LD;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int m0 = blockIdx.y * GM_M, n0 = blockIdx.x * GM_N;
-    int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
+    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int wm = (warp >> 2) * (BM / 2), wn = (warp & 3) * (BN / 4);
     int ktiles = K / GM_K;
 
-    // Each stage: 128 rows x 4 chunks of 16 bytes, for A and for B; two chunks per thread.
+    // Each stage: BM (BN) rows x 8 chunks of 16 bytes of A (B).
     auto load = [&](int stage, int kt) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int c = tid + i * GM_THREADS;
-            int r = c >> 2, q = c & 3;
+        for (int c = tid; c < (BM + BN) * 8; c += GM_THREADS) {
+            int r = c >> 3, q = c & 7;
             int k = kt * GM_K + q * 8;
-            int gm = m0 + r, gn = n0 + r;
-            const u16* pa = A + (u64)min(gm, M - 1) * K + k;
-            const u16* pb = B + (u64)min(gn, N - 1) * K + k;
-            cp_async16(smem_u32(sa + (stage * GM_M + r) * GM_LD + q * 8), pa, gm < M ? 16 : 0);
-            cp_async16(smem_u32(sb + (stage * GM_N + r) * GM_LD + q * 8), pb, gn < N ? 16 : 0);
+            if (r < BM) {
+                int gm = m0 + r;
+                cp_async16(smem_u32(sa + (stage * BM + r) * GM_LD + q * 8),
+                           A + (u64)min(gm, M - 1) * K + k, gm < M ? 16 : 0);
+            } else {
+                r -= BM;
+                int gn = n0 + r;
+                cp_async16(smem_u32(sb + (stage * BN + r) * GM_LD + q * 8),
+                           B + (u64)min(gn, N - 1) * K + k, gn < N ? 16 : 0);
+            }
         }
     };
 
-    float c[4][4][4];
+    float c[MI][NI][4];
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NI; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) c[i][j][e] = 0.0f;
 
@@ -105,19 +108,19 @@ extern "C" __global__ void __launch_bounds__(GM_THREADS, 2)
         int next = kt + GM_STAGES - 1;
         if (next < ktiles) load(next % GM_STAGES, next);
         cp_async_commit();
-        const u16* a = sa + (kt % GM_STAGES) * GM_M * GM_LD;
-        const u16* b = sb + (kt % GM_STAGES) * GM_N * GM_LD;
+        const u16* a = sa + (kt % GM_STAGES) * BM * GM_LD;
+        const u16* b = sb + (kt % GM_STAGES) * BN * GM_LD;
 #pragma unroll
         for (int kk = 0; kk < GM_K; kk += 16) {
-            u32 af[4][4], bf[4][2];
+            u32 af[MI][4], bf[NI][2];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < MI; i++) {
                 // Matrices: rows 0-7 / 8-15 at k, then at k + 8 (lanes 8i..8i+7 address i).
                 int row = wm + i * 16 + (lane & 15);
                 ldmatrix_x4(af[i], smem_u32(a + row * GM_LD + kk + (lane >> 4) * 8));
             }
 #pragma unroll
-            for (int j = 0; j < 4; j += 2) {
+            for (int j = 0; j < NI; j += 2) {
                 // Two n8 tiles: (j, k), (j, k + 8), (j + 1, k), (j + 1, k + 8).
                 u32 r[4];
                 int row = wn + (j + (lane >> 4)) * 8 + (lane & 7);
@@ -128,9 +131,9 @@ extern "C" __global__ void __launch_bounds__(GM_THREADS, 2)
                 bf[j + 1][1] = r[3];
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < MI; i++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) mma_16816(c[i][j], af[i], bf[j]);
+                for (int j = 0; j < NI; j++) mma_16816(c[i][j], af[i], bf[j]);
         }
     }
     cp_async_wait<0>();
@@ -138,9 +141,9 @@ extern "C" __global__ void __launch_bounds__(GM_THREADS, 2)
     // Accumulator (i, j): rows g and g + 8, columns 2t and 2t + 1 of its 16 x 8 tile.
     int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NI; j++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 int m = m0 + wm + i * 16 + g + h * 8;
@@ -156,6 +159,18 @@ extern "C" __global__ void __launch_bounds__(GM_THREADS, 2)
                 }
             }
 }
+
+#define CBTOP_GEMM_F16(bm, bn)                                                               \
+    extern "C" __global__ void __launch_bounds__(GM_THREADS, 2) gemm_f16_##bm##x##bn(        \
+        const u16* A, const u16* B, int M, int N, int K, const float* bias, int acc,         \
+        float* C, int ldc, STAMP_PARAMS) {                                                   \
+        STAMP_GUARD;                                                                         \
+        gemm_f16_impl<bm, bn>(A, B, M, N, K, bias, acc, C, ldc);                             \
+    }
+
+CBTOP_GEMM_F16(128, 128)
+CBTOP_GEMM_F16(64, 128)
+CBTOP_GEMM_F16(64, 64)
 
 // out[i] = x[i] rounded to f16, for i < total.
 extern "C" __global__ void to_f16(const float* __restrict__ x, int total, u16* __restrict__ out,

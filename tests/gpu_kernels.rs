@@ -106,15 +106,22 @@ fn fast_products_match_the_cpu_within_reordering() {
 /// The tensor-core prompt products (fast numerics, 64 tokens or more): f16 operands with f32
 /// accumulation, so within 2e-3 of the sum of |w x| of the f64 dot of the dequantized weights
 /// (each operand rounded to f16 moves by at most 2^-11 of itself). Shapes with a partial
-/// output tile in both directions, and taller than the check's 128-row weight scratch.
+/// output tile in both directions, and taller than the check's 128-row weight scratch; run as
+/// if the GPU had one multiprocessor (the 128 x 128 tile), 2 (64 x 128 on that shape)
+/// and 1000 (the 64 x 64 tile).
 #[test]
 fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
     let Some(g) = gpu::gpu("gpu_kernels") else {
         return;
     };
-    let k = KernelCheck::new(&g, Numerics::Fast).unwrap();
     let mut failures = Vec::new();
-    for (rows, cols, n, seed) in [(300, 512, 70, 27), (37, 256, 200, 28), (129, 2560, 64, 29)] {
+    for (sms, rows, cols, n, seed) in [
+        (1, 300, 512, 70, 27),
+        (2, 130, 512, 100, 30),
+        (1000, 37, 256, 200, 28),
+        (1000, 129, 2560, 64, 29),
+    ] {
+        let k = KernelCheck::with_multiprocessors(&g, Numerics::Fast, Some(sms)).unwrap();
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL {
             let rb = ty.row_bytes(cols).unwrap();
@@ -134,7 +141,10 @@ fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
                     worst = worst.max((got[t * rows + r] as f64 - want).abs() / (mag + 1e-6));
                 }
             }
-            eprintln!("tensor cores {ty} {rows}x{cols}, {n} tokens: max |gpu - f64| / sum|w x| = {worst:.2e}");
+            eprintln!(
+                "tensor cores {ty} {rows}x{cols}, {n} tokens, {sms} SMs: max |gpu - f64| / \
+                 sum|w x| = {worst:.2e}"
+            );
             if worst > 2e-3 {
                 failures.push(format!(
                     "tensor cores {ty} {rows}x{cols} n={n}: {worst:.2e}"

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::buffers::ActBufs;
@@ -29,12 +30,31 @@ pub struct KernelCheck {
 
 impl KernelCheck {
     pub fn new(gpu: &GpuDesc, numerics: Numerics) -> Result<KernelCheck, EngineError> {
+        Self::with_multiprocessors(gpu, numerics, None)
+    }
+
+    /// As `new`, but the kernels choose their launch shapes as if the GPU had `sms`
+    /// multiprocessors (None: its own count): 1 makes the tensor-core products take their
+    /// largest tile for any product of two blocks or more, a large count their smallest, so
+    /// a test can run every tile on small shapes.
+    pub fn with_multiprocessors(
+        gpu: &GpuDesc,
+        numerics: Numerics,
+        sms: Option<usize>,
+    ) -> Result<KernelCheck, EngineError> {
         let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
         let (m, _) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
         let stream = cx.default_stream();
+        let sms = match sms {
+            Some(n) => n,
+            None => cx
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(wrap("reading the multiprocessor count"))?
+                .max(1) as usize,
+        };
         Ok(KernelCheck {
             stream,
-            k: Kernels::load(&m, numerics, pdl_for(gpu.compute_capability))
+            k: Kernels::load(&m, numerics, pdl_for(gpu.compute_capability), sms)
                 .map_err(EngineError::Device)?,
         })
     }

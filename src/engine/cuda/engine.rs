@@ -148,7 +148,11 @@ impl CudaEngine {
         let stream = cx.new_stream().map_err(wrap("creating a CUDA stream"))?;
         let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
         let pdl = super::launcher::pdl_for(gpu.compute_capability);
-        let k = Kernels::load(&m, numerics, pdl).map_err(EngineError::Device)?;
+        let sms = cx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(wrap("reading the multiprocessor count"))?
+            .max(1) as usize;
+        let k = Kernels::load(&m, numerics, pdl, sms).map_err(EngineError::Device)?;
         let c = &model.config;
         if c.head_dim > 128 {
             return Err(EngineError::Device(format!(
@@ -176,10 +180,7 @@ impl CudaEngine {
             .map_err(wrap("allocating the position"))?;
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
-        let sms = cx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(wrap("reading the multiprocessor count"))?;
-        let split = SplitScratch::new(&stream, c, cap, sms.max(1) as usize)?;
+        let split = SplitScratch::new(&stream, c, cap, sms)?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),

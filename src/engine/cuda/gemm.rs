@@ -22,41 +22,81 @@ use crate::quant::GgmlType;
 /// reads of its weights, which a batch this large repays.
 pub(super) const GEMM_MIN_TOKENS: usize = 64;
 
-/// Largest weight scratch, in f16 values (128 MiB): larger matrices go through it in slices
-/// of rows.
-const SCRATCH_HALVES: usize = 1 << 26;
+/// Largest weight scratch, in f16 values (256 MiB, a 7B model's largest layer matrix):
+/// larger matrices go through it in slices of rows.
+const SCRATCH_HALVES: usize = 1 << 27;
 
-/// Output tile of one block (GM_M, GM_N) and reduction step (GM_K) in kernels/gemm_f16.cu.
+/// Weight rows of the scratch's slices come in multiples of this (the largest tile's).
 const TILE: usize = 128;
-const TILE_K: usize = 32;
+/// The reduction step (GM_K in kernels/gemm_f16.cu): K must be a multiple.
+const TILE_K: usize = 64;
+/// GM_STAGES and GM_LD: each stage holds BM + BN rows of 72 f16 values.
+const STAGES: usize = 3;
+const ROW_HALVES: usize = TILE_K + 8;
 
-/// GM_SMEM_BYTES: three stages of two 128 x 40 f16 tiles.
-const SMEM_BYTES: u32 = 3 * 2 * 128 * 40 * 2;
+/// One tile shape of `gemm_f16_<bm>x<bn>`.
+struct Tile {
+    bm: usize,
+    bn: usize,
+    f: CudaFunction,
+}
+
+impl Tile {
+    fn smem_bytes(&self) -> u32 {
+        (STAGES * (self.bm + self.bn) * ROW_HALVES * 2) as u32
+    }
+}
 
 /// The tensor-core product's kernels.
 pub(super) struct GemmKernels {
-    gemm: CudaFunction,
+    /// Largest tile first.
+    tiles: Vec<Tile>,
+    /// The GPU's multiprocessors: a product takes the largest tile that still gives each two
+    /// blocks.
+    sms: usize,
     to_f16: CudaFunction,
     dequant: Vec<(GgmlType, CudaFunction)>,
 }
 
 impl GemmKernels {
-    pub(super) fn load(f: &impl Fn(&str) -> Result<CudaFunction, String>) -> Result<Self, String> {
-        let gemm = f("gemm_f16")?;
-        gemm.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            SMEM_BYTES as i32,
-        )
-        .map_err(|e| format!("gemm_f16: setting its shared memory size: {e:?}"))?;
+    pub(super) fn load(
+        f: &impl Fn(&str) -> Result<CudaFunction, String>,
+        sms: usize,
+    ) -> Result<Self, String> {
+        let mut tiles = Vec::new();
+        for (bm, bn) in [(128, 128), (64, 128), (64, 64)] {
+            let t = Tile {
+                bm,
+                bn,
+                f: f(&format!("gemm_f16_{bm}x{bn}"))?,
+            };
+            t.f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                t.smem_bytes() as i32,
+            )
+            .map_err(|e| format!("gemm_f16_{bm}x{bn}: setting its shared memory size: {e:?}"))?;
+            tiles.push(t);
+        }
         let mut dequant = Vec::new();
         for ty in GgmlType::ALL {
             dequant.push((ty, f(&format!("dequant_f16_{}", ty.name().to_lowercase()))?));
         }
         Ok(GemmKernels {
-            gemm,
+            tiles,
+            sms: sms.max(1),
             to_f16: f("to_f16")?,
             dequant,
         })
+    }
+
+    /// The tile for an m x n output: the largest giving at least two blocks per
+    /// multiprocessor, else the smallest.
+    fn tile(&self, m: usize, n: usize) -> &Tile {
+        let blocks = |t: &Tile| m.div_ceil(t.bm) * n.div_ceil(t.bn);
+        self.tiles
+            .iter()
+            .find(|t| blocks(t) >= 2 * self.sms)
+            .unwrap_or_else(|| self.tiles.last().expect("three tiles"))
     }
 
     fn dequant(&self, ty: GgmlType) -> &CudaFunction {
@@ -102,7 +142,8 @@ pub(super) fn applies(k: &Kernels, bufs: Option<&GemmBufs>, m: &GMat, n: usize) 
         && bufs.is_some_and(|b| b.a.len() >= n * m.cols && b.w.len() >= TILE * m.cols)
 }
 
-/// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens on tensor cores (`applies` holds).
+/// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens on tensor cores (`applies` holds). With
+/// `ep.f16` the f16 activations are already there (an earlier product of the same input).
 // The operands are distinct borrows of the engine's fields, as for `kernels::product`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm_product(
@@ -117,24 +158,31 @@ pub(super) fn gemm_product(
     clock: &mut KernelClock,
 ) -> Result<(), DriverError> {
     let g = k.gemm.as_ref().expect("applies() checked");
-    let total = n * m.cols;
-    let (t, st) = (total as i32, clock.stamp());
-    // SAFETY: n × cols values of x into as many f16 (applies() checked the room).
-    unsafe {
-        k.launch(s, &g.to_f16)
-            .arg(x)
-            .arg(&t)
-            .arg(&mut bufs.a)
-            .arg(&st.ptr)
-            .arg(&st.slot)
-            .launch(lin(total))
-    }?;
+    if !ep.f16 {
+        let total = n * m.cols;
+        let (t, st) = (total as i32, clock.stamp());
+        // SAFETY: n × cols values of x into as many f16 (applies() checked the room).
+        unsafe {
+            k.launch(s, &g.to_f16)
+                .arg(x)
+                .arg(&t)
+                .arg(&mut bufs.a)
+                .arg(&st.ptr)
+                .arg(&st.slot)
+                .launch(lin(total))
+        }?;
+    }
     // f16 weights are the operand as they are; other types go through the scratch.
     let direct = m.ty == GgmlType::F16 && m.row_bytes == 2 * m.cols;
+    // Equal slices (a last sliver of rows would run as a small, slow product of its own).
     let slice_rows = if direct {
         m.rows
     } else {
-        (bufs.w.len() / m.cols / TILE * TILE).max(TILE)
+        let most = (bufs.w.len() / m.cols / TILE * TILE).max(TILE);
+        m.rows
+            .div_ceil(m.rows.div_ceil(most))
+            .next_multiple_of(TILE)
+            .min(most)
     };
     let (cols, nn) = (m.cols as i32, n as i32);
     let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
@@ -174,16 +222,17 @@ pub(super) fn gemm_product(
             bias_base + 4 * r0 as u64
         };
         let (nr, st) = (rows as i32, clock.stamp());
+        let tile = g.tile(n, rows);
         let cfg = LaunchConfig {
-            grid_dim: (ceil_div(rows, TILE), ceil_div(n, TILE), 1),
+            grid_dim: (ceil_div(rows, tile.bn), ceil_div(n, tile.bm), 1),
             block_dim: (256, 1, 1),
-            shared_mem_bytes: SMEM_BYTES,
+            shared_mem_bytes: tile.smem_bytes(),
         };
         // SAFETY: A holds n × cols f16 values, B `rows` rows of cols f16 values; C gets
         // n rows of `rows` values at column r0 of rows-wide output rows (out holds n × rows);
         // the bias, when there is one, holds the matrix's rows values.
         unsafe {
-            k.launch(s, &g.gemm)
+            k.launch(s, &tile.f)
                 .arg(&bufs.a)
                 .arg(&b_ptr)
                 .arg(&nn)

@@ -62,6 +62,7 @@ impl Kernels {
         m: &Arc<CudaModule>,
         numerics: Numerics,
         pdl: bool,
+        sms: usize,
     ) -> Result<Kernels, String> {
         let f = |n: &str| module::function(m, n);
         let mut typed = Vec::new();
@@ -84,7 +85,7 @@ impl Kernels {
             advance: f("advance")?,
             pdl,
             gemm: match numerics {
-                Numerics::Fast => Some(GemmKernels::load(&f)?),
+                Numerics::Fast => Some(GemmKernels::load(&f, sms)?),
                 Numerics::Exact => None,
             },
             attention_prefill: match numerics {
@@ -204,6 +205,17 @@ pub(super) struct Epilogue<'a> {
     pub(super) bias: Option<&'a CudaSlice<f32>>,
     /// Add into `out` instead of overwriting it (a residual add fused into the product).
     pub(super) accumulate: bool,
+    /// The tensor-core product's f16 activations already hold `x` (gemm.rs).
+    pub(super) f16: bool,
+}
+
+/// What a product left in the activation buffers, for the next product of the same input.
+#[derive(Clone, Copy)]
+pub(super) struct Held {
+    /// `x` in the weight type's vec-dot format.
+    pub(super) quantized: bool,
+    /// `x` as the tensor-core product's f16 operand.
+    pub(super) f16: bool,
 }
 
 /// `n` rows of `cols` values of `x` into the activation buffers in format `kind`
@@ -273,8 +285,8 @@ unsafe impl DeviceRepr for MvfSet {}
 /// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
 /// reproduce the CPU's float order, kernels/common.cuh). Under fast numerics a large batch
 /// goes to the tensor cores instead (gemm.rs). `x` and `act` hold at least `n × cols` values,
-/// `out` `n × rows`. Returns whether `act` now holds `x` in W's vec-dot format (for the next
-/// product of the same input).
+/// `out` `n × rows`. Returns what `act` now holds of `x` (for the next product of the same
+/// input).
 // The operands are distinct borrows of the engine's fields; bundling them would only move
 // the list into a struct literal at each call.
 #[allow(clippy::too_many_arguments)]
@@ -288,11 +300,14 @@ pub(super) fn product(
     out: &mut CudaSlice<f32>,
     ep: Epilogue,
     clock: &mut KernelClock,
-) -> Result<bool, DriverError> {
+) -> Result<Held, DriverError> {
     if gemm::applies(k, act.f16.as_ref(), m, n) {
         let b = act.f16.as_mut().expect("applies() checked");
         gemm::gemm_product(s, k, m, n, x, b, out, ep, clock)?;
-        return Ok(false);
+        return Ok(Held {
+            quantized: false,
+            f16: true,
+        });
     }
     if !ep.quantized {
         quantize(s, k, x, n, m.cols, ActType::for_weights(m.ty), act, clock)?;
@@ -336,5 +351,8 @@ pub(super) fn product(
             .arg(&st.slot)
             .launch(cfg)
     }?;
-    Ok(true)
+    Ok(Held {
+        quantized: true,
+        f16: false,
+    })
 }

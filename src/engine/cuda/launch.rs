@@ -96,6 +96,7 @@ impl CudaEngine {
             return self.products_multi(input, outs, accumulate, pre == Some(kind), kind);
         }
         let mut last = pre;
+        let mut f16 = false;
         for &(which, output) in outs {
             let m = mat(&self.w, which);
             let kind = ActType::for_weights(m.ty);
@@ -104,12 +105,13 @@ impl CudaEngine {
                 quantized: last == Some(kind),
                 bias,
                 accumulate,
+                f16,
             };
             let act: *mut ActBufs = &mut self.bufs.act;
             let (x, out) = self.bufs.pair(input, output);
             // SAFETY: `act` is a field distinct from both buffers `pair` returned.
             let act = unsafe { &mut *act };
-            let formatted = product(
+            let held = product(
                 &self.stream,
                 &self.k,
                 m,
@@ -120,7 +122,8 @@ impl CudaEngine {
                 ep,
                 &mut self.clock,
             )?;
-            last = formatted.then_some(kind);
+            last = held.quantized.then_some(kind);
+            f16 = held.f16;
         }
         Ok(())
     }
