@@ -94,6 +94,11 @@ impl Bufs {
             s.alloc_zeros::<f32>(len.max(1))
                 .map_err(wrap("allocating activations"))
         };
+        let score_rows = if gemm && prefill_attention_fits(c) {
+            n.min(GEMM_MIN_TOKENS - 1)
+        } else {
+            n
+        };
         Ok(Bufs {
             n,
             x: a(n * c.n_embd)?,
@@ -106,13 +111,9 @@ impl Bufs {
             up: a(n * c.n_ff)?,
             normed: a(n * c.n_embd)?,
             logits: a(n * model.weights.output.rows)?,
-            // The CPU-order attention's score rows; fast numerics' batches take the flash
-            // kernel, which needs none.
-            scores: if gemm && n > 1 && prefill_attention_fits(c) {
-                a(1)?
-            } else {
-                a(2 * n * c.n_heads * cap)?
-            },
+            // The CPU-order attention's score rows; under fast numerics batches of
+            // GEMM_MIN_TOKENS or more take the flash kernel, which needs none.
+            scores: a(2 * score_rows * c.n_heads * cap)?,
             act: {
                 let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);
                 let mut act = ActBufs::new(s, len)?;
