@@ -51,7 +51,10 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 
 // C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] B[n][k] + (bias ? bias[n] : 0), for m < M,
 // n < N, in BM x BN tiles of C per block. K is a multiple of GM_K and A, B rows start 16-byte
-// aligned. Grid (ceil(N / BN), ceil(M / BM)), 256 threads, GM_STAGES * (BM + BN) * GM_LD * 2
+// aligned. Grid (ceil(M / BM), ceil(N / BN)): the blocks sharing a weight tile are neighbours
+// in launch order, so the tile comes from DRAM once and from L2 for the other token tiles (with
+// N fastest, each weight tile was read from DRAM once per token tile). 256 threads,
+// GM_STAGES * (BM + BN) * GM_LD * 2
 // bytes of dynamic shared memory. Eight warps, 2 along M by 4 along N, each computing
 // (BM / 2) x (BN / 4) of the tile. The smaller tiles give a small product (few tokens, or few
 // weight rows) enough blocks to fill the GPU.
@@ -64,7 +67,7 @@ __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u
     u16* sa = gm_smem;
     u16* sb = gm_smem + GM_STAGES * BM * GM_LD;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     int wm = (warp >> 2) * (BM / 2), wn = (warp & 3) * (BN / 4);
     int ktiles = K / GM_K;
 
@@ -182,13 +185,13 @@ extern "C" __global__ void to_f16(const float* __restrict__ x, int total, u16* _
 
 // Rows [r0, r0 + rows) of a weight matrix of `cols` values per row (row_bytes apart) into
 // `out` as f16, row-major, rows x cols. Each thread writes 8 consecutive values (16 bytes);
-// cols is a multiple of 32 (every quantized block is 32 or 256 wide). Grid (ceil(cols / 8 /
-// 128), rows), 128 threads.
+// cols is a multiple of 32 (every quantized block is 32 or 256 wide). Grid (rows, ceil(cols /
+// 8 / 128)) (rows in x: a vocabulary's slice can pass y's 65535), 128 threads.
 template <typename D>
 __device__ void dequant_f16_impl(const u8* __restrict__ w, u64 row_bytes, int r0, int cols,
                                  u16* __restrict__ out) {
-    int r = blockIdx.y;
-    int j = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    int r = blockIdx.x;
+    int j = (blockIdx.y * blockDim.x + threadIdx.x) * 8;
     if (j >= cols) return;
     const u8* row = w + (u64)(r0 + r) * row_bytes;
     u32 h[4];

@@ -4,9 +4,13 @@
 //! workers go to sleep between them and a wake-up costs about as much as the region, so
 //! workers here spin on the next job for a while (`SPIN`) and only then park. One job at a
 //! time: the caller publishes `n` chunk indices, workers and caller claim them from one
-//! counter tagged with the job's generation (a late worker can never claim a later job's
-//! chunk for the earlier closure), and the caller returns once every chunk is done, so the
-//! closure it lent outlives every use. Written here rather than taken from a crate because
+//! counter that holds the job's generation, its chunk count and the next index together, so
+//! a claim sees one job's state whole: a late worker can never claim a chunk for a job other
+//! than the one it read, and a successful claim means that job is still running (its chunk
+//! is not done), so the closure it lent outlives every use. (The count once lived in its own
+//! atomic: a worker could read the finished job's last index with the next job's larger count
+//! and run a chunk past the end; seen on the 16-core GPU machine as an attention index out of
+//! bounds.) Written here rather than taken from a crate because
 //! rayon and crossbeam's scoped threads both park between jobs, the cost being removed.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -19,11 +23,25 @@ const SPIN: Duration = Duration::from_millis(2);
 
 type Task<'a> = &'a (dyn Fn(usize) + Sync);
 
+/// `Shared::next`'s fields: generation (16 bits), chunks in the job (24), next unclaimed
+/// chunk (24).
+const GEN_SHIFT: u32 = 48;
+const N_SHIFT: u32 = 24;
+const FIELD: u64 = (1 << N_SHIFT) - 1;
+/// Most chunks one published job holds; `run` splits larger ones.
+const MAX_CHUNKS: usize = FIELD as usize;
+
+fn pack(gen: u64, n: usize, i: usize) -> u64 {
+    (gen << GEN_SHIFT) | ((n as u64) << N_SHIFT) | i as u64
+}
+
+fn generation(v: u64) -> u64 {
+    v >> GEN_SHIFT
+}
+
 struct Shared {
-    /// Generation (high 32 bits) and next unclaimed chunk index (low 32 bits).
+    /// The current job's generation, chunk count and next unclaimed chunk (`pack`).
     next: AtomicU64,
-    /// Chunks in the current job.
-    n: AtomicUsize,
     /// Chunks finished in the current job.
     done: AtomicUsize,
     /// The current job's closure: a pointer to the caller's `Task` reference.
@@ -98,7 +116,6 @@ impl Pool {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
             next: AtomicU64::new(0),
-            n: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
             panicked: AtomicBool::new(false),
@@ -134,16 +151,21 @@ impl Pool {
             (0..n).for_each(f);
             return;
         }
+        if n > MAX_CHUNKS {
+            for base in (0..n).step_by(MAX_CHUNKS) {
+                self.run(MAX_CHUNKS.min(n - base), &|i| f(base + i));
+            }
+            return;
+        }
         let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let s = &*self.shared;
         let job: *const Task = &f;
         s.job.store(job as *mut (), Ordering::Relaxed);
-        s.n.store(n, Ordering::Relaxed);
         s.done.store(0, Ordering::Relaxed);
         s.panicked.store(false, Ordering::Relaxed);
-        let gen = (s.next.load(Ordering::Relaxed) >> 32).wrapping_add(1) & 0xffff_ffff;
+        let gen = (generation(s.next.load(Ordering::Relaxed)) + 1) & 0xffff;
         // Publishes the job: workers read its fields after seeing this generation.
-        s.next.store(gen << 32, Ordering::Release);
+        s.next.store(pack(gen, n, 0), Ordering::Release);
         if *s.sleepers.lock().unwrap_or_else(|e| e.into_inner()) > 0 {
             s.wake.notify_all();
         }
@@ -170,11 +192,11 @@ impl Drop for Pool {
 fn work(s: &Shared, gen: u64) {
     loop {
         let v = s.next.load(Ordering::Acquire);
-        if v >> 32 != gen {
+        if generation(v) != gen {
             return;
         }
-        let i = (v & 0xffff_ffff) as usize;
-        if i >= s.n.load(Ordering::Acquire) {
+        let (n, i) = (((v >> N_SHIFT) & FIELD) as usize, (v & FIELD) as usize);
+        if i >= n {
             return;
         }
         if s.next
@@ -183,8 +205,8 @@ fn work(s: &Shared, gen: u64) {
         {
             continue;
         }
-        // The claim succeeded for this generation, so the job it published is still running
-        // (its caller waits for this chunk) and its closure is alive.
+        // The claim succeeded on this job's whole state, so the job is still running (its
+        // caller waits for this chunk) and its closure is alive.
         // SAFETY: `job` points at the caller's `Task`, valid until every chunk is done.
         let f = unsafe { *(s.job.load(Ordering::Acquire) as *const Task) };
         IN_TASK.with(|t| t.set(true));
@@ -209,7 +231,7 @@ fn pause(spins: &mut u32) {
 }
 
 fn worker(s: &Shared) {
-    let mut seen = s.next.load(Ordering::Acquire) >> 32;
+    let mut seen = generation(s.next.load(Ordering::Acquire));
     loop {
         let t0 = Instant::now();
         let mut spins = 0u32;
@@ -217,7 +239,7 @@ fn worker(s: &Shared) {
             if s.stop.load(Ordering::Acquire) {
                 return;
             }
-            let g = s.next.load(Ordering::Acquire) >> 32;
+            let g = generation(s.next.load(Ordering::Acquire));
             if g != seen {
                 break g;
             }
@@ -227,7 +249,9 @@ fn worker(s: &Shared) {
             }
             let mut sleepers = s.sleepers.lock().unwrap_or_else(|e| e.into_inner());
             *sleepers += 1;
-            while s.next.load(Ordering::Acquire) >> 32 == seen && !s.stop.load(Ordering::Acquire) {
+            while generation(s.next.load(Ordering::Acquire)) == seen
+                && !s.stop.load(Ordering::Acquire)
+            {
                 sleepers = s.wake.wait(sleepers).unwrap_or_else(|e| e.into_inner());
             }
             *sleepers -= 1;
@@ -253,6 +277,39 @@ mod tests {
                 assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "n={n}");
             }
         }
+    }
+
+    /// Short jobs after long ones and back: a worker still finishing its look at a job must
+    /// never run an index of it against the next job's count (the bug the packed counter
+    /// fixes; it needs the right interleaving, so many small jobs on more threads than cores).
+    #[test]
+    fn alternating_jobs_never_run_a_stale_index() {
+        let pool = Pool::new(6);
+        for round in 0..20_000usize {
+            let n = if round % 2 == 0 { 2 + round % 5 } else { 40 };
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(n, &|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_larger_than_one_publication_runs_every_index_once() {
+        let pool = Pool::new(2);
+        let n = MAX_CHUNKS + 5;
+        let count = AtomicUsize::new(0);
+        let last = AtomicUsize::new(0);
+        pool.run(n, &|i| {
+            count.fetch_add(1, Ordering::Relaxed);
+            last.fetch_max(i, Ordering::Relaxed);
+        });
+        assert_eq!(count.load(Ordering::Relaxed), n);
+        assert_eq!(last.load(Ordering::Relaxed), n - 1);
     }
 
     #[test]

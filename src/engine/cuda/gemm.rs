@@ -196,7 +196,7 @@ pub(super) fn gemm_product(
         } else {
             let (rb, r, st) = (m.row_bytes as u64, r0 as i32, clock.stamp());
             let cfg = LaunchConfig {
-                grid_dim: (ceil_div(m.cols / 8, 128), rows as u32, 1),
+                grid_dim: (rows as u32, ceil_div(m.cols / 8, 128), 1),
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -224,7 +224,7 @@ pub(super) fn gemm_product(
         let (nr, st) = (rows as i32, clock.stamp());
         let tile = g.tile(n, rows);
         let cfg = LaunchConfig {
-            grid_dim: (ceil_div(rows, tile.bn), ceil_div(n, tile.bm), 1),
+            grid_dim: (ceil_div(n, tile.bm), ceil_div(rows, tile.bn), 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: tile.smem_bytes(),
         };
