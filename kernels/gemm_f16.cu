@@ -61,7 +61,8 @@ __device__ __forceinline__ void mma_16816(float* c, const u32* a, const u32* b) 
 template <int BM, int BN>
 __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u16* __restrict__ B,
                                               int M, int N, int K, const float* __restrict__ bias,
-                                              int acc, float* __restrict__ C, int ldc) {
+                                              int acc, float* __restrict__ C, int ldc,
+                                              float* __restrict__ part) {
     constexpr int MI = BM / 32, NI = BN / 32;  // m16 and n8 tiles per warp
     extern __shared__ __align__(16) u16 gm_smem[];
     u16* sa = gm_smem;
@@ -69,7 +70,12 @@ __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     int wm = (warp >> 2) * (BM / 2), wn = (warp & 3) * (BN / 4);
-    int ktiles = K / GM_K;
+    // Split K (grid z > 1): block z takes its share of the k tiles and leaves a raw partial
+    // sum in part[z] (M x N); gemm_reduce adds them in order with the epilogue.
+    int splits = gridDim.z, z = blockIdx.z;
+    int ktiles_all = K / GM_K;
+    int kt0 = (int)((long long)ktiles_all * z / splits);
+    int ktiles = (int)((long long)ktiles_all * (z + 1) / splits) - kt0;
 
     // Each stage: BM (BN) rows x 8 chunks of 16 bytes of A (B).
     auto load = [&](int stage, int kt) {
@@ -100,7 +106,7 @@ __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u
 
 #pragma unroll
     for (int s = 0; s < GM_STAGES - 1; s++) {
-        if (s < ktiles) load(s, s);
+        if (s < ktiles) load(s, kt0 + s);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; kt++) {
@@ -109,7 +115,7 @@ __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u
         // The stage computed in the previous iteration is free again (everyone passed the
         // barrier): fetch the tile GM_STAGES - 1 ahead into it.
         int next = kt + GM_STAGES - 1;
-        if (next < ktiles) load(next % GM_STAGES, next);
+        if (next < ktiles) load(next % GM_STAGES, kt0 + next);
         cp_async_commit();
         const u16* a = sa + (kt % GM_STAGES) * BM * GM_LD;
         const u16* b = sb + (kt % GM_STAGES) * BN * GM_LD;
@@ -156,6 +162,10 @@ __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u
                     int n = n0 + wn + j * 8 + 2 * t + e;
                     if (n >= N) continue;
                     float v = c[i][j][2 * h + e];
+                    if (splits > 1) {
+                        part[((u64)z * M + m) * N + n] = v;
+                        continue;
+                    }
                     if (bias) v += bias[n];
                     float* o = C + (u64)m * ldc + n;
                     *o = acc ? *o + v : v;
@@ -166,14 +176,30 @@ __device__ __forceinline__ void gemm_f16_impl(const u16* __restrict__ A, const u
 #define CBTOP_GEMM_F16(bm, bn)                                                               \
     extern "C" __global__ void __launch_bounds__(GM_THREADS, 2) gemm_f16_##bm##x##bn(        \
         const u16* A, const u16* B, int M, int N, int K, const float* bias, int acc,         \
-        float* C, int ldc, STAMP_PARAMS) {                                                   \
+        float* C, int ldc, float* part, STAMP_PARAMS) {                                      \
         STAMP_GUARD;                                                                         \
-        gemm_f16_impl<bm, bn>(A, B, M, N, K, bias, acc, C, ldc);                             \
+        gemm_f16_impl<bm, bn>(A, B, M, N, K, bias, acc, C, ldc, part);                       \
     }
 
 CBTOP_GEMM_F16(128, 128)
 CBTOP_GEMM_F16(64, 128)
 CBTOP_GEMM_F16(64, 64)
+
+// The split-K sum: C[m][n] = (acc ? C[m][n] : 0) + (part[0] + ... + part[splits - 1])[m][n]
+// + bias[n], the partials added in order (the same result every run). One thread per value.
+extern "C" __global__ void gemm_reduce(const float* __restrict__ part, int splits, int M, int N,
+                                       const float* __restrict__ bias, int acc,
+                                       float* __restrict__ C, int ldc, STAMP_PARAMS) {
+    STAMP_GUARD;
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)M * N) return;
+    int m = (int)(i / N), n = (int)(i % N);
+    float v = part[i];
+    for (int z = 1; z < splits; z++) v += part[(u64)z * M * N + i];
+    if (bias) v += bias[n];
+    float* o = C + (u64)m * ldc + n;
+    *o = acc ? *o + v : v;
+}
 
 // out[i] = x[i] rounded to f16, for i < total.
 extern "C" __global__ void to_f16(const float* __restrict__ x, int total, u16* __restrict__ out,
@@ -183,25 +209,73 @@ extern "C" __global__ void to_f16(const float* __restrict__ x, int total, u16* _
     if (i < total) out[i] = f2h(x[i]);
 }
 
+// 32 consecutive values of a row from j0 (a multiple of 32): every type's values come in
+// groups of 32 under one scale. The general form asks the type's dequantizer value by value;
+// the k-quants that dominate Q4_K_M files decode their group's scale once (the same float
+// steps, so the same values).
+template <typename D>
+struct Deq32 {
+    __device__ static void run(const u8* row, int j0, float* v) {
+#pragma unroll
+        for (int e = 0; e < 32; e++) v[e] = full_value<D>(row, j0 + e);
+    }
+};
+
+template <>
+struct Deq32<DeqQ4_K> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 8) * 144;
+        int sb = (j0 & 255) >> 5;
+        int sc, m;
+        scale_min_k4(sb, b + 4, &sc, &m);
+        float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
+        const u8* qs = b + 16 + 32 * (sb >> 1);
+        int shift = (sb & 1) * 4;
+#pragma unroll
+        for (int e = 0; e < 32; e++) v[e] = d * (float)((qs[e] >> shift) & 15) - dm;
+    }
+};
+
+template <>
+struct Deq32<DeqQ6_K> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 8) * 210;
+        int w = j0 & 255;
+        int h = w >> 7, k = (w & 127) >> 5;
+        const u8* lo = b + 64 * h + 32 * (k & 1);
+        const u8* hi = b + 128 + 32 * h;
+        int lshift = k < 2 ? 0 : 4;
+        float d = f16_at(b + 208);
+        float s0 = d * (float)(i8)b[192 + (w >> 4)], s1 = d * (float)(i8)b[192 + (w >> 4) + 1];
+#pragma unroll
+        for (int e = 0; e < 32; e++) {
+            int q = (((lo[e] >> lshift) & 15) | (((hi[e] >> (2 * k)) & 3) << 4)) - 32;
+            v[e] = (e < 16 ? s0 : s1) * (float)q;
+        }
+    }
+};
+
 // Rows [r0, r0 + rows) of a weight matrix of `cols` values per row (row_bytes apart) into
-// `out` as f16, row-major, rows x cols. Each thread writes 8 consecutive values (16 bytes);
+// `out` as f16, row-major, rows x cols. Each thread writes one group of 32 values (64 bytes);
 // cols is a multiple of 32 (every quantized block is 32 or 256 wide). Grid (rows, ceil(cols /
-// 8 / 128)) (rows in x: a vocabulary's slice can pass y's 65535), 128 threads.
+// 32 / 128)) (rows in x: a vocabulary's slice can pass y's 65535), 128 threads.
 template <typename D>
 __device__ void dequant_f16_impl(const u8* __restrict__ w, u64 row_bytes, int r0, int cols,
                                  u16* __restrict__ out) {
     int r = blockIdx.x;
-    int j = (blockIdx.y * blockDim.x + threadIdx.x) * 8;
+    int j = (blockIdx.y * blockDim.x + threadIdx.x) * 32;
     if (j >= cols) return;
-    const u8* row = w + (u64)(r0 + r) * row_bytes;
-    u32 h[4];
+    float v[32];
+    Deq32<D>::run(w + (u64)(r0 + r) * row_bytes, j, v);
+    uint4* dst = (uint4*)(out + (u64)r * cols + j);
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-        u32 lo = f2h(full_value<D>(row, j + 2 * e));
-        u32 hi = f2h(full_value<D>(row, j + 2 * e + 1));
-        h[e] = lo | (hi << 16);
+    for (int c = 0; c < 4; c++) {
+        u32 h[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            h[e] = (u32)f2h(v[8 * c + 2 * e]) | ((u32)f2h(v[8 * c + 2 * e + 1]) << 16);
+        dst[c] = make_uint4(h[0], h[1], h[2], h[3]);
     }
-    *(uint4*)(out + (u64)r * cols + j) = make_uint4(h[0], h[1], h[2], h[3]);
 }
 
 #define CBTOP_DEQUANT_F16(name, D)                                                           \

@@ -26,6 +26,11 @@ pub(super) const GEMM_MIN_TOKENS: usize = 64;
 /// larger matrices go through it in slices of rows.
 const SCRATCH_HALVES: usize = 1 << 27;
 
+/// Split-K partial sums the scratch holds, in f32 values (32 MiB).
+const PART_FLOATS: usize = 1 << 23;
+/// Most pieces a product's K is split into.
+const MAX_SPLITS: usize = 8;
+
 /// Weight rows of the scratch's slices come in multiples of this (the largest tile's).
 const TILE: usize = 128;
 /// The reduction step (GM_K in kernels/gemm_f16.cu): K must be a multiple.
@@ -55,6 +60,8 @@ pub(super) struct GemmKernels {
     /// blocks.
     sms: usize,
     to_f16: CudaFunction,
+    /// Adds split-K partial sums with the epilogue (kernels/gemm_f16.cu `gemm_reduce`).
+    reduce: CudaFunction,
     dequant: Vec<(GgmlType, CudaFunction)>,
 }
 
@@ -85,8 +92,31 @@ impl GemmKernels {
             tiles,
             sms: sms.max(1),
             to_f16: f("to_f16")?,
+            reduce: f("gemm_reduce")?,
             dequant,
         })
+    }
+
+    /// Tile and K split for an m x n output over k values with room for `part_len` partial
+    /// sums: the largest tile when it gives two blocks per multiprocessor; else the largest
+    /// tile with K split so the blocks fill one such wave (a split keeps at least 4 k steps);
+    /// else, where K is too short to split, the largest tile giving two blocks per
+    /// multiprocessor or the smallest. (ncu, 7B at 512 tokens: a 3584 x 3584 product ran its
+    /// tensor pipes 22% busy on 448 64 x 64 blocks, the 128 x 128 tile 44%.)
+    fn plan(&self, m: usize, n: usize, k: usize, part_len: usize) -> (&Tile, usize) {
+        let big = &self.tiles[0];
+        let base = m.div_ceil(big.bm) * n.div_ceil(big.bn);
+        if base >= 2 * self.sms {
+            return (big, 1);
+        }
+        let splits = (2 * self.sms / base)
+            .min(MAX_SPLITS)
+            .min(k / TILE_K / 4)
+            .min(part_len / (m * n).max(1));
+        if splits >= 2 {
+            return (big, splits);
+        }
+        (self.tile(m, n), 1)
     }
 
     /// The tile for an m x n output: the largest giving at least two blocks per
@@ -109,10 +139,12 @@ impl GemmKernels {
     }
 }
 
-/// The f16 operands: the activations of a batch and a slice of a weight matrix.
+/// The f16 operands: the activations of a batch and a slice of a weight matrix; and the
+/// split-K partial sums.
 pub(super) struct GemmBufs {
     a: CudaSlice<u16>,
     w: CudaSlice<u16>,
+    part: CudaSlice<f32>,
 }
 
 impl GemmBufs {
@@ -130,6 +162,9 @@ impl GemmBufs {
         Ok(GemmBufs {
             a: a(act_len)?,
             w: a(mat_len.min(SCRATCH_HALVES))?,
+            part: s
+                .alloc_zeros::<f32>(PART_FLOATS)
+                .map_err(wrap("allocating the tensor-core product's buffers"))?,
         })
     }
 }
@@ -196,7 +231,7 @@ pub(super) fn gemm_product(
         } else {
             let (rb, r, st) = (m.row_bytes as u64, r0 as i32, clock.stamp());
             let cfg = LaunchConfig {
-                grid_dim: (rows as u32, ceil_div(m.cols / 8, 128), 1),
+                grid_dim: (rows as u32, ceil_div(m.cols / 32, 128), 1),
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -222,15 +257,16 @@ pub(super) fn gemm_product(
             bias_base + 4 * r0 as u64
         };
         let (nr, st) = (rows as i32, clock.stamp());
-        let tile = g.tile(n, rows);
+        let (tile, splits) = g.plan(n, rows, m.cols, bufs.part.len());
         let cfg = LaunchConfig {
-            grid_dim: (ceil_div(n, tile.bm), ceil_div(rows, tile.bn), 1),
+            grid_dim: (ceil_div(n, tile.bm), ceil_div(rows, tile.bn), splits as u32),
             block_dim: (256, 1, 1),
             shared_mem_bytes: tile.smem_bytes(),
         };
         // SAFETY: A holds n × cols f16 values, B `rows` rows of cols f16 values; C gets
         // n rows of `rows` values at column r0 of rows-wide output rows (out holds n × rows);
-        // the bias, when there is one, holds the matrix's rows values.
+        // the bias, when there is one, holds the matrix's rows values; with a split, `part`
+        // takes splits × n × rows values (plan() checked the room).
         unsafe {
             k.launch(s, &tile.f)
                 .arg(&bufs.a)
@@ -242,10 +278,30 @@ pub(super) fn gemm_product(
                 .arg(&acc)
                 .arg(&c_ptr)
                 .arg(&ldc)
+                .arg(&mut bufs.part)
                 .arg(&st.ptr)
                 .arg(&st.slot)
                 .launch(cfg)
         }?;
+        if splits > 1 {
+            let (sp, st) = (splits as i32, clock.stamp());
+            // SAFETY: splits × n × rows partial sums into n rows of `rows` values of C, as
+            // the product's own epilogue would write them.
+            unsafe {
+                k.launch(s, &g.reduce)
+                    .arg(&bufs.part)
+                    .arg(&sp)
+                    .arg(&nn)
+                    .arg(&nr)
+                    .arg(&bias)
+                    .arg(&acc)
+                    .arg(&c_ptr)
+                    .arg(&ldc)
+                    .arg(&st.ptr)
+                    .arg(&st.slot)
+                    .launch(lin(n * rows))
+            }?;
+        }
         r0 += rows;
     }
     Ok(())
