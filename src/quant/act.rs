@@ -75,6 +75,24 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
     }
 }
 
+/// Whether `vec_dot_x4` has a four-row kernel for `ty` weights on this CPU (asked once per
+/// matrix, not per row).
+pub fn has_x4(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        return matches!(
+            ty,
+            GgmlType::Q4_1
+                | GgmlType::Q5_0
+                | GgmlType::Q8_0
+                | GgmlType::Q4_K
+                | GgmlType::Q5_K
+                | GgmlType::Q6_K
+        );
+    }
+    false
+}
+
 /// `vec_dot` of one weight row with four activation rows at once, where an AVX2 kernel takes
 /// four (a prompt's products unpack each weight block once for them); every result is
 /// bit-identical to `vec_dot`'s. None where no such kernel exists: call `vec_dot` per row.
@@ -82,10 +100,20 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
 pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f32; 4]> {
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
-        use QuantizedAct::{Q8_0, Q8_1};
+        use super::x86_kquants as k;
+        use QuantizedAct::{Q8_0, Q8_1, Q8_K};
         // SAFETY: AVX2 and FMA were just detected.
         unsafe {
             return match (ty, acts) {
+                (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(k::vec_dot_q4_k_q8_k_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(k::vec_dot_q5_k_q8_k_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(k::vec_dot_q6_k_q8_k_x4(w, [a, b, c, d]))
+                }
                 (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
                     Some(super::x86::vec_dot_q4_1_q8_1_x4(w, [a, b, c, d]))
                 }
@@ -126,6 +154,15 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
                 }
                 (GgmlType::Q5_1, QuantizedAct::Q8_1(a)) => {
                     return super::x86::vec_dot_q5_1_q8_1(w, a)
+                }
+                (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86_kquants::vec_dot_q4_k_q8_k(w, a)
+                }
+                (GgmlType::Q5_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86_kquants::vec_dot_q5_k_q8_k(w, a)
+                }
+                (GgmlType::Q6_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86_kquants::vec_dot_q6_k_q8_k(w, a)
                 }
                 _ => {}
             }

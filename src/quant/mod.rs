@@ -8,6 +8,7 @@
 //! - `legacy`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32-weight blocks) and the Q8_0/Q8_1 activations.
 //! - `kquants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (256-weight super-blocks) and Q8_K activations.
 //! - `act`: activation quantization dispatch (`QuantizedAct`) and `vec_dot`.
+//! - `x86`, `x86_kquants`: AVX2 kernels, bit-identical to the references above.
 //!
 //! Every function here is a scalar reference: clear first, fast paths later, tested against
 //! these.
@@ -20,8 +21,10 @@ pub mod simd_order;
 mod types;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_kquants;
 
-pub use act::{quantize_act, vec_dot, vec_dot_x4, ActType, QuantizedAct};
+pub use act::{has_x4, quantize_act, vec_dot, vec_dot_x4, ActType, QuantizedAct};
 pub use types::GgmlType;
 
 /// Errors from the block-format layer. Callers have validated shapes already (the GGUF reader

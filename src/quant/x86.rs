@@ -36,8 +36,24 @@ pub fn available() -> bool {
 /// The `vmovd` is written out: where only `d` is used, LLVM narrows `_mm_cvtsi32_si128` of a
 /// loaded value back to a 16-bit `vpinsrw` into an arbitrary register (the loop's `acc`).
 #[inline(always)]
-unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
-    let bits = u32_at(b, at);
+pub(super) unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
+    // SAFETY: as `f16_bits`.
+    unsafe { f16_bits(u32_at(b, at)) }
+}
+
+/// The f16 at `b[at..at + 2]` as f32 (`f16_pair` where the next two bytes may lie past the
+/// end: Q6_K's `d` ends its block).
+#[inline(always)]
+pub(super) unsafe fn f16_one(b: &[u8], at: usize) -> f32 {
+    let bytes: [u8; 2] = b[at..at + 2].try_into().expect("two bytes");
+    // SAFETY: as `f16_bits`.
+    unsafe { f16_bits(u16::from_le_bytes(bytes) as u32).0 }
+}
+
+/// The two f16 in `bits` (low half first) as f32, through the written-out `vmovd` (see
+/// `f16_pair`).
+#[inline(always)]
+unsafe fn f16_bits(bits: u32) -> (f32, f32) {
     let x: __m128i;
     // SAFETY: a register-to-register move with no memory access (AVX is enabled wherever this
     // is inlined: the callers are `avx2` target-feature functions).

@@ -7,7 +7,7 @@
 use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
-use crate::quant::{quantize_act, vec_dot, vec_dot_x4, ActType};
+use crate::quant::{has_x4, quantize_act, vec_dot, vec_dot_x4, ActType};
 
 /// Weight rows per parallel task for a batch: enough work to amortise scheduling.
 const ROWS_PER_TASK: usize = 16;
@@ -51,24 +51,21 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
     };
     let target = if n == 1 { &mut *out } else { &mut out_t[..] };
     let per_task = rows_per_task(m.rows, n);
+    // Tokens taken four at a time (a kernel that unpacks each weight block once for four,
+    // giving the same bits as one by one); the rest one by one.
+    let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
     pool::par_chunks_mut(target, per_task * n, |ci, chunk| {
         let rows = &bytes[ci * per_task * rb..][..chunk.len() / n * rb];
         with_fma(
             #[inline(always)]
             || {
                 for (row, per_tok) in rows.chunks_exact(rb).zip(chunk.chunks_exact_mut(n)) {
-                    // Four tokens at a time where a kernel takes four (the weight block
-                    // unpacked once; the same bits as one by one), the rest one by one.
-                    let mut t = 0;
-                    while t + 4 <= n {
+                    for t in (0..fours).step_by(4) {
                         let four = std::array::from_fn(|i| &acts[t + i]);
-                        let Some(r) = vec_dot_x4(m.ty, row, four) else {
-                            break;
-                        };
+                        let r = vec_dot_x4(m.ty, row, four).expect("has_x4 said so");
                         per_tok[t..t + 4].copy_from_slice(&r);
-                        t += 4;
                     }
-                    for (o, a) in per_tok[t..].iter_mut().zip(&acts[t..]) {
+                    for (o, a) in per_tok[fours..].iter_mut().zip(&acts[fours..]) {
                         *o = vec_dot(m.ty, row, a);
                     }
                 }
