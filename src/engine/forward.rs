@@ -6,7 +6,7 @@
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
 use super::cpu::attention::{attention, AttnShape};
-use super::cpu::matmul::matmul;
+use super::cpu::matmul::{matmul, matmuls};
 use super::cpu::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
 use super::kv_cache::KvCache;
 use crate::brick::{BrickId as B, Recorder};
@@ -61,9 +61,11 @@ pub fn forward(
             }
         });
         rec.time(B::Qkv, layer, || {
-            matmul(w, &lw.wq, &h, &mut q);
-            matmul(w, &lw.wk, &h, &mut k);
-            matmul(w, &lw.wv, &h, &mut v);
+            matmuls(
+                w,
+                &h,
+                &mut [(&lw.wq, &mut q), (&lw.wk, &mut k), (&lw.wv, &mut v)],
+            );
             for (out, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
                 if let Some(b) = bias {
                     out.chunks_exact_mut(b.len())
@@ -99,8 +101,7 @@ pub fn forward(
             }
         });
         rec.time(B::FfnGateUp, layer, || {
-            matmul(w, &lw.w_gate, &h, &mut gate);
-            matmul(w, &lw.w_up, &h, &mut up);
+            matmuls(w, &h, &mut [(&lw.w_gate, &mut gate), (&lw.w_up, &mut up)]);
         });
         rec.time(B::FfnAct, layer, || silu_mul(&mut gate, &up));
         rec.time(B::FfnDown, layer, || matmul(w, &lw.w_down, &gate, &mut o));

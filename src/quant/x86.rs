@@ -240,6 +240,7 @@ fn check(w: &[u8], bytes: usize, blocks: usize) {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 18, a.len());
@@ -313,6 +314,7 @@ unsafe fn q5_0_tile<const R: usize, const T: usize>(
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     q5_0_tile([w], [a])[0][0]
@@ -320,6 +322,7 @@ pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 34, a.len());
@@ -334,6 +337,7 @@ pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     check(w, 20, a.len());
@@ -350,6 +354,7 @@ pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     check(w, 24, a.len());
@@ -371,6 +376,7 @@ pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_1_q8_1_x4(w: &[u8], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     a.iter().for_each(|a| check(w, 20, a.len()));
@@ -416,6 +422,7 @@ unsafe fn q8_0_acts_x4(
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     q5_0_tile([w], a)[0]
@@ -425,12 +432,22 @@ pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     q8_0_acts_x4(w, 34, a, |b| {
         _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i)
     })
 }
+
+row_loops!(rows_q4_0_q8_0 = vec_dot_q4_0_q8_0, BlockQ8_0);
+row_loops!(rows_q5_0_q8_0 = vec_dot_q5_0_q8_0, BlockQ8_0);
+row_loops!(rows_q8_0_q8_0 = vec_dot_q8_0_q8_0, BlockQ8_0);
+row_loops!(rows_q4_1_q8_1 = vec_dot_q4_1_q8_1, BlockQ8_1);
+row_loops!(rows_q5_1_q8_1 = vec_dot_q5_1_q8_1, BlockQ8_1);
+row_loops!(rows_q4_1_q8_1_x4 = vec_dot_q4_1_q8_1_x4 x4, BlockQ8_1);
+row_loops!(rows_q5_0_q8_0_x4 = vec_dot_q5_0_q8_0_x4 x4, BlockQ8_0);
+row_loops!(rows_q8_0_q8_0_x4 = vec_dot_q8_0_q8_0_x4 x4, BlockQ8_0);
 
 #[cfg(test)]
 mod tests {

@@ -265,6 +265,7 @@ unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) ->
 
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     dot_rows(w, [a], Kind::Q4K)[0]
@@ -272,6 +273,7 @@ pub unsafe fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 
 /// # Safety
 /// As `vec_dot_q4_k_q8_k`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     dot_rows(w, [a], Kind::Q5K)[0]
@@ -279,6 +281,7 @@ pub unsafe fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 
 /// # Safety
 /// As `vec_dot_q4_k_q8_k`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     dot_rows(w, [a], Kind::Q6K)[0]
@@ -289,6 +292,7 @@ pub unsafe fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 ///
 /// # Safety
 /// As `vec_dot_q4_k_q8_k`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
     dot_rows(w, a, Kind::Q4K)
@@ -298,6 +302,7 @@ pub unsafe fn vec_dot_q4_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
 ///
 /// # Safety
 /// As `vec_dot_q4_k_q8_k`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
     dot_rows(w, a, Kind::Q5K)
@@ -307,10 +312,18 @@ pub unsafe fn vec_dot_q5_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
 ///
 /// # Safety
 /// As `vec_dot_q4_k_q8_k`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q6_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
     dot_rows(w, a, Kind::Q6K)
 }
+
+row_loops!(rows_q4_k_q8_k = vec_dot_q4_k_q8_k, BlockQ8K);
+row_loops!(rows_q5_k_q8_k = vec_dot_q5_k_q8_k, BlockQ8K);
+row_loops!(rows_q6_k_q8_k = vec_dot_q6_k_q8_k, BlockQ8K);
+row_loops!(rows_q4_k_q8_k_x4 = vec_dot_q4_k_q8_k_x4 x4, BlockQ8K);
+row_loops!(rows_q5_k_q8_k_x4 = vec_dot_q5_k_q8_k_x4 x4, BlockQ8K);
+row_loops!(rows_q6_k_q8_k_x4 = vec_dot_q6_k_q8_k_x4 x4, BlockQ8K);
 
 #[cfg(test)]
 mod tests {
