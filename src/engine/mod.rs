@@ -44,6 +44,8 @@ pub enum EngineError {
 pub struct Engine {
     model: Arc<Model>,
     kv: KvCache,
+    /// Boxed: `Backend` holds an `Engine` by value beside a boxed CUDA engine.
+    scratch: Box<forward::Scratch>,
 }
 
 impl Engine {
@@ -52,7 +54,11 @@ impl Engine {
         let c = &model.config;
         let ctx = ctx.clamp(1, c.context_length);
         let kv = KvCache::new(c.n_layers, c.kv_dim(), ctx);
-        Engine { model, kv }
+        Engine {
+            model,
+            kv,
+            scratch: Box::default(),
+        }
     }
 
     pub fn model(&self) -> &Model {
@@ -108,6 +114,7 @@ impl Engine {
             tokens,
             want,
             rec,
+            &mut self.scratch,
         ))
     }
 }

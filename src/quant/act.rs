@@ -75,6 +75,24 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
     }
 }
 
+/// Whether `vec_dot_x4` has a four-row kernel for `ty` weights on this CPU (asked once per
+/// matrix, not per row).
+pub fn has_x4(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        return matches!(
+            ty,
+            GgmlType::Q4_1
+                | GgmlType::Q5_0
+                | GgmlType::Q8_0
+                | GgmlType::Q4_K
+                | GgmlType::Q5_K
+                | GgmlType::Q6_K
+        );
+    }
+    false
+}
+
 /// `vec_dot` of one weight row with four activation rows at once, where an AVX2 kernel takes
 /// four (a prompt's products unpack each weight block once for them); every result is
 /// bit-identical to `vec_dot`'s. None where no such kernel exists: call `vec_dot` per row.
@@ -82,10 +100,20 @@ pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
 pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f32; 4]> {
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
-        use QuantizedAct::{Q8_0, Q8_1};
+        use super::x86_kquants as k;
+        use QuantizedAct::{Q8_0, Q8_1, Q8_K};
         // SAFETY: AVX2 and FMA were just detected.
         unsafe {
             return match (ty, acts) {
+                (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(k::vec_dot_q4_k_q8_k_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(k::vec_dot_q5_k_q8_k_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(k::vec_dot_q6_k_q8_k_x4(w, [a, b, c, d]))
+                }
                 (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
                     Some(super::x86::vec_dot_q4_1_q8_1_x4(w, [a, b, c, d]))
                 }
@@ -101,6 +129,88 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
     }
     #[allow(unreachable_code)]
     None
+}
+
+/// `out[r] = vec_dot(ty, row r, act)` for the rows of `rows` (`row_bytes` each), bit for bit;
+/// the type dispatch and feature check happen once, and on x86 the whole loop runs in one
+/// kernel function.
+pub fn vec_dot_rows(
+    ty: GgmlType,
+    rows: &[u8],
+    row_bytes: usize,
+    act: &QuantizedAct,
+    out: &mut [f32],
+) {
+    debug_assert_eq!(rows.len(), out.len() * row_bytes);
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        use super::x86 as l;
+        use super::x86_kquants as k;
+        use QuantizedAct::{Q8_0, Q8_1, Q8_K};
+        // SAFETY: AVX2, FMA and F16C were just detected.
+        unsafe {
+            match (ty, act) {
+                (GgmlType::Q4_0, Q8_0(a)) => return l::rows_q4_0_q8_0(rows, row_bytes, a, out),
+                (GgmlType::Q5_0, Q8_0(a)) => return l::rows_q5_0_q8_0(rows, row_bytes, a, out),
+                (GgmlType::Q8_0, Q8_0(a)) => return l::rows_q8_0_q8_0(rows, row_bytes, a, out),
+                (GgmlType::Q4_1, Q8_1(a)) => return l::rows_q4_1_q8_1(rows, row_bytes, a, out),
+                (GgmlType::Q5_1, Q8_1(a)) => return l::rows_q5_1_q8_1(rows, row_bytes, a, out),
+                (GgmlType::Q4_K, Q8_K(a)) => return k::rows_q4_k_q8_k(rows, row_bytes, a, out),
+                (GgmlType::Q5_K, Q8_K(a)) => return k::rows_q5_k_q8_k(rows, row_bytes, a, out),
+                (GgmlType::Q6_K, Q8_K(a)) => return k::rows_q6_k_q8_k(rows, row_bytes, a, out),
+                _ => {}
+            }
+        }
+    }
+    for (r, o) in rows.chunks_exact(row_bytes).zip(out) {
+        *o = vec_dot(ty, r, act);
+    }
+}
+
+/// `out[t][r] = vec_dot(ty, row r, acts[t])` for the rows of `rows` and four activation rows,
+/// through the four-row kernels (each weight block unpacked once for the four), bit for bit.
+/// Only for types where `has_x4` holds; panics otherwise.
+pub fn vec_dot_rows_x4(
+    ty: GgmlType,
+    rows: &[u8],
+    row_bytes: usize,
+    acts: [&QuantizedAct; 4],
+    out: [&mut [f32]; 4],
+) {
+    out.iter()
+        .for_each(|o| debug_assert_eq!(rows.len(), o.len() * row_bytes));
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        use super::x86 as l;
+        use super::x86_kquants as k;
+        use QuantizedAct::{Q8_0, Q8_1, Q8_K};
+        let rb = row_bytes;
+        // SAFETY: AVX2, FMA and F16C were just detected.
+        unsafe {
+            match (ty, acts) {
+                (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
+                    return l::rows_q4_1_q8_1_x4(rows, rb, [a, b, c, d], out)
+                }
+                (GgmlType::Q5_0, [Q8_0(a), Q8_0(b), Q8_0(c), Q8_0(d)]) => {
+                    return l::rows_q5_0_q8_0_x4(rows, rb, [a, b, c, d], out)
+                }
+                (GgmlType::Q8_0, [Q8_0(a), Q8_0(b), Q8_0(c), Q8_0(d)]) => {
+                    return l::rows_q8_0_q8_0_x4(rows, rb, [a, b, c, d], out)
+                }
+                (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    return k::rows_q4_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                }
+                (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    return k::rows_q5_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                }
+                (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    return k::rows_q6_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                }
+                _ => {}
+            }
+        }
+    }
+    panic!("no four-row kernel for {ty} weights on this CPU");
 }
 
 /// Dot product of one weight row (`ty` blocks in `w`) with an activation already quantized
@@ -126,6 +236,15 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
                 }
                 (GgmlType::Q5_1, QuantizedAct::Q8_1(a)) => {
                     return super::x86::vec_dot_q5_1_q8_1(w, a)
+                }
+                (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86_kquants::vec_dot_q4_k_q8_k(w, a)
+                }
+                (GgmlType::Q5_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86_kquants::vec_dot_q5_k_q8_k(w, a)
+                }
+                (GgmlType::Q6_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86_kquants::vec_dot_q6_k_q8_k(w, a)
                 }
                 _ => {}
             }

@@ -11,6 +11,8 @@
 //! - `vec_dot_q*_k_q8_k`: `ggml_vec_dot_q*_K_q8_K_generic` (ggml-cpu/quants.c): exact integer
 //!   sums per super-block, then f32 accumulation in the generic code's order. The AVX2 kernels
 //!   compute the same integers; they differ only in how the f32 partial sums are grouped.
+//!   Q4_K, Q5_K and Q6_K run here one weight at a time (the reference): `quant::vec_dot` takes
+//!   `x86_kquants`' AVX2 kernels for them, tested bit for bit against these.
 //!
 //! Blocks are read as bytes (they are not aligned in a GGUF file); f16 fields are little-endian.
 
@@ -29,11 +31,24 @@ pub const Q6_K_BYTES: usize = 210;
 const GROUP_MAX_EPS: f32 = 1e-15;
 
 /// A Q8_K activation block: 256 int8 values, an f32 scale, and sums of each 16 values.
+/// `qs_pairs` holds the same values reordered within each 16 as `PAIR_ORDER`, the order the
+/// AVX2 k-quant kernels (`x86_kquants`) read them in; made once per activation row so the
+/// kernels do not reorder them again for every weight row.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ8K {
     pub d: f32,
     pub qs: [i8; 256],
     pub bsums: [i16; 16],
+    pub qs_pairs: [i8; 256],
+}
+
+/// Position `p` of each 16 values in `BlockQ8K::qs_pairs` holds value `PAIR_ORDER[p]`: values
+/// `j` and `j + 8` side by side, the two that share lane `j % 8` of the k-quant lane sums.
+pub const PAIR_ORDER: [u8; 16] = [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15];
+
+/// `qs` in `PAIR_ORDER` within each 16.
+pub fn pair_order(qs: &[i8; QK_K]) -> [i8; QK_K] {
+    std::array::from_fn(|p| qs[p & !15 | PAIR_ORDER[p % 16] as usize])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -71,7 +86,7 @@ pub(crate) fn round_half_even(x: f32) -> f32 {
 /// bytes of a Q4_K/Q5_K block. Bytes 0..4 hold scales 0..3 (low 6 bits) and the top 2 bits of
 /// scales 4..7; bytes 4..8 the same for mins; bytes 8..12 the low nibbles of scales/mins 4..7.
 #[inline]
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
@@ -637,6 +652,7 @@ pub fn quantize_act_q8_k(x: &[f32]) -> Vec<BlockQ8K> {
                 d: 0.0,
                 qs: [0; QK_K],
                 bsums: [0; 16],
+                qs_pairs: [0; QK_K],
             };
             if amax == 0.0 {
                 return blk;
@@ -648,6 +664,7 @@ pub fn quantize_act_q8_k(x: &[f32]) -> Vec<BlockQ8K> {
             for (s, qs) in blk.bsums.iter_mut().zip(blk.qs.chunks_exact(16)) {
                 *s = qs.iter().map(|&q| q as i16).sum();
             }
+            blk.qs_pairs = pair_order(&blk.qs);
             blk.d = 1.0 / iscale;
             blk
         })
@@ -758,7 +775,7 @@ fn dot_k45(b: &[u8], lv: &[i8; QK_K], y: &BlockQ8K, sums: &mut [f32; 8]) -> f32 
         .enumerate()
         .map(|(j, &s)| s as i32 * m[j / 2] as i32)
         .sum();
-    let aux32 = lane_sums(lv, &y.qs, 32, |s| sc[s] as i32);
+    let aux32 = lane_sums_scalar(lv, &y.qs, 32, |s| sc[s] as i32);
     let d = f16_at(b, 0) * y.d;
     for (s, &v) in sums.iter_mut().zip(&aux32) {
         *s += d * v as f32;
@@ -774,7 +791,7 @@ pub fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sums = [0f32; 8];
     let mut sumf = 0f32;
     for (b, y) in w.chunks_exact(Q4_K_BYTES).zip(a) {
-        q45_levels(&b[16..144], None, &mut lv);
+        q45_levels_scalar(&b[16..144], None, &mut lv);
         sumf -= dot_k45(b, &lv, y, &mut sums);
     }
     sums.iter().fold(sumf, |acc, &s| acc + s)
@@ -787,7 +804,7 @@ pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sums = [0f32; 8];
     let mut sumf = 0f32;
     for (b, y) in w.chunks_exact(Q5_K_BYTES).zip(a) {
-        q45_levels(&b[48..176], Some(&b[16..48]), &mut lv);
+        q45_levels_scalar(&b[48..176], Some(&b[16..48]), &mut lv);
         sumf -= dot_k45(b, &lv, y, &mut sums);
     }
     sums.iter().fold(sumf, |acc, &s| acc + s)
@@ -799,8 +816,8 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut lv = [0i8; QK_K];
     let mut sums = [0f32; 8];
     for (b, y) in w.chunks_exact(Q6_K_BYTES).zip(a) {
-        q6_levels(b, &mut lv);
-        let aux32 = lane_sums(&lv, &y.qs, 16, |s| b[192 + s] as i8 as i32);
+        q6_levels_scalar(b, &mut lv);
+        let aux32 = lane_sums_scalar(&lv, &y.qs, 16, |s| b[192 + s] as i8 as i32);
         let d = f16_at(b, 208) * y.d;
         for (s, &v) in sums.iter_mut().zip(&aux32) {
             *s += d * v as f32;
@@ -1184,7 +1201,8 @@ mod tests {
             BlockQ8K {
                 d: 0.0,
                 qs: [0; QK_K],
-                bsums: [0; 16]
+                bsums: [0; 16],
+                qs_pairs: [0; QK_K],
             }
         );
     }

@@ -36,11 +36,24 @@ const Q5_0_BYTES: usize = 22;
 const Q5_1_BYTES: usize = 24;
 const Q8_0_BYTES: usize = 34;
 
-/// A Q8_0 activation block: 32 int8 values and the scale (f16-rounded, kept as f32).
+/// A Q8_0 activation block: 32 int8 values and the scale (f16-rounded, kept as f32), plus
+/// `sums16`, 16 times the sum of each four consecutive values (the AVX2 lanes), which the
+/// Q5_0 kernels subtract from their unsigned products (`x86`): made once per activation row
+/// instead of once per weight row. Build blocks with `new`, which fills it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ8_0 {
     pub d: f32,
     pub qs: [i8; 32],
+    pub sums16: [i32; 8],
+}
+
+impl BlockQ8_0 {
+    pub fn new(d: f32, qs: [i8; 32]) -> BlockQ8_0 {
+        let sums16 = std::array::from_fn(|l| {
+            16 * qs[4 * l..4 * l + 4].iter().map(|&q| q as i32).sum::<i32>()
+        });
+        BlockQ8_0 { d, qs, sums16 }
+    }
 }
 
 /// A Q8_1 activation block: as Q8_0, plus `s = d * sum(qs)` (f16-rounded, kept as f32).
@@ -265,10 +278,7 @@ pub fn quantize_act_q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
     x.chunks_exact(QK)
         .map(|x| {
             let (d, qs, _) = quantize_act_block(x);
-            BlockQ8_0 {
-                d: round_f16(d),
-                qs,
-            }
+            BlockQ8_0::new(round_f16(d), qs)
         })
         .collect()
 }
@@ -810,10 +820,7 @@ mod tests {
         // sum = 2 * (32 * 33 / 2) = 1056 -> 0.5 * 0.25 * 1056 = 132.
         let mut w = vec![0x00, 0x38];
         w.extend(1..=32u8);
-        let a = [BlockQ8_0 {
-            d: 0.25,
-            qs: [2; 32],
-        }];
+        let a = [BlockQ8_0::new(0.25, [2; 32])];
         assert_eq!(vec_dot_q8_0_q8_0(&w, &a), 132.0);
         // Q4_1: d = 1, m = 2, all nibbles 3 (byte 0x33); activation d = 0.5, qs = 1, s = 16:
         // (1 * 0.5) * (32 * 3) + 2 * 16 = 48 + 32 = 80.

@@ -36,8 +36,24 @@ pub fn available() -> bool {
 /// The `vmovd` is written out: where only `d` is used, LLVM narrows `_mm_cvtsi32_si128` of a
 /// loaded value back to a 16-bit `vpinsrw` into an arbitrary register (the loop's `acc`).
 #[inline(always)]
-unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
-    let bits = u32_at(b, at);
+pub(super) unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
+    // SAFETY: as `f16_bits`.
+    unsafe { f16_bits(u32_at(b, at)) }
+}
+
+/// The f16 at `b[at..at + 2]` as f32 (`f16_pair` where the next two bytes may lie past the
+/// end: Q6_K's `d` ends its block).
+#[inline(always)]
+pub(super) unsafe fn f16_one(b: &[u8], at: usize) -> f32 {
+    let bytes: [u8; 2] = b[at..at + 2].try_into().expect("two bytes");
+    // SAFETY: as `f16_bits`.
+    unsafe { f16_bits(u16::from_le_bytes(bytes) as u32).0 }
+}
+
+/// The two f16 in `bits` (low half first) as f32, through the written-out `vmovd` (see
+/// `f16_pair`).
+#[inline(always)]
+unsafe fn f16_bits(bits: u32) -> (f32, f32) {
     let x: __m128i;
     // SAFETY: a register-to-register move with no memory access (AVX is enabled wherever this
     // is inlined: the callers are `avx2` target-feature functions).
@@ -51,6 +67,16 @@ unsafe fn f16_pair(b: &[u8], at: usize) -> (f32, f32) {
     };
     let v = _mm_cvtph_ps(x);
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+}
+
+/// The f16 at `b[0..2]` as f32 in all eight lanes: one `vpbroadcastw` from memory (which
+/// writes the whole register, so no false dependency) and one 8-lane `vcvtph2ps`; then
+/// `_mm256_mul_ps(splat, set1(y.d))` is the scalar `d_w * d_a` in every lane, with no
+/// scalar-to-vector broadcast on the shuffle pipes.
+#[inline(always)]
+unsafe fn f16_splat(b: &[u8]) -> __m256 {
+    debug_assert!(b.len() >= 2);
+    _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([b[0], b[1]])))
 }
 
 /// One bounds check for the four bytes, so the load is one 32-bit load (indexing byte by
@@ -214,6 +240,7 @@ fn check(w: &[u8], bytes: usize, blocks: usize) {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 18, a.len());
@@ -226,23 +253,76 @@ pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     hsum(acc)
 }
 
-/// # Safety
-/// The CPU must support AVX2 and FMA (`available()`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
-    check(w, 22, a.len());
-    let mut acc = _mm256_setzero_ps();
-    for (b, y) in w.chunks_exact(22).zip(a) {
-        let q = _mm256_or_si256(nibbles(&b[6..22]), high_bits(u32_at(b, 2)));
-        let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        let d = _mm256_set1_ps(f16_pair(b, 0).0 * y.d);
-        acc = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc);
+/// Q5_0's stored 5-bit values (0..31: the level plus 16), weight order. The 16 nibble bytes
+/// are loaded into both halves and the high half's shifted right by 4 in one `vpsrlvd` (the
+/// bits it pulls into each byte's top are masked away).
+#[inline(always)]
+unsafe fn q5_0_unsigned(b: &[u8]) -> __m256i {
+    debug_assert!(b.len() >= 22);
+    let qs = _mm_loadu_si128(b.as_ptr().add(6) as *const __m128i);
+    let shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    let nib = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(qs), shifts);
+    _mm256_or_si256(
+        _mm256_and_si256(nib, _mm256_set1_epi8(0x0F)),
+        high_bits(u32_at(b, 2)),
+    )
+}
+
+/// Lane sums of Q5_0 levels (`u - 16`) with an activation block: `maddubs` on the unsigned
+/// values (|pair| <= 2 * 31 * 128, no saturation) minus `16 * Σ a` per lane, which the block
+/// carries (`BlockQ8_0::sums16`): the same integers as the signed products, two `vpsignb`
+/// fewer per block.
+#[inline(always)]
+unsafe fn lanes_q5_0(u: __m256i, y: &BlockQ8_0) -> __m256 {
+    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(&y.qs)), _mm256_set1_epi16(1));
+    let off = _mm256_loadu_si256(y.sums16.as_ptr() as *const __m256i);
+    _mm256_cvtepi32_ps(_mm256_sub_epi32(p, off))
+}
+
+/// `R` Q5_0 weight rows against `T` activation rows: each weight block unpacked once for the
+/// `T` tokens, each (row, token) pair its own accumulator. Every result is exactly the
+/// single-row kernel's: the same operations per pair in the same block order. (Two rows for
+/// one token, for independent FMA chains in decode, measured no faster on a Zen 3 EPYC with
+/// the matrix in L2, and 1.7x slower streamed from memory: the prefetchers handled the two
+/// interleaved streams badly. R stays 1 in use.)
+#[inline(always)]
+unsafe fn q5_0_tile<const R: usize, const T: usize>(
+    w: [&[u8]; R],
+    a: [&[BlockQ8_0]; T],
+) -> [[f32; T]; R] {
+    let blocks = a[0].len();
+    w.iter().for_each(|w| check(w, 22, blocks));
+    a.iter()
+        .for_each(|a| assert_eq!(a.len(), blocks, "activation rows differ in length"));
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    for i in 0..blocks {
+        for r in 0..R {
+            // SAFETY: `check` above: every row holds `blocks` blocks of 22 bytes.
+            let b = unsafe { w[r].get_unchecked(22 * i..22 * i + 22) };
+            let u = q5_0_unsigned(b);
+            let dw = f16_splat(b);
+            for t in 0..T {
+                // SAFETY: every activation row holds `blocks` blocks (asserted above).
+                let y = unsafe { a[t].get_unchecked(i) };
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(y.d));
+                acc[r][t] = _mm256_fmadd_ps(d, lanes_q5_0(u, y), acc[r][t]);
+            }
+        }
     }
-    hsum(acc)
+    std::array::from_fn(|r| std::array::from_fn(|t| hsum(acc[r][t])))
 }
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+    q5_0_tile([w], [a])[0][0]
+}
+
+/// # Safety
+/// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 34, a.len());
@@ -257,6 +337,7 @@ pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     check(w, 20, a.len());
@@ -273,6 +354,7 @@ pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
 
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     check(w, 24, a.len());
@@ -294,6 +376,7 @@ pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q4_1_q8_1_x4(w: &[u8], a: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     a.iter().for_each(|a| check(w, 20, a.len()));
@@ -339,24 +422,32 @@ unsafe fn q8_0_acts_x4(
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
-    q8_0_acts_x4(w, 22, a, |b| {
-        let q = _mm256_or_si256(nibbles(&b[6..22]), high_bits(u32_at(b, 2)));
-        _mm256_sub_epi8(q, _mm256_set1_epi8(16))
-    })
+    q5_0_tile([w], a)[0]
 }
 
 /// `vec_dot_q8_0_q8_0` for four activation rows (see `vec_dot_q4_1_q8_1_x4`).
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA (`available()`).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     q8_0_acts_x4(w, 34, a, |b| {
         _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i)
     })
 }
+
+row_loops!(rows_q4_0_q8_0 = vec_dot_q4_0_q8_0, BlockQ8_0);
+row_loops!(rows_q5_0_q8_0 = vec_dot_q5_0_q8_0, BlockQ8_0);
+row_loops!(rows_q8_0_q8_0 = vec_dot_q8_0_q8_0, BlockQ8_0);
+row_loops!(rows_q4_1_q8_1 = vec_dot_q4_1_q8_1, BlockQ8_1);
+row_loops!(rows_q5_1_q8_1 = vec_dot_q5_1_q8_1, BlockQ8_1);
+row_loops!(rows_q4_1_q8_1_x4 = vec_dot_q4_1_q8_1_x4 x4, BlockQ8_1);
+row_loops!(rows_q5_0_q8_0_x4 = vec_dot_q5_0_q8_0_x4 x4, BlockQ8_0);
+row_loops!(rows_q8_0_q8_0_x4 = vec_dot_q8_0_q8_0_x4 x4, BlockQ8_0);
 
 #[cfg(test)]
 mod tests {

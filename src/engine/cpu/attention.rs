@@ -46,6 +46,19 @@ pub fn attention(
     let group = n_heads / n_kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
     let tiled = q.len() / q_dim >= TILED_FROM;
+    // The tiled path reads K and V as f32: converted once here for every head and query
+    // (exact, every f16 being an f32) instead of row by row inside each (query, head) task.
+    let n_all = pos0 + q.len() / q_dim;
+    let (kf, vf) = if tiled {
+        let mut kf = vec![0f32; n_all * kv_dim];
+        let mut vf = vec![0f32; n_all * kv_dim];
+        keys[..n_all * kv_dim].convert_to_f32_slice(&mut kf);
+        values[..n_all * kv_dim].convert_to_f32_slice(&mut vf);
+        (kf, vf)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let simd = F16Ops::detect().simd;
     super::pool::par_chunks_mut(out, hd, |idx, o| {
         with_fma(
             #[inline(always)]
@@ -59,26 +72,14 @@ pub fn attention(
                 let mut max = f32::NEG_INFINITY;
                 let mut sum = 0f32;
                 if tiled {
-                    o.fill(0.0);
-                    // Each K and V row converted to f32 a slice at a time (vectorised, and
-                    // exact: every f16 is an f32), then the same f32 steps as value by value.
-                    let (mut kf, mut vf) = (vec![0f32; hd], vec![0f32; hd]);
-                    for j in 0..n_ctx {
-                        key(j).convert_to_f32_slice(&mut kf);
-                        let s = dot_lanes(kf.iter().copied(), qrow) * scale;
-                        if s > max {
-                            let ms = (max - s).exp();
-                            o.iter_mut().for_each(|a| *a *= ms);
-                            sum *= ms;
-                            max = s;
-                        }
-                        let vs = (s - max).exp();
-                        value(j).convert_to_f32_slice(&mut vf);
-                        for (a, v) in o.iter_mut().zip(&vf) {
-                            *a += v * vs;
-                        }
-                        sum += vs;
-                    }
+                    let rows = TiledRows {
+                        k: &kf,
+                        v: &vf,
+                        stride: kv_dim,
+                        at: g * hd,
+                        n: n_ctx,
+                    };
+                    sum = tiled_head(simd, qrow, rows, scale, o);
                 } else {
                     let q16: Vec<f16> = qrow.iter().map(|&v| f16::from_f32(v)).collect();
                     let mut acc = vec![f16::ZERO; hd];
@@ -103,6 +104,56 @@ pub fn attention(
             },
         )
     });
+}
+
+/// One (query, head) pair's K and V rows for the tiled path: row `j` of K is
+/// `k[j * stride + at..][..head_dim]`, likewise V, for `j < n`.
+#[derive(Clone, Copy)]
+pub(super) struct TiledRows<'a> {
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub stride: usize,
+    pub at: usize,
+    pub n: usize,
+}
+
+/// The tiled path for one (query, head): llama.cpp's f32 online softmax over the rows,
+/// writing the unnormalised weighted sum of V into `o`; returns the softmax denominator.
+/// AVX2 where the CPU has it (`attention_x86::tiled_head`), else `tiled_head_scalar`; the
+/// same bits either way.
+#[inline(always)]
+fn tiled_head(simd: bool, q: &[f32], rows: TiledRows, scale: f32, o: &mut [f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` is set only when AVX2, FMA and F16C were detected.
+        return unsafe { super::attention_x86::tiled_head(q, rows, scale, o) };
+    }
+    let _ = simd;
+    tiled_head_scalar(q, rows, scale, o)
+}
+
+/// `tiled_head` one value at a time: the reference.
+pub(super) fn tiled_head_scalar(q: &[f32], rows: TiledRows, scale: f32, o: &mut [f32]) -> f32 {
+    let hd = o.len();
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    o.fill(0.0);
+    for j in 0..rows.n {
+        let k = &rows.k[j * rows.stride + rows.at..][..hd];
+        let s = dot_lanes(k.iter().copied(), q) * scale;
+        if s > max {
+            let ms = (max - s).exp();
+            o.iter_mut().for_each(|a| *a *= ms);
+            sum *= ms;
+            max = s;
+        }
+        let vs = (s - max).exp();
+        let v = &rows.v[j * rows.stride + rows.at..][..hd];
+        for (a, v) in o.iter_mut().zip(v) {
+            *a += v * vs;
+        }
+        sum += vs;
+    }
+    sum
 }
 
 /// The decode path's f16 steps: AVX2/F16C (`attention_x86`) when the CPU has them, else the

@@ -12,6 +12,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use super::attention::TiledRows;
 use crate::quant::simd_order;
 
 /// Eight f16 values at `p` as f32.
@@ -108,6 +109,62 @@ pub unsafe fn mad_f16(acc: &mut [f16], v: &[f16], vs: f32) {
     }
 }
 
+/// `attention::tiled_head_scalar` eight values at a time: the K·q dot keeps `dot_lanes`'
+/// eight partial sums in one register (each product rounded, then added, element `i` into
+/// lane `i % 8`) and sums the lanes in order as it does; the rescale and the V update are the
+/// same multiply, and multiply-then-add, per element. Same bits.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn tiled_head(q: &[f32], rows: TiledRows, scale: f32, o: &mut [f32]) -> f32 {
+    let hd = o.len();
+    let n8 = hd & !7;
+    let q = &q[..hd];
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    o.fill(0.0);
+    let po = o.as_mut_ptr();
+    for j in 0..rows.n {
+        let k = &rows.k[j * rows.stride + rows.at..][..hd];
+        let v = &rows.v[j * rows.stride + rows.at..][..hd];
+        let mut acc = _mm256_setzero_ps();
+        for i in (0..n8).step_by(8) {
+            let p = _mm256_mul_ps(
+                _mm256_loadu_ps(k.as_ptr().add(i)),
+                _mm256_loadu_ps(q.as_ptr().add(i)),
+            );
+            acc = _mm256_add_ps(acc, p);
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+        for i in n8..hd {
+            lanes[i % 8] += k[i] * q[i];
+        }
+        let s = lanes.iter().sum::<f32>() * scale;
+        if s > max {
+            let ms = (max - s).exp();
+            let m = _mm256_set1_ps(ms);
+            for i in (0..n8).step_by(8) {
+                _mm256_storeu_ps(po.add(i), _mm256_mul_ps(_mm256_loadu_ps(po.add(i)), m));
+            }
+            o[n8..].iter_mut().for_each(|a| *a *= ms);
+            sum *= ms;
+            max = s;
+        }
+        let vs = (s - max).exp();
+        let w = _mm256_set1_ps(vs);
+        for i in (0..n8).step_by(8) {
+            let add = _mm256_mul_ps(_mm256_loadu_ps(v.as_ptr().add(i)), w);
+            _mm256_storeu_ps(po.add(i), _mm256_add_ps(_mm256_loadu_ps(po.add(i)), add));
+        }
+        for (a, v) in o[n8..].iter_mut().zip(&v[n8..]) {
+            *a += v * vs;
+        }
+        sum += vs;
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +208,41 @@ mod tests {
                     *a = f16::from_f32(a.to_f32() * (vs * 0.37));
                 }
                 assert_eq!(fast, slow, "scale n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn tiled_head_equals_the_scalar_reference_bit_for_bit() {
+        if !crate::quant::x86::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = SplitMix64::new(5);
+        for hd in [4usize, 8, 12, 64, 128] {
+            for n in [1usize, 2, 17, 90] {
+                for scale in [0.1f32, 1.0, 30.0] {
+                    let stride = 3 * hd;
+                    let f = |rng: &mut SplitMix64, len: usize, s: f32| -> Vec<f32> {
+                        (0..len).map(|_| rng.next_signed() * s).collect()
+                    };
+                    let (k, v) = (f(&mut rng, n * stride, scale), f(&mut rng, n * stride, 1.0));
+                    let q = f(&mut rng, hd, 1.0);
+                    let rows = TiledRows {
+                        k: &k,
+                        v: &v,
+                        stride,
+                        at: hd,
+                        n,
+                    };
+                    let (mut fast, mut slow) = (vec![1f32; hd], vec![2f32; hd]);
+                    // SAFETY: the features were just detected.
+                    let a = unsafe { tiled_head(&q, rows, 0.125, &mut fast) };
+                    let b = super::super::attention::tiled_head_scalar(&q, rows, 0.125, &mut slow);
+                    assert_eq!(a.to_bits(), b.to_bits(), "sum hd={hd} n={n}");
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&fast), bits(&slow), "o hd={hd} n={n}");
+                }
             }
         }
     }

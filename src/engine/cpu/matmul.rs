@@ -1,16 +1,21 @@
-//! Matrix times a batch of activation rows, with weights in their GGUF type.
+//! Matrices times a batch of activation rows, with weights in their GGUF type.
 //!
 //! Each activation row is quantized once into the weight type's vec-dot format (as llama.cpp
-//! does), then every weight row is dotted with every activation row. Rows are split across the
-//! engine's pool (`pool.rs`); each weight row is read once per batch.
+//! does), then every weight row is dotted with every activation row. Several matrices that
+//! read the same input (Q, K and V; gate and up) go through one call: the input is quantized
+//! once per format and all their rows are split into tasks of one parallel region
+//! (`pool.rs`), so a layer has fewer regions to wait at.
+//!
+//! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
+//! weights stream from memory once). For a batch (a prompt) it is a few rows, taken against
+//! the tokens four at a time with the four-row kernels, so the task's rows and the four
+//! tokens' activations stay in L1 while each weight block is unpacked once per four tokens;
+//! results go straight to `out[token][row]`.
 
 use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
-use crate::quant::{quantize_act, vec_dot, vec_dot_x4, ActType};
-
-/// Weight rows per parallel task for a batch: enough work to amortise scheduling.
-const ROWS_PER_TASK: usize = 16;
+use crate::quant::{has_x4, quantize_act, vec_dot_rows, vec_dot_rows_x4, ActType, QuantizedAct};
 
 /// Tasks per thread for one token. A token's product streams its weights from memory once, and
 /// small interleaved tasks (the threads taking 16-row pieces in turn) broke each thread's
@@ -20,67 +25,142 @@ const ROWS_PER_TASK: usize = 16;
 /// keep the streams long and still let a thread that starts late hand over half its share.
 const TASKS_PER_THREAD_ONE_TOKEN: usize = 2;
 
-/// Rows per task: `ROWS_PER_TASK` for a batch, else the rows split into a few contiguous
-/// tasks per thread (at least `ROWS_PER_TASK`).
-fn rows_per_task(rows: usize, n: usize) -> usize {
-    if n > 1 {
-        return ROWS_PER_TASK;
-    }
-    let tasks = pool::global().threads() * TASKS_PER_THREAD_ONE_TOKEN;
-    rows.div_ceil(tasks).max(ROWS_PER_TASK)
-}
+/// Fewest rows in a one-token task.
+const MIN_ROWS_ONE_TOKEN: usize = 16;
+
+/// Weight bytes of a batch task's rows: small enough to stay in L1 beside four tokens'
+/// activations while the task walks the batch four tokens at a time.
+const BATCH_TASK_BYTES: usize = 12 << 10;
+
+/// One matrix of a `matmuls` call and where its `n × m.rows` results go.
+pub type Product<'a> = (&'a Mat, &'a mut [f32]);
 
 /// `out[t][r] = W[r] · x[t]` for the `n = x.len() / m.cols` rows of `x`; `out` is `n × m.rows`.
 pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
-    let n = x.len() / m.cols;
-    debug_assert_eq!(x.len(), n * m.cols);
-    debug_assert_eq!(out.len(), n * m.rows);
-    let kind = ActType::for_weights(m.ty);
-    let acts: Vec<_> = x
-        .chunks_exact(m.cols)
-        .map(|row| quantize_act(kind, row))
-        .collect();
-    let bytes = w.bytes(m);
-    let rb = m.row_bytes();
-    // `[row][token]` blocks, so each task writes one contiguous block (for one token this is
-    // already `out`'s layout).
-    let mut out_t = if n == 1 {
-        Vec::new()
-    } else {
-        vec![0f32; n * m.rows]
+    matmuls(w, x, &mut [(m, out)]);
+}
+
+/// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
+/// parallel region; the results are exactly those of one `matmul` per matrix.
+pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
+    let Some(cols) = products.first().map(|p| p.0.cols) else {
+        return;
     };
-    let target = if n == 1 { &mut *out } else { &mut out_t[..] };
-    let per_task = rows_per_task(m.rows, n);
-    pool::par_chunks_mut(target, per_task * n, |ci, chunk| {
-        let rows = &bytes[ci * per_task * rb..][..chunk.len() / n * rb];
+    let n = x.len() / cols;
+    debug_assert_eq!(x.len(), n * cols);
+    for (m, out) in products.iter() {
+        assert_eq!(
+            m.cols, cols,
+            "matrices of one matmuls call share their input"
+        );
+        debug_assert_eq!(out.len(), n * m.rows);
+    }
+
+    // The input in each format the matrices need, quantized once.
+    let mut formats: Vec<(ActType, Vec<QuantizedAct>)> = Vec::new();
+    for (m, _) in products.iter() {
+        let kind = ActType::for_weights(m.ty);
+        if !formats.iter().any(|(k, _)| *k == kind) {
+            formats.push((kind, quantize_rows(kind, x, cols)));
+        }
+    }
+
+    // Tasks: (product, first row, end row).
+    let threads = pool::global().threads();
+    let total_rows: usize = products.iter().map(|p| p.0.rows).sum();
+    let mut tasks = Vec::new();
+    for (p, (m, _)) in products.iter().enumerate() {
+        let per = if n == 1 {
+            let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
+            let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
+            m.rows.div_ceil(pieces)
+        } else {
+            (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
+        };
+        tasks.extend(
+            (0..m.rows)
+                .step_by(per)
+                .map(|r0| (p, r0, (r0 + per).min(m.rows))),
+        );
+    }
+
+    struct Job<'a> {
+        mat: &'a Mat,
+        bytes: &'a [u8],
+        acts: &'a [QuantizedAct],
+        out: SendPtr,
+    }
+    let jobs: Vec<Job> = products
+        .iter_mut()
+        .map(|(m, out)| {
+            let kind = ActType::for_weights(m.ty);
+            Job {
+                mat: m,
+                bytes: w.bytes(m),
+                acts: &formats
+                    .iter()
+                    .find(|(k, _)| *k == kind)
+                    .expect("quantized")
+                    .1,
+                out: SendPtr(out.as_mut_ptr()),
+            }
+        })
+        .collect();
+
+    pool::global().run(tasks.len(), &|i| {
+        let (p, r0, r1) = tasks[i];
+        let job = &jobs[p];
+        let (m, rb) = (job.mat, job.mat.row_bytes());
+        let rows = &job.bytes[r0 * rb..r1 * rb];
+        // SAFETY: `out` is `n × m.rows` (asserted above) and borrowed mutably until `run`
+        // returns; this task alone writes rows r0..r1 of it, for every token, so the slices
+        // handed out by different tasks never overlap.
+        let out_rows = |t: usize| unsafe {
+            std::slice::from_raw_parts_mut(job.out.0.add(t * m.rows + r0), r1 - r0)
+        };
         with_fma(
             #[inline(always)]
             || {
-                for (row, per_tok) in rows.chunks_exact(rb).zip(chunk.chunks_exact_mut(n)) {
-                    // Four tokens at a time where a kernel takes four (the weight block
-                    // unpacked once; the same bits as one by one), the rest one by one.
-                    let mut t = 0;
-                    while t + 4 <= n {
-                        let four = std::array::from_fn(|i| &acts[t + i]);
-                        let Some(r) = vec_dot_x4(m.ty, row, four) else {
-                            break;
-                        };
-                        per_tok[t..t + 4].copy_from_slice(&r);
-                        t += 4;
-                    }
-                    for (o, a) in per_tok[t..].iter_mut().zip(&acts[t..]) {
-                        *o = vec_dot(m.ty, row, a);
-                    }
+                let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
+                for t in (0..fours).step_by(4) {
+                    let acts = std::array::from_fn(|i| &job.acts[t + i]);
+                    let outs = [
+                        out_rows(t),
+                        out_rows(t + 1),
+                        out_rows(t + 2),
+                        out_rows(t + 3),
+                    ];
+                    vec_dot_rows_x4(m.ty, rows, rb, acts, outs);
+                }
+                for t in fours..n {
+                    vec_dot_rows(m.ty, rows, rb, &job.acts[t], out_rows(t));
                 }
             },
         )
     });
-    if n == 1 {
-        return;
-    }
-    for (r, per_tok) in out_t.chunks_exact(n).enumerate() {
-        for (t, &v) in per_tok.iter().enumerate() {
-            out[t * m.rows + r] = v;
-        }
-    }
 }
+
+/// Every row of `x` (rows of `cols`) quantized into `kind`, the rows spread over the pool
+/// when there are several.
+fn quantize_rows(kind: ActType, x: &[f32], cols: usize) -> Vec<QuantizedAct> {
+    let n = x.len() / cols;
+    if n == 1 {
+        return vec![quantize_act(kind, x)];
+    }
+    let mut slots: Vec<Option<QuantizedAct>> = vec![None; n];
+    pool::par_chunks_mut(&mut slots, 1, |t, slot| {
+        slot[0] = Some(quantize_act(kind, &x[t * cols..(t + 1) * cols]));
+    });
+    slots
+        .into_iter()
+        .map(|a| a.expect("every row quantized"))
+        .collect()
+}
+
+/// A result buffer shared by the tasks of one `run`, each writing its own rows.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: tasks write disjoint parts of the buffer behind the pointer, which outlives `run`.
+unsafe impl Send for SendPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SendPtr {}

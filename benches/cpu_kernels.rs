@@ -1,0 +1,121 @@
+//! Single-thread speed of the CPU engine's product kernels, one weight type at a time: a
+//! matrix of random blocks times one activation row (decode) and times four (prompt), on a
+//! matrix that stays in L2 (`hot`: the kernel's own speed) and on one streamed from memory
+//! (`cold`: what a token sees). Prints ns per weight block and GB/s of weights.
+//!
+//! `cargo bench --bench cpu_kernels` for the full run (`-- TYPE` for one type); under
+//! `cargo test` a few rows, as a smoke test.
+
+use std::time::Instant;
+
+use cbtop::quant::{has_x4, quantize_act, vec_dot, vec_dot_x4, ActType, GgmlType, QuantizedAct};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// `rows` random rows of `cols` weights of `ty`, every f16 scale field a small finite value.
+fn matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+    let bb = ty.block_bytes();
+    let mut m: Vec<u8> = (0..rows * cols / ty.block_size() * bb)
+        .map(|_| rng.next() as u8)
+        .collect();
+    let scale = half::f16::from_f32(0.01).to_le_bytes();
+    let at: &[usize] = match ty {
+        GgmlType::Q6_K => &[208],
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+        _ => &[0],
+    };
+    for b in m.chunks_exact_mut(bb) {
+        for &o in at {
+            b[o..o + 2].copy_from_slice(&scale);
+        }
+    }
+    m
+}
+
+/// Best of `reps` passes over the matrix, seconds.
+fn best(reps: usize, mut pass: impl FnMut() -> f32) -> f64 {
+    let mut best = f64::MAX;
+    let mut sink = 0f32;
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        sink += pass();
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    std::hint::black_box(sink);
+    best
+}
+
+fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let row_bytes = cols / ty.block_size() * ty.block_bytes();
+    let rows = (bytes / row_bytes).max(4) / 4 * 4;
+    let m = matrix(ty, rows, cols, &mut rng);
+    let acts: Vec<QuantizedAct> = (0..4)
+        .map(|_| {
+            let x: Vec<f32> = (0..cols)
+                .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            quantize_act(ActType::for_weights(ty), &x)
+        })
+        .collect();
+    let blocks = (rows * cols / ty.block_size()) as f64;
+    let one = best(reps, || {
+        m.chunks_exact(row_bytes)
+            .map(|r| vec_dot(ty, r, &acts[0]))
+            .sum()
+    });
+    let mut line = format!(
+        "{ty:<5} {label:<4} {:>7.1} MB  1 row: {:>6.2} ns/block {:>6.1} GB/s",
+        m.len() as f64 / 1e6,
+        one * 1e9 / blocks,
+        m.len() as f64 / one / 1e9
+    );
+    if has_x4(ty) {
+        let four = best(reps, || {
+            m.chunks_exact(row_bytes)
+                .map(|r| {
+                    let o = vec_dot_x4(ty, r, std::array::from_fn(|t| &acts[t])).unwrap();
+                    o.iter().sum::<f32>()
+                })
+                .sum()
+        });
+        line += &format!("  4 rows: {:>6.2} ns/block/row", four * 1e9 / blocks / 4.0);
+    }
+    println!("{line}");
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let (hot, cold, reps) = if full {
+        (256 << 10, 64 << 20, 20)
+    } else {
+        (16 << 10, 64 << 10, 2)
+    };
+    for (ty, cols) in [
+        (GgmlType::Q4_0, 896),
+        (GgmlType::Q4_1, 576),
+        (GgmlType::Q5_0, 896),
+        (GgmlType::Q8_0, 896),
+        (GgmlType::Q4_K, 4864),
+        (GgmlType::Q5_K, 4864),
+        (GgmlType::Q6_K, 4864),
+    ] {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(&ty.to_string())) {
+            continue;
+        }
+        run(ty, cols, hot, reps, "hot");
+        run(ty, cols, cold, reps.min(5), "cold");
+    }
+}

@@ -1,0 +1,467 @@
+//! AVX2 dot products of Q4_K, Q5_K and Q6_K rows with Q8_K activations, for one activation row
+//! (decode) and for four at once (a prompt: each weight block unpacked once for four tokens),
+//! giving bit for bit what the scalar reference `kquants::vec_dot_q*_k_q8_k` gives.
+//!
+//! The reference follows ggml's generic k-quant kernels: per 256-weight block eight integer lane
+//! sums, lane `l` collecting `scale(sub-block) * level[i] * q8[i]` for every weight `i` with
+//! `i % 8 == l`; then per lane `sums[l] += d * lane` (a multiply and an add, unfused), the min
+//! term of Q4_K/Q5_K in a scalar, and the lanes folded in order at the end. Integer sums are
+//! exact in any order, so only the eight integers per block have to come out the same:
+//! - weights' levels and activations are both reordered within each 16 as `PAIR_ORDER`
+//!   (`[0, 8, 1, 9, ..]`; the activations once per token, `BlockQ8K::qs_pairs`), so `maddubs`
+//!   adds the two products that share a lane: 16-bit slot `j` of each 128-bit half is lane `j`;
+//! - two 32-weight chunks' slots are interleaved (`unpacklo/hi_epi16`) and one `madd` with the
+//!   two chunks' scales gives 32-bit sums for lanes 0..3 (and 4..7) per 128-bit half;
+//! - at the end of the block the two halves are added: the eight lanes.
+//!
+//! Q6_K's levels are signed (-32..31); `maddubs` wants unsigned weights, so the kernel uses the
+//! stored 0..63 and subtracts 32 times the activations' pair sums (llama.cpp's own trick), which
+//! is the same integer.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use super::kquants::{BlockQ8K, PAIR_ORDER, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+use super::x86::{f16_one, f16_pair};
+
+/// The weight type of a kernel (a constant wherever `dot_rows` is inlined).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+/// One weight block, unpacked once for however many activation rows use it.
+struct Unpacked {
+    /// The eight 32-weight chunks' levels, unsigned (Q6_K: plus 32), in `PAIR_ORDER`.
+    levels: [__m256i; 8],
+    /// For chunk pair `p` (chunks `2p`, `2p + 1`): their scales as 16-bit pairs, the first
+    /// 16 weights' in the low 128 bits and the last 16 weights' in the high 128 bits.
+    scales: [__m256i; 4],
+    /// Q4_K/Q5_K: the eight mins as 16-bit values.
+    mins: __m128i,
+    d: f32,
+    dmin: f32,
+}
+
+/// `PAIR_ORDER` in both 128-bit halves, as a `pshufb` mask.
+#[inline(always)]
+unsafe fn pair_shuffle() -> __m256i {
+    let p = _mm_loadu_si128(PAIR_ORDER.as_ptr() as *const __m128i);
+    _mm256_set_m128i(p, p)
+}
+
+#[inline(always)]
+unsafe fn load(b: &[u8], at: usize) -> __m256i {
+    debug_assert!(b.len() >= at + 32);
+    _mm256_loadu_si256(b.as_ptr().add(at) as *const __m256i)
+}
+
+/// The three little-endian u32 words of `b[at..at + 12]` (after one bounds check).
+#[inline(always)]
+fn words3(b: &[u8], at: usize) -> [u32; 3] {
+    let s: &[u8; 12] = b[at..at + 12].try_into().expect("12 bytes");
+    std::array::from_fn(|i| {
+        u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]])
+    })
+}
+
+/// Q4_K/Q5_K's eight 6-bit scales and eight 6-bit mins from their 12 packed bytes, as bytes
+/// (`kquants::scale_min_k4` for all eight at once; llama.cpp's `utmp` shuffle).
+#[inline(always)]
+fn k4_scales_mins(b: &[u8]) -> (u64, u64) {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let [u0, u1, u2] = words3(b, 4);
+    let scales = (u0 & LOW6) as u64 | (((u2 & LOW4) | (((u0 >> 6) & LOW2) << 4)) as u64) << 32;
+    let mins = (u1 & LOW6) as u64 | ((((u2 >> 4) & LOW4) | (((u1 >> 6) & LOW2) << 4)) as u64) << 32;
+    (scales, mins)
+}
+
+/// Broadcast 32-bit element `p` of each 128-bit half (`p` a constant after unrolling).
+#[inline(always)]
+unsafe fn pair_scales(s: __m256i) -> [__m256i; 4] {
+    [
+        _mm256_shuffle_epi32::<0x00>(s),
+        _mm256_shuffle_epi32::<0x55>(s),
+        _mm256_shuffle_epi32::<0xAA>(s),
+        _mm256_shuffle_epi32::<0xFF>(s),
+    ]
+}
+
+/// A Q4_K (no `qh`) or Q5_K block: `d`, `dmin`, 12 scale bytes, then Q5_K's 32 `qh` bytes, then
+/// 128 bytes of nibbles (group `g`'s 32 bytes: chunk `2g` in the low nibbles, `2g + 1` high).
+#[inline(always)]
+unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
+    let shuf = pair_shuffle();
+    let m4 = _mm256_set1_epi8(0x0F);
+    let (sc, mn) = k4_scales_mins(b);
+    let sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64));
+    let qs_at = if q5 { 48 } else { 16 };
+    let qh = if q5 {
+        _mm256_shuffle_epi8(load(b, 16), shuf)
+    } else {
+        _mm256_setzero_si256()
+    };
+    let mut levels = [_mm256_setzero_si256(); 8];
+    for g in 0..4 {
+        let v = _mm256_shuffle_epi8(load(b, qs_at + 32 * g), shuf);
+        for half in 0..2 {
+            let j = 2 * g + half;
+            let shifted = if half == 0 {
+                v
+            } else {
+                _mm256_srli_epi16::<4>(v)
+            };
+            let mut q = _mm256_and_si256(shifted, m4);
+            if q5 {
+                // bit j of each qh byte, moved to bit 4
+                let bit = _mm256_and_si256(
+                    _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)),
+                    _mm256_set1_epi8(1),
+                );
+                q = _mm256_or_si256(q, _mm256_slli_epi16::<4>(bit));
+            }
+            levels[j] = q;
+        }
+    }
+    let (d, dmin) = f16_pair(b, 0);
+    Unpacked {
+        levels,
+        scales: pair_scales(_mm256_set_m128i(sc16, sc16)),
+        mins: _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64)),
+        d,
+        dmin,
+    }
+}
+
+/// A Q6_K block: 128 bytes of low nibbles (`ql`), 64 of top bits (`qh`), 16 i8 scales, `d`.
+/// Half `h`, chunk `k` (weights `128h + 32k ..`): nibble `k / 2` of `ql[64h + 32(k % 2) ..]`
+/// with bits `2k..2k + 2` of `qh[32h ..]` above it.
+#[inline(always)]
+unsafe fn unpack_q6_k(b: &[u8]) -> Unpacked {
+    let shuf = pair_shuffle();
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    let mut levels = [_mm256_setzero_si256(); 8];
+    for h in 0..2 {
+        let qh = _mm256_shuffle_epi8(load(b, 128 + 32 * h), shuf);
+        let ql = [
+            _mm256_shuffle_epi8(load(b, 64 * h), shuf),
+            _mm256_shuffle_epi8(load(b, 64 * h + 32), shuf),
+        ];
+        for k in 0..4 {
+            let low = if k < 2 {
+                _mm256_and_si256(ql[k % 2], m4)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16::<4>(ql[k % 2]), m4)
+            };
+            let top = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m2);
+            levels[4 * h + k] = _mm256_or_si256(low, _mm256_slli_epi16::<4>(top));
+        }
+    }
+    // Scales of chunk pair p: (s[4p], s[4p + 2]) for the first 16 weights of each chunk,
+    // (s[4p + 1], s[4p + 3]) for the last 16: even scales into the low half, odd into the high.
+    let evens_odds = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    let s = _mm_shuffle_epi8(
+        _mm_loadu_si128(b.as_ptr().add(192) as *const __m128i),
+        evens_odds,
+    );
+    Unpacked {
+        levels,
+        scales: pair_scales(_mm256_cvtepi8_epi16(s)),
+        mins: _mm_setzero_si128(),
+        d: f16_one(b, 208),
+        dmin: 0.0,
+    }
+}
+
+/// The block's eight integer lane sums against one activation block (`q` in `PAIR_ORDER`).
+#[inline(always)]
+unsafe fn lanes(u: &Unpacked, q: &[i8; 256], q6: bool) -> __m256i {
+    let mut lo = _mm256_setzero_si256();
+    let mut hi = _mm256_setzero_si256();
+    for p in 0..4 {
+        let qa = _mm256_loadu_si256(q.as_ptr().add(64 * p) as *const __m256i);
+        let qb = _mm256_loadu_si256(q.as_ptr().add(64 * p + 32) as *const __m256i);
+        // |pair| <= 2 * 63 * 127: no saturation
+        let mut ma = _mm256_maddubs_epi16(u.levels[2 * p], qa);
+        let mut mb = _mm256_maddubs_epi16(u.levels[2 * p + 1], qb);
+        if q6 {
+            let m32 = _mm256_set1_epi8(32);
+            ma = _mm256_sub_epi16(ma, _mm256_maddubs_epi16(m32, qa));
+            mb = _mm256_sub_epi16(mb, _mm256_maddubs_epi16(m32, qb));
+        }
+        let sc = u.scales[p];
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(ma, mb), sc));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(ma, mb), sc));
+    }
+    // lo: lanes 0..3 (first 16 weights of each chunk | last 16), hi: lanes 4..7
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(lo, hi),
+        _mm256_permute2x128_si256::<0x31>(lo, hi),
+    )
+}
+
+/// `Σ_j bsums[j] * mins[j / 2]`, exact.
+#[inline(always)]
+unsafe fn min_sum(mins: __m128i, y: &BlockQ8K) -> i32 {
+    let b = y.bsums.as_ptr() as *const __m128i;
+    let pairs = _mm_hadd_epi16(_mm_loadu_si128(b), _mm_loadu_si128(b.add(1)));
+    let p = _mm_madd_epi16(mins, pairs);
+    let p = _mm_add_epi32(p, _mm_unpackhi_epi64(p, p));
+    _mm_cvtsi128_si32(_mm_add_epi32(p, _mm_shuffle_epi32::<1>(p)))
+}
+
+/// `sumf + lane 0 + lane 1 + .. + lane 7`, in that order (the reference's fold).
+#[inline(always)]
+unsafe fn fold(sumf: f32, sums: __m256) -> f32 {
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
+    lanes.iter().fold(sumf, |acc, &s| acc + s)
+}
+
+/// One weight row against `N` activation rows, each result the reference's for its row.
+#[inline(always)]
+unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) -> [f32; N] {
+    let bytes = match kind {
+        Kind::Q4K => Q4_K_BYTES,
+        Kind::Q5K => Q5_K_BYTES,
+        Kind::Q6K => Q6_K_BYTES,
+    };
+    for a in &a {
+        assert_eq!(
+            w.len(),
+            a.len() * bytes,
+            "weight row of {} bytes against {} Q8_K blocks",
+            w.len(),
+            a.len()
+        );
+    }
+    let mut sums = [_mm256_setzero_ps(); N];
+    let mut sumf = [0f32; N];
+    for (i, b) in w.chunks_exact(bytes).enumerate() {
+        let u = match kind {
+            Kind::Q4K => unpack_k45(b, false),
+            Kind::Q5K => unpack_k45(b, true),
+            Kind::Q6K => unpack_q6_k(b),
+        };
+        for t in 0..N {
+            let y = &a[t][i];
+            let l = _mm256_cvtepi32_ps(lanes(&u, &y.qs_pairs, kind == Kind::Q6K));
+            let d = u.d * y.d;
+            sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(d), l));
+            if kind != Kind::Q6K {
+                let dmin = u.dmin * y.d;
+                sumf[t] -= dmin * min_sum(u.mins, y) as f32;
+            }
+        }
+    }
+    std::array::from_fn(|t| fold(sumf[t], sums[t]))
+}
+
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    dot_rows(w, [a], Kind::Q4K)[0]
+}
+
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    dot_rows(w, [a], Kind::Q5K)[0]
+}
+
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    dot_rows(w, [a], Kind::Q6K)[0]
+}
+
+/// Four activation rows against one Q4_K weight row; each result bit-identical to
+/// `vec_dot_q4_k_q8_k`'s for that row.
+///
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q4_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_rows(w, a, Kind::Q4K)
+}
+
+/// `vec_dot_q4_k_q8_k_x4` for Q5_K.
+///
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_rows(w, a, Kind::Q5K)
+}
+
+/// `vec_dot_q4_k_q8_k_x4` for Q6_K.
+///
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q6_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_rows(w, a, Kind::Q6K)
+}
+
+row_loops!(rows_q4_k_q8_k = vec_dot_q4_k_q8_k, BlockQ8K);
+row_loops!(rows_q5_k_q8_k = vec_dot_q5_k_q8_k, BlockQ8K);
+row_loops!(rows_q6_k_q8_k = vec_dot_q6_k_q8_k, BlockQ8K);
+row_loops!(rows_q4_k_q8_k_x4 = vec_dot_q4_k_q8_k_x4 x4, BlockQ8K);
+row_loops!(rows_q5_k_q8_k_x4 = vec_dot_q5_k_q8_k_x4 x4, BlockQ8K);
+row_loops!(rows_q6_k_q8_k_x4 = vec_dot_q6_k_q8_k_x4 x4, BlockQ8K);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::kquants::{self, quantize_act_q8_k, QK_K};
+    use crate::quant::x86::available;
+    use half::f16;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn f(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        }
+    }
+
+    fn put_f16(b: &mut [u8], at: usize, v: f32) {
+        b[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+    }
+
+    /// A random row: random quant and scale bytes, finite f16 `d` (and `dmin`) of either sign.
+    fn row(rng: &mut Rng, bytes: usize, blocks: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = (0..blocks * bytes).map(|_| rng.next() as u8).collect();
+        for b in out.chunks_exact_mut(bytes) {
+            if bytes == Q6_K_BYTES {
+                put_f16(b, 208, rng.f() * 0.05);
+            } else {
+                put_f16(b, 0, rng.f() * 0.05);
+                put_f16(b, 2, rng.f() * 0.05);
+            }
+        }
+        out
+    }
+
+    /// Activations: mostly moderate, some blocks with one large value, some all zero, some at
+    /// the extremes (every q8 at ±127).
+    fn acts(rng: &mut Rng, blocks: usize) -> Vec<BlockQ8K> {
+        let mut x: Vec<f32> = (0..blocks * QK_K).map(|_| rng.f() * 3.0).collect();
+        for blk in x.chunks_exact_mut(QK_K) {
+            match rng.next() % 6 {
+                0 => blk[(rng.next() % 256) as usize] = 40.0,
+                1 => blk.fill(0.0),
+                2 => blk
+                    .iter_mut()
+                    .for_each(|v| *v = if *v < 0.0 { -1.0 } else { 1.0 }),
+                _ => {}
+            }
+        }
+        quantize_act_q8_k(&x)
+    }
+
+    type Kernel = unsafe fn(&[u8], &[BlockQ8K]) -> f32;
+    type Kernel4 = unsafe fn(&[u8], [&[BlockQ8K]; 4]) -> [f32; 4];
+    type Reference = fn(&[u8], &[BlockQ8K]) -> f32;
+
+    #[test]
+    fn k_quant_kernels_equal_the_scalar_reference_bit_for_bit() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA/F16C");
+            return;
+        }
+        let cases: [(&str, usize, Kernel, Kernel4, Reference); 3] = [
+            (
+                "Q4_K",
+                Q4_K_BYTES,
+                vec_dot_q4_k_q8_k,
+                vec_dot_q4_k_q8_k_x4,
+                kquants::vec_dot_q4_k_q8_k,
+            ),
+            (
+                "Q5_K",
+                Q5_K_BYTES,
+                vec_dot_q5_k_q8_k,
+                vec_dot_q5_k_q8_k_x4,
+                kquants::vec_dot_q5_k_q8_k,
+            ),
+            (
+                "Q6_K",
+                Q6_K_BYTES,
+                vec_dot_q6_k_q8_k,
+                vec_dot_q6_k_q8_k_x4,
+                kquants::vec_dot_q6_k_q8_k,
+            ),
+        ];
+        let mut rng = Rng(0x6b71);
+        for (name, bytes, one, four, reference) in cases {
+            for blocks in [1usize, 2, 3, 19] {
+                for _ in 0..40 {
+                    let w = row(&mut rng, bytes, blocks);
+                    let a: Vec<Vec<BlockQ8K>> = (0..4).map(|_| acts(&mut rng, blocks)).collect();
+                    // SAFETY: the features were just detected; the shapes match.
+                    let got4 = unsafe { four(&w, std::array::from_fn(|t| &a[t][..])) };
+                    for (t, a) in a.iter().enumerate() {
+                        let want = reference(&w, a);
+                        // SAFETY: as above.
+                        let got = unsafe { one(&w, a) };
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{name} x {blocks}: {got} vs {want}"
+                        );
+                        assert_eq!(
+                            got4[t].to_bits(),
+                            want.to_bits(),
+                            "{name} x {blocks}, row {t}"
+                        );
+                        // and through the dispatch the engine uses
+                        let act = crate::quant::QuantizedAct::Q8_K(a.clone());
+                        let ty = match name {
+                            "Q4_K" => crate::quant::GgmlType::Q4_K,
+                            "Q5_K" => crate::quant::GgmlType::Q5_K,
+                            _ => crate::quant::GgmlType::Q6_K,
+                        };
+                        let via = crate::quant::vec_dot(ty, &w, &act);
+                        assert_eq!(via.to_bits(), want.to_bits(), "{name} via vec_dot");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_scales_and_mins_equal_the_reference() {
+        let mut rng = Rng(3);
+        for _ in 0..1000 {
+            let b: Vec<u8> = (0..16).map(|_| rng.next() as u8).collect();
+            let (sc, mn) = k4_scales_mins(&b);
+            for j in 0..8 {
+                let (s, m) = kquants::scale_min_k4(j, &b[4..16]);
+                assert_eq!((sc >> (8 * j)) as u8, s, "scale {j}");
+                assert_eq!((mn >> (8 * j)) as u8, m, "min {j}");
+            }
+        }
+    }
+}
