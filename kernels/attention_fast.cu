@@ -13,10 +13,7 @@
 // the step) combines the splits into the output.
 // RoPE runs here too (the query, and the step's own K in the block that needs it, which also
 // writes this step's K and V rows to the cache), so decode needs no rope_store launch.
-// Sums are reordered freely (f32 throughout, q pre-scaled); the exponentials are the accurate
-// expf, not the __expf intrinsic (2 ulp plus an error growing with the argument): one per
-// cached position and head is few enough that the accuracy is cheap. `exact` keeps
-// attention.cu.
+// Sums are reordered freely (f32 throughout, q pre-scaled); `exact` keeps attention.cu.
 
 #define ATTF_THREADS 256
 // 128 positions: at 1024 positions of context a 7b head gets 9 blocks instead of 5, and a
@@ -113,7 +110,7 @@ __device__ __forceinline__ void attention_split_block(
     for (int w = 1; w < nw; w++) m = fmaxf(m, wtop[w]);
     float l = 0.0f;
     for (int j = threadIdx.x; j < len; j += blockDim.x) {
-        float e = expf(sc[j] - m);
+        float e = __expf(sc[j] - m);
         sc[j] = e;
         l += e;
     }
@@ -189,9 +186,9 @@ __device__ __forceinline__ void attention_split_block(
     float mx = -INFINITY;
     for (int s = 0; s < active; s++) mx = fmaxf(mx, wm[s]);
     float total = 0.0f;
-    for (int s = 0; s < active; s++) total += wl[s] * expf(wm[s] - mx);
+    for (int s = 0; s < active; s++) total += wl[s] * __expf(wm[s] - mx);
     __syncthreads();
-    for (int s = threadIdx.x; s < active; s += blockDim.x) wm[s] = expf(wm[s] - mx) / total;
+    for (int s = threadIdx.x; s < active; s += blockDim.x) wm[s] = __expf(wm[s] - mx) / total;
     __syncthreads();
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float a = 0.0f;
