@@ -455,33 +455,21 @@ mod tests {
     use crate::quant::{legacy, quantize_act, ActType, GgmlType, QuantizedAct};
     use half::f16;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn f(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        }
-    }
+    use crate::rng::SplitMix64 as Rng;
 
     /// A random row: random quant bytes, finite f16 scale fields.
     fn row(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
         let bytes = ty.block_bytes();
         let mut out = Vec::with_capacity(blocks * bytes);
         for _ in 0..blocks {
-            let mut b: Vec<u8> = (0..bytes).map(|_| rng.next() as u8).collect();
+            let mut b: Vec<u8> = (0..bytes).map(|_| rng.next_u64() as u8).collect();
             let scales = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
                 2
             } else {
                 1
             };
             for s in 0..scales {
-                let v = f16::from_f32(rng.f() * 0.05).to_le_bytes();
+                let v = f16::from_f32(rng.next_signed() * 0.05).to_le_bytes();
                 b[2 * s..2 * s + 2].copy_from_slice(&v);
             }
             out.extend(b);
@@ -495,9 +483,9 @@ mod tests {
             eprintln!("skipped: no AVX2 on this CPU");
             return;
         }
-        let mut rng = Rng(0x1e7e1);
+        let mut rng = Rng::new(0x1e7e1);
         for _ in 0..100 {
-            let b: Vec<u8> = (0..210).map(|_| rng.next() as u8).collect();
+            let b: Vec<u8> = (0..210).map(|_| rng.next_u64() as u8).collect();
             let (mut want, mut got) = ([0i8; 256], [0i8; 256]);
             crate::quant::kquants::q6_levels_scalar(&b, &mut want);
             // SAFETY: AVX2 was just detected; b is a whole Q6_K block.
@@ -518,13 +506,13 @@ mod tests {
             eprintln!("skipped: no AVX2 on this CPU");
             return;
         }
-        let mut rng = Rng(0x5eed);
+        let mut rng = Rng::new(0x5eed);
         for sub in [16usize, 32] {
             for _ in 0..200 {
-                let lv: [i8; 256] = std::array::from_fn(|_| (rng.next() % 64) as i8 - 32);
-                let q8: [i8; 256] = std::array::from_fn(|_| (rng.next() % 256) as u8 as i8);
+                let lv: [i8; 256] = std::array::from_fn(|_| (rng.next_u64() % 64) as i8 - 32);
+                let q8: [i8; 256] = std::array::from_fn(|_| (rng.next_u64() % 256) as u8 as i8);
                 let sc: Vec<i32> = (0..256 / sub)
-                    .map(|_| (rng.next() % 128) as i32 - 64)
+                    .map(|_| (rng.next_u64() % 128) as i32 - 64)
                     .collect();
                 let want = crate::quant::kquants::lane_sums_scalar(&lv, &q8, sub, |s| sc[s]);
                 // SAFETY: AVX2 was just detected.
@@ -540,14 +528,15 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX2/FMA");
             return;
         }
-        let mut rng = Rng(11);
+        let mut rng = Rng::new(11);
         for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
             for blocks in [1usize, 3, 18, 28] {
                 for _ in 0..20 {
                     let w = row(&mut rng, ty, blocks);
                     let acts: Vec<QuantizedAct> = (0..4)
                         .map(|_| {
-                            let x: Vec<f32> = (0..blocks * 32).map(|_| rng.f() * 3.0).collect();
+                            let x: Vec<f32> =
+                                (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
                             quantize_act(ActType::for_weights(ty), &x)
                         })
                         .collect();
@@ -581,7 +570,7 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX2/FMA");
             return;
         }
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         for ty in [
             GgmlType::Q4_0,
             GgmlType::Q4_1,
@@ -592,7 +581,7 @@ mod tests {
             for blocks in [1usize, 2, 7, 18, 48] {
                 for _ in 0..20 {
                     let w = row(&mut rng, ty, blocks);
-                    let x: Vec<f32> = (0..blocks * 32).map(|_| rng.f() * 3.0).collect();
+                    let x: Vec<f32> = (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
                     let act = quantize_act(ActType::for_weights(ty), &x);
                     let (fast, slow) = unsafe {
                         match (&act, ty) {

@@ -332,19 +332,7 @@ mod tests {
     use crate::quant::x86::available;
     use half::f16;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn f(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        }
-    }
+    use crate::rng::SplitMix64 as Rng;
 
     fn put_f16(b: &mut [u8], at: usize, v: f32) {
         b[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
@@ -352,13 +340,13 @@ mod tests {
 
     /// A random row: random quant and scale bytes, finite f16 `d` (and `dmin`) of either sign.
     fn row(rng: &mut Rng, bytes: usize, blocks: usize) -> Vec<u8> {
-        let mut out: Vec<u8> = (0..blocks * bytes).map(|_| rng.next() as u8).collect();
+        let mut out: Vec<u8> = (0..blocks * bytes).map(|_| rng.next_u64() as u8).collect();
         for b in out.chunks_exact_mut(bytes) {
             if bytes == Q6_K_BYTES {
-                put_f16(b, 208, rng.f() * 0.05);
+                put_f16(b, 208, rng.next_signed() * 0.05);
             } else {
-                put_f16(b, 0, rng.f() * 0.05);
-                put_f16(b, 2, rng.f() * 0.05);
+                put_f16(b, 0, rng.next_signed() * 0.05);
+                put_f16(b, 2, rng.next_signed() * 0.05);
             }
         }
         out
@@ -367,10 +355,12 @@ mod tests {
     /// Activations: mostly moderate, some blocks with one large value, some all zero, some at
     /// the extremes (every q8 at ±127).
     fn acts(rng: &mut Rng, blocks: usize) -> Vec<BlockQ8K> {
-        let mut x: Vec<f32> = (0..blocks * QK_K).map(|_| rng.f() * 3.0).collect();
+        let mut x: Vec<f32> = (0..blocks * QK_K)
+            .map(|_| rng.next_signed() * 3.0)
+            .collect();
         for blk in x.chunks_exact_mut(QK_K) {
-            match rng.next() % 6 {
-                0 => blk[(rng.next() % 256) as usize] = 40.0,
+            match rng.next_u64() % 6 {
+                0 => blk[(rng.next_u64() % 256) as usize] = 40.0,
                 1 => blk.fill(0.0),
                 2 => blk
                     .iter_mut()
@@ -414,7 +404,7 @@ mod tests {
                 kquants::vec_dot_q6_k_q8_k,
             ),
         ];
-        let mut rng = Rng(0x6b71);
+        let mut rng = Rng::new(0x6b71);
         for (name, bytes, one, four, reference) in cases {
             for blocks in [1usize, 2, 3, 19] {
                 for _ in 0..40 {
@@ -453,9 +443,9 @@ mod tests {
 
     #[test]
     fn packed_scales_and_mins_equal_the_reference() {
-        let mut rng = Rng(3);
+        let mut rng = Rng::new(3);
         for _ in 0..1000 {
-            let b: Vec<u8> = (0..16).map(|_| rng.next() as u8).collect();
+            let b: Vec<u8> = (0..16).map(|_| rng.next_u64() as u8).collect();
             let (sc, mn) = k4_scales_mins(&b);
             for j in 0..8 {
                 let (s, m) = kquants::scale_min_k4(j, &b[4..16]);
