@@ -2,8 +2,10 @@
 //! least `GEMM_MIN_TOKENS` tokens against a weight matrix as one f16 matrix-matrix product.
 //! The activations are rounded to f16 once per product, the weights expanded to f16 into a
 //! scratch buffer a slice of rows at a time (f16 weights are used in place), and `gemm_f16`
-//! writes the f32 output with the bias and residual epilogue of the one-token kernels.
-//! Below the threshold, and under `exact`, the products keep the vec-dot kernels.
+//! writes the f32 output with the bias and residual epilogue of the one-token kernels. A
+//! product with too few output tiles to fill the GPU splits K, and `gemm_reduce` adds the
+//! pieces in a fixed order (the same logits every run). Below the threshold, and under
+//! `exact`, the products keep the vec-dot kernels.
 
 use std::sync::Arc;
 
@@ -18,8 +20,9 @@ use super::weights::GMat;
 use crate::engine::EngineError;
 use crate::quant::GgmlType;
 
-/// Fewest tokens a product takes on tensor cores: expanding a matrix to f16 costs about three
-/// reads of its weights, which a batch this large repays.
+/// Fewest tokens a product takes on tensor cores: expanding a matrix to f16 writes two bytes
+/// per weight and the product reads them back, while the vec-dot kernels read the quantized
+/// weights once per 8 tokens; a batch this large repays the expansion (a choice, not tuned).
 pub(super) const GEMM_MIN_TOKENS: usize = 64;
 
 /// Largest weight scratch, in f16 values (256 MiB, a 7B model's largest layer matrix):
