@@ -22,8 +22,21 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x) with ggml's vector `expf`.
+/// Values per `silu_mul` task: large enough that a pool hand-off costs little against it.
+const SILU_CHUNK: usize = 1024;
+
+/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x) with ggml's vector `expf`. Each element
+/// is computed on its own (the same operations whichever thread takes it), so the work is split
+/// over the engine's pool in `SILU_CHUNK` pieces.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    let up = &up[..gate.len()];
+    super::pool::par_chunks_mut(gate, SILU_CHUNK, |i, g| {
+        silu_mul_serial(g, &up[i * SILU_CHUNK..][..g.len()])
+    });
+}
+
+/// `silu_mul` on the calling thread.
+fn silu_mul_serial(gate: &mut [f32], up: &[f32]) {
     with_fma(
         #[inline(always)]
         || {
@@ -49,7 +62,17 @@ pub fn rope_table(pos: usize, n_rot: usize, base: f32) -> Vec<(f32, f32)> {
 }
 
 /// Rotate each head of `x` (`n_heads` heads of `head_dim`) in place.
+/// The fused operations run as FMA instructions where the CPU has them (`with_fma`; without
+/// it `mul_add` is a libm call per element), the same bits either way.
 pub fn rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
+    with_fma(
+        #[inline(always)]
+        || rope_serial(x, head_dim, table, style),
+    )
+}
+
+#[inline(always)]
+fn rope_serial(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
     let n_rot = table.len() * 2;
     for head in x.chunks_exact_mut(head_dim) {
         for (i, &(c, s)) in table.iter().enumerate() {
@@ -101,6 +124,23 @@ mod tests {
         let mut id = orig;
         rope(&mut id, 4, &rope_table(0, 4, 10000.0), RopeStyle::Neox);
         assert_eq!(id, orig);
+    }
+
+    /// The pooled `silu_mul` gives each element the serial loop's bits.
+    #[test]
+    fn silu_mul_split_over_the_pool_equals_the_serial_loop() {
+        let mut rng = crate::rng::SplitMix64::new(3);
+        for n in [1usize, 7, SILU_CHUNK, SILU_CHUNK + 1, 4864] {
+            let g: Vec<f32> = (0..n).map(|_| rng.next_signed() * 12.0).collect();
+            let u: Vec<f32> = (0..n).map(|_| rng.next_signed() * 3.0).collect();
+            let (mut fast, mut slow) = (g.clone(), g);
+            silu_mul(&mut fast, &u);
+            for (a, &b) in slow.iter_mut().zip(&u) {
+                *a = silu(*a) * b;
+            }
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&slow), "n={n}");
+        }
     }
 
     #[test]
