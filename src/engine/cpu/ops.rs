@@ -35,8 +35,14 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     });
 }
 
-/// `silu_mul` on the calling thread.
+/// `silu_mul` on the calling thread: AVX2 where the CPU has it (`ops_x86::silu_mul`, the
+/// same bits), else the scalar loop.
 fn silu_mul_serial(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::x86::available() {
+        // SAFETY: the features were just detected.
+        return unsafe { super::ops_x86::silu_mul(gate, up) };
+    }
     with_fma(
         #[inline(always)]
         || {
