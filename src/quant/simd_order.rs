@@ -89,8 +89,8 @@ fn dot_f16_by(x: &[f16], y_len: usize, y: impl Fn(usize) -> f32) -> f32 {
         let folded: [f32; 16] = std::array::from_fn(|l| (s0[l] + s2[l]) + (s1[l] + s3[l]));
         total = reduce_add_16(&folded) as f64;
     }
-    for k in np..n {
-        total += (x[k].to_f32() * y(k)) as f64;
+    for (k, xk) in (np..n).zip(&x[np..n]) {
+        total += (xk.to_f32() * y(k)) as f64;
     }
     total as f32
 }

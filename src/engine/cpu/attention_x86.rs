@@ -63,8 +63,8 @@ unsafe fn dot_f16_by(
     let np = n & !63;
     if np == 0 {
         let mut total = 0f64;
-        for k in 0..n {
-            total += (x[k].to_f32() * y1(k)) as f64;
+        for (k, xk) in x[..n].iter().enumerate() {
+            total += (xk.to_f32() * y1(k)) as f64;
         }
         return total as f32;
     }
@@ -91,8 +91,8 @@ unsafe fn dot_f16_by(
     let mut t = [0f32; 4];
     _mm_storeu_ps(t.as_mut_ptr(), t6);
     let mut total = ((t[0] + t[2]) + (t[1] + t[3])) as f64;
-    for k in np..n {
-        total += (x[k].to_f32() * y1(k)) as f64;
+    for (k, xk) in (np..n).zip(&x[np..n]) {
+        total += (xk.to_f32() * y1(k)) as f64;
     }
     total as f32
 }
