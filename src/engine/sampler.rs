@@ -41,40 +41,42 @@ pub struct Sampler {
     rng: SplitMix64,
 }
 
-/// Index of the largest logit (the lowest index on ties), or 0 for an empty slice.
-///
-/// The answer of `argmax_serial` (a NaN is never larger, so a NaN at index 0 wins and one
-/// elsewhere never does), found in two passes that vectorise: the largest value, kept per
-/// lane with the same `>` (a NaN never replaces a lane's value, and for the values that are
-/// not NaN the largest is the same in any order; `-0.0` and `0.0` compare equal, and either
-/// finds the same first index), then the first index holding a value equal to it.
+/// Index of the largest logit (the lowest index on ties), or 0 for an empty slice: the answer
+/// of `argmax_serial`, in which a NaN is never larger, so a NaN at index 0 wins and one
+/// elsewhere never does.
 pub fn argmax(logits: &[f32]) -> u32 {
-    let Some(&first) = logits.first() else {
-        return 0;
-    };
-    if first.is_nan() {
-        return 0;
+    match logits.first() {
+        Some(v) if !v.is_nan() => first_max(logits).unwrap_or(0) as u32,
+        _ => 0,
     }
+}
+
+/// The first index of the largest value that is not NaN (None if every value is NaN), in two
+/// passes that vectorise: the largest value, kept per lane with `>` (a NaN never replaces a
+/// lane's value, and for the other values the largest is the same in any order; `-0.0` and
+/// `0.0` compare equal, and either finds the same first index), then the first index holding
+/// a value equal to it. Pieces of a slice combine in order, a later piece's answer replacing
+/// an earlier one only where its value is larger (`cpu::ops::argmax`).
+pub fn first_max(logits: &[f32]) -> Option<usize> {
     const LANES: usize = 16;
-    let mut lanes = [first; LANES];
+    let mut lanes = [f32::NEG_INFINITY; LANES];
     let mut chunks = logits.chunks_exact(LANES);
     for c in &mut chunks {
         for (m, &v) in lanes.iter_mut().zip(c) {
             *m = if v > *m { v } else { *m };
         }
     }
-    let mut max = first;
+    let mut max = f32::NEG_INFINITY;
     for &v in lanes.iter().chain(chunks.remainder()) {
         if v > max {
             max = v;
         }
     }
-    logits.iter().position(|&v| v == max).unwrap_or(0) as u32
+    logits.iter().position(|&v| v == max)
 }
 
 /// `argmax` one value at a time: the reference.
-#[cfg(test)]
-fn argmax_serial(logits: &[f32]) -> u32 {
+pub fn argmax_serial(logits: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &v) in logits.iter().enumerate() {
         if v > logits[best] {

@@ -2,6 +2,7 @@
 //! arithmetic (f32 values, f64 sums where ggml uses them).
 
 use super::fma::with_fma;
+use crate::engine::sampler::first_max;
 use crate::model::RopeStyle;
 use crate::quant::simd_order::silu;
 
@@ -21,6 +22,33 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
         *a += b;
     }
 }
+
+/// `sampler::argmax` over the engine's pool: each thread finds the first largest value of
+/// its piece (`sampler::first_max`), and the pieces combine in order with `>` (a later piece
+/// wins only with a larger value: the lowest index on ties), from index 0 (which wins when it
+/// is NaN). The same index as the serial loop.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let pool = super::pool::global();
+    let pieces = (pool.threads() * 2)
+        .min(logits.len().div_ceil(ARGMAX_MIN_PIECE))
+        .max(1);
+    let piece = logits.len().div_ceil(pieces).max(1);
+    let mut found = vec![None; logits.len().div_ceil(piece)];
+    super::pool::par_chunks_mut(&mut found, 1, |i, f| {
+        let part = &logits[i * piece..((i + 1) * piece).min(logits.len())];
+        f[0] = first_max(part).map(|j| i * piece + j);
+    });
+    let mut best = 0;
+    for i in found.into_iter().flatten() {
+        if logits[i] > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The smallest piece of an `argmax` worth a task of its own.
+const ARGMAX_MIN_PIECE: usize = 16384;
 
 /// Values per `silu_mul` task: large enough that a pool hand-off costs little against it.
 const SILU_CHUNK: usize = 1024;
@@ -147,6 +175,41 @@ mod tests {
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fast), bits(&slow), "n={n}");
         }
+    }
+
+    /// The pooled `argmax` picks the serial loop's index (NaNs, ties, signed zeros, pieces
+    /// starting with a NaN).
+    #[test]
+    fn pooled_argmax_equals_the_serial_reference() {
+        use crate::engine::sampler::argmax_serial;
+        let mut rng = crate::rng::SplitMix64::new(21);
+        for len in [0usize, 1, 5, ARGMAX_MIN_PIECE + 3, 151_936] {
+            for round in 0..12 {
+                let mut l: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let r = rng.next_signed();
+                        match round % 3 {
+                            0 => r,
+                            1 => (r * 2.0).round(),
+                            _ => -r.abs() * 1e-3,
+                        }
+                    })
+                    .collect();
+                if round % 4 == 3 {
+                    // NaN at the start of every piece a pool of any size could cut
+                    for k in (0..len).step_by(997) {
+                        l[k] = f32::NAN;
+                    }
+                }
+                assert_eq!(argmax(&l), argmax_serial(&l), "len {len} round {round}");
+            }
+        }
+        let mut l = vec![f32::NAN; 3 * ARGMAX_MIN_PIECE];
+        l[2 * ARGMAX_MIN_PIECE + 5] = -0.0;
+        l[ARGMAX_MIN_PIECE + 9] = 0.0;
+        assert_eq!(argmax(&l), 0);
+        l[0] = -1.0;
+        assert_eq!(argmax(&l), (ARGMAX_MIN_PIECE + 9) as u32);
     }
 
     #[test]
