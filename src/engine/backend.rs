@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::cpu::ops::argmax as cpu_argmax;
 use super::cuda::{CudaEngine, GpuDesc};
 use super::options::{Numerics, Timing};
-use super::sampler::argmax;
 use super::{Engine, EngineError, LogitsFor};
 use crate::brick::{BrickId, Recorder};
 use crate::model::Model;
@@ -156,7 +156,7 @@ impl Backend {
             Backend::Cpu(e) => {
                 let logits = e.eval(tokens, LogitsFor::Last)?;
                 let eval_ns = t0.elapsed().as_nanos() as u64;
-                Ok((logits.last().map_or(0, |l| argmax(l)), eval_ns))
+                Ok((logits.last().map_or(0, |l| cpu_argmax(l)), eval_ns))
             }
             Backend::Cuda(e) => {
                 let next = e.eval_argmax(tokens, &mut Recorder::off())?;
@@ -189,7 +189,7 @@ impl Backend {
                     .eval_recorded(tokens, LogitsFor::Last, rec)?
                     .pop()
                     .unwrap_or_default();
-                let next = rec.time(BrickId::Sample, None, || argmax(&row));
+                let next = rec.time(BrickId::Sample, None, || cpu_argmax(&row));
                 Ok((next, Some(row)))
             }
             Backend::Cuda(e) => Ok((e.eval_argmax(tokens, rec)?, None)),

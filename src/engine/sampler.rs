@@ -41,8 +41,42 @@ pub struct Sampler {
     rng: SplitMix64,
 }
 
-/// Index of the largest logit (the lowest index on ties), or 0 for an empty slice.
+/// Index of the largest logit (the lowest index on ties), or 0 for an empty slice: the answer
+/// of `argmax_serial`, in which a NaN is never larger, so a NaN at index 0 wins and one
+/// elsewhere never does.
 pub fn argmax(logits: &[f32]) -> u32 {
+    match logits.first() {
+        Some(v) if !v.is_nan() => first_max(logits).unwrap_or(0) as u32,
+        _ => 0,
+    }
+}
+
+/// The first index of the largest value that is not NaN (None if every value is NaN), in two
+/// passes that vectorise: the largest value, kept per lane with `>` (a NaN never replaces a
+/// lane's value, and for the other values the largest is the same in any order; `-0.0` and
+/// `0.0` compare equal, and either finds the same first index), then the first index holding
+/// a value equal to it. Pieces of a slice combine in order, a later piece's answer replacing
+/// an earlier one only where its value is larger (`cpu::ops::argmax`).
+pub fn first_max(logits: &[f32]) -> Option<usize> {
+    const LANES: usize = 16;
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut chunks = logits.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let mut max = f32::NEG_INFINITY;
+    for &v in lanes.iter().chain(chunks.remainder()) {
+        if v > max {
+            max = v;
+        }
+    }
+    logits.iter().position(|&v| v == max)
+}
+
+/// `argmax` one value at a time: the reference.
+pub fn argmax_serial(logits: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &v) in logits.iter().enumerate() {
         if v > logits[best] {
@@ -130,6 +164,41 @@ mod tests {
         let mut s = Sampler::new(SamplerConfig::greedy());
         assert_eq!(s.sample(&[0.1, 3.0, -1.0, 3.0]), 1);
         assert_eq!(argmax(&[]), 0);
+    }
+
+    /// Random logits with ties, signed zeros, infinities and NaNs, at every length up to
+    /// past two chunks of lanes: the two-pass `argmax` always picks the serial loop's index.
+    #[test]
+    fn argmax_equals_the_serial_reference() {
+        let mut rng = SplitMix64::new(9);
+        let special = [
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1.0,
+        ];
+        for len in (0..70).chain([1000, 151_936]) {
+            for round in 0..40 {
+                let l: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let r = rng.next_signed();
+                        match round % 4 {
+                            0 => r,
+                            // few distinct values: many ties
+                            1 => (r * 3.0).round(),
+                            2 if r.abs() < 0.3 => special[((r.abs() * 20.0) as usize) % 6],
+                            _ => -r.abs() * 0.001,
+                        }
+                    })
+                    .collect();
+                assert_eq!(argmax(&l), argmax_serial(&l), "len {len} round {round}");
+            }
+        }
+        assert_eq!(argmax(&[f32::NAN, 5.0]), 0);
+        assert_eq!(argmax(&[-0.0, 0.0, -0.0]), 0);
+        assert_eq!(argmax(&[1.0, f32::NAN, 2.0, 2.0]), 2);
     }
 
     #[test]

@@ -12,7 +12,10 @@ use half::slice::HalfFloatSliceExt;
 
 use super::fma::with_fma;
 use crate::quant::float::dot_lanes;
-use crate::quant::simd_order::dot_f16;
+use crate::quant::simd_order::dot_f16_f32;
+
+/// Head widths whose decode buffers live on the stack.
+const STACK_HEAD: usize = 256;
 
 /// Query rows from which llama.cpp switches to its tiled f32 kernel.
 const TILED_FROM: usize = 64;
@@ -58,7 +61,8 @@ pub fn attention(
     } else {
         (Vec::new(), Vec::new())
     };
-    let simd = F16Ops::detect().simd;
+    let f16_ops = F16Ops::detect();
+    let simd = f16_ops.simd;
     super::pool::par_chunks_mut(out, hd, |idx, o| {
         with_fma(
             #[inline(always)]
@@ -81,23 +85,36 @@ pub fn attention(
                     };
                     sum = tiled_head(simd, qrow, rows, scale, o);
                 } else {
-                    let q16: Vec<f16> = qrow.iter().map(|&v| f16::from_f32(v)).collect();
-                    let mut acc = vec![f16::ZERO; hd];
-                    let f16_ops = F16Ops::detect();
+                    // The query rounded to f16 once, kept widened to f32 (exact) so the dot
+                    // does not convert it at every position; the accumulator on the stack
+                    // (a heap buffer only for heads wider than `STACK_HEAD`).
+                    let (mut q_buf, mut acc_buf) = ([0f32; STACK_HEAD], [f16::ZERO; STACK_HEAD]);
+                    let (mut q_heap, mut acc_heap) = (Vec::new(), Vec::new());
+                    let (q16, acc) = if hd <= STACK_HEAD {
+                        (&mut q_buf[..hd], &mut acc_buf[..hd])
+                    } else {
+                        q_heap.resize(hd, 0f32);
+                        acc_heap.resize(hd, f16::ZERO);
+                        (&mut q_heap[..], &mut acc_heap[..])
+                    };
+                    for (d, &v) in q16.iter_mut().zip(qrow) {
+                        *d = f16::from_f32(v).to_f32();
+                    }
+                    let q16 = &*q16;
                     for j in 0..n_ctx {
-                        let s = f16_ops.dot(key(j), &q16) * scale;
+                        let s = f16_ops.dot(key(j), q16) * scale;
                         let (mut ms, mut vs) = (1.0f32, 1.0f32);
                         if s > max {
                             ms = (max - s).exp();
                             max = s;
-                            f16_ops.scale(&mut acc, ms);
+                            f16_ops.scale(acc, ms);
                         } else {
                             vs = (s - max).exp();
                         }
-                        f16_ops.mad(&mut acc, value(j), vs);
+                        f16_ops.mad(acc, value(j), vs);
                         sum = sum.mul_add(ms, vs);
                     }
-                    o.iter_mut().zip(&acc).for_each(|(d, a)| *d = a.to_f32());
+                    o.iter_mut().zip(&*acc).for_each(|(d, a)| *d = a.to_f32());
                 }
                 let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
                 o.iter_mut().for_each(|d| *d *= inv);
@@ -173,14 +190,15 @@ impl F16Ops {
         F16Ops { simd: false }
     }
 
+    /// `dot_f16` with `y` given widened to f32.
     #[inline(always)]
-    fn dot(self, x: &[f16], y: &[f16]) -> f32 {
+    fn dot(self, x: &[f16], y: &[f32]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: `simd` is set only when the features were detected.
-            return unsafe { super::attention_x86::dot_f16(x, y) };
+            return unsafe { super::attention_x86::dot_f16_f32(x, y) };
         }
-        dot_f16(x, y)
+        dot_f16_f32(x, y)
     }
 
     #[inline(always)]

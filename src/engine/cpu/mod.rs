@@ -7,4 +7,6 @@ pub mod attention_x86;
 pub mod fma;
 pub mod matmul;
 pub mod ops;
+#[cfg(target_arch = "x86_64")]
+pub mod ops_x86;
 pub mod pool;

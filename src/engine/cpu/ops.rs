@@ -2,6 +2,7 @@
 //! arithmetic (f32 values, f64 sums where ggml uses them).
 
 use super::fma::with_fma;
+use crate::engine::sampler::first_max;
 use crate::model::RopeStyle;
 use crate::quant::simd_order::silu;
 
@@ -22,8 +23,54 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x) with ggml's vector `expf`.
+/// `sampler::argmax` over the engine's pool: each thread finds the first largest value of
+/// its piece (`sampler::first_max`), and the pieces combine in order with `>` (a later piece
+/// wins only with a larger value: the lowest index on ties), from index 0 (which wins when it
+/// is NaN). The same index as the serial loop.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let pool = super::pool::global();
+    let pieces = (pool.threads() * 2)
+        .min(logits.len().div_ceil(ARGMAX_MIN_PIECE))
+        .max(1);
+    let piece = logits.len().div_ceil(pieces).max(1);
+    let mut found = vec![None; logits.len().div_ceil(piece)];
+    super::pool::par_chunks_mut(&mut found, 1, |i, f| {
+        let part = &logits[i * piece..((i + 1) * piece).min(logits.len())];
+        f[0] = first_max(part).map(|j| i * piece + j);
+    });
+    let mut best = 0;
+    for i in found.into_iter().flatten() {
+        if logits[i] > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The smallest piece of an `argmax` worth a task of its own.
+const ARGMAX_MIN_PIECE: usize = 16384;
+
+/// Values per `silu_mul` task: large enough that a pool hand-off costs little against it.
+const SILU_CHUNK: usize = 1024;
+
+/// `gate = silu(gate) * up`, SiLU(x) = x / (1 + e^-x) with ggml's vector `expf`. Each element
+/// is computed on its own (the same operations whichever thread takes it), so the work is split
+/// over the engine's pool in `SILU_CHUNK` pieces.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    let up = &up[..gate.len()];
+    super::pool::par_chunks_mut(gate, SILU_CHUNK, |i, g| {
+        silu_mul_serial(g, &up[i * SILU_CHUNK..][..g.len()])
+    });
+}
+
+/// `silu_mul` on the calling thread: AVX2 where the CPU has it (`ops_x86::silu_mul`, the
+/// same bits), else the scalar loop.
+fn silu_mul_serial(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::x86::available() {
+        // SAFETY: the features were just detected.
+        return unsafe { super::ops_x86::silu_mul(gate, up) };
+    }
     with_fma(
         #[inline(always)]
         || {
@@ -49,7 +96,17 @@ pub fn rope_table(pos: usize, n_rot: usize, base: f32) -> Vec<(f32, f32)> {
 }
 
 /// Rotate each head of `x` (`n_heads` heads of `head_dim`) in place.
+/// The fused operations run as FMA instructions where the CPU has them (`with_fma`; without
+/// it `mul_add` is a libm call per element), the same bits either way.
 pub fn rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
+    with_fma(
+        #[inline(always)]
+        || rope_serial(x, head_dim, table, style),
+    )
+}
+
+#[inline(always)]
+fn rope_serial(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
     let n_rot = table.len() * 2;
     for head in x.chunks_exact_mut(head_dim) {
         for (i, &(c, s)) in table.iter().enumerate() {
@@ -101,6 +158,58 @@ mod tests {
         let mut id = orig;
         rope(&mut id, 4, &rope_table(0, 4, 10000.0), RopeStyle::Neox);
         assert_eq!(id, orig);
+    }
+
+    /// The pooled `silu_mul` gives each element the serial loop's bits.
+    #[test]
+    fn silu_mul_split_over_the_pool_equals_the_serial_loop() {
+        let mut rng = crate::rng::SplitMix64::new(3);
+        for n in [1usize, 7, SILU_CHUNK, SILU_CHUNK + 1, 4864] {
+            let g: Vec<f32> = (0..n).map(|_| rng.next_signed() * 12.0).collect();
+            let u: Vec<f32> = (0..n).map(|_| rng.next_signed() * 3.0).collect();
+            let (mut fast, mut slow) = (g.clone(), g);
+            silu_mul(&mut fast, &u);
+            for (a, &b) in slow.iter_mut().zip(&u) {
+                *a = silu(*a) * b;
+            }
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&slow), "n={n}");
+        }
+    }
+
+    /// The pooled `argmax` picks the serial loop's index (NaNs, ties, signed zeros, pieces
+    /// starting with a NaN).
+    #[test]
+    fn pooled_argmax_equals_the_serial_reference() {
+        use crate::engine::sampler::argmax_serial;
+        let mut rng = crate::rng::SplitMix64::new(21);
+        for len in [0usize, 1, 5, ARGMAX_MIN_PIECE + 3, 151_936] {
+            for round in 0..12 {
+                let mut l: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let r = rng.next_signed();
+                        match round % 3 {
+                            0 => r,
+                            1 => (r * 2.0).round(),
+                            _ => -r.abs() * 1e-3,
+                        }
+                    })
+                    .collect();
+                if round % 4 == 3 {
+                    // NaN at the start of every piece a pool of any size could cut
+                    for k in (0..len).step_by(997) {
+                        l[k] = f32::NAN;
+                    }
+                }
+                assert_eq!(argmax(&l), argmax_serial(&l), "len {len} round {round}");
+            }
+        }
+        let mut l = vec![f32::NAN; 3 * ARGMAX_MIN_PIECE];
+        l[2 * ARGMAX_MIN_PIECE + 5] = -0.0;
+        l[ARGMAX_MIN_PIECE + 9] = 0.0;
+        assert_eq!(argmax(&l), 0);
+        l[0] = -1.0;
+        assert_eq!(argmax(&l), (ARGMAX_MIN_PIECE + 9) as u32);
     }
 
     #[test]
