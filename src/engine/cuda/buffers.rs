@@ -80,21 +80,21 @@ pub(super) enum Which {
 
 impl Bufs {
     /// Buffers for a batch of up to `n` tokens of `model` with a KV cache of `cap` positions;
-    /// with `gemm` (fast numerics), the tensor-core products' operands too when `n` is large
-    /// enough for them.
+    /// with `gemm` (fast numerics: the values of the model's largest matrix), the tensor-core
+    /// products' operands too when `n` is large enough for them.
     pub(super) fn alloc(
         s: &Arc<CudaStream>,
         model: &Model,
         cap: usize,
         n: usize,
-        gemm: bool,
+        gemm: Option<usize>,
     ) -> Result<Bufs, EngineError> {
         let c = &model.config;
         let a = |len: usize| {
             s.alloc_zeros::<f32>(len.max(1))
                 .map_err(wrap("allocating activations"))
         };
-        let score_rows = if gemm && prefill_attention_fits(c) {
+        let score_rows = if gemm.is_some() && prefill_attention_fits(c) {
             n.min(GEMM_MIN_TOKENS - 1)
         } else {
             n
@@ -117,8 +117,8 @@ impl Bufs {
             act: {
                 let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);
                 let mut act = ActBufs::new(s, len)?;
-                if gemm && n >= GEMM_MIN_TOKENS {
-                    act.f16 = Some(GemmBufs::new(s, len, largest_matrix(model))?);
+                if let Some(largest) = gemm.filter(|_| n >= GEMM_MIN_TOKENS) {
+                    act.f16 = Some(GemmBufs::new(s, len, largest)?);
                 }
                 act
             },
@@ -167,16 +167,4 @@ impl Bufs {
         // SAFETY: a != b, so the two references point at different fields.
         (unsafe { &*pa }, pb)
     }
-}
-
-/// Values in the model's largest weight matrix.
-fn largest_matrix(model: &Model) -> usize {
-    let w = &model.weights;
-    let mut most = w.output.rows * w.output.cols;
-    for l in &w.layers {
-        for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
-            most = most.max(m.rows * m.cols);
-        }
-    }
-    most
 }

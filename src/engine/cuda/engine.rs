@@ -169,7 +169,7 @@ impl CudaEngine {
         let vc = stream
             .alloc_zeros::<u16>(kv_len)
             .map_err(wrap("allocating the KV cache"))?;
-        let bufs = Bufs::alloc(&stream, &model, cap, 1, false)?;
+        let bufs = Bufs::alloc(&stream, &model, cap, 1, None)?;
         let table: Vec<f32> = (0..cap)
             .flat_map(|pos| rope_table(pos, c.rope_dims, c.rope_base))
             .flat_map(|(cos, sin)| [cos, sin])
@@ -477,7 +477,7 @@ impl CudaEngine {
                 &self.model,
                 self.cap,
                 n,
-                self.numerics == Numerics::Fast,
+                (self.numerics == Numerics::Fast).then_some(self.w.largest),
             )?;
             // The graphs name the old buffers.
             self.graphs = [None, None];

@@ -50,6 +50,9 @@ pub(super) struct GWeights {
     pub(super) output_norm: CudaSlice<f32>,
     pub(super) layers: Vec<GLayer>,
     pub(super) bytes: usize,
+    /// Values (rows x cols) of the largest matrix: the tensor-core products' weight scratch
+    /// is sized from it.
+    pub(super) largest: usize,
 }
 
 impl GWeights {
@@ -57,7 +60,7 @@ impl GWeights {
     pub(super) fn upload(s: &Arc<CudaStream>, model: &Model) -> Result<GWeights, EngineError> {
         let wt = &model.weights;
         let mut layers = Vec::with_capacity(wt.layers.len());
-        let mut bytes = 0usize;
+        let (mut bytes, mut largest) = (0usize, 0usize);
         let bias = |b: &Option<Vec<f32>>| b.as_ref().map(|v| upload_vec(s, v)).transpose();
         for lw in &wt.layers {
             let l = GLayer {
@@ -76,16 +79,20 @@ impl GWeights {
             };
             for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
                 bytes += m.bytes();
+                largest = largest.max(m.rows * m.cols);
             }
             layers.push(l);
         }
         let token_embd = upload_mat(s, wt, &wt.token_embd)?;
         bytes += token_embd.bytes();
         let output = if wt.tied_output {
+            // The embedding is the output head too.
+            largest = largest.max(token_embd.rows * token_embd.cols);
             None
         } else {
             let o = upload_mat(s, wt, &wt.output)?;
             bytes += o.bytes();
+            largest = largest.max(o.rows * o.cols);
             Some(o)
         };
         Ok(GWeights {
@@ -94,6 +101,7 @@ impl GWeights {
             output_norm: upload_vec(s, &wt.output_norm)?,
             layers,
             bytes,
+            largest,
         })
     }
 }
