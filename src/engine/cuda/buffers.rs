@@ -8,7 +8,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::error::wrap;
 use super::gemm::{GemmBufs, GEMM_MIN_TOKENS};
-use super::kernels::{prefill_attention_fits, ARGMAX_BLOCKS};
+use super::kernels::{flash_prompt_from, ARGMAX_BLOCKS};
 use crate::engine::EngineError;
 use crate::model::Model;
 
@@ -94,11 +94,7 @@ impl Bufs {
             s.alloc_zeros::<f32>(len.max(1))
                 .map_err(wrap("allocating activations"))
         };
-        let score_rows = if gemm.is_some() && prefill_attention_fits(c) {
-            n.min(GEMM_MIN_TOKENS - 1)
-        } else {
-            n
-        };
+        let score_rows = flash_prompt_from(c, gemm.is_some()).map_or(n, |from| n.min(from - 1));
         Ok(Bufs {
             n,
             x: a(n * c.n_embd)?,
@@ -111,8 +107,8 @@ impl Bufs {
             up: a(n * c.n_ff)?,
             normed: a(n * c.n_embd)?,
             logits: a(n * model.weights.output.rows)?,
-            // The CPU-order attention's score rows; under fast numerics batches of
-            // GEMM_MIN_TOKENS or more take the flash kernel, which needs none.
+            // The CPU-order attention's score rows; the batches the flash kernel takes need
+            // none.
             scores: a(2 * score_rows * c.n_heads * cap)?,
             act: {
                 let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);

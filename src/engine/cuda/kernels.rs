@@ -95,18 +95,16 @@ impl Kernels {
         })
     }
 
-    /// The tensor-core prompt attention for `c`'s heads, when there is one (fast numerics,
-    /// head size 64 or 128, whole query groups per KV head).
-    pub(super) fn attention_prefill(&self, c: &crate::model::Config) -> Option<&CudaFunction> {
+    /// The tensor-core prompt attention for a batch of `n` queries over `c`'s heads, when
+    /// it takes them (`flash_prompt_from`).
+    pub(super) fn attention_prefill(
+        &self,
+        c: &crate::model::Config,
+        n: usize,
+    ) -> Option<&CudaFunction> {
         let [f64_, f128] = self.attention_prefill.as_ref()?;
-        if !prefill_attention_fits(c) {
-            return None;
-        }
-        match c.head_dim {
-            64 => Some(f64_),
-            128 => Some(f128),
-            _ => None,
-        }
+        let from = flash_prompt_from(c, true)?;
+        (n >= from).then_some(if c.head_dim == 64 { f64_ } else { f128 })
     }
 
     /// A launch of `f` (one of this table's kernels) on `s`.
@@ -158,10 +156,16 @@ fn product_kernels(
     })
 }
 
-/// Whether the tensor-core prompt attention takes `c`'s heads: head size 64 or 128, whole
-/// query groups per KV head.
-pub(super) fn prefill_attention_fits(c: &crate::model::Config) -> bool {
-    matches!(c.head_dim, 64 | 128) && c.n_kv_heads > 0 && c.n_heads.is_multiple_of(c.n_kv_heads)
+/// The smallest batch the tensor-core prompt attention takes for `c`'s heads under fast
+/// numerics (`fast`), or None where it takes none: head size 64 or 128, whole query groups
+/// per KV head, and batches as large as the tensor-core products'. Smaller batches, and
+/// exact numerics, run the CPU-order kernel (attention.cu), whose score rows the batch
+/// buffers size from this.
+pub(super) fn flash_prompt_from(c: &crate::model::Config, fast: bool) -> Option<usize> {
+    let fits = matches!(c.head_dim, 64 | 128)
+        && c.n_kv_heads > 0
+        && c.n_heads.is_multiple_of(c.n_kv_heads);
+    (fast && fits).then_some(gemm::GEMM_MIN_TOKENS)
 }
 
 /// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).

@@ -8,7 +8,6 @@ use cudarc::driver::{DevicePtr, DriverError, LaunchConfig};
 use super::buffers::{ActBufs, Which};
 use super::engine::CudaEngine;
 use super::error::wrap;
-use super::gemm::GEMM_MIN_TOKENS;
 use super::kernels::{
     ceil_div, kind_code, product, quantize, Epilogue, MvfMat, MvfSet, ARGMAX_BLOCKS, FAST_ROWS,
 };
@@ -317,9 +316,9 @@ impl CudaEngine {
     }
 
     /// RoPE, the KV write and attention of `n` queries over layer `l`'s cache: one token
-    /// under fast numerics is one launch of the split-KV kernel (RoPE inside); a batch of at
-    /// least `GEMM_MIN_TOKENS` under fast numerics is `rope_store`, then flash attention on
-    /// tensor cores (where the head size has a kernel); otherwise `rope_store`, then the
+    /// under fast numerics is one launch of the split-KV kernel (RoPE inside); a batch that
+    /// `kernels::flash_prompt_from` admits (fast numerics, 64 tokens or more, a head size
+    /// with a kernel) is `rope_store`, then flash attention on tensor cores; otherwise `rope_store`, then the
     /// kernel in the CPU's order. Below that size the CPU-order kernel takes microseconds, and
     /// keeps short prompts free of the flash kernel's f16 rounding of Q and of the softmax
     /// weights (measured on SmolLM2's 8 fixture prompts, all short: 150 of 231 greedy tokens
@@ -331,7 +330,7 @@ impl CudaEngine {
             return self.attention_split(l);
         }
         self.rope_store(n, l)?;
-        if n >= GEMM_MIN_TOKENS && self.k.attention_prefill(&self.model.config).is_some() {
+        if self.k.attention_prefill(&self.model.config, n).is_some() {
             return self.attention_prefill(n, l);
         }
         self.attention(n, l)
@@ -341,7 +340,10 @@ impl CudaEngine {
     /// tensor cores (kernels/attention_prefill.cu).
     fn attention_prefill(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let f = self.k.attention_prefill(c).expect("rope_attention checked");
+        let f = self
+            .k
+            .attention_prefill(c, n)
+            .expect("rope_attention checked");
         let layer = self.cache_rows(l);
         let kc = self.kc.slice(layer.clone());
         let vc = self.vc.slice(layer);
