@@ -108,7 +108,7 @@ fn fast_products_match_the_cpu_within_reordering() {
 /// (each operand rounded to f16 moves by at most 2^-11 of itself). Shapes with a partial
 /// output tile in both directions, and taller than the check's 128-row weight scratch; run as
 /// if the GPU had one multiprocessor (the 128 x 128 tile), 2 (64 x 128 on the 256-wide shape,
-/// K split in two on the 512-wide one) and 1000 (K split in eight on the 2560-wide shape, the
+/// K split in two on the 1024-wide one) and 1000 (K split in five on the 2560-wide shape, the
 /// 64 x 64 tile on the 256-wide one).
 #[test]
 fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
@@ -119,7 +119,7 @@ fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
     for (sms, rows, cols, n, seed) in [
         (1, 300, 512, 70, 27),
         (2, 130, 256, 100, 30),
-        (2, 130, 512, 100, 31),
+        (2, 130, 1024, 100, 31),
         (1000, 37, 256, 200, 28),
         (1000, 129, 2560, 64, 29),
     ] {
