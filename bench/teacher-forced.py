@@ -40,14 +40,14 @@ def rows_at_steps(p, rows):
     return [rows[base + i] for i in range(len(p["steps"]))]
 
 
-def cbtop_rows(device, numerics):
+def cbtop_rows(device, numerics, env=None):
     out = []
     for seq in seqs:
         cmd = [cbtop, "generate", "--model-path", model, "--ids", " ".join(map(str, seq)),
                "--prompt-logits", "--max-tokens", "1", "--greedy", "--json", "--device", device]
         if numerics:
             cmd += ["--numerics", numerics]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
         if r.returncode != 0:
             sys.exit(f"{' '.join(cmd[:3])} ... failed ({r.returncode}): {r.stderr.strip()}")
         out.append(json.loads(r.stdout)["prompt_logits"])
@@ -91,7 +91,9 @@ def diffs(all_rows):
     return d
 
 
+# "tensor": every fed sequence (all shorter than 64 tokens) on the tensor-core prompt path.
 cands = [("cbtop cuda fast", lambda: cbtop_rows("cuda", "fast")),
+         ("cbtop cuda fast tensor", lambda: cbtop_rows("cuda", "fast", {"CBTOP_TENSOR_CORES_FROM": "2"})),
          ("cbtop cuda exact", lambda: cbtop_rows("cuda", "exact")),
          ("cbtop cpu", lambda: cbtop_rows("cpu", None))]
 ngl = os.environ.get("LLAMA_NGL", "99")
@@ -105,7 +107,7 @@ if only:
     cands = [c for c in cands if c[0] in only.split(",")]
 positions = sum(len(p["steps"]) for p in prompts)
 print(f"{len(prompts)} prompts, {positions} positions, 5 logits each, against llama.cpp CPU")
-print(f"{'candidate':<18}{'mean |diff|':>12}{'max |diff|':>12}")
+print(f"{'candidate':<24}{'mean |diff|':>12}{'max |diff|':>12}")
 for name, get in cands:
     d = diffs(get())
-    print(f"{name:<18}{sum(d) / len(d):>12.4f}{max(d):>12.4f}")
+    print(f"{name:<24}{sum(d) / len(d):>12.4f}{max(d):>12.4f}")

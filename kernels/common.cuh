@@ -75,8 +75,18 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // - CBTOP_STAMP_START_EARLY=1: block 0's thread 0 stamps the start before `pdl_wait`, not
 //   after: the start then includes the time a block spends beside the previous kernel
 //   waiting for it (so consecutive kernels' intervals overlap).
+// - CBTOP_STAMP_END_NONE=1: no block stamps its exit; block 0 writes its start as the end too
+//   (every kernel then times as zero): what the end stamps cost, all told.
+// - CBTOP_STAMP_START_CONST=1: block 0 stores a constant 1 as the start instead of reading
+//   %globaltimer (the times are then meaningless): what reading the clock in block 0 costs.
 #ifndef CBTOP_STAMP_END_LAST
 #define CBTOP_STAMP_END_LAST 0
+#endif
+#ifndef CBTOP_STAMP_END_NONE
+#define CBTOP_STAMP_END_NONE 0
+#endif
+#ifndef CBTOP_STAMP_START_CONST
+#define CBTOP_STAMP_START_CONST 0
 #endif
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
@@ -163,12 +173,22 @@ struct KernelStamp {
 #else
         pdl_wait();
         pdl_launch_dependents();
-        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+#if CBTOP_STAMP_START_CONST
+            s[2 * (u64)sl] = 1;
+#elif CBTOP_STAMP_END_NONE
+            u64 t = globaltimer();
+            s[2 * (u64)sl] = t;
+            s[2 * (u64)sl + 1] = t;
+#else
             s[2 * (u64)sl] = globaltimer();
+#endif
+        }
 #endif
     }
     __device__ __forceinline__ ~KernelStamp() {
-#if CBTOP_STAMP_END_LAST
+#if CBTOP_STAMP_END_NONE
+#elif CBTOP_STAMP_END_LAST
         if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0 &&
             blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
             blockIdx.z == gridDim.z - 1)

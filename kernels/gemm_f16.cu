@@ -257,14 +257,17 @@ struct Deq32<DeqQ6_K> {
 
 // Rows [r0, r0 + rows) of a weight matrix of `cols` values per row (row_bytes apart) into
 // `out` as f16, row-major, rows x cols. Each thread writes one group of 32 values (64 bytes);
-// cols is a multiple of 32 (every quantized block is 32 or 256 wide). Grid (rows, ceil(cols /
-// 32 / 128)) (rows in x: a vocabulary's slice can pass y's 65535), 128 threads.
+// cols is a multiple of 32 (every quantized block is 32 or 256 wide). The groups of all the
+// rows are numbered in one sequence, 128 per block, so a narrow row (SmolLM2's 576 values are
+// 18 groups) leaves no threads idle. Grid ceil(rows * cols / 32 / 128), 128 threads.
 template <typename D>
-__device__ void dequant_f16_impl(const u8* __restrict__ w, u64 row_bytes, int r0, int cols,
-                                 u16* __restrict__ out) {
-    int r = blockIdx.x;
-    int j = (blockIdx.y * blockDim.x + threadIdx.x) * 32;
-    if (j >= cols) return;
+__device__ void dequant_f16_impl(const u8* __restrict__ w, u64 row_bytes, int r0, int rows,
+                                 int cols, u16* __restrict__ out) {
+    int per_row = cols >> 5;
+    u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= (u64)rows * per_row) return;
+    int r = (int)(g / per_row);
+    int j = (int)(g - (u64)r * per_row) * 32;
     float v[32];
     Deq32<D>::run(w + (u64)(r0 + r) * row_bytes, j, v);
     uint4* dst = (uint4*)(out + (u64)r * cols + j);
@@ -280,9 +283,10 @@ __device__ void dequant_f16_impl(const u8* __restrict__ w, u64 row_bytes, int r0
 
 #define CBTOP_DEQUANT_F16(name, D)                                                           \
     extern "C" __global__ void dequant_f16_##name(const u8* w, u64 row_bytes, int r0,       \
-                                                  int cols, u16* out, STAMP_PARAMS) {       \
+                                                  int rows, int cols, u16* out,             \
+                                                  STAMP_PARAMS) {                           \
         STAMP_GUARD;                                                                         \
-        dequant_f16_impl<D>(w, row_bytes, r0, cols, out);                                    \
+        dequant_f16_impl<D>(w, row_bytes, r0, rows, cols, out);                              \
     }
 
 CBTOP_DEQUANT_F16(f32, DeqF32)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::error::wrap;
-use super::gemm::{GemmBufs, GEMM_MIN_TOKENS};
+use super::gemm::GemmBufs;
 use super::kernels::{flash_prompt_from, ARGMAX_BLOCKS};
 use crate::engine::EngineError;
 use crate::model::Model;
@@ -87,14 +87,14 @@ impl Bufs {
         model: &Model,
         cap: usize,
         n: usize,
-        gemm: Option<usize>,
+        gemm: Option<(usize, usize)>,
     ) -> Result<Bufs, EngineError> {
         let c = &model.config;
         let a = |len: usize| {
             s.alloc_zeros::<f32>(len.max(1))
                 .map_err(wrap("allocating activations"))
         };
-        let score_rows = flash_prompt_from(c, gemm.is_some()).map_or(n, |from| n.min(from - 1));
+        let score_rows = flash_prompt_from(c, gemm.map(|g| g.1)).map_or(n, |from| n.min(from - 1));
         Ok(Bufs {
             n,
             x: a(n * c.n_embd)?,
@@ -113,7 +113,7 @@ impl Bufs {
             act: {
                 let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);
                 let mut act = ActBufs::new(s, len)?;
-                if let Some(largest) = gemm.filter(|_| n >= GEMM_MIN_TOKENS) {
+                if let Some((largest, _)) = gemm.filter(|g| n >= g.1) {
                     act.f16 = Some(GemmBufs::new(s, len, largest)?);
                 }
                 act

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
 use super::error::wrap;
-use super::gemm::{GemmBufs, GEMM_MIN_TOKENS};
+use super::gemm::GemmBufs;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
 use super::launcher::{pdl_for, PushArg};
 use super::module;
@@ -61,7 +61,7 @@ impl KernelCheck {
 
     /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`, as the engine computes
     /// it (activations quantized on the GPU, then the type's product kernel; under fast
-    /// numerics, from 64 rows of `x`, the tensor-core product).
+    /// numerics, from 64 rows of `x` (`gemm::tensor_cores_from`), the tensor-core product).
     pub fn matvec(
         &self,
         ty: GgmlType,
@@ -82,7 +82,7 @@ impl KernelCheck {
         };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;
-        if n >= GEMM_MIN_TOKENS {
+        if self.k.gemm.as_ref().is_some_and(|g| n >= g.from) {
             // Room for 128 weight rows only, so a taller matrix goes through the scratch in
             // slices as the engine's largest ones do.
             act.f16 = Some(GemmBufs::new(s, x.len(), 128 * cols)?);

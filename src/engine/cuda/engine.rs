@@ -477,7 +477,7 @@ impl CudaEngine {
                 &self.model,
                 self.cap,
                 n,
-                (self.numerics == Numerics::Fast).then_some(self.w.largest),
+                self.k.gemm.as_ref().map(|g| (self.w.largest, g.from)),
             )?;
             // The graphs name the old buffers.
             self.graphs = [None, None];

@@ -1,5 +1,5 @@
 //! Prompt products on tensor cores (kernels/gemm_f16.cu), for `fast` numerics: a batch of at
-//! least `GEMM_MIN_TOKENS` tokens against a weight matrix as one f16 matrix-matrix product.
+//! least `GEMM_MIN_TOKENS` tokens (`tensor_cores_from`) against a weight matrix as one f16 matrix-matrix product.
 //! The activations are rounded to f16 once per product, the weights expanded to f16 into a
 //! scratch buffer a slice of rows at a time (f16 weights are used in place), and `gemm_f16`
 //! writes the f32 output with the bias and residual epilogue of the one-token kernels. A
@@ -24,6 +24,22 @@ use crate::quant::GgmlType;
 /// per weight and the product reads them back, while the vec-dot kernels read the quantized
 /// weights once per 8 tokens; a batch this large repays the expansion (a choice, not tuned).
 pub(super) const GEMM_MIN_TOKENS: usize = 64;
+
+/// The batch size from which the tensor cores take a prompt: `GEMM_MIN_TOKENS`, or the
+/// environment's `CBTOP_TENSOR_CORES_FROM` (at least 2: one token is the decode step's).
+/// The override exists to check the tensor-core path's numerics on the fixtures' short
+/// prompts (tests/gpu_conformance.rs, bench/teacher-forced.py); a value that is not a number
+/// is refused by name.
+pub(super) fn tensor_cores_from() -> Result<usize, String> {
+    const VAR: &str = "CBTOP_TENSOR_CORES_FROM";
+    match std::env::var(VAR) {
+        Err(_) => Ok(GEMM_MIN_TOKENS),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n >= 2 => Ok(n),
+            _ => Err(format!("{VAR}={v:?}: expected a batch size of 2 or more")),
+        },
+    }
+}
 
 /// Largest weight scratch, in f16 values (256 MiB, a 7B model's largest layer matrix):
 /// larger matrices go through it in slices of rows.
@@ -68,6 +84,9 @@ pub(super) struct GemmKernels {
     /// The GPU's multiprocessors: a product takes the largest tile that still gives each two
     /// blocks.
     sms: usize,
+    /// Fewest tokens a batch has for its products to take the tensor cores
+    /// (`tensor_cores_from`).
+    pub(super) from: usize,
     to_f16: CudaFunction,
     /// Adds split-K partial sums with the epilogue (kernels/gemm_f16.cu `gemm_reduce`).
     reduce: CudaFunction,
@@ -100,6 +119,7 @@ impl GemmKernels {
         Ok(GemmKernels {
             tiles,
             sms: sms.max(1),
+            from: tensor_cores_from()?,
             to_f16: f("to_f16")?,
             reduce: f("gemm_reduce")?,
             dequant,
@@ -181,8 +201,7 @@ impl GemmBufs {
 
 /// Whether `gemm_product` takes `m` for a batch of `n` tokens.
 pub(super) fn applies(k: &Kernels, bufs: Option<&GemmBufs>, m: &GMat, n: usize) -> bool {
-    k.gemm.is_some()
-        && n >= GEMM_MIN_TOKENS
+    k.gemm.as_ref().is_some_and(|g| n >= g.from)
         && m.cols.is_multiple_of(TILE_K)
         && bufs.is_some_and(|b| b.a.len() >= n * m.cols && b.w.len() >= TILE * m.cols)
 }
@@ -239,9 +258,9 @@ pub(super) fn gemm_product(
         let b_ptr = if direct {
             m.data.device_ptr(s).0
         } else {
-            let (rb, r, st) = (m.row_bytes as u64, r0 as i32, clock.stamp());
+            let (rb, r, nr, st) = (m.row_bytes as u64, r0 as i32, rows as i32, clock.stamp());
             let cfg = LaunchConfig {
-                grid_dim: (rows as u32, ceil_div(m.cols / 32, 128), 1),
+                grid_dim: (ceil_div(rows * (m.cols / 32), 128), 1, 1),
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -252,6 +271,7 @@ pub(super) fn gemm_product(
                     .arg(&m.data)
                     .arg(&rb)
                     .arg(&r)
+                    .arg(&nr)
                     .arg(&cols)
                     .arg(&mut bufs.w)
                     .arg(&st.ptr)

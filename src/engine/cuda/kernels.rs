@@ -103,7 +103,7 @@ impl Kernels {
         n: usize,
     ) -> Option<&CudaFunction> {
         let [f64_, f128] = self.attention_prefill.as_ref()?;
-        let from = flash_prompt_from(c, true)?;
+        let from = flash_prompt_from(c, self.gemm.as_ref().map(|g| g.from))?;
         (n >= from).then_some(if c.head_dim == 64 { f64_ } else { f128 })
     }
 
@@ -157,15 +157,15 @@ fn product_kernels(
 }
 
 /// The smallest batch the tensor-core prompt attention takes for `c`'s heads under fast
-/// numerics (`fast`), or None where it takes none: head size 64 or 128, whole query groups
-/// per KV head, and batches as large as the tensor-core products'. Smaller batches, and
-/// exact numerics, run the CPU-order kernel (attention.cu), whose score rows the batch
-/// buffers size from this.
-pub(super) fn flash_prompt_from(c: &crate::model::Config, fast: bool) -> Option<usize> {
+/// numerics, whose tensor-core products start at `gemm_from` tokens (None: exact numerics),
+/// or None where it takes none: head size 64 or 128, whole query groups per KV head, and
+/// batches as large as the tensor-core products'. Smaller batches, and exact numerics, run
+/// the CPU-order kernel (attention.cu), whose score rows the batch buffers size from this.
+pub(super) fn flash_prompt_from(c: &crate::model::Config, gemm_from: Option<usize>) -> Option<usize> {
     let fits = matches!(c.head_dim, 64 | 128)
         && c.n_kv_heads > 0
         && c.n_heads.is_multiple_of(c.n_kv_heads);
-    (fast && fits).then_some(gemm::GEMM_MIN_TOKENS)
+    gemm_from.filter(|_| fits)
 }
 
 /// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).

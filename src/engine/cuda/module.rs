@@ -7,8 +7,9 @@
 //! when absent) selects kernel variants for A/B runs on the GPU machine without a rebuild;
 //! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
-//! documented where the kernels read them: `CBTOP_STAMP_END_LAST`, `CBTOP_STAMP_START_EARLY`
-//! and `CBTOP_STAMP_CLOCK` (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
+//! documented where the kernels read them: `CBTOP_STAMP_END_LAST`, `CBTOP_STAMP_END_NONE`,
+//! `CBTOP_STAMP_START_CONST`, `CBTOP_STAMP_START_EARLY` and `CBTOP_STAMP_CLOCK`
+//! (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
