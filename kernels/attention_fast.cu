@@ -24,6 +24,15 @@
 __device__ __forceinline__ float lo_h(u32 v) { return h2f((u16)v); }
 __device__ __forceinline__ float hi_h(u32 v) { return h2f((u16)(v >> 16)); }
 
+// The block's static shared memory, declared once in the kernel: each instantiation of the
+// block's template declaring its own would triple it.
+struct AttfShared {
+    float red[ATTF_THREADS * 8];
+    float wtop[ATTF_THREADS / 32];
+    float cur[2][128];
+    int last;
+};
+
 // The block's work for head dimension HD (0: `hd` at run time).
 template <int HD>
 __device__ __forceinline__ void attention_split_block(
@@ -31,13 +40,13 @@ __device__ __forceinline__ void attention_split_block(
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
     const int* __restrict__ pos, const float* __restrict__ table, int n_rot, int neox,
     int splits, float scale, float* __restrict__ part, int* __restrict__ tickets,
-    float* __restrict__ out) {
+    float* __restrict__ out, AttfShared& sh) {
     const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
-    __shared__ float red[ATTF_THREADS * 8];
-    __shared__ float wtop[ATTF_THREADS / 32];
-    __shared__ float cur[2][128];
-    __shared__ int last;
+    float* red = sh.red;
+    float* wtop = sh.wtop;
+    float(*cur)[128] = sh.cur;
+    int& last = sh.last;
     float* qs = sm;
     float* sc = sm + hd;
     int h = blockIdx.x, sp = blockIdx.y;
@@ -81,26 +90,43 @@ __device__ __forceinline__ void attention_split_block(
     }
     __syncthreads();
 
-    // Scores: a thread per position, its K row in 16-byte loads; q read as broadcasts.
+    // Scores: two threads per position, each taking half of its K row in 16-byte loads with
+    // eight independent sums (the module compiles with --fmad=false, so the fused
+    // multiply-adds are spelled out); q read as broadcasts. The pair's halves meet through a
+    // shuffle; every thread runs the same number of rounds, so the shuffle sees whole warps.
     const u16* kb = kc + g * hd + (u64)j0 * kv_dim;
+    const int n8 = hd / 8, half = threadIdx.x & 1;
+    const int c0 = half ? n8 / 2 : 0, c1 = half ? n8 : n8 / 2;
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < len; j += blockDim.x) {
-        float s = 0.0f;
-        if (j0 + j == pos0) {
-            for (int d = 0; d < hd; d++) s += cur[0][d] * qs[d];
-        } else {
-            const uint4* kr = (const uint4*)(kb + (u64)j * kv_dim);
+    for (int base = 0; base < len; base += blockDim.x / 2) {
+        int j = base + (threadIdx.x >> 1);
+        float p8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (j < len && j0 + j == pos0) {
+            for (int c = c0; c < c1; c++)
 #pragma unroll
-            for (int c = 0; c < hd / 8; c++) {
+                for (int e = 0; e < 8; e++) p8[e] = fmaf(cur[0][8 * c + e], qs[8 * c + e], p8[e]);
+        } else if (j < len) {
+            const uint4* kr = (const uint4*)(kb + (u64)j * kv_dim);
+#pragma unroll 8
+            for (int c = c0; c < c1; c++) {
                 uint4 kv = __ldg(kr + c);
                 const float* qq = qs + 8 * c;
-                s += lo_h(kv.x) * qq[0] + hi_h(kv.x) * qq[1] + lo_h(kv.y) * qq[2] +
-                     hi_h(kv.y) * qq[3] + lo_h(kv.z) * qq[4] + hi_h(kv.z) * qq[5] +
-                     lo_h(kv.w) * qq[6] + hi_h(kv.w) * qq[7];
+                p8[0] = fmaf(lo_h(kv.x), qq[0], p8[0]);
+                p8[1] = fmaf(hi_h(kv.x), qq[1], p8[1]);
+                p8[2] = fmaf(lo_h(kv.y), qq[2], p8[2]);
+                p8[3] = fmaf(hi_h(kv.y), qq[3], p8[3]);
+                p8[4] = fmaf(lo_h(kv.z), qq[4], p8[4]);
+                p8[5] = fmaf(hi_h(kv.z), qq[5], p8[5]);
+                p8[6] = fmaf(lo_h(kv.w), qq[6], p8[6]);
+                p8[7] = fmaf(hi_h(kv.w), qq[7], p8[7]);
             }
         }
-        sc[j] = s;
-        m = fmaxf(m, s);
+        float s = ((p8[0] + p8[1]) + (p8[2] + p8[3])) + ((p8[4] + p8[5]) + (p8[6] + p8[7]));
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        if (j < len) {
+            if (!half) sc[j] = s;
+            m = fmaxf(m, s);
+        }
     }
     // The chunk's maximum, then its weights exp(s - max) and their sum.
     m = warp_max(m);
@@ -134,14 +160,14 @@ __device__ __forceinline__ void attention_split_block(
         for (int j = gi; j < stop; j += groups) {
             uint4 vv = __ldg(vb + (u64)j * (kv_dim / 8));
             float p = sc[j];
-            acc[0] += p * lo_h(vv.x);
-            acc[1] += p * hi_h(vv.x);
-            acc[2] += p * lo_h(vv.y);
-            acc[3] += p * hi_h(vv.y);
-            acc[4] += p * lo_h(vv.z);
-            acc[5] += p * hi_h(vv.z);
-            acc[6] += p * lo_h(vv.w);
-            acc[7] += p * hi_h(vv.w);
+            acc[0] = fmaf(p, lo_h(vv.x), acc[0]);
+            acc[1] = fmaf(p, hi_h(vv.x), acc[1]);
+            acc[2] = fmaf(p, lo_h(vv.y), acc[2]);
+            acc[3] = fmaf(p, hi_h(vv.y), acc[3]);
+            acc[4] = fmaf(p, lo_h(vv.z), acc[4]);
+            acc[5] = fmaf(p, hi_h(vv.z), acc[5]);
+            acc[6] = fmaf(p, lo_h(vv.w), acc[6]);
+            acc[7] = fmaf(p, hi_h(vv.w), acc[7]);
         }
         if (mine_pos && (len - 1) % groups == gi) {
             float p = sc[len - 1];
@@ -210,8 +236,9 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     float scale, float* __restrict__ part, int* __restrict__ tickets,
                     float* __restrict__ out, STAMP_PARAMS) {
     STAMP_GUARD;
+    __shared__ AttfShared sh;
 #define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos, table, n_rot, neox, splits, \
-                  scale, part, tickets, out
+                  scale, part, tickets, out, sh
     if (hd == 64) attention_split_block<64>(ATTF_ARGS);
     else if (hd == 128) attention_split_block<128>(ATTF_ARGS);
     else attention_split_block<0>(ATTF_ARGS);
