@@ -161,7 +161,10 @@ fn product_kernels(
 /// or None where it takes none: head size 64 or 128, whole query groups per KV head, and
 /// batches as large as the tensor-core products'. Smaller batches, and exact numerics, run
 /// the CPU-order kernel (attention.cu), whose score rows the batch buffers size from this.
-pub(super) fn flash_prompt_from(c: &crate::model::Config, gemm_from: Option<usize>) -> Option<usize> {
+pub(super) fn flash_prompt_from(
+    c: &crate::model::Config,
+    gemm_from: Option<usize>,
+) -> Option<usize> {
     let fits = matches!(c.head_dim, 64 | 128)
         && c.n_kv_heads > 0
         && c.n_heads.is_multiple_of(c.n_kv_heads);
