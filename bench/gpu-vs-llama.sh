@@ -58,7 +58,7 @@ TOKENS=$TOKENS python3 - "$OUT" "$NUMERICS" "${models[@]}" <<'PY'
 import json, os, sys
 gen = int(os.environ["TOKENS"])
 out, numerics, models = sys.argv[1], sys.argv[2].split(), [m.split("=")[0] for m in sys.argv[3:]]
-print(f"{'model':<14}{'numerics':<9}{'work':<16}{'llama.cpp':>11}{'cbtop':>11}{'ratio':>8}")
+print(f"{'model':<14}{'numerics':<9}{'work':<16}{'llama.cpp':>11}{'cbtop':>11}{'ratio':>9}")
 for name in models:
     ll = json.load(open(f"{out}/{name}-llama.json"))
     def peer(n_prompt, n_gen, depth):
@@ -77,8 +77,8 @@ for name in models:
             rows.append((f"prefill {n}", peer(n, 0, 0), p["prefill_tokens_per_sec"]))
             ttft.append((n, p["ttft_ms"]))
         for work, a, b in rows:
-            ratio = f"{b / a:.2f}x" if a and b else "-"
-            print(f"{name:<14}{num:<9}{work:<16}{a or 0:>11.1f}{b or 0:>11.1f}{ratio:>8}")
+            ratio = f"{b / a:.3f}x" if a and b else "-"
+            print(f"{name:<14}{num:<9}{work:<16}{a or 0:>11.1f}{b or 0:>11.1f}{ratio:>9}")
         for n, t in ttft:
             print(f"{'':<14}{num:<9}{f'TTFT {n}':<16}{'':>11}{t or 0:>9.1f}ms")
 print("tok/s; llama.cpp: llama-bench -ngl 99 -fa 1 (pp512 and pp2048 at depth 0, tg128 at depth 0 and 1024);"
