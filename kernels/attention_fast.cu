@@ -5,7 +5,7 @@
 // Grid (n_heads, splits): block (h, s) takes query head h against chunk s of the positions
 // 0..=pos (chunks of max(ATTF_MIN_CHUNK, ceil(positions / splits)); blocks past the last chunk
 // leave at once, so the grid can be sized for the whole context when a graph is captured):
-// the K.q scores into shared memory (a thread per position, so a chunk's K rows load in one
+// the K.q scores into shared memory (two threads per position, so a chunk's K rows load in one
 // round trip), the chunk's maximum and sum of exponentials, and the exponential-weighted sum
 // of its V rows (16-byte loads, many positions per pass); these go to `part` as (acc[hd], max,
 // sum), or, when one chunk covers the context, straight to the output. The last block of a

@@ -80,8 +80,9 @@ pub(super) enum Which {
 
 impl Bufs {
     /// Buffers for a batch of up to `n` tokens of `model` with a KV cache of `cap` positions;
-    /// with `gemm` (fast numerics: the values of the model's largest matrix), the tensor-core
-    /// products' operands too when `n` is large enough for them.
+    /// with `gemm` (fast numerics: the values of the model's largest matrix, and the batch size
+    /// from which products take the tensor cores, `GemmKernels::from`), the tensor-core
+    /// products' operands too when `n` is that large.
     pub(super) fn alloc(
         s: &Arc<CudaStream>,
         model: &Model,

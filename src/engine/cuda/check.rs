@@ -82,7 +82,7 @@ impl KernelCheck {
         };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;
-        if self.k.gemm.as_ref().is_some_and(|g| n >= g.from) {
+        if self.k.gemm.as_ref().is_some_and(|g| g.takes(n)) {
             // Room for 128 weight rows only, so a taller matrix goes through the scratch in
             // slices as the engine's largest ones do.
             act.f16 = Some(GemmBufs::new(s, x.len(), 128 * cols)?);

@@ -126,6 +126,11 @@ impl GemmKernels {
         })
     }
 
+    /// Whether a batch of `n` tokens takes the tensor cores.
+    pub(super) fn takes(&self, n: usize) -> bool {
+        n >= self.from
+    }
+
     /// Tile and K split for an m x n output over k values with room for `part_len` partial
     /// sums: the largest tile when it gives two blocks per multiprocessor; else the largest
     /// tile with K split so the blocks fill one such wave (a split keeps at least
@@ -201,7 +206,7 @@ impl GemmBufs {
 
 /// Whether `gemm_product` takes `m` for a batch of `n` tokens.
 pub(super) fn applies(k: &Kernels, bufs: Option<&GemmBufs>, m: &GMat, n: usize) -> bool {
-    k.gemm.as_ref().is_some_and(|g| n >= g.from)
+    k.gemm.as_ref().is_some_and(|g| g.takes(n))
         && m.cols.is_multiple_of(TILE_K)
         && bufs.is_some_and(|b| b.a.len() >= n * m.cols && b.w.len() >= TILE * m.cols)
 }
