@@ -9,6 +9,11 @@
 
 #define ATT_AHEAD 16
 
+// A K or V element as f32: cache rows hold f16; the split decode kernel (attention_fast.cu)
+// passes the step's own K row from shared memory, already widened.
+__device__ __forceinline__ float kv_f(u16 x) { return h2f(x); }
+__device__ __forceinline__ float kv_f(float x) { return x; }
+
 // expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
 // ~1e-9 ulp of a rounding boundary).
 __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
@@ -16,7 +21,8 @@ __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(e
 // ggml_vec_dot_f16 for AVX-512 (src/quant/simd_order.rs `dot_f16`): per 64-element step four
 // 16-lane FMA accumulators; per lane (s0 + s2) + (s1 + s3); GCC's 16-lane reduction; then the
 // leftover elements added in f64.
-__device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict__ q, int n) {
+template <typename K>
+__device__ float dot_f16_ggml(const K* __restrict__ k, const float* __restrict__ q, int n) {
     int np = n & ~63;
     float f[16];
     // (Fixed-size arrays are indexed by unrolled loops only, so they stay in registers.)
@@ -24,10 +30,10 @@ __device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict
     for (int l = 0; l < 16; l++) {
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
         for (int i = 0; i < np; i += 64) {
-            s0 = fmaf(h2f(k[i + l]), q[i + l], s0);
-            s1 = fmaf(h2f(k[i + 16 + l]), q[i + 16 + l], s1);
-            s2 = fmaf(h2f(k[i + 32 + l]), q[i + 32 + l], s2);
-            s3 = fmaf(h2f(k[i + 48 + l]), q[i + 48 + l], s3);
+            s0 = fmaf(kv_f(k[i + l]), q[i + l], s0);
+            s1 = fmaf(kv_f(k[i + 16 + l]), q[i + 16 + l], s1);
+            s2 = fmaf(kv_f(k[i + 32 + l]), q[i + 32 + l], s2);
+            s3 = fmaf(kv_f(k[i + 48 + l]), q[i + 48 + l], s3);
         }
         f[l] = __fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3));
     }
@@ -40,7 +46,7 @@ __device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict
         for (int i = 0; i < 4; i++) t6[i] = __fadd_rn(t3[i + 4], t3[i]);
         total = (double)__fadd_rn(__fadd_rn(t6[0], t6[2]), __fadd_rn(t6[1], t6[3]));
     }
-    for (int i = np; i < n; i++) total += (double)__fmul_rn(h2f(k[i]), q[i]);
+    for (int i = np; i < n; i++) total += (double)__fmul_rn(kv_f(k[i]), q[i]);
     return (float)total;
 }
 
@@ -58,6 +64,98 @@ __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restric
     return s;
 }
 
+// The online softmax's rescale (ms) and weight (vs) for position j depend only on the
+// running maximum before j: a new maximum gives ms = exp(max_before - s), vs = 1; else
+// ms = 1, vs = exp(s - max_before) (the same factors on both llama.cpp paths). The running
+// maximum is a block-wide prefix scan, so every position's exp runs in parallel. On entry
+// sc[0..n) holds the scores; on return sc holds vs and msv holds ms (the whole block calls).
+__device__ void ordered_softmax_factors(float* sc, float* msv, int n) {
+    __shared__ float warp_top[32];
+    __shared__ float carry;
+    if (threadIdx.x == 0) carry = -INFINITY;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int base = 0; base < n; base += blockDim.x) {
+        int j = base + threadIdx.x;
+        float s = j < n ? sc[j] : -INFINITY;
+        float incl = s;
+        for (int o = 1; o < 32; o <<= 1) {
+            float up = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl = fmaxf(incl, up);
+        }
+        if (lane == 31) warp_top[warp] = incl;
+        __syncthreads();
+        float before = carry;
+        for (int w = 0; w < warp; w++) before = fmaxf(before, warp_top[w]);
+        float lane_before = __shfl_up_sync(0xffffffffu, incl, 1);
+        if (lane > 0) before = fmaxf(before, lane_before);
+        if (j < n) {
+            bool new_max = s > before;
+            msv[j] = new_max ? libm_expf(before - s) : 1.0f;
+            sc[j] = new_max ? 1.0f : libm_expf(s - before);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float m = carry;
+            for (int w = 0; w < nw; w++) m = fmaxf(m, warp_top[w]);
+            carry = m;
+        }
+        __syncthreads();
+    }
+}
+
+// The softmax's normaliser over positions 0..n: a recurrence in f32, run by one thread. The
+// recurrences load ATT_AHEAD positions' inputs into registers before stepping through them,
+// so the loads overlap instead of each step waiting on its own.
+template <int AHEAD = ATT_AHEAD>
+__device__ float ordered_normaliser(const float* msv, const float* sc, int n, int tiled) {
+    float sum = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += AHEAD) {
+        float mm[AHEAD], ss[AHEAD];
+#pragma unroll
+        for (int k = 0; k < AHEAD; k++)
+            if (j0 + k < n) {
+                mm[k] = msv[j0 + k];
+                ss[k] = sc[j0 + k];
+            }
+#pragma unroll
+        for (int k = 0; k < AHEAD; k++)
+            if (j0 + k < n) sum = tiled ? __fadd_rn(__fmul_rn(sum, mm[k]), ss[k]) : fmaf(sum, mm[k], ss[k]);
+    }
+    return sum;
+}
+
+// One position's step of an output dimension's recurrence: value v, rescale mm, weight ss.
+__device__ __forceinline__ float ordered_v_step(float acc, float v, float mm, float ss, int tiled) {
+    if (tiled) return __fadd_rn(__fmul_rn(acc, mm), __fmul_rn(v, ss));
+    // The CPU rescales (and rounds to f16) only at a new maximum; a rescale by 1 would leave
+    // the f16 value as it is.
+    if (mm != 1.0f) acc = h2f(f2h(__fmul_rn(acc, mm)));
+    return h2f(f2h(fmaf(v, ss, acc)));
+}
+
+// One output dimension's weighted sum of V over cache positions 0..n (`vcol` its column,
+// rows kv_dim apart), continuing from `acc`.
+template <int AHEAD = ATT_AHEAD>
+__device__ float ordered_v_sum(float acc, const u16* __restrict__ vcol, int kv_dim,
+                               const float* msv, const float* sc, int n, int tiled) {
+    for (int j0 = 0; j0 < n; j0 += AHEAD) {
+        float vv[AHEAD], mm[AHEAD], ss[AHEAD];
+#pragma unroll
+        for (int k = 0; k < AHEAD; k++)
+            if (j0 + k < n) {
+                vv[k] = h2f(vcol[(u64)(j0 + k) * kv_dim]);
+                mm[k] = msv[j0 + k];
+                ss[k] = sc[j0 + k];
+            }
+#pragma unroll
+        for (int k = 0; k < AHEAD; k++) {
+            if (j0 + k >= n) break;
+            acc = ordered_v_step(acc, vv[k], mm[k], ss[k], tiled);
+        }
+    }
+    return acc;
+}
+
 // q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.
 // The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
@@ -72,6 +170,7 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
                                      float* __restrict__ out, STAMP_PARAMS) {
     STAMP_GUARD;
     extern __shared__ float qs[];
+    __shared__ float total;
     int pos0 = pos[0];
     int h = blockIdx.x, t = blockIdx.y;
     int g = h / (n_heads / n_kv_heads);
@@ -88,92 +187,14 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         sc[j] = __fmul_rn(s, scale);
     }
     __syncthreads();
-    // The online softmax's rescale (ms) and weight (vs) for position j depend only on the
-    // running maximum before j: a new maximum gives ms = exp(max_before - s), vs = 1; else
-    // ms = 1, vs = exp(s - max_before) (the same factors on both llama.cpp paths). The running
-    // maximum is a block-wide prefix scan, so every position's exp runs in parallel.
     float* msv = sc + ctx_cap;
-    __shared__ float warp_top[32];
-    __shared__ float carry;
-    __shared__ float total;
-    if (threadIdx.x == 0) carry = -INFINITY;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int base = 0; base < n_ctx; base += blockDim.x) {
-        int j = base + threadIdx.x;
-        float s = j < n_ctx ? sc[j] : -INFINITY;
-        float incl = s;
-        for (int o = 1; o < 32; o <<= 1) {
-            float up = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= o) incl = fmaxf(incl, up);
-        }
-        if (lane == 31) warp_top[warp] = incl;
-        __syncthreads();
-        float before = carry;
-        for (int w = 0; w < warp; w++) before = fmaxf(before, warp_top[w]);
-        float lane_before = __shfl_up_sync(0xffffffffu, incl, 1);
-        if (lane > 0) before = fmaxf(before, lane_before);
-        if (j < n_ctx) {
-            bool new_max = s > before;
-            msv[j] = new_max ? libm_expf(before - s) : 1.0f;
-            sc[j] = new_max ? 1.0f : libm_expf(s - before);
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float m = carry;
-            for (int w = 0; w < nw; w++) m = fmaxf(m, warp_top[w]);
-            carry = m;
-        }
-        __syncthreads();
-    }
-    // The normaliser: a recurrence in f32, one thread (the last, idle when hd < blockDim).
-    // The recurrences below load ATT_AHEAD positions' inputs into registers before stepping
-    // through them, so the loads overlap instead of each step waiting on its own.
-    if (threadIdx.x == blockDim.x - 1) {
-        float sum = 0.0f;
-        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
-            float mm[ATT_AHEAD], ss[ATT_AHEAD];
-#pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++)
-                if (j0 + k < n_ctx) {
-                    mm[k] = msv[j0 + k];
-                    ss[k] = sc[j0 + k];
-                }
-#pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++)
-                if (j0 + k < n_ctx)
-                    sum = tiled ? __fadd_rn(__fmul_rn(sum, mm[k]), ss[k]) : fmaf(sum, mm[k], ss[k]);
-        }
-        total = sum;
-    }
-    // Each output dimension (one per thread: hd <= blockDim): its own recurrence over the
-    // positions.
+    ordered_softmax_factors(sc, msv, n_ctx);
+    // The normaliser in the last thread (idle when hd < blockDim); each output dimension (one
+    // per thread: hd <= blockDim) its own recurrence over the positions.
+    if (threadIdx.x == blockDim.x - 1) total = ordered_normaliser(msv, sc, n_ctx, tiled);
     int d = threadIdx.x;
     float acc = 0.0f;
-    if (d < hd) {
-        const u16* vcol = vc + g * hd + d;
-        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
-            float vv[ATT_AHEAD], mm[ATT_AHEAD], ss[ATT_AHEAD];
-#pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++)
-                if (j0 + k < n_ctx) {
-                    vv[k] = h2f(vcol[(u64)(j0 + k) * kv_dim]);
-                    mm[k] = msv[j0 + k];
-                    ss[k] = sc[j0 + k];
-                }
-#pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++) {
-                if (j0 + k >= n_ctx) break;
-                if (tiled) {
-                    acc = __fadd_rn(__fmul_rn(acc, mm[k]), __fmul_rn(vv[k], ss[k]));
-                } else {
-                    // The CPU rescales (and rounds to f16) only at a new maximum; a rescale
-                    // by 1 would leave the f16 value as it is.
-                    if (mm[k] != 1.0f) acc = h2f(f2h(__fmul_rn(acc, mm[k])));
-                    acc = h2f(f2h(fmaf(vv[k], ss[k], acc)));
-                }
-            }
-        }
-    }
+    if (d < hd) acc = ordered_v_sum(0.0f, vc + g * hd + d, kv_dim, msv, sc, n_ctx, tiled);
     __syncthreads();
     float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
     float* o = out + ((u64)t * n_heads + h) * hd;

@@ -24,6 +24,44 @@
 __device__ __forceinline__ float lo_h(u32 v) { return h2f((u16)v); }
 __device__ __forceinline__ float hi_h(u32 v) { return h2f((u16)(v >> 16)); }
 
+// Contexts of up to this many positions (one chunk: a single block per head) are attended in
+// the CPU's order, as `attention` (attention.cu) does for one query: the query rounded to f16,
+// ggml's K.q lanes, the online softmax's factors, V summed in f16. At these lengths the
+// order's serial recurrences take about as long as the split kernel's sums, and short
+// contexts (every fixture prompt's) then add no reordering to the fast path's numerics.
+#define ATTF_ORDERED_MAX ATTF_MIN_CHUNK
+
+// The CPU-order attention of a context of n = pos0 + 1 <= ATTF_ORDERED_MAX positions by one
+// block: qs the rotated query rounded to f16; kcur, vcur the step's own K and V rows (f16
+// values, widened: other heads' blocks may not have written them to the cache yet); kc, vc
+// the group's first cache column; sc n scores of scratch, msv n more; out the head's output.
+// Not inlined, and its recurrences load 4 positions ahead: inlined into each head size's
+// instantiation, or with 16-deep loads, it took the kernel from 62 registers to 128-255
+// (ptxas), halving the split path's blocks per multiprocessor.
+__device__ __noinline__ void attention_ordered_block(const float* qs, const float* kcur, const float* vcur,
+                                        const u16* __restrict__ kc, const u16* __restrict__ vc,
+                                        int kv_dim, int pos0, float scale, float* sc, float* msv,
+                                        float* __restrict__ out, int hd) {
+    __shared__ float total;
+    int n = pos0 + 1;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float s = j == pos0 ? dot_f16_ggml(kcur, qs, hd) : dot_f16_ggml(kc + (u64)j * kv_dim, qs, hd);
+        sc[j] = __fmul_rn(s, scale);
+    }
+    __syncthreads();
+    ordered_softmax_factors(sc, msv, n);
+    if (threadIdx.x == blockDim.x - 1) total = ordered_normaliser<4>(msv, sc, n, 0);
+    int d = threadIdx.x;
+    float acc = 0.0f;
+    if (d < hd) {
+        acc = ordered_v_sum<4>(0.0f, vc + d, kv_dim, msv, sc, pos0, 0);
+        acc = ordered_v_step(acc, vcur[d], msv[pos0], sc[pos0], 0);
+    }
+    __syncthreads();
+    float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
+    if (d < hd) out[d] = __fmul_rn(acc, inv);
+}
+
 // The block's static shared memory, declared once in the kernel: each instantiation of the
 // block's template declaring its own would triple it.
 struct AttfShared {
@@ -77,8 +115,10 @@ __device__ __forceinline__ void attention_split_block(
     }
     __syncthreads();
     bool writer = mine_pos && h % (n_heads / n_kv_heads) == 0;
+    // A short context runs in the CPU's order (below); a longer one pre-scales the query.
+    bool ordered = n_ctx <= ATTF_ORDERED_MAX;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        qs[d] *= scale;
+        qs[d] = ordered ? h2f(f2h(qs[d])) : qs[d] * scale;
         if (mine_pos) {
             u16 kh = f2h(cur[0][d]);
             cur[0][d] = h2f(kh);
@@ -89,6 +129,11 @@ __device__ __forceinline__ void attention_split_block(
         }
     }
     __syncthreads();
+    if (ordered) {
+        attention_ordered_block(qs, cur[0], cur[1], kc + g * hd, vc + g * hd, kv_dim, pos0,
+                                scale, sc, red, out + (u64)h * hd, hd);
+        return;
+    }
 
     // Scores: two threads per position, each taking half of its K row in 16-byte loads with
     // eight independent sums (the module compiles with --fmad=false, so the fused

@@ -219,3 +219,109 @@ fn check_shape(
         }
     }
 }
+
+/// The fast numerics' decode attention (RoPE on the query and the step's K, the step's cache
+/// rows written, attention, in one launch) against the CPU engine: with up to 128 positions
+/// it runs in the CPU's order, so its output equals the CPU's bit for bit; past that it splits
+/// the context and sums in f32 (the CPU sums V in f16, about 1e-3 of itself), so within 4e-3
+/// of the largest output. The step's cache rows are the CPU's f16 bits either way. Head sizes
+/// 64 and 128 (the kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
+#[test]
+fn fast_decode_attention_matches_the_cpu() {
+    use cbtop::engine::cpu::attention::{attention, AttnShape};
+    use cbtop::engine::cpu::ops::{rope, rope_table};
+    use cbtop::engine::cuda::DecodeStep;
+    use cbtop::model::RopeStyle;
+    use half::f16;
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    for (n_heads, n_kv_heads, head_dim, neox) in
+        [(9, 3, 64, false), (14, 2, 128, true), (6, 2, 80, true)]
+    {
+        for pos in [0usize, 1, 57, 127, 128, 1000] {
+            let mut rng = SplitMix64::new((pos * 131 + head_dim) as u64);
+            let shape = AttnShape {
+                n_heads,
+                n_kv_heads,
+                head_dim,
+            };
+            let kv_dim = n_kv_heads * head_dim;
+            let mut draw =
+                |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
+            let (q, k, v) = (
+                draw(n_heads * head_dim, 3.0),
+                draw(kv_dim, 3.0),
+                draw(kv_dim, 1.0),
+            );
+            let mut keys: Vec<f16> = draw(pos * kv_dim, 3.0)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect();
+            let mut values: Vec<f16> = draw(pos * kv_dim, 1.0)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect();
+            let bits = |x: &[f16]| x.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+            let step = DecodeStep {
+                shape,
+                n_rot: head_dim,
+                neox,
+                rope_base: 10000.0,
+                q: &q,
+                k: &k,
+                v: &v,
+                keys: &bits(&keys),
+                values: &bits(&values),
+            };
+            let got = kc.decode_attention(&step, 8).unwrap();
+
+            let table = rope_table(pos, head_dim, 10000.0);
+            let style = if neox {
+                RopeStyle::Neox
+            } else {
+                RopeStyle::Norm
+            };
+            let (mut qr, mut kr) = (q.clone(), k.clone());
+            rope(&mut qr, head_dim, &table, style);
+            rope(&mut kr, head_dim, &table, style);
+            keys.extend(kr.iter().map(|&x| f16::from_f32(x)));
+            values.extend(v.iter().map(|&x| f16::from_f32(x)));
+            let mut want = vec![0f32; n_heads * head_dim];
+            attention(shape, &qr, &keys, &values, pos, &mut want);
+
+            let what = format!("heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}");
+            if got.key_row != bits(&keys[pos * kv_dim..])
+                || got.value_row != bits(&values[pos * kv_dim..])
+            {
+                failures.push(format!(
+                    "{what}: the step's cache rows differ from the CPU's"
+                ));
+            }
+            let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let worst = got
+                .out
+                .iter()
+                .zip(&want)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            eprintln!("{what}: max |gpu - cpu| = {worst:.2e} (largest output {top:.2e})");
+            let ordered = pos < 128;
+            if ordered
+                && got
+                    .out
+                    .iter()
+                    .zip(&want)
+                    .any(|(a, b)| a.to_bits() != b.to_bits())
+            {
+                failures.push(format!("{what}: not the CPU's bits (max diff {worst:.2e})"));
+            }
+            if !ordered && worst > 4e-3 * top {
+                failures.push(format!("{what}: {worst:.2e} off, over 4e-3 of {top:.2e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

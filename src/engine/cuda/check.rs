@@ -1,6 +1,7 @@
 //! Single kernels on their own, for tests against the CPU reference (tests/gpu_kernels.rs):
 //! the engine's own product launch and embedding gather, on weights given as GGUF bytes,
-//! without a model or a KV cache around them.
+//! without a model or a KV cache around them, and the fast numerics' decode attention on a
+//! cache given as f16 rows.
 
 use std::sync::Arc;
 
@@ -16,8 +17,33 @@ use super::launcher::{pdl_for, PushArg};
 use super::module;
 use super::probe::GpuDesc;
 use super::weights::{upload_padded, GMat};
+use crate::engine::cpu::attention::AttnShape;
+use crate::engine::cpu::ops::rope_table;
 use crate::engine::{EngineError, Numerics};
 use crate::quant::GgmlType;
+
+/// One decode step for `KernelCheck::decode_attention`: the step's query, K and V (one token's
+/// projections, before RoPE) and the cache's rows for the positions before it.
+pub struct DecodeStep<'a> {
+    pub shape: AttnShape,
+    /// Rotated dimensions per head, NEOX pairs (qwen2) or NORM pairs (llama), RoPE base.
+    pub n_rot: usize,
+    pub neox: bool,
+    pub rope_base: f32,
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    /// Cache rows `0..pos` (`pos × n_kv_heads·head_dim` f16 bits each): the step is at `pos`.
+    pub keys: &'a [u16],
+    pub values: &'a [u16],
+}
+
+/// What the decode attention kernel left: the heads' outputs and the step's cache rows.
+pub struct DecodeOut {
+    pub out: Vec<f32>,
+    pub key_row: Vec<u16>,
+    pub value_row: Vec<u16>,
+}
 
 /// Single kernels on their own, for tests against the CPU reference: a typed matrix product
 /// and an embedding gather on weights given as GGUF bytes. The products are the set
@@ -142,5 +168,95 @@ impl KernelCheck {
         }
         .map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+
+    /// The fast numerics' decode attention (kernels/attention_fast.cu: RoPE on the query and
+    /// the step's K, the step's cache rows written, attention over positions `0..=pos`) as the
+    /// engine launches it, with `splits` splits of the context.
+    pub fn decode_attention(
+        &self,
+        step: &DecodeStep,
+        splits: usize,
+    ) -> Result<DecodeOut, EngineError> {
+        let s = &self.stream;
+        let AttnShape {
+            n_heads,
+            n_kv_heads,
+            head_dim,
+        } = step.shape;
+        let kv_dim = n_kv_heads * head_dim;
+        let pos = step.keys.len() / kv_dim;
+        let table: Vec<f32> = (0..=pos)
+            .flat_map(|p| rope_table(p, step.n_rot, step.rope_base))
+            .flat_map(|(cos, sin)| [cos, sin])
+            .collect();
+        let w = || wrap("decode attention check");
+        let cache = |rows: &[u16]| {
+            let mut all = rows.to_vec();
+            all.resize((pos + 1) * kv_dim, 0);
+            s.clone_htod(&all)
+        };
+        let (mut kc, mut vc) = (
+            cache(step.keys).map_err(w())?,
+            cache(step.values).map_err(w())?,
+        );
+        let (q, k, v) = (
+            s.clone_htod(step.q).map_err(w())?,
+            s.clone_htod(step.k).map_err(w())?,
+            s.clone_htod(step.v).map_err(w())?,
+        );
+        let dpos = s.clone_htod(&[pos as i32]).map_err(w())?;
+        let rope = s.clone_htod(&table).map_err(w())?;
+        let mut part = s
+            .alloc_zeros::<f32>(n_heads * splits * (head_dim + 2))
+            .map_err(w())?;
+        let mut tickets = s.alloc_zeros::<i32>(n_heads).map_err(w())?;
+        let mut out = s.alloc_zeros::<f32>(n_heads * head_dim).map_err(w())?;
+        // The engine's chunk: a split's scores in shared memory (SplitScratch).
+        let chunk = (pos + 1).div_ceil(splits).max(128);
+        let cfg = LaunchConfig {
+            grid_dim: (n_heads as u32, splits as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: ((head_dim + chunk) * 4) as u32,
+        };
+        let (heads, kv_heads, hd) = (n_heads as i32, n_kv_heads as i32, head_dim as i32);
+        let (n_rot, neox, nsplits) = (step.n_rot as i32, i32::from(step.neox), splits as i32);
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        // SAFETY: one token's query (n_heads × head_dim) and K and V (kv_dim), cache rows
+        // 0..=pos, RoPE table rows 0..=pos, `part` n_heads × splits × (head_dim + 2),
+        // `tickets` n_heads zeros; head_dim a multiple of 8 up to 128 (the caller's).
+        unsafe {
+            self.k
+                .launch(s, &self.k.attention_split)
+                .arg(&q)
+                .arg(&k)
+                .arg(&v)
+                .arg(&mut kc)
+                .arg(&mut vc)
+                .arg(&heads)
+                .arg(&kv_heads)
+                .arg(&hd)
+                .arg(&dpos)
+                .arg(&rope)
+                .arg(&n_rot)
+                .arg(&neox)
+                .arg(&nsplits)
+                .arg(&scale)
+                .arg(&mut part)
+                .arg(&mut tickets)
+                .arg(&mut out)
+                .arg(&0u64)
+                .arg(&0i32)
+                .launch(cfg)
+        }
+        .map_err(w())?;
+        let row = |c: &cudarc::driver::CudaSlice<u16>| {
+            s.clone_dtoh(&c.slice(pos * kv_dim..(pos + 1) * kv_dim))
+        };
+        Ok(DecodeOut {
+            out: s.clone_dtoh(&out).map_err(w())?,
+            key_row: row(&kc).map_err(w())?,
+            value_row: row(&vc).map_err(w())?,
+        })
     }
 }
