@@ -9,11 +9,6 @@
 
 #define ATT_AHEAD 16
 
-// A K or V element as f32: cache rows hold f16; the split decode kernel (attention_fast.cu)
-// passes the step's own K row from shared memory, already widened.
-__device__ __forceinline__ float kv_f(u16 x) { return h2f(x); }
-__device__ __forceinline__ float kv_f(float x) { return x; }
-
 // expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
 // ~1e-9 ulp of a rounding boundary).
 __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
@@ -21,8 +16,7 @@ __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(e
 // ggml_vec_dot_f16 for AVX-512 (src/quant/simd_order.rs `dot_f16`): per 64-element step four
 // 16-lane FMA accumulators; per lane (s0 + s2) + (s1 + s3); GCC's 16-lane reduction; then the
 // leftover elements added in f64.
-template <typename K>
-__device__ float dot_f16_ggml(const K* __restrict__ k, const float* __restrict__ q, int n) {
+__device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict__ q, int n) {
     int np = n & ~63;
     float f[16];
     // (Fixed-size arrays are indexed by unrolled loops only, so they stay in registers.)
@@ -30,10 +24,10 @@ __device__ float dot_f16_ggml(const K* __restrict__ k, const float* __restrict__
     for (int l = 0; l < 16; l++) {
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
         for (int i = 0; i < np; i += 64) {
-            s0 = fmaf(kv_f(k[i + l]), q[i + l], s0);
-            s1 = fmaf(kv_f(k[i + 16 + l]), q[i + 16 + l], s1);
-            s2 = fmaf(kv_f(k[i + 32 + l]), q[i + 32 + l], s2);
-            s3 = fmaf(kv_f(k[i + 48 + l]), q[i + 48 + l], s3);
+            s0 = fmaf(h2f(k[i + l]), q[i + l], s0);
+            s1 = fmaf(h2f(k[i + 16 + l]), q[i + 16 + l], s1);
+            s2 = fmaf(h2f(k[i + 32 + l]), q[i + 32 + l], s2);
+            s3 = fmaf(h2f(k[i + 48 + l]), q[i + 48 + l], s3);
         }
         f[l] = __fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3));
     }
@@ -46,7 +40,7 @@ __device__ float dot_f16_ggml(const K* __restrict__ k, const float* __restrict__
         for (int i = 0; i < 4; i++) t6[i] = __fadd_rn(t3[i + 4], t3[i]);
         total = (double)__fadd_rn(__fadd_rn(t6[0], t6[2]), __fadd_rn(t6[1], t6[3]));
     }
-    for (int i = np; i < n; i++) total += (double)__fmul_rn(kv_f(k[i]), q[i]);
+    for (int i = np; i < n; i++) total += (double)__fmul_rn(h2f(k[i]), q[i]);
     return (float)total;
 }
 

@@ -223,8 +223,8 @@ fn check_shape(
 /// The fast numerics' decode attention (RoPE on the query and the step's K, the step's cache
 /// rows written, attention, in one launch) against the CPU engine: with up to 128 positions
 /// it runs in the CPU's order, so its output equals the CPU's bit for bit; past that it splits
-/// the context and sums in f32 (the CPU sums V in f16, about 1e-3 of itself), so within 4e-3
-/// of the largest output. The step's cache rows are the CPU's f16 bits either way. Head sizes
+/// the context and sums in f32 while the CPU rounds its sum of V to f16 at every position, so
+/// within 2^-11 · sqrt(positions) of the largest output (a random walk of f16 roundings). The step's cache rows are the CPU's f16 bits either way. Head sizes
 /// 64 and 128 (the kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
 #[test]
 fn fast_decode_attention_matches_the_cpu() {
@@ -318,8 +318,11 @@ fn fast_decode_attention_matches_the_cpu() {
             {
                 failures.push(format!("{what}: not the CPU's bits (max diff {worst:.2e})"));
             }
-            if !ordered && worst > 4e-3 * top {
-                failures.push(format!("{what}: {worst:.2e} off, over 4e-3 of {top:.2e}"));
+            let bound = ((pos + 1) as f32).sqrt() / 2048.0;
+            if !ordered && worst > bound * top {
+                failures.push(format!(
+                    "{what}: {worst:.2e} off, over {bound:.2e} of {top:.2e}"
+                ));
             }
         }
     }

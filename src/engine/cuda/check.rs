@@ -10,6 +10,7 @@ use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
+use super::engine::split_shared_bytes;
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
@@ -213,11 +214,14 @@ impl KernelCheck {
         let mut tickets = s.alloc_zeros::<i32>(n_heads).map_err(w())?;
         let mut out = s.alloc_zeros::<f32>(n_heads * head_dim).map_err(w())?;
         // The engine's chunk: a split's scores in shared memory (SplitScratch).
-        let chunk = (pos + 1).div_ceil(splits).max(128);
+        let shared = split_shared_bytes(head_dim, (pos + 1).div_ceil(splits).max(128));
+        self.k
+            .allow_split_shared(shared)
+            .map_err(EngineError::Device)?;
         let cfg = LaunchConfig {
             grid_dim: (n_heads as u32, splits as u32, 1),
             block_dim: (256, 1, 1),
-            shared_mem_bytes: ((head_dim + chunk) * 4) as u32,
+            shared_mem_bytes: shared as u32,
         };
         let (heads, kv_heads, hd) = (n_heads as i32, n_kv_heads as i32, head_dim as i32);
         let (n_rot, neox, nsplits) = (step.n_rot as i32, i32::from(step.neox), splits as i32);
