@@ -58,98 +58,6 @@ __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restric
     return s;
 }
 
-// The online softmax's rescale (ms) and weight (vs) for position j depend only on the
-// running maximum before j: a new maximum gives ms = exp(max_before - s), vs = 1; else
-// ms = 1, vs = exp(s - max_before) (the same factors on both llama.cpp paths). The running
-// maximum is a block-wide prefix scan, so every position's exp runs in parallel. On entry
-// sc[0..n) holds the scores; on return sc holds vs and msv holds ms (the whole block calls).
-__device__ void ordered_softmax_factors(float* sc, float* msv, int n) {
-    __shared__ float warp_top[32];
-    __shared__ float carry;
-    if (threadIdx.x == 0) carry = -INFINITY;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int base = 0; base < n; base += blockDim.x) {
-        int j = base + threadIdx.x;
-        float s = j < n ? sc[j] : -INFINITY;
-        float incl = s;
-        for (int o = 1; o < 32; o <<= 1) {
-            float up = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= o) incl = fmaxf(incl, up);
-        }
-        if (lane == 31) warp_top[warp] = incl;
-        __syncthreads();
-        float before = carry;
-        for (int w = 0; w < warp; w++) before = fmaxf(before, warp_top[w]);
-        float lane_before = __shfl_up_sync(0xffffffffu, incl, 1);
-        if (lane > 0) before = fmaxf(before, lane_before);
-        if (j < n) {
-            bool new_max = s > before;
-            msv[j] = new_max ? libm_expf(before - s) : 1.0f;
-            sc[j] = new_max ? 1.0f : libm_expf(s - before);
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float m = carry;
-            for (int w = 0; w < nw; w++) m = fmaxf(m, warp_top[w]);
-            carry = m;
-        }
-        __syncthreads();
-    }
-}
-
-// The softmax's normaliser over positions 0..n: a recurrence in f32, run by one thread. The
-// recurrences load ATT_AHEAD positions' inputs into registers before stepping through them,
-// so the loads overlap instead of each step waiting on its own.
-template <int AHEAD = ATT_AHEAD>
-__device__ float ordered_normaliser(const float* msv, const float* sc, int n, int tiled) {
-    float sum = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += AHEAD) {
-        float mm[AHEAD], ss[AHEAD];
-#pragma unroll
-        for (int k = 0; k < AHEAD; k++)
-            if (j0 + k < n) {
-                mm[k] = msv[j0 + k];
-                ss[k] = sc[j0 + k];
-            }
-#pragma unroll
-        for (int k = 0; k < AHEAD; k++)
-            if (j0 + k < n) sum = tiled ? __fadd_rn(__fmul_rn(sum, mm[k]), ss[k]) : fmaf(sum, mm[k], ss[k]);
-    }
-    return sum;
-}
-
-// One position's step of an output dimension's recurrence: value v, rescale mm, weight ss.
-__device__ __forceinline__ float ordered_v_step(float acc, float v, float mm, float ss, int tiled) {
-    if (tiled) return __fadd_rn(__fmul_rn(acc, mm), __fmul_rn(v, ss));
-    // The CPU rescales (and rounds to f16) only at a new maximum; a rescale by 1 would leave
-    // the f16 value as it is.
-    if (mm != 1.0f) acc = h2f(f2h(__fmul_rn(acc, mm)));
-    return h2f(f2h(fmaf(v, ss, acc)));
-}
-
-// One output dimension's weighted sum of V over cache positions 0..n (`vcol` its column,
-// rows kv_dim apart), continuing from `acc`.
-template <int AHEAD = ATT_AHEAD>
-__device__ float ordered_v_sum(float acc, const u16* __restrict__ vcol, int kv_dim,
-                               const float* msv, const float* sc, int n, int tiled) {
-    for (int j0 = 0; j0 < n; j0 += AHEAD) {
-        float vv[AHEAD], mm[AHEAD], ss[AHEAD];
-#pragma unroll
-        for (int k = 0; k < AHEAD; k++)
-            if (j0 + k < n) {
-                vv[k] = h2f(vcol[(u64)(j0 + k) * kv_dim]);
-                mm[k] = msv[j0 + k];
-                ss[k] = sc[j0 + k];
-            }
-#pragma unroll
-        for (int k = 0; k < AHEAD; k++) {
-            if (j0 + k >= n) break;
-            acc = ordered_v_step(acc, vv[k], mm[k], ss[k], tiled);
-        }
-    }
-    return acc;
-}
-
 // q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.
 // The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
@@ -164,7 +72,6 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
                                      float* __restrict__ out, STAMP_PARAMS) {
     STAMP_GUARD;
     extern __shared__ float qs[];
-    __shared__ float total;
     int pos0 = pos[0];
     int h = blockIdx.x, t = blockIdx.y;
     int g = h / (n_heads / n_kv_heads);
@@ -181,14 +88,92 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         sc[j] = __fmul_rn(s, scale);
     }
     __syncthreads();
+    // The online softmax's rescale (ms) and weight (vs) for position j depend only on the
+    // running maximum before j: a new maximum gives ms = exp(max_before - s), vs = 1; else
+    // ms = 1, vs = exp(s - max_before) (the same factors on both llama.cpp paths). The running
+    // maximum is a block-wide prefix scan, so every position's exp runs in parallel.
     float* msv = sc + ctx_cap;
-    ordered_softmax_factors(sc, msv, n_ctx);
-    // The normaliser in the last thread (idle when hd < blockDim); each output dimension (one
-    // per thread: hd <= blockDim) its own recurrence over the positions.
-    if (threadIdx.x == blockDim.x - 1) total = ordered_normaliser(msv, sc, n_ctx, tiled);
+    __shared__ float warp_top[32];
+    __shared__ float carry;
+    __shared__ float total;
+    if (threadIdx.x == 0) carry = -INFINITY;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int base = 0; base < n_ctx; base += blockDim.x) {
+        int j = base + threadIdx.x;
+        float s = j < n_ctx ? sc[j] : -INFINITY;
+        float incl = s;
+        for (int o = 1; o < 32; o <<= 1) {
+            float up = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl = fmaxf(incl, up);
+        }
+        if (lane == 31) warp_top[warp] = incl;
+        __syncthreads();
+        float before = carry;
+        for (int w = 0; w < warp; w++) before = fmaxf(before, warp_top[w]);
+        float lane_before = __shfl_up_sync(0xffffffffu, incl, 1);
+        if (lane > 0) before = fmaxf(before, lane_before);
+        if (j < n_ctx) {
+            bool new_max = s > before;
+            msv[j] = new_max ? libm_expf(before - s) : 1.0f;
+            sc[j] = new_max ? 1.0f : libm_expf(s - before);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float m = carry;
+            for (int w = 0; w < nw; w++) m = fmaxf(m, warp_top[w]);
+            carry = m;
+        }
+        __syncthreads();
+    }
+    // The normaliser: a recurrence in f32, one thread (the last, idle when hd < blockDim).
+    // The recurrences below load ATT_AHEAD positions' inputs into registers before stepping
+    // through them, so the loads overlap instead of each step waiting on its own.
+    if (threadIdx.x == blockDim.x - 1) {
+        float sum = 0.0f;
+        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
+            float mm[ATT_AHEAD], ss[ATT_AHEAD];
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++)
+                if (j0 + k < n_ctx) {
+                    mm[k] = msv[j0 + k];
+                    ss[k] = sc[j0 + k];
+                }
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++)
+                if (j0 + k < n_ctx)
+                    sum = tiled ? __fadd_rn(__fmul_rn(sum, mm[k]), ss[k]) : fmaf(sum, mm[k], ss[k]);
+        }
+        total = sum;
+    }
+    // Each output dimension (one per thread: hd <= blockDim): its own recurrence over the
+    // positions.
     int d = threadIdx.x;
     float acc = 0.0f;
-    if (d < hd) acc = ordered_v_sum(0.0f, vc + g * hd + d, kv_dim, msv, sc, n_ctx, tiled);
+    if (d < hd) {
+        const u16* vcol = vc + g * hd + d;
+        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
+            float vv[ATT_AHEAD], mm[ATT_AHEAD], ss[ATT_AHEAD];
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++)
+                if (j0 + k < n_ctx) {
+                    vv[k] = h2f(vcol[(u64)(j0 + k) * kv_dim]);
+                    mm[k] = msv[j0 + k];
+                    ss[k] = sc[j0 + k];
+                }
+#pragma unroll
+            for (int k = 0; k < ATT_AHEAD; k++) {
+                if (j0 + k >= n_ctx) break;
+                if (tiled) {
+                    acc = __fadd_rn(__fmul_rn(acc, mm[k]), __fmul_rn(vv[k], ss[k]));
+                } else {
+                    // The CPU rescales (and rounds to f16) only at a new maximum; a rescale
+                    // by 1 would leave the f16 value as it is.
+                    if (mm[k] != 1.0f) acc = h2f(f2h(__fmul_rn(acc, mm[k])));
+                    acc = h2f(f2h(fmaf(vv[k], ss[k], acc)));
+                }
+            }
+        }
+    }
     __syncthreads();
     float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
     float* o = out + ((u64)t * n_heads + h) * hd;

@@ -24,107 +24,12 @@
 __device__ __forceinline__ float lo_h(u32 v) { return h2f((u16)v); }
 __device__ __forceinline__ float hi_h(u32 v) { return h2f((u16)(v >> 16)); }
 
-// Contexts of up to this many positions (one chunk: a single block per head) are attended in
-// the CPU's order, as `attention` (attention.cu) does for one query: the query rounded to f16,
-// ggml's K.q lanes, the online softmax's factors, V summed in f16. Short contexts (every
-// fixture prompt's) then add no reordering to the fast path's numerics.
-#define ATTF_ORDERED_MAX ATTF_MIN_CHUNK
-// How many positions the CPU-order recurrences load ahead (from shared memory): 4 took the
-// kernel to 70 registers (3 blocks per multiprocessor instead of 4).
-#ifndef ATTF_ORDERED_AHEAD
-#define ATTF_ORDERED_AHEAD 2
-#endif
-
-// dot_f16_ggml (attention.cu), bit for bit, by four adjacent threads of a warp: of each
-// step's 16 lanes thread t takes 2t, 2t+1, 2t+8 and 2t+9 (two 4-byte loads per chain).
-// GCC's reduction adds lane i + 8 onto lane i (inside each thread), i + 4 onto i (threads t
-// and t ^ 2), then (0 + 2) + (1 + 3) (threads t and t ^ 1), so all four end with the same
-// sum. `k` 4-byte aligned; every thread of the warp calls.
-__device__ __forceinline__ float dot_f16_ggml_quad(const u16* k, const float* q, int n) {
-    const int lo = 2 * (threadIdx.x & 3);
-    const int np = n & ~63;
-    // s[c][m]: chain c of lanes lo, lo + 1, lo + 8, lo + 9.
-    float s[4][4];
-#pragma unroll
-    for (int c = 0; c < 4; c++)
-#pragma unroll
-        for (int m = 0; m < 4; m++) s[c][m] = 0.0f;
-    for (int i = 0; i < np; i += 64) {
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            u32 a = *(const u32*)(k + i + 16 * c + lo);
-            u32 b = *(const u32*)(k + i + 16 * c + lo + 8);
-            const float* qq = q + i + 16 * c + lo;
-            s[c][0] = fmaf(lo_h(a), qq[0], s[c][0]);
-            s[c][1] = fmaf(hi_h(a), qq[1], s[c][1]);
-            s[c][2] = fmaf(lo_h(b), qq[8], s[c][2]);
-            s[c][3] = fmaf(hi_h(b), qq[9], s[c][3]);
-        }
-    }
-    float f[4];
-#pragma unroll
-    for (int m = 0; m < 4; m++) f[m] = __fadd_rn(__fadd_rn(s[0][m], s[2][m]), __fadd_rn(s[1][m], s[3][m]));
-    // t3 of lanes lo and lo + 1; then t6 of the same two (the lanes 4 above sit in thread t ^ 2).
-    float t0 = __fadd_rn(f[2], f[0]), t1 = __fadd_rn(f[3], f[1]);
-    t0 = __fadd_rn(__shfl_xor_sync(0xffffffffu, t0, 2), t0);
-    t1 = __fadd_rn(__shfl_xor_sync(0xffffffffu, t1, 2), t1);
-    // Threads 0 and 2 hold t6[0], t6[1]; threads 1 and 3 t6[2], t6[3].
-    float a = __fadd_rn(__shfl_xor_sync(0xffffffffu, t0, 1), t0);
-    float b = __fadd_rn(__shfl_xor_sync(0xffffffffu, t1, 1), t1);
-    double total = 0.0;
-    if (np > 0) total = (double)__fadd_rn(a, b);
-    for (int i = np; i < n; i++) total += (double)__fmul_rn(h2f(k[i]), q[i]);
-    return (float)total;
-}
-
-// The CPU-order attention of a context of n = pos0 + 1 <= ATTF_ORDERED_MAX positions by one
-// block: qs the rotated query rounded to f16; kcur, vcur the step's own K and V rows as f16
-// (other heads' blocks may not have written them to the cache yet); kc, vc the group's first
-// cache column; vst room for n rows of V (f16), 16-byte aligned; sc n scores of scratch, msv
-// n more; out the head's output. The V rows come into shared memory by cp.async while the
-// scores are computed (four threads per position), so each output
-// dimension's f16 recurrence reads them there rather than waiting on global loads.
-// Not inlined: inlined into each head size's instantiation it took the kernel from 62
-// registers to 255 (ptxas), a quarter of the split path's blocks per multiprocessor.
-__device__ __noinline__ void attention_ordered_block(const float* qs, const u16* kcur,
-                                                     const u16* vcur, const u16* __restrict__ kc,
-                                                     const u16* __restrict__ vc, int kv_dim,
-                                                     int pos0, float scale, u16* vst, float* sc,
-                                                     float* msv, float* __restrict__ out, int hd) {
-    __shared__ float total;
-    const int n = pos0 + 1, per = hd / 8;
-    for (int i = threadIdx.x; i < pos0 * per; i += blockDim.x) {
-        int j = i / per, c = i % per;
-        cp_async16(smem_u32(vst + 8 * i), vc + (u64)j * kv_dim + 8 * c, 16);
-    }
-    cp_async_commit();
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) vst[pos0 * hd + d] = vcur[d];
-    for (int base = 0; base < n; base += blockDim.x / 4) {
-        int j = base + (threadIdx.x >> 2);
-        const u16* kr = j >= pos0 ? kcur : kc + (u64)j * kv_dim;
-        float s = dot_f16_ggml_quad(kr, qs, hd);
-        if (j < n && !(threadIdx.x & 3)) sc[j] = __fmul_rn(s, scale);
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-    ordered_softmax_factors(sc, msv, n);
-    if (threadIdx.x == blockDim.x - 1) total = ordered_normaliser<ATTF_ORDERED_AHEAD>(msv, sc, n, 0);
-    int d = threadIdx.x;
-    float acc = 0.0f;
-    if (d < hd) acc = ordered_v_sum<ATTF_ORDERED_AHEAD>(0.0f, vst + d, hd, msv, sc, n, 0);
-    __syncthreads();
-    float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
-    if (d < hd) out[d] = __fmul_rn(acc, inv);
-}
-
 // The block's static shared memory, declared once in the kernel: each instantiation of the
 // block's template declaring its own would triple it.
 struct AttfShared {
     float red[ATTF_THREADS * 8];
     float wtop[ATTF_THREADS / 32];
     float cur[2][128];
-    // The step's K and V rows as f16 (the CPU-order path reads them as cache rows).
-    __align__(16) u16 cur16[2][128];
     int last;
 };
 
@@ -143,9 +48,7 @@ __device__ __forceinline__ void attention_split_block(
     float(*cur)[128] = sh.cur;
     int& last = sh.last;
     float* qs = sm;
-    // Dynamic shared memory: the query, room for a short context's V rows (the CPU-order
-    // path), the scores.
-    float* sc = sm + hd + ATTF_ORDERED_MAX * hd / 2;
+    float* sc = sm + hd;
     int h = blockIdx.x, sp = blockIdx.y;
     int pos0 = pos[0], n_ctx = pos0 + 1;
     int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
@@ -174,15 +77,11 @@ __device__ __forceinline__ void attention_split_block(
     }
     __syncthreads();
     bool writer = mine_pos && h % (n_heads / n_kv_heads) == 0;
-    // A short context runs in the CPU's order (below); a longer one pre-scales the query.
-    bool ordered = n_ctx <= ATTF_ORDERED_MAX;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        qs[d] = ordered ? h2f(f2h(qs[d])) : qs[d] * scale;
+        qs[d] *= scale;
         if (mine_pos) {
             u16 kh = f2h(cur[0][d]);
             cur[0][d] = h2f(kh);
-            sh.cur16[0][d] = kh;
-            sh.cur16[1][d] = f2h(cur[1][d]);
             if (writer) {
                 kc[(u64)pos0 * kv_dim + g * hd + d] = kh;
                 vc[(u64)pos0 * kv_dim + g * hd + d] = f2h(cur[1][d]);
@@ -190,11 +89,6 @@ __device__ __forceinline__ void attention_split_block(
         }
     }
     __syncthreads();
-    if (ordered) {
-        attention_ordered_block(qs, sh.cur16[0], sh.cur16[1], kc + g * hd, vc + g * hd, kv_dim,
-                                pos0, scale, (u16*)(sm + hd), sc, red, out + (u64)h * hd, hd);
-        return;
-    }
 
     // Scores: two threads per position, each taking half of its K row in 16-byte loads with
     // eight independent sums (the module compiles with --fmad=false, so the fused

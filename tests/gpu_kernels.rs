@@ -221,11 +221,12 @@ fn check_shape(
 }
 
 /// The fast numerics' decode attention (RoPE on the query and the step's K, the step's cache
-/// rows written, attention, in one launch) against the CPU engine: with up to 128 positions
-/// it runs in the CPU's order, so its output equals the CPU's bit for bit; past that it splits
-/// the context and sums in f32 while the CPU rounds its sum of V to f16 at every position, so
-/// within 2^-11 · sqrt(positions) of the largest output (a random walk of f16 roundings). The step's cache rows are the CPU's f16 bits either way. Head sizes
-/// 64 and 128 (the kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
+/// rows written, attention split over the context, in one launch) against the CPU engine. The
+/// kernel sums in f32 while the CPU rounds its running sum of V to f16 at every position, so
+/// the outputs agree within 2^-11 · sqrt(positions) of the largest output (a random walk of
+/// f16 roundings); the step's cache rows are the CPU's f16 bits. Contexts of one chunk and of
+/// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
+/// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
 #[test]
 fn fast_decode_attention_matches_the_cpu() {
     use cbtop::engine::cpu::attention::{attention, AttnShape};
@@ -242,7 +243,7 @@ fn fast_decode_attention_matches_the_cpu() {
     for (n_heads, n_kv_heads, head_dim, neox) in
         [(9, 3, 64, false), (14, 2, 128, true), (6, 2, 80, true)]
     {
-        for pos in [0usize, 1, 57, 127, 128, 1000] {
+        for pos in [0usize, 1, 57, 127, 128, 300, 1000] {
             let mut rng = SplitMix64::new((pos * 131 + head_dim) as u64);
             let shape = AttnShape {
                 n_heads,
@@ -308,18 +309,8 @@ fn fast_decode_attention_matches_the_cpu() {
                 .zip(&want)
                 .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
             eprintln!("{what}: max |gpu - cpu| = {worst:.2e} (largest output {top:.2e})");
-            let ordered = pos < 128;
-            if ordered
-                && got
-                    .out
-                    .iter()
-                    .zip(&want)
-                    .any(|(a, b)| a.to_bits() != b.to_bits())
-            {
-                failures.push(format!("{what}: not the CPU's bits (max diff {worst:.2e})"));
-            }
             let bound = ((pos + 1) as f32).sqrt() / 2048.0;
-            if !ordered && worst > bound * top {
+            if worst > bound * top {
                 failures.push(format!(
                     "{what}: {worst:.2e} off, over {bound:.2e} of {top:.2e}"
                 ));

@@ -40,14 +40,10 @@ fn clock_slots(n_layers: usize) -> usize {
     48 * n_layers + 32
 }
 
-/// Positions up to which the split decode attention runs in the CPU's order (ATTF_ORDERED_MAX
-/// in kernels/attention_fast.cu), with those positions' V rows (f16) in shared memory.
-const ORDERED_MAX: usize = 128;
-
 /// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
-/// query, the CPU-order path's V rows, a chunk's scores.
+/// query and a chunk's scores (kernels/attention_fast.cu).
 pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize) -> usize {
-    (head_dim + ORDERED_MAX * head_dim / 2 + chunk) * 4
+    (head_dim + chunk) * 4
 }
 
 /// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
@@ -191,8 +187,6 @@ impl CudaEngine {
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
         let split = SplitScratch::new(&stream, c, cap, sms)?;
-        k.allow_split_shared(split.shared_bytes)
-            .map_err(EngineError::Device)?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),
