@@ -62,6 +62,13 @@ __device__ __forceinline__ void attention_split_block(
     // rotated and V, rounded to f16 as the cache holds them; the group's first head writes
     // them to the cache), so no separate RoPE launch runs before.
     bool mine_pos = j0 + len == n_ctx;
+    // The rotation's cos/sin loaded beside the query rather than after it.
+    float rc = 0.0f, rs = 0.0f;
+    if (threadIdx.x < n_rot / 2) {
+        const float* cs = table + ((u64)pos0 * (n_rot / 2) + threadIdx.x) * 2;
+        rc = cs[0];
+        rs = cs[1];
+    }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         qs[d] = q[(u64)h * hd + d];
         if (mine_pos) {
@@ -71,9 +78,8 @@ __device__ __forceinline__ void attention_split_block(
     }
     __syncthreads();
     if (threadIdx.x < n_rot / 2) {
-        const float* cs = table + ((u64)pos0 * (n_rot / 2) + threadIdx.x) * 2;
-        rope_pair(qs, threadIdx.x, n_rot, cs[0], cs[1], neox);
-        if (mine_pos) rope_pair(cur[0], threadIdx.x, n_rot, cs[0], cs[1], neox);
+        rope_pair(qs, threadIdx.x, n_rot, rc, rs, neox);
+        if (mine_pos) rope_pair(cur[0], threadIdx.x, n_rot, rc, rs, neox);
     }
     __syncthreads();
     bool writer = mine_pos && h % (n_heads / n_kv_heads) == 0;
@@ -225,6 +231,35 @@ __device__ __forceinline__ void attention_split_block(
     if (threadIdx.x == 0) tickets[h] = 0;
 }
 
+// Before waiting on the kernel ahead (the QKV product), bring this block's chunk of K and V
+// rows into L2: the rows before this step's position were written by earlier steps, so only
+// the position (set by the previous step's `advance`) is read. Rows are hd f16 each, one
+// 128-byte line of K and one of V per thread per pass. Not inlined: inlined, its values
+// stayed live into the block's work and took the kernel from 62 registers to 70 (ptxas).
+// ATTF_PREFETCH=0 (CBTOP_KERNEL_DEFINES) turns it off for A/B runs.
+#ifndef ATTF_PREFETCH
+#define ATTF_PREFETCH 1
+#endif
+__device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc,
+                                                         int n_heads, int n_kv_heads, int hd,
+                                                         const int* pos, int splits) {
+#if ATTF_PREFETCH
+    int n_ctx = pos[0] + 1;
+    int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
+    int j0 = blockIdx.y * chunk;
+    if (j0 >= n_ctx) return;
+    int len = min(n_ctx - 1, j0 + chunk) - j0;  // the step's own row is not in the cache yet
+    int g = blockIdx.x / (n_heads / n_kv_heads), kv_dim = n_kv_heads * hd;
+    int lines = (hd + 63) / 64;
+    u64 off = (u64)j0 * kv_dim + g * hd;
+    for (int i = threadIdx.x; i < len * lines; i += blockDim.x) {
+        u64 at = off + (u64)(i / lines) * kv_dim + 64 * (i % lines);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + at));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + at));
+    }
+#endif
+}
+
 // One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
 // RoPE table (rope.cu). head_dim a multiple of 8 (16-byte rows), at most 128; ATTF_THREADS
 // threads.
@@ -235,6 +270,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     const float* __restrict__ table, int n_rot, int neox, int splits,
                     float scale, float* __restrict__ part, int* __restrict__ tickets,
                     float* __restrict__ out, STAMP_PARAMS) {
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos, splits);
     STAMP_GUARD;
     __shared__ AttfShared sh;
 #define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos, table, n_rot, neox, splits, \
