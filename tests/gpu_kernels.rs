@@ -223,8 +223,8 @@ fn check_shape(
 /// The fast numerics' decode attention (RoPE on the query and the step's K, the step's cache
 /// rows written, attention split over the context, in one launch) against the CPU engine. The
 /// kernel sums in f32 while the CPU rounds its running sum of V to f16 at every position, so
-/// the outputs agree within 2^-11 · sqrt(positions) of the largest output (a random walk of
-/// f16 roundings); the step's cache rows are the CPU's f16 bits. Contexts of one chunk and of
+/// the outputs agree within 2^-11 · (1 + sqrt(positions)) of the largest output (a random
+/// walk of f16 roundings, and the last one); the step's cache rows are the CPU's f16 bits. Contexts of one chunk and of
 /// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
 /// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
 #[test]
@@ -243,7 +243,7 @@ fn fast_decode_attention_matches_the_cpu() {
     for (n_heads, n_kv_heads, head_dim, neox) in
         [(9, 3, 64, false), (14, 2, 128, true), (6, 2, 80, true)]
     {
-        for pos in [0usize, 1, 57, 127, 128, 300, 1000] {
+        for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999] {
             let mut rng = SplitMix64::new((pos * 131 + head_dim) as u64);
             let shape = AttnShape {
                 n_heads,
@@ -278,7 +278,10 @@ fn fast_decode_attention_matches_the_cpu() {
                 keys: &bits(&keys),
                 values: &bits(&values),
             };
-            let got = kc.decode_attention(&step, 8).unwrap();
+            // Eight splits keep chunks of 128 positions (staged in shared memory); two make
+            // longer ones past 256 positions (read from the cache).
+            let splits = if pos % 2 == 0 { 8 } else { 2 };
+            let got = kc.decode_attention(&step, splits).unwrap();
 
             let table = rope_table(pos, head_dim, 10000.0);
             let style = if neox {
@@ -294,7 +297,9 @@ fn fast_decode_attention_matches_the_cpu() {
             let mut want = vec![0f32; n_heads * head_dim];
             attention(shape, &qr, &keys, &values, pos, &mut want);
 
-            let what = format!("heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}");
+            let what = format!(
+                "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, {splits} splits"
+            );
             if got.key_row != bits(&keys[pos * kv_dim..])
                 || got.value_row != bits(&values[pos * kv_dim..])
             {
@@ -309,7 +314,7 @@ fn fast_decode_attention_matches_the_cpu() {
                 .zip(&want)
                 .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
             eprintln!("{what}: max |gpu - cpu| = {worst:.2e} (largest output {top:.2e})");
-            let bound = ((pos + 1) as f32).sqrt() / 2048.0;
+            let bound = (1.0 + ((pos + 1) as f32).sqrt()) / 2048.0;
             if worst > bound * top {
                 failures.push(format!(
                     "{what}: {worst:.2e} off, over {bound:.2e} of {top:.2e}"
