@@ -20,15 +20,9 @@
 // block's V pass is one round of loads per thread (`unroll 8` below).
 #define ATTF_MIN_CHUNK 128
 #define ATTF_MAX_SPLITS 256
-// Positions of K and V a block stages in shared memory (attention_split_stage): a chunk of
-// ATTF_MIN_CHUNK, so every chunk until the context outgrows splits x ATTF_MIN_CHUNK.
-#define ATTF_STAGE ATTF_MIN_CHUNK
 
 __device__ __forceinline__ float lo_h(u32 v) { return h2f((u16)v); }
 __device__ __forceinline__ float hi_h(u32 v) { return h2f((u16)(v >> 16)); }
-
-// The block's dynamic shared memory (layout in attention_split_block).
-extern __shared__ float attf_dyn[];
 
 // The block's static shared memory, declared once in the kernel: each instantiation of the
 // block's template declaring its own would triple it.
@@ -48,25 +42,19 @@ __device__ __forceinline__ void attention_split_block(
     int splits, float scale, float* __restrict__ part, int* __restrict__ tickets,
     float* __restrict__ out, AttfShared& sh) {
     const int hd = HD ? HD : hd_rt;
-    float* sm = attf_dyn;
+    extern __shared__ float sm[];
     float* red = sh.red;
     float* wtop = sh.wtop;
     float(*cur)[128] = sh.cur;
     int& last = sh.last;
-    // Dynamic shared memory: the query, the staged K and V rows (ATTF_STAGE of each, f16),
-    // the chunk's scores.
     float* qs = sm;
-    u16* ks = (u16*)(sm + hd);
-    u16* vs = ks + ATTF_STAGE * hd;
-    float* sc = sm + hd + ATTF_STAGE * hd;
+    float* sc = sm + hd;
     int h = blockIdx.x, sp = blockIdx.y;
     int pos0 = pos[0], n_ctx = pos0 + 1;
     int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
     int active = (n_ctx + chunk - 1) / chunk;
     if (sp >= active) return;
     int j0 = sp * chunk, len = min(n_ctx, j0 + chunk) - j0;
-    // Whether attention_split_stage brought this chunk's cached rows into shared memory.
-    const bool staged = len <= ATTF_STAGE;
     int g = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * hd;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -106,15 +94,13 @@ __device__ __forceinline__ void attention_split_block(
             }
         }
     }
-    if (staged) cp_async_wait<0>();
     __syncthreads();
 
     // Scores: two threads per position, each taking half of its K row in 16-byte loads with
     // eight independent sums (the module compiles with --fmad=false, so the fused
     // multiply-adds are spelled out); q read as broadcasts. The pair's halves meet through a
     // shuffle; every thread runs the same number of rounds, so the shuffle sees whole warps.
-    const u16* kb = staged ? ks : kc + g * hd + (u64)j0 * kv_dim;
-    const int kstride = staged ? hd : kv_dim;
+    const u16* kb = kc + g * hd + (u64)j0 * kv_dim;
     const int n8 = hd / 8, half = threadIdx.x & 1;
     const int c0 = half ? n8 / 2 : 0, c1 = half ? n8 : n8 / 2;
     float m = -INFINITY;
@@ -126,10 +112,10 @@ __device__ __forceinline__ void attention_split_block(
 #pragma unroll
                 for (int e = 0; e < 8; e++) p8[e] = fmaf(cur[0][8 * c + e], qs[8 * c + e], p8[e]);
         } else if (j < len) {
-            const uint4* kr = (const uint4*)(kb + (u64)j * kstride);
+            const uint4* kr = (const uint4*)(kb + (u64)j * kv_dim);
 #pragma unroll 8
             for (int c = c0; c < c1; c++) {
-                uint4 kv = kr[c];
+                uint4 kv = __ldg(kr + c);
                 const float* qq = qs + 8 * c;
                 p8[0] = fmaf(lo_h(kv.x), qq[0], p8[0]);
                 p8[1] = fmaf(hi_h(kv.x), qq[1], p8[1]);
@@ -173,13 +159,12 @@ __device__ __forceinline__ void attention_split_block(
     int gi = threadIdx.x / per_row, c = threadIdx.x % per_row;
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (gi < groups) {
-        const uint4* vb = (const uint4*)(staged ? vs : vc + g * hd + (u64)j0 * kv_dim) + c;
-        const int vstride = (staged ? hd : kv_dim) / 8;
+        const uint4* vb = (const uint4*)(vc + g * hd + (u64)j0 * kv_dim) + c;
         // The step's own row (the chunk's last) comes from shared memory.
         int stop = mine_pos ? len - 1 : len;
 #pragma unroll 8
         for (int j = gi; j < stop; j += groups) {
-            uint4 vv = vb[(u64)j * vstride];
+            uint4 vv = __ldg(vb + (u64)j * (kv_dim / 8));
             float p = sc[j];
             acc[0] = fmaf(p, lo_h(vv.x), acc[0]);
             acc[1] = fmaf(p, hi_h(vv.x), acc[1]);
@@ -246,28 +231,33 @@ __device__ __forceinline__ void attention_split_block(
     if (threadIdx.x == 0) tickets[h] = 0;
 }
 
-// Before waiting on the kernel ahead (the QKV product), a block whose chunk has at most
-// ATTF_STAGE positions starts copying the chunk's cached K and V rows into shared memory
-// (cp.async; the rows before this step's position were written by earlier steps, and only the
-// position, set by the previous step's `advance`, is read), so the loads overlap the product
-// instead of following the query. Longer chunks read the cache directly. Not inlined: inlined,
-// its values stayed live into the block's work and raised the kernel's registers (ptxas).
-__device__ __noinline__ void attention_split_stage(const u16* kc, const u16* vc, int n_heads,
-                                                   int n_kv_heads, int hd, const int* pos,
-                                                   int splits, u16* ks, u16* vs) {
+// Before waiting on the kernel ahead (the QKV product), bring this block's chunk of K and V
+// rows into L2: the rows before this step's position were written by earlier steps, so only
+// the position (set by the previous step's `advance`) is read. Rows are hd f16 each, one
+// 128-byte line of K and one of V per thread per pass. Not inlined: inlined, its values
+// stayed live into the block's work and took the kernel from 62 registers to 70 (ptxas).
+// ATTF_PREFETCH=0 (CBTOP_KERNEL_DEFINES) turns it off for A/B runs.
+#ifndef ATTF_PREFETCH
+#define ATTF_PREFETCH 1
+#endif
+__device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc,
+                                                         int n_heads, int n_kv_heads, int hd,
+                                                         const int* pos, int splits) {
+#if ATTF_PREFETCH
     int n_ctx = pos[0] + 1;
     int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
     int j0 = blockIdx.y * chunk;
-    if (j0 >= n_ctx || min(n_ctx, j0 + chunk) - j0 > ATTF_STAGE) return;
-    int rows = min(n_ctx - 1, j0 + chunk) - j0;  // the step's own row is not in the cache yet
-    int g = blockIdx.x / (n_heads / n_kv_heads), kv_dim = n_kv_heads * hd, per = hd / 8;
+    if (j0 >= n_ctx) return;
+    int len = min(n_ctx - 1, j0 + chunk) - j0;  // the step's own row is not in the cache yet
+    int g = blockIdx.x / (n_heads / n_kv_heads), kv_dim = n_kv_heads * hd;
+    int lines = (hd + 63) / 64;
     u64 off = (u64)j0 * kv_dim + g * hd;
-    for (int i = threadIdx.x; i < rows * per; i += blockDim.x) {
-        u64 at = off + (u64)(i / per) * kv_dim + 8 * (i % per);
-        cp_async16(smem_u32(ks + 8 * i), kc + at, 16);
-        cp_async16(smem_u32(vs + 8 * i), vc + at, 16);
+    for (int i = threadIdx.x; i < len * lines; i += blockDim.x) {
+        u64 at = off + (u64)(i / lines) * kv_dim + 64 * (i % lines);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + at));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + at));
     }
-    cp_async_commit();
+#endif
 }
 
 // One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
@@ -280,8 +270,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     const float* __restrict__ table, int n_rot, int neox, int splits,
                     float scale, float* __restrict__ part, int* __restrict__ tickets,
                     float* __restrict__ out, STAMP_PARAMS) {
-    u16* ks = (u16*)(attf_dyn + hd);
-    attention_split_stage(kc, vc, n_heads, n_kv_heads, hd, pos, splits, ks, ks + ATTF_STAGE * hd);
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos, splits);
     STAMP_GUARD;
     __shared__ AttfShared sh;
 #define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos, table, n_rot, neox, splits, \

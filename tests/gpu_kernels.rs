@@ -278,8 +278,7 @@ fn fast_decode_attention_matches_the_cpu() {
                 keys: &bits(&keys),
                 values: &bits(&values),
             };
-            // Eight splits keep chunks of 128 positions (staged in shared memory); two make
-            // longer ones past 256 positions (read from the cache).
+            // Eight splits keep chunks of 128 positions; two make longer ones past 256.
             let splits = if pos % 2 == 0 { 8 } else { 2 };
             let got = kc.decode_attention(&step, splits).unwrap();
 

@@ -215,9 +215,6 @@ impl KernelCheck {
         let mut out = s.alloc_zeros::<f32>(n_heads * head_dim).map_err(w())?;
         // The engine's chunk: a split's scores in shared memory (SplitScratch).
         let shared = split_shared_bytes(head_dim, (pos + 1).div_ceil(splits).max(128));
-        self.k
-            .allow_split_shared(shared)
-            .map_err(EngineError::Device)?;
         let cfg = LaunchConfig {
             grid_dim: (n_heads as u32, splits as u32, 1),
             block_dim: (256, 1, 1),

@@ -40,14 +40,10 @@ fn clock_slots(n_layers: usize) -> usize {
     48 * n_layers + 32
 }
 
-/// Positions of K and V rows the split decode attention stages in shared memory (ATTF_STAGE
-/// in kernels/attention_fast.cu).
-const SPLIT_STAGE: usize = 128;
-
 /// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
-/// query, the staged K and V rows (f16), a chunk's scores (kernels/attention_fast.cu).
+/// query and a chunk's scores (kernels/attention_fast.cu).
 pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize) -> usize {
-    (head_dim + chunk) * 4 + 2 * SPLIT_STAGE * head_dim * 2
+    (head_dim + chunk) * 4
 }
 
 /// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
@@ -191,8 +187,6 @@ impl CudaEngine {
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
         let split = SplitScratch::new(&stream, c, cap, sms)?;
-        k.allow_split_shared(split.shared_bytes)
-            .map_err(EngineError::Device)?;
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),

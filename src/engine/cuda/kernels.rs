@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
 };
@@ -109,17 +108,6 @@ impl Kernels {
     }
 
     /// A launch of `f` (one of this table's kernels) on `s`.
-    /// Lets the split decode attention launch with `bytes` of dynamic shared memory (past
-    /// 48 KB a function needs the opt-in).
-    pub(super) fn allow_split_shared(&self, bytes: usize) -> Result<(), String> {
-        self.attention_split
-            .set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes as i32,
-            )
-            .map_err(|e| format!("attention_split: setting its shared memory size: {e:?}"))
-    }
-
     pub(super) fn launch<'a>(&'a self, s: &'a CudaStream, f: &'a CudaFunction) -> Launch<'a> {
         Launch::new(s, f, self.pdl)
     }
