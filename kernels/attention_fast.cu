@@ -236,7 +236,10 @@ __device__ __forceinline__ void attention_split_block(
 // the position (set by the previous step's `advance`) is read. Rows are hd f16 each, one
 // 128-byte line of K and one of V per thread per pass. Not inlined: inlined, its values
 // stayed live into the block's work and took the kernel from 62 registers to 70 (ptxas).
-// ATTF_PREFETCH=0 (CBTOP_KERNEL_DEFINES) turns it off for A/B runs.
+// ATTF_PREFETCH=0 (CBTOP_KERNEL_DEFINES) turns it off for A/B runs. Measured on the H100,
+// decode from depth 1024, --timing off, qwen2.5 0.5b/3b/7b: 1238/464/320 tok/s without the
+// prefetch, 1267/474/325 with it; copying the rows into shared memory (cp.async) instead
+// measured 1207/456/321.
 #ifndef ATTF_PREFETCH
 #define ATTF_PREFETCH 1
 #endif
