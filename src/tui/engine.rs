@@ -237,9 +237,14 @@ impl Worker {
             if let Flow::Quit = self.handle(c) {
                 return Flow::Quit;
             }
-            if self.paused {
-                self.publish_phase(Phase::Paused, None);
-            }
+            // Show the user's key at once: a resumed engine may spend its next
+            // step on a prefill before the periodic snapshot would say so.
+            let phase = if self.paused {
+                Phase::Paused
+            } else {
+                Phase::Running
+            };
+            self.publish_phase(phase, None);
         }
     }
 
