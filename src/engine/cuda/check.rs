@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
-use super::engine::split_shared_bytes;
+use super::engine::{rope_rows, split_shared_bytes};
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
@@ -19,7 +19,6 @@ use super::module;
 use super::probe::GpuDesc;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::AttnShape;
-use crate::engine::cpu::ops::rope_table;
 use crate::engine::{EngineError, Numerics};
 use crate::quant::GgmlType;
 
@@ -187,10 +186,7 @@ impl KernelCheck {
         } = step.shape;
         let kv_dim = n_kv_heads * head_dim;
         let pos = step.keys.len() / kv_dim;
-        let table: Vec<f32> = (0..=pos)
-            .flat_map(|p| rope_table(p, step.n_rot, step.rope_base))
-            .flat_map(|(cos, sin)| [cos, sin])
-            .collect();
+        let table = rope_rows(pos + 1, step.n_rot, step.rope_base);
         let w = || wrap("decode attention check");
         let cache = |rows: &[u16]| {
             let mut all = rows.to_vec();

@@ -40,6 +40,15 @@ fn clock_slots(n_layers: usize) -> usize {
     48 * n_layers + 32
 }
 
+/// The RoPE table kernels/rope.cu reads, for positions `0..positions`: per position the CPU
+/// engine's `n_rot / 2` (cos, sin) pairs, flattened.
+pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32) -> Vec<f32> {
+    (0..positions)
+        .flat_map(|pos| rope_table(pos, n_rot, base))
+        .flat_map(|(cos, sin)| [cos, sin])
+        .collect()
+}
+
 /// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
 /// query and a chunk's scores (kernels/attention_fast.cu).
 pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize) -> usize {
@@ -176,11 +185,7 @@ impl CudaEngine {
             .alloc_zeros::<u16>(kv_len)
             .map_err(wrap("allocating the KV cache"))?;
         let bufs = Bufs::alloc(&stream, &model, cap, 1, None)?;
-        let table: Vec<f32> = (0..cap)
-            .flat_map(|pos| rope_table(pos, c.rope_dims, c.rope_base))
-            .flat_map(|(cos, sin)| [cos, sin])
-            .collect();
-        let rope = upload_vec(&stream, &table)?;
+        let rope = upload_vec(&stream, &rope_rows(cap, c.rope_dims, c.rope_base))?;
         let pos = stream
             .alloc_zeros::<i32>(1)
             .map_err(wrap("allocating the position"))?;
