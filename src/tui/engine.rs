@@ -279,8 +279,12 @@ impl Worker {
                 if !first {
                     self.restarts += 1;
                 }
-                first = false;
-                self.publish_phase(Phase::Prefill, None);
+                // Only the first prompt shows as PREFILL: a restart when the context is full
+                // is part of running (the view counts restarts), and on a small model it
+                // comes every few milliseconds, which would leave the header flickering.
+                if first {
+                    self.publish_phase(Phase::Prefill, None);
+                }
                 match session.prefill() {
                     Ok(p) => {
                         self.ttft_ms = Some(p.ttft_ns as f64 / 1e6);
@@ -289,6 +293,10 @@ impl Worker {
                     }
                     Err(e) => return self.publish_phase(Phase::Stopped, Some(e.to_string())),
                 }
+                if first {
+                    self.publish_phase(Phase::Running, None);
+                }
+                first = false;
                 continue;
             }
             let profiled =
