@@ -38,8 +38,8 @@ template <int HD>
 __device__ __forceinline__ void attention_split_block(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
-    const int* __restrict__ pos, const float* __restrict__ table, int n_rot, int neox,
-    int splits, float scale, float* __restrict__ part, int* __restrict__ tickets,
+    int pos0, float rc, float rs, int n_rot, int neox, int splits, float scale,
+    float* __restrict__ part, int* __restrict__ tickets,
     float* __restrict__ out, AttfShared& sh) {
     const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
@@ -50,7 +50,7 @@ __device__ __forceinline__ void attention_split_block(
     float* qs = sm;
     float* sc = sm + hd;
     int h = blockIdx.x, sp = blockIdx.y;
-    int pos0 = pos[0], n_ctx = pos0 + 1;
+    int n_ctx = pos0 + 1;
     int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
     int active = (n_ctx + chunk - 1) / chunk;
     if (sp >= active) return;
@@ -62,13 +62,6 @@ __device__ __forceinline__ void attention_split_block(
     // rotated and V, rounded to f16 as the cache holds them; the group's first head writes
     // them to the cache), so no separate RoPE launch runs before.
     bool mine_pos = j0 + len == n_ctx;
-    // The rotation's cos/sin loaded beside the query rather than after it.
-    float rc = 0.0f, rs = 0.0f;
-    if (threadIdx.x < n_rot / 2) {
-        const float* cs = table + ((u64)pos0 * (n_rot / 2) + threadIdx.x) * 2;
-        rc = cs[0];
-        rs = cs[1];
-    }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         qs[d] = q[(u64)h * hd + d];
         if (mine_pos) {
@@ -245,9 +238,9 @@ __device__ __forceinline__ void attention_split_block(
 #endif
 __device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc,
                                                          int n_heads, int n_kv_heads, int hd,
-                                                         const int* pos, int splits) {
+                                                         int pos0, int splits) {
 #if ATTF_PREFETCH
-    int n_ctx = pos[0] + 1;
+    int n_ctx = pos0 + 1;
     int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
     int j0 = blockIdx.y * chunk;
     if (j0 >= n_ctx) return;
@@ -273,10 +266,19 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     const float* __restrict__ table, int n_rot, int neox, int splits,
                     float scale, float* __restrict__ part, int* __restrict__ tickets,
                     float* __restrict__ out, STAMP_PARAMS) {
-    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos, splits);
+    // The position (set by the previous step's `advance`, finished before the kernel ahead
+    // began) and this thread's RoPE cos/sin at it are read before waiting on the kernel ahead.
+    int pos0 = __ldg(pos);
+    float rc = 0.0f, rs = 0.0f;
+    if (threadIdx.x < n_rot / 2) {
+        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);
+        rc = cs.x;
+        rs = cs.y;
+    }
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
     STAMP_GUARD;
     __shared__ AttfShared sh;
-#define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos, table, n_rot, neox, splits, \
+#define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, splits, \
                   scale, part, tickets, out, sh
     if (hd == 64) attention_split_block<64>(ATTF_ARGS);
     else if (hd == 128) attention_split_block<128>(ATTF_ARGS);

@@ -36,13 +36,16 @@ extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
                                           float* __restrict__ xf, i8* __restrict__ q,
                                           float* __restrict__ d, float* __restrict__ xx,
                                           STAMP_PARAMS) {
+    // The norm's weight is constant: read before waiting on the kernel ahead, so its trip to
+    // memory overlaps that kernel instead of following the row's reduction.
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    bool ok = j < cols;
+    float wj = ok ? __ldg(w + j) : 0.0f;
     STAMP_GUARD;
     u64 row = blockIdx.y;
     const float* xr = x + row * cols;
     float scale = inv_rms(xr, cols, eps);
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    bool ok = j < cols;
-    float v = ok ? __fmul_rn(__fmul_rn(xr[j], scale), w[j]) : 0.0f;
+    float v = ok ? __fmul_rn(__fmul_rn(xr[j], scale), wj) : 0.0f;
     if (ok) out[row * cols + j] = v;
     act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx);
 }
