@@ -359,12 +359,16 @@ struct MvfSet {
     int count;
 };
 
-// Row r of matrix m against the activations, on the calling warp: lane i takes units i,
-// i + 32, ... (`F::dot` gives one unit's share); every lane gets the row's sum.
-template <typename F>
-__device__ __forceinline__ float mvf_row(const MvfMat& m, int r, int cols, const i8* aq,
-                                         const float* ad, const float* ax) {
+// Four rows of matrix m per block of 128 threads (`block` counts within m): a warp per row,
+// `F::dot` gives one unit's share.
+// `bias`: the row's bias read ahead (`mvf_bias`) when PRE_BIAS, else read here.
+template <typename F, bool PRE_BIAS = true>
+__device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, const i8* aq,
+                                        const float* ad, const float* ax, int accumulate,
+                                        float bias) {
     int lane = threadIdx.x & 31;
+    int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= m.rows) return;
     const u8* row = m.w + (u64)r * m.row_bytes;
     int units = (cols / F::QK) * F::UNITS;
     float acc = 0.0f;
@@ -373,37 +377,8 @@ __device__ __forceinline__ float mvf_row(const MvfMat& m, int r, int cols, const
         int bi = u / F::UNITS;
         acc += F::dot(row + (u64)bi * F::BYTES, u % F::UNITS, aq, ad, ax, bi);
     }
-    return warp_sum(acc);
-}
-
-// `mvf_row` for m's type (GGML type ids), 0 for a type without a fast unit.
-__device__ __forceinline__ float mvf_row_any(const MvfMat& m, int r, int cols, const i8* aq,
-                                             const float* ad, const float* ax) {
-    switch (m.ty) {
-    case 2: return mvf_row<FQ4_0>(m, r, cols, aq, ad, ax);
-    case 3: return mvf_row<FQ4_1>(m, r, cols, aq, ad, ax);
-    case 6: return mvf_row<FQ5_0>(m, r, cols, aq, ad, ax);
-    case 7: return mvf_row<FQ5_1>(m, r, cols, aq, ad, ax);
-    case 8: return mvf_row<FQ8_0>(m, r, cols, aq, ad, ax);
-    case 10: return mvf_row<FQ2_K>(m, r, cols, aq, ad, ax);
-    case 11: return mvf_row<FQ3_K>(m, r, cols, aq, ad, ax);
-    case 12: return mvf_row<FQ4_K>(m, r, cols, aq, ad, ax);
-    case 13: return mvf_row<FQ5_K>(m, r, cols, aq, ad, ax);
-    case 14: return mvf_row<FQ6_K>(m, r, cols, aq, ad, ax);
-    default: return 0.0f;
-    }
-}
-
-// Four rows of matrix m per block of 128 threads (`block` counts within m): a warp per row.
-// `bias`: the row's bias read ahead (`mvf_bias`) when PRE_BIAS, else read here.
-template <typename F, bool PRE_BIAS = true>
-__device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, const i8* aq,
-                                        const float* ad, const float* ax, int accumulate,
-                                        float bias) {
-    int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= m.rows) return;
-    float acc = mvf_row<F>(m, r, cols, aq, ad, ax);
-    if ((threadIdx.x & 31) == 0) {
+    acc = warp_sum(acc);
+    if (lane == 0) {
         if (m.bias) acc = __fadd_rn(acc, PRE_BIAS ? bias : __ldg(m.bias + r));
         store_out(acc, nullptr, accumulate, m.rows, r, 0, m.out);
     }
@@ -443,18 +418,14 @@ __device__ __forceinline__ u32 sm_count() {
 // This warp's weight row into L2 before the kernel waits for its input (`prefetch_l2`): with
 // programmatic dependent launch the blocks that fit beside the previous kernel fetch their
 // weights while it finishes.
-// Row r's prefetch, by the launch's first `ahead` blocks under CBTOP_PREFETCH 2.
-__device__ __forceinline__ void mvf_prefetch_row(const MvfMat& m, int r, u32 ahead) {
+__device__ __forceinline__ void mvf_prefetch(const MvfMat& m, int block) {
 #if CBTOP_PREFETCH != 0
 #if CBTOP_PREFETCH == 2
-    if (blockIdx.x >= ahead) return;
+    if (blockIdx.x >= 2 * sm_count()) return;
 #endif
+    int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r < m.rows) prefetch_l2(m.w + (u64)r * m.row_bytes, m.row_bytes, threadIdx.x & 31, 32);
 #endif
-}
-
-__device__ __forceinline__ void mvf_prefetch(const MvfMat& m, int block) {
-    mvf_prefetch_row(m, block * (blockDim.x >> 5) + (threadIdx.x >> 5), 2 * sm_count());
 }
 
 extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict__ aq,

@@ -31,11 +31,6 @@ pub(super) struct Bufs {
     pub(super) part: CudaSlice<f32>,
     /// The matrix products' input, rounded or quantized as the weight type's dot sees it.
     pub(super) act: ActBufs,
-    /// One token's SwiGLU output quantized for the down projection by the fused gate/up
-    /// launch (fast numerics), which is still reading `act` while it writes these; with
-    /// `ffn_tickets`, that launch's counter per 256 rows (kernels/swiglu.cu).
-    pub(super) ffn_act: ActBufs,
-    pub(super) ffn_tickets: CudaSlice<i32>,
 }
 
 /// One activation batch in a weight type's vec-dot format (kernels/act_quant.cu): rounded
@@ -124,10 +119,6 @@ impl Bufs {
                 }
                 act
             },
-            ffn_act: ActBufs::new(s, c.n_ff)?,
-            ffn_tickets: s
-                .alloc_zeros::<i32>(c.n_ff.div_ceil(256).max(1))
-                .map_err(wrap("allocating activations"))?,
             part: a(3 * ARGMAX_BLOCKS as usize)?,
             tok: s
                 .alloc_zeros::<u32>(n.max(1))

@@ -13,14 +13,14 @@ use super::clock::KernelClock;
 use super::engine::{rope_rows, split_shared_bytes};
 use super::error::wrap;
 use super::gemm::GemmBufs;
-use super::kernels::{ceil_div, gate_up_swiglu, kind_code, product, quantize, Epilogue, Kernels};
+use super::kernels::{ceil_div, product, Epilogue, Kernels};
 use super::launcher::{pdl_for, PushArg};
 use super::module;
 use super::probe::GpuDesc;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::AttnShape;
 use crate::engine::{EngineError, Numerics};
-use crate::quant::{ActType, GgmlType};
+use crate::quant::GgmlType;
 
 /// One decode step for `KernelCheck::decode_attention`: the step's query, K and V (one token's
 /// projections, before RoPE) and the cache's rows for the positions before it.
@@ -43,17 +43,6 @@ pub struct DecodeOut {
     pub out: Vec<f32>,
     pub key_row: Vec<u16>,
     pub value_row: Vec<u16>,
-}
-
-/// What one token's SwiGLU left for the down projection: the values, and the activation
-/// buffers they were quantized into (whole buffers, zeroed before the run).
-#[derive(Debug, PartialEq)]
-pub struct SwigluOut {
-    pub act: Vec<u32>,
-    pub xf: Vec<u32>,
-    pub q: Vec<i8>,
-    pub d: Vec<u32>,
-    pub x: Vec<u32>,
 }
 
 /// Single kernels on their own, for tests against the CPU reference: a typed matrix product
@@ -266,108 +255,5 @@ impl KernelCheck {
             key_row: row(&kc).map_err(w())?,
             value_row: row(&vc).map_err(w())?,
         })
-    }
-
-    /// One token's gate, up and SwiGLU, quantized as `down` for the down projection, both
-    /// ways the fast engine runs them: `[fused, separate]`, the one launch of
-    /// `mvf_gate_up_swiglu` (run twice, outputs zeroed between, so its tickets must have
-    /// been reset) and the two products followed by `silu_mul_quant`. Gate and up are
-    /// `rows × cols` of quantized types with one activation format.
-    pub fn gate_up_swiglu(
-        &self,
-        (gty, gw): (GgmlType, &[u8]),
-        (uty, uw): (GgmlType, &[u8]),
-        rows: usize,
-        cols: usize,
-        x: &[f32],
-        down: ActType,
-    ) -> Result<[SwigluOut; 2], EngineError> {
-        let s = &self.stream;
-        let w = || wrap("gate/up SwiGLU check");
-        let mat = |ty, bytes: &[u8]| -> Result<GMat, EngineError> {
-            Ok(GMat {
-                ty,
-                rows,
-                cols,
-                row_bytes: bytes.len() / rows,
-                data: upload_padded(s, bytes).map_err(w())?,
-            })
-        };
-        let (g, u) = (mat(gty, gw)?, mat(uty, uw)?);
-        let kind = ActType::for_weights(gty);
-        let dx = s.clone_htod(x).map_err(w())?;
-        let mut clock = KernelClock::new(s, 1).map_err(w())?;
-        let mut input = ActBufs::new(s, cols)?;
-        quantize(s, &self.k, &dx, 1, cols, kind, &mut input, &mut clock).map_err(w())?;
-        let read = |act: &cudarc::driver::CudaSlice<f32>,
-                    out: &ActBufs|
-         -> Result<SwigluOut, EngineError> {
-            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect();
-            Ok(SwigluOut {
-                act: bits(s.clone_dtoh(act).map_err(w())?),
-                xf: bits(s.clone_dtoh(&out.xf).map_err(w())?),
-                q: s.clone_dtoh(&out.q).map_err(w())?,
-                d: bits(s.clone_dtoh(&out.d).map_err(w())?),
-                x: bits(s.clone_dtoh(&out.x).map_err(w())?),
-            })
-        };
-
-        let mut act = s.alloc_zeros::<f32>(rows).map_err(w())?;
-        let mut out = ActBufs::new(s, rows)?;
-        let mut tickets = s.alloc_zeros::<i32>(rows.div_ceil(256)).map_err(w())?;
-        for _ in 0..2 {
-            s.memset_zeros(&mut act).map_err(w())?;
-            for b in [&mut out.xf, &mut out.d, &mut out.x] {
-                s.memset_zeros(b).map_err(w())?;
-            }
-            s.memset_zeros(&mut out.q).map_err(w())?;
-            gate_up_swiglu(
-                s,
-                &self.k,
-                (&g, &u),
-                &input,
-                &mut act,
-                down,
-                &mut out,
-                &mut tickets,
-                &mut clock,
-            )
-            .map_err(w())?;
-        }
-        let fused = read(&act, &out)?;
-
-        let mut gate = s.alloc_zeros::<f32>(rows).map_err(w())?;
-        let mut up = s.alloc_zeros::<f32>(rows).map_err(w())?;
-        let ep = Epilogue {
-            quantized: true,
-            ..Epilogue::default()
-        };
-        for (m, o) in [(&g, &mut gate), (&u, &mut up)] {
-            product(s, &self.k, m, 1, &dx, &mut input, o, ep, &mut clock).map_err(w())?;
-        }
-        let mut sep = ActBufs::new(s, rows)?;
-        let (n, code) = (rows as i32, kind_code(down));
-        // SAFETY: `rows` values of gate and up; `sep` sized for as many.
-        unsafe {
-            self.k
-                .launch(s, &self.k.silu_mul_quant)
-                .arg(&mut gate)
-                .arg(&up)
-                .arg(&n)
-                .arg(&code)
-                .arg(&mut sep.xf)
-                .arg(&mut sep.q)
-                .arg(&mut sep.d)
-                .arg(&mut sep.x)
-                .arg(&0u64)
-                .arg(&0i32)
-                .launch(LaunchConfig {
-                    grid_dim: (ceil_div(rows, 256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(w())?;
-        Ok([fused, read(&gate, &sep)?])
     }
 }

@@ -554,7 +554,6 @@ impl CudaEngine {
         const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
         const ROPE_ATTENTION: &[B] = &[B::Rope, B::Attention];
         const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
-        const GATE_UP_ACT: &[B] = &[B::FfnGateUp, B::FfnAct];
         for l in 0..c.n_layers {
             let layer = Some(l);
             // Each norm also quantizes its output for the first product it feeds.
@@ -583,30 +582,12 @@ impl CudaEngine {
             self.brick(rec, B::FfnNorm, layer, |s| {
                 s.rms_norm(0, n, Norm::Ffn(l), gkind)
             })?;
-            // SwiGLU quantizes its output for the down projection; under fast numerics one
-            // token's gate, up and SwiGLU are one launch, which leaves that in `ffn_act`.
-            let dkind = s_kind(&self.w, Mat::Down(l));
-            if let Some(kind) = self.swiglu_fused(n, l) {
-                self.brick(rec, Brick::Fused(GATE_UP_ACT), layer, |s| {
-                    s.gate_up_swiglu(l, gkind == kind, kind, dkind)
-                })?;
-                self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
-                    s.with_ffn_act(|s| {
-                        s.products(
-                            n,
-                            Which::Gate,
-                            &[(Mat::Down(l), Which::X)],
-                            true,
-                            Some(dkind),
-                        )
-                    })
-                })?;
-                continue;
-            }
             self.brick(rec, B::FfnGateUp, layer, |s| {
                 let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
                 s.products(n, Which::H, &outs, false, Some(gkind))
             })?;
+            // SwiGLU quantizes its output for the down projection.
+            let dkind = s_kind(&self.w, Mat::Down(l));
             self.brick(rec, B::FfnAct, layer, |s| {
                 let (len, kind) = ((n * ff) as i32, kind_code(dkind));
                 let st = s.clock.stamp();

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError,
-    LaunchConfig,
+    CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError, LaunchConfig,
 };
 
 use super::buffers::ActBufs;
@@ -43,9 +42,6 @@ pub(super) struct Kernels {
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
     pub(super) silu_mul_quant: CudaFunction,
-    /// Fast numerics: one token's gate and up products with SwiGLU and the down projection's
-    /// quantization in their epilogue (kernels/swiglu.cu).
-    pub(super) mvf_gate_up_swiglu: CudaFunction,
     pub(super) rms_norm_quant: CudaFunction,
     pub(super) argmax_blocks: CudaFunction,
     pub(super) argmax_final: CudaFunction,
@@ -82,7 +78,6 @@ impl Kernels {
             attention_split: f("attention_split")?,
             mvf_multi: f("mvf_multi")?,
             silu_mul_quant: f("silu_mul_quant")?,
-            mvf_gate_up_swiglu: f("mvf_gate_up_swiglu")?,
             rms_norm_quant: f("rms_norm_quant")?,
             argmax_blocks: f("argmax_blocks")?,
             argmax_final: f("argmax_final")?,
@@ -259,66 +254,6 @@ pub(super) fn quantize(
             .arg(&st.slot)
             .launch(LaunchConfig {
                 grid_dim: (ceil_div(n * cols, 256), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            })
-    }
-    .map(|_| ())
-}
-
-/// One token's gate and up products from the quantized `input` with SwiGLU in the epilogue
-/// (kernels/swiglu.cu `mvf_gate_up_swiglu`): the SwiGLU values into `act_out` (n_ff), and
-/// those quantized as `down` into `out` (the down projection's input; not `input`'s buffers,
-/// which other blocks are still reading). `tickets` holds a zeroed counter per 256 rows and
-/// is left zeroed. Gate and up are quantized types of one activation format, `n_ff × cols`.
-// The operands are distinct borrows of the caller's fields, as `product`'s.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gate_up_swiglu(
-    s: &Arc<CudaStream>,
-    k: &Kernels,
-    (gate, up): (&GMat, &GMat),
-    input: &ActBufs,
-    act_out: &mut CudaSlice<f32>,
-    down: ActType,
-    out: &mut ActBufs,
-    tickets: &mut CudaSlice<i32>,
-    clock: &mut KernelClock,
-) -> Result<(), DriverError> {
-    let one = |m: &GMat| MvfMat {
-        w: m.data.device_ptr(s).0,
-        row_bytes: m.row_bytes as u64,
-        bias: 0,
-        out: 0,
-        rows: m.rows as i32,
-        ty: m.ty.id() as i32,
-        first_block: 0,
-        pad: 0,
-    };
-    let (g, u) = (one(gate), one(up));
-    let (cols, code) = (gate.cols as i32, kind_code(down));
-    let st = clock.stamp();
-    // SAFETY: gate and up (n_ff rows each, the model's checked shapes) against `cols`
-    // quantized activations; n_ff values into act_out and their quantization into `out`
-    // (each sized for n_ff), a counter per 256 rows in `tickets`.
-    unsafe {
-        k.launch(s, &k.mvf_gate_up_swiglu)
-            .arg(&g)
-            .arg(&u)
-            .arg(&cols)
-            .arg(&input.q)
-            .arg(&input.d)
-            .arg(&input.x)
-            .arg(act_out)
-            .arg(&code)
-            .arg(&mut out.xf)
-            .arg(&mut out.q)
-            .arg(&mut out.d)
-            .arg(&mut out.x)
-            .arg(tickets)
-            .arg(&st.ptr)
-            .arg(&st.slot)
-            .launch(LaunchConfig {
-                grid_dim: (gate.rows.div_ceil(4) as u32, 1, 1),
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             })

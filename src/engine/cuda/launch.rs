@@ -9,8 +9,7 @@ use super::buffers::{ActBufs, Which};
 use super::engine::CudaEngine;
 use super::error::wrap;
 use super::kernels::{
-    ceil_div, gate_up_swiglu, kind_code, product, quantize, Epilogue, MvfMat, MvfSet,
-    ARGMAX_BLOCKS, FAST_ROWS,
+    ceil_div, kind_code, product, quantize, Epilogue, MvfMat, MvfSet, ARGMAX_BLOCKS, FAST_ROWS,
 };
 use super::launcher::PushArg;
 use super::weights::{bias, mat, Mat, Norm};
@@ -142,63 +141,6 @@ impl CudaEngine {
                 ty.is_quantized() && ActType::for_weights(ty) == kind
             })
             .then_some(kind)
-    }
-
-    /// The activation format of layer `l`'s gate and up when one token's pair runs as one
-    /// launch with SwiGLU in its epilogue (`gate_up_swiglu`; fast numerics only).
-    pub(super) fn swiglu_fused(&self, n: usize, l: usize) -> Option<ActType> {
-        self.one_launch_kind(n, &[(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)])
-    }
-
-    /// One token's gate and up products of layer `l` from H (quantized as `kind` first
-    /// unless `quantized`), SwiGLU into Gate, and that quantized as `down` into `ffn_act`
-    /// (kernels/swiglu.cu `mvf_gate_up_swiglu`): the ffn_gate_up and ffn_act bricks in one
-    /// launch. The down projection then reads `ffn_act` (`with_ffn_act`).
-    pub(super) fn gate_up_swiglu(
-        &mut self,
-        l: usize,
-        quantized: bool,
-        kind: ActType,
-        down: ActType,
-    ) -> Result<(), DriverError> {
-        let (g, u) = (mat(&self.w, Mat::Gate(l)), mat(&self.w, Mat::Up(l)));
-        if !quantized {
-            let act: *mut ActBufs = &mut self.bufs.act;
-            let x = self.bufs.get(Which::H);
-            // SAFETY: `act` is a field distinct from the input buffer.
-            let act = unsafe { &mut *act };
-            quantize(
-                &self.stream,
-                &self.k,
-                x,
-                1,
-                g.cols,
-                kind,
-                act,
-                &mut self.clock,
-            )?;
-        }
-        let b = &mut self.bufs;
-        gate_up_swiglu(
-            &self.stream,
-            &self.k,
-            (g, u),
-            &b.act,
-            &mut b.gate,
-            down,
-            &mut b.ffn_act,
-            &mut b.ffn_tickets,
-            &mut self.clock,
-        )
-    }
-
-    /// `f` with `ffn_act` as the products' activation buffers: the down projection after
-    /// `gate_up_swiglu` finds its quantized input where `products` looks.
-    pub(super) fn with_ffn_act<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-        std::mem::swap(&mut self.bufs.act, &mut self.bufs.ffn_act);
-        let r = f(self);
-        std::mem::swap(&mut self.bufs.act, &mut self.bufs.ffn_act);
-        r
     }
 
     /// `out = M · input` for two or three matrices of one token in one launch

@@ -20,7 +20,7 @@ use cudarc::driver::{
     DriverError, LaunchConfig,
 };
 
-use super::kernels::{MvfMat, MvfSet};
+use super::kernels::MvfSet;
 
 /// Whether launches on a GPU of compute capability `cc` use programmatic dependent launch:
 /// from sm_90 on, unless `CBTOP_PDL=0`.
@@ -153,7 +153,7 @@ macro_rules! host_args {
     )*};
 }
 
-host_args!(i32, u32, i64, u64, f32, MvfSet, MvfMat);
+host_args!(i32, u32, i64, u64, f32, MvfSet);
 
 #[cfg(test)]
 mod tests {
