@@ -54,11 +54,10 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // ---- Per-launch GPU timestamps (src/engine/cuda/clock.rs) --------------------------------
 // Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`, which first
 // waits for the kernel before it (`pdl_wait`, below). With `stamps` null (timing off) the
-// guard stamps nothing. Otherwise slot `slot` is 1 + CBTOP_STAMP_ENDS values: block 0's
-// thread 0 writes the %globaltimer once that wait is over into the first (the hardware starts
-// block 0 first), and thread 0 of every block folds the time it leaves into one of the others
-// (block index modulo CBTOP_STAMP_ENDS) with an atomic max, the host taking the largest: the
-// kernel's first start and last end on the GPU's own nanosecond clock,
+// guard stamps nothing. Otherwise slot `slot` is two values: block 0's thread 0 writes the
+// %globaltimer once that wait is over into the first (the hardware starts
+// block 0 first), and thread 0 of every block folds the time it leaves into the second with
+// an atomic max: the kernel's first start and last end on the GPU's own nanosecond clock,
 // while the step replays as one CUDA graph. The end is thread 0's exit, not the block's last
 // thread's: waiting for the whole block (a barrier and a shared counter in every block) made a
 // decode step 4% slower than this. The buffer is never cleared: %globaltimer only grows, so an
@@ -96,23 +95,6 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_CLOCK
 #define CBTOP_STAMP_CLOCK 0
 #endif
-// The end's atomics spread over this many words per slot (src/engine/cuda/clock.rs `ENDS`):
-// a large kernel's last wave of blocks ends at nearly one moment, and same-address atomics
-// queue at one L2 slice.
-// CBTOP_STAMP_ENDS_USED (A/B runs, CBTOP_KERNEL_DEFINES): how many of them the blocks use;
-// 1 puts every block's atomic on one word as before.
-#define CBTOP_STAMP_ENDS 16
-#ifndef CBTOP_STAMP_ENDS_USED
-#define CBTOP_STAMP_ENDS_USED CBTOP_STAMP_ENDS
-#endif
-#if CBTOP_STAMP_ENDS_USED < 1 || CBTOP_STAMP_ENDS_USED > CBTOP_STAMP_ENDS
-#error "CBTOP_STAMP_ENDS_USED must be 1 to CBTOP_STAMP_ENDS"
-#endif
-#define STAMP_AT(sl) ((u64)(sl) * (1 + CBTOP_STAMP_ENDS))
-#define STAMP_END_AT(sl)                                                                     \
-    (STAMP_AT(sl) + 1 +                                                                      \
-     ((blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) %                      \
-      CBTOP_STAMP_ENDS_USED))
 #define STAMP_PARAMS u64 *__restrict__ stamps, int stamp_slot
 #define STAMP_GUARD KernelStamp stamp_guard_(stamps, stamp_slot)
 
@@ -171,11 +153,11 @@ struct KernelStamp {
         }
         pdl_wait();
         pdl_launch_dependents();
-        if (lead && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) s[STAMP_AT(sl)] = at(clock64());
+        if (lead && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) s[2 * (u64)sl] = at(clock64());
     }
     __device__ __forceinline__ ~KernelStamp() {
         if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            atomicMax(stamps + STAMP_END_AT(slot), at(clock64()));
+            atomicMax(stamps + 2 * (u64)slot + 1, at(clock64()));
     }
 };
 #else
@@ -185,7 +167,7 @@ struct KernelStamp {
     __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl) {
 #if CBTOP_STAMP_START_EARLY
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            s[STAMP_AT(sl)] = globaltimer();
+            s[2 * (u64)sl] = globaltimer();
         pdl_wait();
         pdl_launch_dependents();
 #else
@@ -193,13 +175,13 @@ struct KernelStamp {
         pdl_launch_dependents();
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
 #if CBTOP_STAMP_START_CONST
-            s[STAMP_AT(sl)] = 1;
+            s[2 * (u64)sl] = 1;
 #elif CBTOP_STAMP_END_NONE
             u64 t = globaltimer();
-            s[STAMP_AT(sl)] = t;
-            s[STAMP_AT(sl) + 1] = t;
+            s[2 * (u64)sl] = t;
+            s[2 * (u64)sl + 1] = t;
 #else
-            s[STAMP_AT(sl)] = globaltimer();
+            s[2 * (u64)sl] = globaltimer();
 #endif
         }
 #endif
@@ -210,10 +192,10 @@ struct KernelStamp {
         if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0 &&
             blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
             blockIdx.z == gridDim.z - 1)
-            stamps[STAMP_AT(slot) + 1] = globaltimer();
+            stamps[2 * (u64)slot + 1] = globaltimer();
 #else
         if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            atomicMax(stamps + STAMP_END_AT(slot), globaltimer());
+            atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
 #endif
     }
 };

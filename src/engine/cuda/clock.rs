@@ -15,13 +15,8 @@ use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr, Driv
 
 use crate::brick::Brick;
 
-/// Words the kernels spread a slot's end over (kernels/common.cuh `CBTOP_STAMP_ENDS`): every
-/// block folds its exit time into one of them by atomic max, so a large kernel's last wave
-/// does not queue on one address; the slot's end is the largest.
-pub const ENDS: usize = 16;
-
-/// Values per slot (kernels/common.cuh `STAMP_GUARD`): the kernel's start, then `ENDS` ends.
-pub const STRIDE: usize = 1 + ENDS;
+/// Values per slot (kernels/common.cuh `STAMP_GUARD`): the kernel's start and its end.
+pub const STRIDE: usize = 2;
 
 /// Values in front of the slots: the step's sampled token (kernels/argmax.cu writes the id and
 /// the non-finite count there as two u32).
@@ -250,8 +245,8 @@ pub fn resolve(owners: &[Option<Owner>], stamps: &[u64]) -> Result<Resolved, Str
     let mut prev_end: Option<u64> = None;
     for (i, owner) in owners.iter().enumerate() {
         let (start, end) = match stamps.get(STRIDE * i..STRIDE * (i + 1)) {
-            Some(slot) => (slot[0], slot[1..].iter().copied().max().unwrap_or(0)),
-            None => return Err(format!("kernel slot {i} is outside the stamp buffer")),
+            Some(&[s, e]) => (s, e),
+            _ => return Err(format!("kernel slot {i} is outside the stamp buffer")),
         };
         if start == 0 || end < start {
             return Err(format!(
@@ -298,20 +293,9 @@ mod tests {
         })
     }
 
-    /// Stamps in the kernels' layout from (start, end) pairs: the end in one of the slot's
-    /// end words (which one varies), the others left from an earlier step (smaller) or 0.
+    /// Stamps in the kernels' layout from (start, end) pairs.
     fn lay(pairs: &[(u64, u64)]) -> Vec<u64> {
-        pairs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &(s, e))| {
-                let mut slot = vec![0u64; STRIDE];
-                slot[0] = s;
-                slot[1 + (i * 5) % ENDS] = e;
-                slot[1 + (i * 5 + 3) % ENDS] = e / 2;
-                slot
-            })
-            .collect()
+        pairs.iter().flat_map(|&(s, e)| [s, e]).collect()
     }
 
     #[test]
