@@ -118,7 +118,10 @@ fn spin_kernels_of_known_length_are_timed_to_their_length() {
     );
     other_frac.sort_by(f64::total_cmp);
     let median = other_frac[reps / 2];
-    eprintln!("other in the median replay: {:.2}% of its step", 100.0 * median);
+    eprintln!(
+        "other in the median replay: {:.2}% of its step",
+        100.0 * median
+    );
     if median > 0.02 {
         failures.push(format!(
             "other is {:.2}% of the median replay's step, over 2%",

@@ -302,6 +302,10 @@ fn prefill_has_its_own_brick_table_that_adds_up() {
     let r = json_report(&o);
     let p = &r["prefill"];
     assert_eq!(p["tokens"], 12);
+    // On the CPU the prompt's compute roof is the decode bricks' FMA peak.
+    let peaks = &r["hardware"]["peaks"];
+    assert_eq!(p["compute_source"], peaks["compute_source"]);
+    assert_eq!(p["compute_gflops"], peaks["compute_gflops"]);
     let bricks = p["bricks"].as_array().unwrap();
     let ids: Vec<&str> = bricks.iter().map(|b| b["id"].as_str().unwrap()).collect();
     for want in [

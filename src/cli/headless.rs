@@ -282,6 +282,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         Backend::Cpu(_) => None,
     };
     let backend_name = engine.name();
+    let prompt_tensor = engine.prompt_on_tensor_cores(prompt.len());
     let numerics = engine.numerics();
     let n_layers = src.model.config.n_layers;
     // GPU telemetry for the run: NVML on the GPU the engine uses, sampled on its own thread.
@@ -302,10 +303,10 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
 
     let shapes = crate::brick::cost::Shapes::new(&src.model.config, &src.model.weights);
     let mut analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
-    analysis.prefill = result
-        .prefill_profile
-        .as_ref()
-        .map(|s| analyze_prefill(s, result.prefill.tokens, n_layers, &shapes, &peaks.roof()));
+    analysis.prefill = result.prefill_profile.as_ref().map(|s| {
+        let tokens = result.prefill.tokens;
+        analyze_prefill(s, tokens, n_layers, &shapes, &peaks, prompt_tensor)
+    });
     let info = RunInfo {
         model: &src.model,
         model_path: src.path.clone(),

@@ -98,6 +98,15 @@ impl Backend {
         }
     }
 
+    /// Whether a prompt of `n` tokens runs its products on tensor cores (the GPU's fast
+    /// numerics), whose peak then bounds its bricks' compute.
+    pub fn prompt_on_tensor_cores(&self, n: usize) -> bool {
+        match self {
+            Backend::Cpu(_) => false,
+            Backend::Cuda(e) => e.prompt_on_tensor_cores(n),
+        }
+    }
+
     /// The numerics the engine runs with: `exact` on the CPU (the reference) whatever was
     /// asked, the CUDA engine's own setting on the GPU.
     pub fn numerics(&self) -> Numerics {

@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 
 use crate::brick::cost::{Cost, Roof, Shapes};
+use crate::brick::peaks::Peak;
 use crate::brick::score::{self, BudgetSource};
 use crate::brick::stats::{Stats, TokenSample};
 use crate::brick::{Brick, Source};
 use crate::profile::{Profile, ProfileError};
+use crate::profiler::hardware::MeasuredPeaks;
 
 /// Budgets to judge against: per-brick figures from a profile, else `roofline / target`.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +116,9 @@ pub struct PrefillRow {
 #[derive(Clone, Debug)]
 pub struct PrefillAnalysis {
     pub tokens: usize,
+    /// The measured compute peak the rows' roofline used (the tensor cores' when the
+    /// prompt's products ran on them).
+    pub compute: Peak,
     pub rows: Vec<PrefillRow>,
     pub total_us: f64,
     pub gaps_us: Option<f64>,
@@ -138,14 +143,17 @@ fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// Judge a profiled prompt evaluation of `tokens` tokens against the roofline.
+/// Judge a profiled prompt evaluation of `tokens` tokens against the roofline of `peaks`
+/// (its compute roof the tensor cores' when `tensor_cores`: `MeasuredPeaks::prefill_roof`).
 pub fn analyze_prefill(
     sample: &TokenSample,
     tokens: usize,
     n_layers: usize,
     shapes: &Shapes,
-    roof: &Roof,
+    peaks: &MeasuredPeaks,
+    tensor_cores: bool,
 ) -> PrefillAnalysis {
+    let roof = &peaks.prefill_roof(tensor_cores);
     let mut stats = Stats::new(n_layers);
     stats.add(sample);
     let total_us = stats.token.mean_us();
@@ -177,6 +185,7 @@ pub fn analyze_prefill(
         .collect();
     PrefillAnalysis {
         tokens,
+        compute: peaks.prefill_compute(tensor_cores).clone(),
         rows,
         total_us,
         gaps_us: (stats.gaps.count() > 0).then(|| stats.gaps.mean_us()),

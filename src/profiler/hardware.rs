@@ -40,6 +40,9 @@ impl Host {
 pub struct MeasuredPeaks {
     pub bandwidth: Peak,
     pub compute: Peak,
+    /// The tensor cores' f16 peak (GPU only), the compute roof of prompt products that run
+    /// on them.
+    pub tensor: Option<Peak>,
 }
 
 impl MeasuredPeaks {
@@ -48,6 +51,24 @@ impl MeasuredPeaks {
         MeasuredPeaks {
             bandwidth: peaks::cpu_read_bandwidth(),
             compute: peaks::cpu_fma_throughput(),
+            tensor: None,
+        }
+    }
+
+    /// The compute peak a prompt's bricks are judged against: the tensor cores' when its
+    /// products ran on them (and that peak was measured), else the FMA peak.
+    pub fn prefill_compute(&self, tensor_cores: bool) -> &Peak {
+        match (&self.tensor, tensor_cores) {
+            (Some(t), true) => t,
+            _ => &self.compute,
+        }
+    }
+
+    /// The roof for a prompt's bricks (`prefill_compute`).
+    pub fn prefill_roof(&self, tensor_cores: bool) -> Roof {
+        Roof {
+            bandwidth_gbps: self.bandwidth.value,
+            compute_gflops: self.prefill_compute(tensor_cores).value,
         }
     }
 
@@ -56,5 +77,30 @@ impl MeasuredPeaks {
             bandwidth_gbps: self.bandwidth.value,
             compute_gflops: self.compute.value,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peak(value: f64, source: &'static str) -> Peak {
+        Peak { value, source }
+    }
+
+    #[test]
+    fn a_prompt_on_tensor_cores_is_judged_by_their_peak() {
+        let mut p = MeasuredPeaks {
+            bandwidth: peak(3000.0, "d2d_copy"),
+            compute: peak(60_000.0, "gpu_fma_probe"),
+            tensor: Some(peak(600_000.0, "gpu_mma_f16_probe")),
+        };
+        assert_eq!(p.prefill_compute(true).source, "gpu_mma_f16_probe");
+        assert_eq!(p.prefill_roof(true).compute_gflops, 600_000.0);
+        assert_eq!(p.prefill_compute(false).source, "gpu_fma_probe");
+        assert_eq!(p.prefill_roof(false).compute_gflops, 60_000.0);
+        assert_eq!(p.prefill_roof(true).bandwidth_gbps, 3000.0);
+        p.tensor = None;
+        assert_eq!(p.prefill_compute(true).source, "gpu_fma_probe");
     }
 }

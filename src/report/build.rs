@@ -186,6 +186,8 @@ fn prefill_report(p: &PrefillAnalysis) -> PrefillReport {
         total_us: p.total_us,
         gaps_us: p.gaps_us,
         other_us: p.other_us,
+        compute_gflops: p.compute.value,
+        compute_source: p.compute.source.to_string(),
         bricks: p
             .rows
             .iter()

@@ -231,8 +231,8 @@ pub fn to_markdown(r: &Report) -> String {
 fn prefill_markdown(s: &mut String, p: &super::types::PrefillReport) {
     let _ = writeln!(
         s,
-        "Prefill of {} tokens, brick by brick ({:.1} us):\n",
-        p.tokens, p.total_us
+        "Prefill of {} tokens, brick by brick ({:.1} us; roofline compute peak {:.1} GFLOP/s, {}):\n",
+        p.tokens, p.total_us, p.compute_gflops, p.compute_source
     );
     let _ = writeln!(
         s,

@@ -224,6 +224,11 @@ pub struct PrefillReport {
     pub gaps_us: Option<f64>,
     /// Time covered by no brick and no gap.
     pub other_us: f64,
+    /// The compute peak the bricks' roofline used, GFLOP/s, and how it was measured: the
+    /// tensor cores' (`gpu_mma_f16_probe`) when the prompt's products ran on them, else the
+    /// same FMA peak as the decode bricks'.
+    pub compute_gflops: f64,
+    pub compute_source: String,
     pub bricks: Vec<PrefillBrick>,
 }
 

@@ -282,6 +282,15 @@ impl CudaEngine {
         rec.enabled() && self.timing == Timing::Events
     }
 
+    /// Whether a prompt of `n` tokens has its products on the tensor cores (fast numerics,
+    /// its chunks large enough), so its bricks are judged against their peak.
+    pub fn prompt_on_tensor_cores(&self, n: usize) -> bool {
+        self.k
+            .gemm
+            .as_ref()
+            .is_some_and(|g| g.takes(n.min(PREFILL_CHUNK)))
+    }
+
     /// Whether a batch of `n` tokens runs as several chunks of `PREFILL_CHUNK` (fast numerics;
     /// the exact path evaluates a prompt in one batch, as the CPU does, so its arithmetic
     /// follows the CPU's batch rules).

@@ -32,8 +32,9 @@ impl CudaEngine {
     }
 
     /// The roofline's peaks measured on this GPU: device-to-device copy bandwidth (bytes read
-    /// plus written, best of 5 copies of 256 MiB) and f32 FMA throughput (best of 3), both timed
-    /// with CUDA events.
+    /// plus written, best of 5 copies of 256 MiB), f32 FMA throughput (best of 3) and the
+    /// tensor cores' f16 mma throughput (best of 5; sm_80 and later), all timed with CUDA
+    /// events.
     pub fn measure_peaks(&self) -> Result<crate::profiler::hardware::MeasuredPeaks, String> {
         use crate::brick::peaks::Peak;
         let err = |e: DriverError| device_error("measuring the GPU's peaks", e).to_string();
@@ -74,6 +75,37 @@ impl CudaEngine {
             best_fma = best_fma.min(a.elapsed_ms(&b).map_err(err)?);
         }
         let flops = 2.0 * 8.0 * iters as f64 * (blocks * threads) as f64;
+
+        // The tensor cores (mma.sync f16 -> f32, 8 chains per warp, 4096 flops per mma).
+        let (blocks, mma_iters) = (sms * 4, 4096i32);
+        let f = module::function(&self.module, "mma_probe")?;
+        let mut out = s.alloc_zeros::<f32>(blocks * threads).map_err(err)?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            ..cfg
+        };
+        let warm = 16i32;
+        // SAFETY: writes blocks × threads floats into `out`.
+        unsafe { s.launch_builder(&f).arg(&mut out).arg(&warm).launch(cfg) }.map_err(err)?;
+        let mut best_mma = f32::MAX;
+        for _ in 0..5 {
+            a.record(s).map_err(err)?;
+            // SAFETY: as above.
+            unsafe {
+                s.launch_builder(&f)
+                    .arg(&mut out)
+                    .arg(&mma_iters)
+                    .launch(cfg)
+            }
+            .map_err(err)?;
+            b.record(s).map_err(err)?;
+            best_mma = best_mma.min(a.elapsed_ms(&b).map_err(err)?);
+        }
+        let mmas = (blocks * threads / 32) as f64 * mma_iters as f64 * 8.0;
+        let tensor = (self.gpu.compute_capability.0 >= 8).then(|| Peak {
+            value: mmas * 4096.0 / (best_mma as f64 * 1e-3) / 1e9,
+            source: "gpu_mma_f16_probe",
+        });
         Ok(crate::profiler::hardware::MeasuredPeaks {
             bandwidth: Peak {
                 value: bandwidth_gbps,
@@ -83,6 +115,7 @@ impl CudaEngine {
                 value: flops / (best_fma as f64 * 1e-3) / 1e9,
                 source: "gpu_fma_probe",
             },
+            tensor,
         })
     }
 }
