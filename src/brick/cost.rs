@@ -140,9 +140,11 @@ impl Shapes {
     }
 
     /// Cost of `brick` for a prompt of `n` tokens evaluated at once from an empty cache:
-    /// weights read once, activations (and the attention's cache reads, at the prompt's mean
-    /// context length) and FLOPs `n` times; the output norm, head and pick run for the last
-    /// token only.
+    /// weights read once, activations and FLOPs `n` times (attention's at the prompt's mean
+    /// context length); the output norm, head and pick run for the last token only. The
+    /// bytes are what the work must move at least: the attention reads the prompt's cached K
+    /// and V rows once (a tiled kernel keeps them on chip across queries), not once per query
+    /// as a decode step does, which had put a 512-token prompt's attention at 4.6 TB/s.
     pub fn prefill_cost(&self, brick: Brick, n: usize) -> Cost {
         let n = n.max(1) as f64;
         brick
@@ -154,8 +156,15 @@ impl Shapes {
                     return one;
                 }
                 let w = self.weight_bytes(b);
+                let cache = if b == BrickId::Attention {
+                    // Per query the mean context's rows; the prompt's rows once in all.
+                    let no_cache = self.cost_one(b, 0.0).bytes_read;
+                    n * (one.bytes_read - no_cache) - (self.cost_one(b, n).bytes_read - no_cache)
+                } else {
+                    0.0
+                };
                 Cost {
-                    bytes_read: w + n * (one.bytes_read - w),
+                    bytes_read: w + n * (one.bytes_read - w) - cache,
                     bytes_written: n * one.bytes_written,
                     flops: n * one.flops,
                 }
@@ -329,6 +338,21 @@ mod tests {
         let fused = s.cost(Brick::Fused(F), 0.0);
         let sep = s.cost(BrickId::FfnNorm.into(), 0.0) + s.cost(BrickId::FfnGateUp.into(), 0.0);
         assert_eq!(fused, sep);
+    }
+
+    #[test]
+    fn a_prompt_reads_its_cached_rows_once() {
+        let s = shapes();
+        let n = 100usize;
+        let p = s.prefill_cost(BrickId::Attention.into(), n);
+        let none = s.cost(BrickId::Attention.into(), 0.0);
+        // 100 tokens' own q, k, v reads plus the 100 cache rows once: 2 layers x 100 x 32
+        // x 2 (K and V) x 2 bytes.
+        let rows = 2.0 * 100.0 * 32.0 * 2.0 * 2.0;
+        assert!((p.bytes_read - (100.0 * none.bytes_read + rows)).abs() < 1e-6);
+        // FLOPs still grow with every query's context (mean (n + 1) / 2).
+        let mean = s.cost(BrickId::Attention.into(), 50.5);
+        assert!((p.flops - 100.0 * mean.flops).abs() < 1e-3 * p.flops);
     }
 
     #[test]
