@@ -3,8 +3,9 @@
 //! one long spin), 2 µs to 500 µs, timed exactly as a decode step is. Each brick must come out
 //! within ±2% + 0.5 µs of its known length; bricks + gaps must equal the stamped window, and
 //! the host's step time may exceed it by at most 2% (the median replay: the host's own
-//! scheduling hiccups are not the timing method's; the mean is printed too); the `sync` method (stream sync + host
-//! clock around each brick) must agree within 10% on the long bricks. Skips without a GPU.
+//! scheduling hiccups are not the timing method's; the mean is printed too); the `sync` method
+//! (stream sync + host clock around each brick) must agree within 10% on the long bricks.
+//! Skips without a GPU.
 
 mod gpu;
 

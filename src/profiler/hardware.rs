@@ -66,16 +66,18 @@ impl MeasuredPeaks {
 
     /// The roof for a prompt's bricks (`prefill_compute`).
     pub fn prefill_roof(&self, tensor_cores: bool) -> Roof {
-        Roof {
-            bandwidth_gbps: self.bandwidth.value,
-            compute_gflops: self.prefill_compute(tensor_cores).value,
-        }
+        self.roof_with(self.prefill_compute(tensor_cores))
     }
 
     pub fn roof(&self) -> Roof {
+        self.roof_with(&self.compute)
+    }
+
+    /// The measured bandwidth under `compute`.
+    fn roof_with(&self, compute: &Peak) -> Roof {
         Roof {
             bandwidth_gbps: self.bandwidth.value,
-            compute_gflops: self.compute.value,
+            compute_gflops: compute.value,
         }
     }
 }

@@ -9,11 +9,12 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::buffers::ActBufs;
-use super::clock::KernelClock;
+use super::clock::{KernelClock, Stamp};
 use super::engine::{rope_rows, split_shared_bytes};
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernels::{ceil_div, product, Epilogue, Kernels};
+use super::launch::{attention_split, HeadArgs, SplitArgs};
 use super::launcher::{pdl_for, PushArg};
 use super::module;
 use super::probe::GpuDesc;
@@ -209,43 +210,27 @@ impl KernelCheck {
             .map_err(w())?;
         let mut tickets = s.alloc_zeros::<i32>(n_heads).map_err(w())?;
         let mut out = s.alloc_zeros::<f32>(n_heads * head_dim).map_err(w())?;
-        // The engine's chunk: a split's scores in shared memory (SplitScratch).
-        let shared = split_shared_bytes(head_dim, (pos + 1).div_ceil(splits).max(128));
-        let cfg = LaunchConfig {
-            grid_dim: (n_heads as u32, splits as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: shared as u32,
-        };
-        let (heads, kv_heads, hd) = (n_heads as i32, n_kv_heads as i32, head_dim as i32);
-        let (n_rot, neox, nsplits) = (step.n_rot as i32, i32::from(step.neox), splits as i32);
-        let scale = 1.0 / (head_dim as f32).sqrt();
-        // SAFETY: one token's query (n_heads × head_dim) and K and V (kv_dim), cache rows
-        // 0..=pos, RoPE table rows 0..=pos, `part` n_heads × splits × (head_dim + 2),
-        // `tickets` n_heads zeros; head_dim a multiple of 8 up to 128 (the caller's).
-        unsafe {
-            self.k
-                .launch(s, &self.k.attention_split)
-                .arg(&q)
-                .arg(&k)
-                .arg(&v)
-                .arg(&mut kc)
-                .arg(&mut vc)
-                .arg(&heads)
-                .arg(&kv_heads)
-                .arg(&hd)
-                .arg(&dpos)
-                .arg(&rope)
-                .arg(&n_rot)
-                .arg(&neox)
-                .arg(&nsplits)
-                .arg(&scale)
-                .arg(&mut part)
-                .arg(&mut tickets)
-                .arg(&mut out)
-                .arg(&0u64)
-                .arg(&0i32)
-                .launch(cfg)
-        }
+        attention_split(
+            s,
+            &self.k,
+            SplitArgs {
+                head: HeadArgs::new(step.shape, step.n_rot, step.neox),
+                q: &q,
+                k: &k,
+                v: &v,
+                kc: &mut kc.slice_mut(..),
+                vc: &mut vc.slice_mut(..),
+                pos: &dpos,
+                rope: &rope,
+                splits,
+                // The engine's chunk: a split's scores in shared memory (SplitScratch).
+                shared_bytes: split_shared_bytes(head_dim, (pos + 1).div_ceil(splits).max(128)),
+                part: &mut part,
+                tickets: &mut tickets,
+                out: &mut out,
+            },
+            Stamp::default(),
+        )
         .map_err(w())?;
         let row = |c: &cudarc::driver::CudaSlice<u16>| {
             s.clone_dtoh(&c.slice(pos * kv_dim..(pos + 1) * kv_dim))

@@ -9,6 +9,9 @@ use super::engine::CudaEngine;
 use super::error::device_error;
 use super::module;
 
+/// Threads per block of the compute peak probes.
+const PROBE_THREADS: usize = 256;
+
 impl CudaEngine {
     /// The report's GPU description.
     pub fn gpu_info(&self) -> crate::report::types::GpuInfo {
@@ -42,68 +45,27 @@ impl CudaEngine {
         let n = 64usize << 20; // f32s: 256 MiB
         let src = s.alloc_zeros::<f32>(n).map_err(err)?;
         let mut dst = s.alloc_zeros::<f32>(n).map_err(err)?;
-        let ev = |c: &Arc<CudaContext>| c.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
-        let (a, b) = (ev(&self.ctx).map_err(err)?, ev(&self.ctx).map_err(err)?);
-        let mut best_ms = f32::MAX;
-        for _ in 0..5 {
-            a.record(s).map_err(err)?;
-            s.memcpy_dtod(&src, &mut dst).map_err(err)?;
-            b.record(s).map_err(err)?;
-            best_ms = best_ms.min(a.elapsed_ms(&b).map_err(err)?);
-        }
-        let bandwidth_gbps = 2.0 * (n * 4) as f64 / (best_ms as f64 * 1e-3) / 1e9;
+        let copy_ms = self
+            .best_ms(5, || s.memcpy_dtod(&src, &mut dst))
+            .map_err(err)?;
+        let bandwidth_gbps = 2.0 * (n * 4) as f64 / (copy_ms as f64 * 1e-3) / 1e9;
         drop((src, dst));
 
         let sms = self
             .ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(err)? as usize;
-        let (blocks, threads, iters) = (sms * 8, 256usize, 4096i32);
-        let f = module::function(&self.module, "fma_probe")?;
-        let mut out = s.alloc_zeros::<f32>(blocks * threads).map_err(err)?;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            block_dim: (threads as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut best_fma = f32::MAX;
-        for _ in 0..3 {
-            a.record(s).map_err(err)?;
-            // SAFETY: writes blocks × threads floats into `out`.
-            unsafe { s.launch_builder(&f).arg(&mut out).arg(&iters).launch(cfg) }.map_err(err)?;
-            b.record(s).map_err(err)?;
-            best_fma = best_fma.min(a.elapsed_ms(&b).map_err(err)?);
-        }
-        let flops = 2.0 * 8.0 * iters as f64 * (blocks * threads) as f64;
-
+        let iters = 4096i32;
+        // f32 FMA: 8 chains per thread, 2 flops each per iteration.
+        let blocks = sms * 8;
+        let fma_ms = self.probe_ms("fma_probe", blocks, iters, None, 3)?;
+        let flops = 2.0 * 8.0 * iters as f64 * (blocks * PROBE_THREADS) as f64;
         // The tensor cores (mma.sync f16 -> f32, 8 chains per warp, 4096 flops per mma).
-        let (blocks, mma_iters) = (sms * 4, 4096i32);
-        let f = module::function(&self.module, "mma_probe")?;
-        let mut out = s.alloc_zeros::<f32>(blocks * threads).map_err(err)?;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            ..cfg
-        };
-        let warm = 16i32;
-        // SAFETY: writes blocks × threads floats into `out`.
-        unsafe { s.launch_builder(&f).arg(&mut out).arg(&warm).launch(cfg) }.map_err(err)?;
-        let mut best_mma = f32::MAX;
-        for _ in 0..5 {
-            a.record(s).map_err(err)?;
-            // SAFETY: as above.
-            unsafe {
-                s.launch_builder(&f)
-                    .arg(&mut out)
-                    .arg(&mma_iters)
-                    .launch(cfg)
-            }
-            .map_err(err)?;
-            b.record(s).map_err(err)?;
-            best_mma = best_mma.min(a.elapsed_ms(&b).map_err(err)?);
-        }
-        let mmas = (blocks * threads / 32) as f64 * mma_iters as f64 * 8.0;
+        let blocks = sms * 4;
+        let mma_ms = self.probe_ms("mma_probe", blocks, iters, Some(16), 5)?;
+        let mmas = (blocks * PROBE_THREADS / 32) as f64 * iters as f64 * 8.0;
         let tensor = (self.gpu.compute_capability.0 >= 8).then(|| Peak {
-            value: mmas * 4096.0 / (best_mma as f64 * 1e-3) / 1e9,
+            value: mmas * 4096.0 / (mma_ms as f64 * 1e-3) / 1e9,
             source: "gpu_mma_f16_probe",
         });
         Ok(crate::profiler::hardware::MeasuredPeaks {
@@ -112,10 +74,58 @@ impl CudaEngine {
                 source: "d2d_copy",
             },
             compute: Peak {
-                value: flops / (best_fma as f64 * 1e-3) / 1e9,
+                value: flops / (fma_ms as f64 * 1e-3) / 1e9,
                 source: "gpu_fma_probe",
             },
             tensor,
         })
+    }
+
+    /// The shortest of `reps` runs of `op` on the engine's stream, timed with CUDA events, ms.
+    fn best_ms(
+        &self,
+        reps: usize,
+        mut op: impl FnMut() -> Result<(), DriverError>,
+    ) -> Result<f32, DriverError> {
+        let s = &self.stream;
+        let ev = |c: &Arc<CudaContext>| c.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        let (a, b) = (ev(&self.ctx)?, ev(&self.ctx)?);
+        let mut best = f32::MAX;
+        for _ in 0..reps {
+            a.record(s)?;
+            op()?;
+            b.record(s)?;
+            best = best.min(a.elapsed_ms(&b)?);
+        }
+        Ok(best)
+    }
+
+    /// The best of `reps` launches of peak probe `name` (kernels/peaks.cu, `(out, iters)`) on
+    /// `blocks` blocks of PROBE_THREADS, ms; after one launch of `warm` iterations, if given.
+    fn probe_ms(
+        &self,
+        name: &str,
+        blocks: usize,
+        iters: i32,
+        warm: Option<i32>,
+        reps: usize,
+    ) -> Result<f32, String> {
+        let err = |e: DriverError| device_error("measuring the GPU's peaks", e).to_string();
+        let s = &self.stream;
+        let f = module::function(&self.module, name)?;
+        let mut out = s.alloc_zeros::<f32>(blocks * PROBE_THREADS).map_err(err)?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (PROBE_THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = |n: i32| {
+            // SAFETY: the probe writes one float per thread into `out` (blocks × threads).
+            unsafe { s.launch_builder(&f).arg(&mut out).arg(&n).launch(cfg) }.map(|_| ())
+        };
+        if let Some(w) = warm {
+            launch(w).map_err(err)?;
+        }
+        self.best_ms(reps, || launch(iters)).map_err(err)
     }
 }

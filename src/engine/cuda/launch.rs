@@ -3,17 +3,22 @@
 //! RMSNorm, attention, the greedy pick and the position's advance. Each stamps itself on the
 //! kernel clock; `engine.rs`'s launch plan decides which brick they belong to.
 
-use cudarc::driver::{DevicePtr, DriverError, LaunchConfig};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
 
 use super::buffers::{ActBufs, Which};
+use super::clock::Stamp;
 use super::engine::CudaEngine;
 use super::error::wrap;
 use super::kernels::{
-    ceil_div, kind_code, product, quantize, Epilogue, MvfMat, MvfSet, ARGMAX_BLOCKS, FAST_ROWS,
+    ceil_div, kind_code, product, quantize, Epilogue, Kernels, MvfMat, MvfSet, ARGMAX_BLOCKS,
+    FAST_ROWS,
 };
 use super::launcher::PushArg;
 use super::weights::{bias, mat, Mat, Norm};
 use crate::brick::{BrickId as B, Recorder};
+use crate::engine::cpu::attention::AttnShape;
 use crate::engine::{EngineError, Numerics};
 use crate::model::{Config, RopeStyle};
 use crate::quant::ActType;
@@ -423,55 +428,103 @@ impl CudaEngine {
     /// One token's RoPE and attention over layer `l`'s cache, split over positions
     /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
     fn attention_split(&mut self, l: usize) -> Result<(), DriverError> {
-        let c = &self.model.config;
         let layer = self.cache_rows(l);
-        let mut kc = self.kc.slice_mut(layer.clone());
-        let mut vc = self.vc.slice_mut(layer);
-        let sp = &mut self.split;
-        let cfg = LaunchConfig {
-            grid_dim: (c.n_heads as u32, sp.splits as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: sp.shared_bytes as u32,
-        };
-        let h = HeadArgs::of(c);
-        let splits = sp.splits as i32;
         let st = self.clock.stamp();
-        let b = &mut self.bufs;
-        // SAFETY: one token's q_dim query values and kv_dim K and V values, cache rows 0..=pos
-        // (row pos written here; pos < capacity, checked); the RoPE table holds every position
-        // below the capacity; `part` holds n_heads × splits × (head_dim + 2) values and
-        // `tickets` n_heads counters (left at zero).
-        unsafe {
-            self.k
-                .launch(&self.stream, &self.k.attention_split)
-                .arg(&b.q)
-                .arg(&b.k)
-                .arg(&b.v)
-                .arg(&mut kc)
-                .arg(&mut vc)
-                .arg(&h.heads)
-                .arg(&h.kv_heads)
-                .arg(&h.head_dim)
-                .arg(&self.pos)
-                .arg(&self.rope)
-                .arg(&h.rope_dims)
-                .arg(&h.neox)
-                .arg(&splits)
-                .arg(&h.scale)
-                .arg(&mut sp.part)
-                .arg(&mut sp.tickets)
-                .arg(&mut b.att)
-                .arg(&st.ptr)
-                .arg(&st.slot)
-                .launch(cfg)
-        }
-        .map(|_| ())
+        let (b, sp) = (&mut self.bufs, &mut self.split);
+        // The cache rows 0..=pos (row pos written here; pos < capacity, checked); the RoPE
+        // table holds every position below the capacity.
+        attention_split(
+            &self.stream,
+            &self.k,
+            SplitArgs {
+                head: HeadArgs::of(&self.model.config),
+                q: &b.q,
+                k: &b.k,
+                v: &b.v,
+                kc: &mut self.kc.slice_mut(layer.clone()),
+                vc: &mut self.vc.slice_mut(layer),
+                pos: &self.pos,
+                rope: &self.rope,
+                splits: sp.splits,
+                shared_bytes: sp.shared_bytes,
+                part: &mut sp.part,
+                tickets: &mut sp.tickets,
+                out: &mut b.att,
+            },
+            st,
+        )
     }
+}
+
+/// One decode token's operands of the split attention (kernels/attention_fast.cu
+/// `attention_split`): the engine's buffers, or `KernelCheck::decode_attention`'s.
+pub(super) struct SplitArgs<'a, 'c> {
+    pub(super) head: HeadArgs,
+    /// The token's projections before RoPE: q_dim query values, kv_dim K and V values.
+    pub(super) q: &'a CudaSlice<f32>,
+    pub(super) k: &'a CudaSlice<f32>,
+    pub(super) v: &'a CudaSlice<f32>,
+    /// One layer's cache rows, at least positions 0..=pos.
+    pub(super) kc: &'a mut CudaViewMut<'c, u16>,
+    pub(super) vc: &'a mut CudaViewMut<'c, u16>,
+    /// The token's position (one i32) and the RoPE table's rows 0..=pos.
+    pub(super) pos: &'a CudaSlice<i32>,
+    pub(super) rope: &'a CudaSlice<f32>,
+    pub(super) splits: usize,
+    /// Dynamic shared memory for the split's chunk (`engine::split_shared_bytes`).
+    pub(super) shared_bytes: usize,
+    /// n_heads × splits × (head_dim + 2) partial sums; n_heads zeroed counters (left zeroed).
+    pub(super) part: &'a mut CudaSlice<f32>,
+    pub(super) tickets: &'a mut CudaSlice<i32>,
+    /// q_dim output values.
+    pub(super) out: &'a mut CudaSlice<f32>,
+}
+
+/// The split-KV decode attention of one token, launched as the engine runs it.
+pub(super) fn attention_split(
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    a: SplitArgs,
+    st: Stamp,
+) -> Result<(), DriverError> {
+    let h = &a.head;
+    let cfg = LaunchConfig {
+        grid_dim: (h.heads as u32, a.splits as u32, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: a.shared_bytes as u32,
+    };
+    let splits = a.splits as i32;
+    // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
+    // to 128.
+    unsafe {
+        k.launch(stream, &k.attention_split)
+            .arg(a.q)
+            .arg(a.k)
+            .arg(a.v)
+            .arg(a.kc)
+            .arg(a.vc)
+            .arg(&h.heads)
+            .arg(&h.kv_heads)
+            .arg(&h.head_dim)
+            .arg(a.pos)
+            .arg(a.rope)
+            .arg(&h.rope_dims)
+            .arg(&h.neox)
+            .arg(&splits)
+            .arg(&h.scale)
+            .arg(a.part)
+            .arg(a.tickets)
+            .arg(a.out)
+            .arg(&st.ptr)
+            .arg(&st.slot)
+            .launch(cfg)
+    }
+    .map(|_| ())
 }
 
 /// The head-shape arguments the RoPE and attention kernels take, from the model's
 /// configuration (named, so each launch lists them in its kernel's parameter order).
-struct HeadArgs {
+pub(super) struct HeadArgs {
     heads: i32,
     kv_heads: i32,
     head_dim: i32,
@@ -484,13 +537,23 @@ struct HeadArgs {
 
 impl HeadArgs {
     fn of(c: &Config) -> HeadArgs {
+        let shape = AttnShape {
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+        };
+        HeadArgs::new(shape, c.rope_dims, c.arch.rope_style() == RopeStyle::Neox)
+    }
+
+    /// Heads of `shape`, `rope_dims` of each rotated in NEOX pairs or NORM pairs.
+    pub(super) fn new(shape: AttnShape, rope_dims: usize, neox: bool) -> HeadArgs {
         HeadArgs {
-            heads: c.n_heads as i32,
-            kv_heads: c.n_kv_heads as i32,
-            head_dim: c.head_dim as i32,
-            rope_dims: c.rope_dims as i32,
-            neox: i32::from(c.arch.rope_style() == RopeStyle::Neox),
-            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            heads: shape.n_heads as i32,
+            kv_heads: shape.n_kv_heads as i32,
+            head_dim: shape.head_dim as i32,
+            rope_dims: rope_dims as i32,
+            neox: i32::from(neox),
+            scale: 1.0 / (shape.head_dim as f32).sqrt(),
         }
     }
 }
