@@ -88,6 +88,16 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_START_CONST
 #define CBTOP_STAMP_START_CONST 0
 #endif
+// - CBTOP_STAMP_END_CONST=1: as END_NONE, and every block's thread 0 still does its atomic max,
+//   of a constant 1 (no clock read): what the exit atomics cost without the clock.
+#ifndef CBTOP_STAMP_END_CONST
+#define CBTOP_STAMP_END_CONST 0
+#endif
+// - CBTOP_STAMP_END_NEVER=1: as END_NONE, with the exit stamp's code kept behind a test that
+//   never holds: what the code's presence costs, apart from the write.
+#ifndef CBTOP_STAMP_END_NEVER
+#define CBTOP_STAMP_END_NEVER 0
+#endif
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
 #endif
@@ -176,7 +186,7 @@ struct KernelStamp {
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
 #if CBTOP_STAMP_START_CONST
             s[2 * (u64)sl] = 1;
-#elif CBTOP_STAMP_END_NONE
+#elif CBTOP_STAMP_END_NONE || CBTOP_STAMP_END_CONST || CBTOP_STAMP_END_NEVER
             u64 t = globaltimer();
             s[2 * (u64)sl] = t;
             s[2 * (u64)sl + 1] = t;
@@ -188,6 +198,12 @@ struct KernelStamp {
     }
     __device__ __forceinline__ ~KernelStamp() {
 #if CBTOP_STAMP_END_NONE
+#elif CBTOP_STAMP_END_NEVER
+        if (stamps == (u64*)8 && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+#elif CBTOP_STAMP_END_CONST
+        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            atomicMax(stamps + 2 * (u64)slot + 1, 1ull);
 #elif CBTOP_STAMP_END_LAST
         if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0 &&
             blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&

@@ -70,6 +70,19 @@ impl From<CudaEngine> for Backend {
     }
 }
 
+/// A greedy decode step's result.
+pub struct Greedy {
+    pub token: u32,
+    /// The logits it was picked from, where they came back to the host (the CPU).
+    pub row: Option<Vec<f32>>,
+    /// The step was already running when asked for: the call before launched it ahead, so
+    /// its time runs from the token before it arriving, not from this call.
+    pub ahead: bool,
+    /// When the token was on the host: the host's reading of the step's stamps after that
+    /// overlaps the next step's run (pipelined), so it is no step's time.
+    pub arrived: Instant,
+}
+
 impl Backend {
     /// The engine for `model` on `device` with room for `ctx` positions; on a GPU, bricks
     /// timed by `timing` and products run with the kernels `numerics` picks (the CPU engine
@@ -192,16 +205,42 @@ impl Backend {
         tokens: &[u32],
         rec: &mut Recorder,
     ) -> Result<(u32, Option<Vec<f32>>), EngineError> {
+        let g = self.decode_greedy(tokens, rec, None)?;
+        Ok((g.token, g.row))
+    }
+
+    /// `eval_greedy` for a decode loop that knows its next step: with `next` (whether that
+    /// step is profiled) the GPU engine launches it before this step's token is read
+    /// (CudaEngine::decode); the CPU has nothing to overlap and ignores it.
+    pub fn decode_greedy(
+        &mut self,
+        tokens: &[u32],
+        rec: &mut Recorder,
+        next: Option<bool>,
+    ) -> Result<Greedy, EngineError> {
         match self {
             Backend::Cpu(e) => {
                 let row = e
                     .eval_recorded(tokens, LogitsFor::Last, rec)?
                     .pop()
                     .unwrap_or_default();
-                let next = rec.time(BrickId::Sample, None, || cpu_argmax(&row));
-                Ok((next, Some(row)))
+                let token = rec.time(BrickId::Sample, None, || cpu_argmax(&row));
+                Ok(Greedy {
+                    token,
+                    row: Some(row),
+                    ahead: false,
+                    arrived: Instant::now(),
+                })
             }
-            Backend::Cuda(e) => Ok((e.eval_argmax(tokens, rec)?, None)),
+            Backend::Cuda(e) => {
+                let d = e.decode(tokens, rec, next)?;
+                Ok(Greedy {
+                    token: d.token,
+                    row: None,
+                    ahead: d.ahead,
+                    arrived: d.arrived,
+                })
+            }
         }
     }
 

@@ -75,42 +75,44 @@ pub fn run_until(
         None
     };
     let prefill = session.prefill()?;
-    let mut done = 0;
+    let overhead = plan.profiled && plan.measure_overhead;
+    // Every step in order (profiled or not), so each can tell the engine what the next one is
+    // and the GPU can run it straight after.
+    let mut schedule = vec![plan.profiled; plan.warmup];
+    for _ in 0..plan.tokens {
+        schedule.push(plan.profiled);
+        if overhead {
+            schedule.push(false);
+        }
+    }
+    let measured_from = plan.warmup;
     let mut nonfinite_steps = 0u64;
-    let mut step = |session: &mut Session, profiled: bool| {
-        let s = session.step(profiled)?;
-        nonfinite_steps += u64::from(session.nonfinite_logits() > 0);
-        Ok::<_, EngineError>(s)
-    };
     let mut stats = Stats::new(n_layers);
     let mut samples = Vec::with_capacity(plan.tokens);
-    let overhead = plan.profiled && plan.measure_overhead;
     let mut unprofiled = overhead.then(|| Series::new(3));
     let mut interrupted = stop();
-    for _ in 0..plan.warmup {
+    let mut done = 0;
+    for (i, &profiled) in schedule.iter().enumerate() {
         if interrupted {
             break;
         }
-        step(session, plan.profiled)?;
+        let s = session.step_then(profiled, schedule.get(i + 1).copied())?;
+        nonfinite_steps += u64::from(session.nonfinite_logits() > 0);
         done += 1;
-        progress(done, total);
-        interrupted = stop();
-    }
-    for _ in 0..plan.tokens {
-        if interrupted {
-            break;
+        if i >= measured_from {
+            if profiled == plan.profiled {
+                stats.add(&s);
+                samples.push(s);
+            } else if let Some(u) = unprofiled.as_mut() {
+                u.record(s.total_ns);
+            }
         }
-        let s = step(session, plan.profiled)?;
-        stats.add(&s);
-        samples.push(s);
-        done += 1;
         progress(done, total);
-        if let Some(u) = unprofiled.as_mut() {
-            u.record(step(session, false)?.total_ns);
-            done += 1;
-            progress(done, total);
+        // Stop only at a boundary after a measured step's pair (its unprofiled step too).
+        let paired = !overhead || i < measured_from || !profiled;
+        if paired {
+            interrupted = stop();
         }
-        interrupted = stop();
     }
     Ok(RunResult {
         prefill,

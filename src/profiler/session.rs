@@ -28,6 +28,8 @@ pub struct Session {
     generated: Vec<u32>,
     /// Logits of the last step that were NaN or infinite.
     nonfinite: usize,
+    /// When the last decode step's token arrived (a step launched ahead is timed from it).
+    last_end: Option<Instant>,
 }
 
 impl Session {
@@ -40,6 +42,7 @@ impl Session {
             next: 0,
             generated: Vec::new(),
             nonfinite: 0,
+            last_end: None,
         }
     }
 
@@ -70,6 +73,7 @@ impl Session {
     /// Clear the cache, evaluate the prompt and sample the first token.
     pub fn prefill(&mut self) -> Result<Prefill, EngineError> {
         self.engine.reset();
+        self.last_end = None;
         self.generated.clear();
         self.rec.set_enabled(false);
         let t0 = Instant::now();
@@ -88,6 +92,7 @@ impl Session {
     /// `prefill` that follows starts over, so time to first token is never profiled.
     pub fn profile_prefill(&mut self) -> Result<TokenSample, EngineError> {
         self.engine.reset();
+        self.last_end = None;
         self.rec.set_enabled(true);
         self.rec.clear();
         let t0 = Instant::now();
@@ -106,22 +111,42 @@ impl Session {
     /// Decode one token: feed the last sampled token, sample the next. With `profiled`, every
     /// brick's span is in the returned sample; without, only the step's wall time.
     pub fn step(&mut self, profiled: bool) -> Result<TokenSample, EngineError> {
+        self.step_then(profiled, None)
+    }
+
+    /// `step`, telling the engine what the next step will be (`Some(profiled)`; None: no
+    /// next step, or not known), so the GPU can run it straight after this one. A step ends
+    /// when its token is on the host (its stamps are read after); one that was already
+    /// running when asked for is timed from the token before it arriving (the time between
+    /// tokens), not from this call.
+    pub fn step_then(
+        &mut self,
+        profiled: bool,
+        next: Option<bool>,
+    ) -> Result<TokenSample, EngineError> {
         self.rec.set_enabled(profiled);
         self.rec.clear();
         let position = self.engine.position();
         let t0 = Instant::now();
-        let (next, row) = self.engine.eval_greedy(&[self.next], &mut self.rec)?;
-        self.next = next;
-        let total_ns = t0.elapsed().as_nanos() as u64;
+        let g = self
+            .engine
+            .decode_greedy(&[self.next], &mut self.rec, next)?;
+        self.next = g.token;
+        let from = match self.last_end {
+            Some(t) if g.ahead => t,
+            _ => t0,
+        };
+        self.last_end = Some(g.arrived);
+        let total_ns = g.arrived.saturating_duration_since(from).as_nanos() as u64;
         // Outside the timed step: the check must not count as anyone's time. On CUDA the
         // logits stay on the device and its argmax kernels counted them.
-        self.nonfinite = match row {
+        self.nonfinite = match g.row {
             Some(r) => r.iter().filter(|x| !x.is_finite()).count(),
             None => self.engine.device_nonfinite().unwrap_or(0),
         };
         self.generated.push(self.next);
         Ok(TokenSample {
-            start_ns: self.rec.since_origin(t0),
+            start_ns: self.rec.since_origin(from),
             total_ns,
             position,
             spans: self.rec.take(),

@@ -299,9 +299,12 @@ impl Worker {
                 first = false;
                 continue;
             }
-            let profiled =
-                self.cfg.profiled && self.steps % UNPROFILED_EVERY != UNPROFILED_EVERY - 1;
-            let sample = match session.step(profiled) {
+            let profiled_at =
+                |step: u64| self.cfg.profiled && step % UNPROFILED_EVERY != UNPROFILED_EVERY - 1;
+            let profiled = profiled_at(self.steps);
+            // Telling the engine the next step lets the GPU run it while this one is read.
+            let next = Some(profiled_at(self.steps + 1));
+            let sample = match session.step_then(profiled, next) {
                 Ok(s) => s,
                 Err(e) => return self.publish_phase(Phase::Stopped, Some(e.to_string())),
             };

@@ -100,7 +100,7 @@ impl TimingCheck {
         let e = err("timing a spin with events");
         let (a, b) = (ev(&self.ctx).map_err(&e)?, ev(&self.ctx).map_err(&e)?);
         let mut best = f32::MAX;
-        self.clock.arm(false);
+        self.clock.arm(false, 0);
         for _ in 0..3 {
             a.record(&self.stream).map_err(&e)?;
             self.launch_spin(cycles).map_err(&e)?;
@@ -116,7 +116,7 @@ impl TimingCheck {
         let e = err("capturing the spin graph");
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         self.stream.begin_capture(mode).map_err(&e)?;
-        self.clock.arm(true);
+        self.clock.arm(true, 0);
         let mut launched = Ok(());
         for b in bricks {
             self.clock.enter(Some(Owner {
@@ -148,7 +148,7 @@ impl TimingCheck {
         step.graph.launch().map_err(&e)?;
         self.stream.synchronize().map_err(&e)?;
         let host_ns = t0.elapsed().as_nanos() as u64;
-        let stamps = clock::resolve(&step.owners, self.clock.stamps())
+        let stamps = clock::resolve(&step.owners, self.clock.stamps(0))
             .map_err(|m| EngineError::Device(format!("reading the spin stamps: {m}")))?;
         Ok(SpinRun { stamps, host_ns })
     }
@@ -157,7 +157,7 @@ impl TimingCheck {
     /// engine's `sync` timing), nanoseconds per brick.
     pub fn synced(&mut self, bricks: &[SpinBrick]) -> Result<Vec<u64>, EngineError> {
         let e = err("timing spins with host syncs");
-        self.clock.arm(false);
+        self.clock.arm(false, 0);
         let mut out = Vec::with_capacity(bricks.len());
         for b in bricks {
             self.stream.synchronize().map_err(&e)?;

@@ -7,7 +7,8 @@
 //! pinned host memory in the same copy as the step's token id (the buffer's first value holds
 //! it, so a stamped greedy step adds no copy to the unstamped one's), and `resolve` folds them
 //! into one span per brick (the busy time of its kernels) and the GPU's idle time between
-//! kernels (`gaps`).
+//! kernels (`gaps`). Each step stamps one of `AREAS` buffers, alternately, so a step can run
+//! while the host still reads the one before it (engine.rs's pipelined decode).
 
 use std::sync::Arc;
 
@@ -103,13 +104,24 @@ impl<T: Copy + Default> Drop for PinnedBuf<T> {
 // the owning engine is being driven by one thread.
 unsafe impl<T: Copy + Default + Send> Send for PinnedBuf<T> {}
 
-/// The stamp buffer of one step and who owns each slot, behind the step's sampled token.
-pub struct KernelClock {
+/// One stamp area: the device buffer (sampled token, then the slots) and its host copy.
+struct Area {
     dev: CudaSlice<u64>,
     /// Device address of the header (the sampled token).
     base: u64,
     host: PinnedBuf<u64>,
-    /// Slots the buffer holds.
+}
+
+/// Stamp areas a clock holds: a step may be launched while the one before it still runs
+/// (the decode loop's pipelining, engine.rs), so consecutive steps stamp alternate areas.
+pub const AREAS: usize = 2;
+
+/// The stamp buffers of a step and who owns each slot, behind the step's sampled token.
+pub struct KernelClock {
+    areas: [Area; AREAS],
+    /// The area launches stamp now.
+    area: usize,
+    /// Slots an area holds.
     cap: usize,
     /// Whether launches get slots now (else they get a null buffer and stamp nothing).
     armed: bool,
@@ -118,18 +130,24 @@ pub struct KernelClock {
 }
 
 impl KernelClock {
-    /// Room for `cap` launches per step.
+    /// Room for `cap` launches per step in each area.
     pub fn new(stream: &Arc<CudaStream>, cap: usize) -> Result<KernelClock, DriverError> {
         let len = HEADER + STRIDE * cap.max(1);
-        let dev = stream.alloc_zeros::<u64>(len)?;
-        let base = {
-            let (p, _sync) = dev.device_ptr(stream);
-            p
+        let area = || -> Result<Area, DriverError> {
+            let dev = stream.alloc_zeros::<u64>(len)?;
+            let base = {
+                let (p, _sync) = dev.device_ptr(stream);
+                p
+            };
+            Ok(Area {
+                host: PinnedBuf::new(stream.context(), len)?,
+                dev,
+                base,
+            })
         };
         Ok(KernelClock {
-            host: PinnedBuf::new(stream.context(), len)?,
-            dev,
-            base,
+            areas: [area()?, area()?],
+            area: 0,
             cap,
             armed: false,
             cur: None,
@@ -138,16 +156,17 @@ impl KernelClock {
     }
 
     /// Device address where the greedy pick leaves the token id and the non-finite count
-    /// (two u32); `finish(.., true)` brings them back.
+    /// (two u32) in the current area; `finish(.., true)` brings them back.
     pub fn sampled_ptr(&self) -> u64 {
-        self.base
+        self.areas[self.area].base
     }
 
-    /// Start a step: launches from now on are stamped when `on`. Nothing clears the buffer:
-    /// the kernels' clock only grows, so a slot's end from an earlier step stays below this
-    /// step's (see kernels/common.cuh).
-    pub fn arm(&mut self, on: bool) {
+    /// Start a step in area `area` (below `AREAS`): launches from now on are stamped when
+    /// `on`. Nothing clears the buffer: the kernels' clock only grows, so a slot's end from an
+    /// earlier step stays below this step's (see kernels/common.cuh).
+    pub fn arm(&mut self, on: bool, area: usize) {
         self.armed = on;
+        self.area = area % AREAS;
         self.owners.clear();
         self.cur = None;
     }
@@ -168,7 +187,7 @@ impl KernelClock {
         }
         self.owners.push(self.cur);
         Stamp {
-            ptr: self.base + (HEADER * std::mem::size_of::<u64>()) as u64,
+            ptr: self.areas[self.area].base + (HEADER * std::mem::size_of::<u64>()) as u64,
             slot: (self.owners.len() - 1) as i32,
         }
     }
@@ -195,22 +214,23 @@ impl KernelClock {
             (false, true) => HEADER,
             (false, false) => return Ok(owners),
         };
-        self.host
-            .copy_from(stream, &self.dev, n)
+        let a = &mut self.areas[self.area];
+        a.host
+            .copy_from(stream, &a.dev, n)
             .map_err(|e| format!("copying the step's token and timestamps back: {e:?}"))?;
         Ok(owners)
     }
 
-    /// The stamps the last step left (`STRIDE` values per slot), once its stream is
+    /// The stamps a step left in `area` (`STRIDE` values per slot), once its stream is
     /// synchronised.
-    pub fn stamps(&self) -> &[u64] {
-        &self.host.read()[HEADER..]
+    pub fn stamps(&self, area: usize) -> &[u64] {
+        &self.areas[area % AREAS].host.read()[HEADER..]
     }
 
-    /// The token id and the non-finite logit count the last greedy step left, once its
+    /// The token id and the non-finite logit count a greedy step left in `area`, once its
     /// stream is synchronised.
-    pub fn sampled(&self) -> (u32, u32) {
-        let v = self.host.read()[0];
+    pub fn sampled(&self, area: usize) -> (u32, u32) {
+        let v = self.areas[area % AREAS].host.read()[0];
         (v as u32, (v >> 32) as u32)
     }
 }

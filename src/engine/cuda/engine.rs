@@ -6,16 +6,23 @@
 //! and end on the GPU's clock (`clock.rs`), so a decode step still replays as one CUDA graph;
 //! `Sync` synchronises the stream around each brick and times with the host clock (the
 //! independent cross-check); `Off` launches the kernels and nothing else.
+//!
+//! Decode is pipelined: a caller that says what its next step will be (`decode`'s `next`) has
+//! that step launched before this one's token is read. The greedy token and the position stay
+//! on the device, so the next graph can run straight after this one; the host's reading and
+//! bookkeeping then overlap the GPU's work instead of idling it between tokens. Consecutive
+//! steps stamp alternate areas of the kernel clock, each with its own captured graphs.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{
-    sys, CudaContext, CudaGraph, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
+    sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream, DriverError,
+    LaunchConfig,
 };
 
 use super::buffers::{Bufs, Which};
-use super::clock::{self, KernelClock, Owner};
+use super::clock::{self, KernelClock, Owner, AREAS};
 use super::error::{device_error, wrap};
 use super::kernels::{ceil_div, kind_code, lin, Kernels};
 use super::launcher::PushArg;
@@ -108,6 +115,30 @@ struct Step {
     owners: Vec<Option<Owner>>,
 }
 
+/// A decode step launched before the host asked for it: it runs on the token and at the
+/// position the step before it leaves on the device.
+#[derive(Clone, Copy, Debug)]
+struct Ahead {
+    stamped: bool,
+    /// Its kernel clock area.
+    area: usize,
+    /// Its position.
+    pos: usize,
+}
+
+/// A decode step's result (`CudaEngine::decode`).
+#[derive(Clone, Copy, Debug)]
+pub struct Decoded {
+    pub token: u32,
+    /// The step was launched ahead by the call before (it was running when asked for).
+    pub ahead: bool,
+    /// When its token was on the host (before its stamps were read).
+    pub arrived: Instant,
+}
+
+/// Captured decode steps by [stamped][clock area].
+type Graphs = [[Option<Step>; AREAS]; 2];
+
 /// The model on one GPU with its KV cache.
 pub struct CudaEngine {
     pub(super) model: Arc<Model>,
@@ -125,8 +156,14 @@ pub struct CudaEngine {
     pub(super) pos: CudaSlice<i32>,
     dev_pos: Option<usize>,
     /// The captured decode step (one token, argmax included), unstamped [0] and stamped [1],
-    /// replayed unless bricks are timed with host syncs.
-    graphs: [Option<Step>; 2],
+    /// for each clock area, replayed unless bricks are timed with host syncs.
+    graphs: Graphs,
+    /// Recorded behind each area's last step: the host waits for its step, not the one after.
+    done: [CudaEvent; AREAS],
+    /// The step launched ahead of the host's asking, if one is on the device.
+    ahead: Option<Ahead>,
+    /// The clock area the next step launched uses.
+    area: usize,
     pub(super) cap: usize,
     len: usize,
     pub(super) bufs: Bufs,
@@ -143,6 +180,14 @@ pub struct CudaEngine {
     pub(super) module: Arc<CudaModule>,
     /// Whether the kernels were compiled now or came from the disk cache.
     pub module_origin: module::Origin,
+}
+
+impl Drop for CudaEngine {
+    /// A step launched ahead (taken over or forgotten) may still be running: let it finish
+    /// before its graph and buffers go.
+    fn drop(&mut self) {
+        let _ = self.stream.synchronize();
+    }
 }
 
 impl CudaEngine {
@@ -192,6 +237,8 @@ impl CudaEngine {
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
         let split = SplitScratch::new(&stream, c, cap, sms)?;
+        let event = || cx.new_event(None).map_err(wrap("creating a CUDA event"));
+        let done = [event()?, event()?];
         Ok(CudaEngine {
             model,
             gpu: gpu.clone(),
@@ -204,7 +251,10 @@ impl CudaEngine {
             rope,
             pos,
             dev_pos: Some(0),
-            graphs: [None, None],
+            graphs: Default::default(),
+            done,
+            ahead: None,
+            area: 0,
             cap,
             len: 0,
             bufs,
@@ -256,7 +306,18 @@ impl CudaEngine {
     }
 
     pub fn reset(&mut self) {
+        self.settle();
         self.len = 0;
+    }
+
+    /// Forget a step launched ahead: the device's token and position are then past the
+    /// host's, so both are uploaded before the next launch, which the stream orders after it
+    /// (so nothing waits for it here).
+    fn settle(&mut self) {
+        if self.ahead.take().is_some() {
+            self.dev_pos = None;
+            self.on_device = None;
+        }
     }
 
     fn check(&self, tokens: &[u32]) -> Result<(), EngineError> {
@@ -317,10 +378,11 @@ impl CudaEngine {
             }
             return Ok(rows);
         }
+        self.settle();
         let t0 = Instant::now();
         let n = tokens.len();
         self.prepare(tokens)?;
-        self.clock.arm(self.stamped(rec));
+        self.clock.arm(self.stamped(rec), self.area);
         let rows = self.launch_layers(n, want, rec)?;
         self.advance_device(n)?;
         let owners = self
@@ -333,58 +395,155 @@ impl CudaEngine {
             .clone_dtoh(&self.bufs.logits.slice(0..rows * vocab))
             .map_err(wrap("copying logits back"))?;
         self.advance_host(n);
-        self.record_stamps(&owners, rec, t0)?;
+        self.record_stamps(&owners, self.area, rec, t0)?;
         Ok(host.chunks_exact(vocab).map(|r| r.to_vec()).collect())
     }
 
     /// Evaluate `tokens` and pick the next token greedily on the GPU; only its id comes back.
-    /// A single token replays a CUDA graph of the whole step (captured on first use, with and
-    /// without kernel stamps), so the host issues one launch per token; only `Sync` timing,
-    /// which needs the host between bricks, launches brick by brick.
     pub fn eval_argmax(&mut self, tokens: &[u32], rec: &mut Recorder) -> Result<u32, EngineError> {
+        Ok(self.decode(tokens, rec, None)?.token)
+    }
+
+    /// `eval_argmax`, and with `next` (whether the caller's next step will be stamped) that
+    /// step launched before this one's token is read, on the token and position this one
+    /// leaves on the device; the next call with that token takes it over. A single token replays a CUDA graph of the whole step (captured on first use,
+    /// with and without kernel stamps), so the host issues one launch per token; only `Sync`
+    /// timing, which needs the host between bricks, launches brick by brick.
+    pub fn decode(
+        &mut self,
+        tokens: &[u32],
+        rec: &mut Recorder,
+        next: Option<bool>,
+    ) -> Result<Decoded, EngineError> {
         self.check(tokens)?;
-        if self.chunked(tokens.len()) {
+        let stamped = self.stamped(rec);
+        let synced = rec.enabled() && self.timing == Timing::Sync;
+        let n = tokens.len();
+        let graphed = n == 1 && !synced;
+        let taken = match self.ahead {
+            Some(a) => {
+                graphed
+                    && a.stamped == stamped
+                    && a.pos == self.len
+                    && self.on_device == Some(tokens[0])
+            }
+            None => false,
+        };
+        if !taken {
+            self.settle();
+        }
+        if self.chunked(n) {
             // Every chunk but the last as a plain batch; the last picks the token.
-            let (head, tail) = tokens.split_at((tokens.len() - 1) / PREFILL_CHUNK * PREFILL_CHUNK);
+            let (head, tail) = tokens.split_at((n - 1) / PREFILL_CHUNK * PREFILL_CHUNK);
             for chunk in head.chunks(PREFILL_CHUNK) {
                 self.eval(chunk, LogitsFor::Last, rec)?;
             }
-            return self.eval_argmax(tail, rec);
+            return self.decode(tail, rec, next);
         }
         let t0 = Instant::now();
-        let n = tokens.len();
-        let stamped = self.stamped(rec);
-        let synced = rec.enabled() && self.timing == Timing::Sync;
-        self.prepare(tokens)?;
-        let graphed = n == 1 && !synced;
-        let owners = if graphed {
-            let i = usize::from(stamped);
-            if self.graphs[i].is_none() {
-                self.graphs[i] = Some(self.capture(stamped)?);
+        // The step after this one, launched ahead: graphed, and with room in the cache.
+        let then = next.filter(|_| !synced && self.len + n < self.cap);
+        if graphed || then.is_some() {
+            self.ensure_graphs(graphed.then_some(stamped), then)?;
+        }
+        let (area, owners) = match self.ahead.take() {
+            Some(a) if taken => (a.area, None),
+            _ => {
+                let area = self.area;
+                self.prepare(tokens)?;
+                let owners = if graphed {
+                    self.replay(stamped, area)?;
+                    None
+                } else {
+                    Some(self.record_step(n, stamped, area, rec)?)
+                };
+                self.mark_end(area)?;
+                (area, owners)
             }
-            let step = self.graphs[i].as_ref().expect("captured above");
-            step.graph
-                .launch()
-                .map_err(wrap("replaying the decode step's CUDA graph"))?;
-            None
-        } else {
-            Some(self.record_step(n, stamped, rec)?)
         };
-        self.stream
+        self.launch_ahead(then, area, self.len + n)?;
+        self.done[area]
             .synchronize()
             .map_err(wrap("waiting for the decode step"))?;
+        let arrived = Instant::now();
         self.advance_host(n);
-        let (id, nonfinite) = self.clock.sampled();
+        let (id, nonfinite) = self.clock.sampled(area);
         self.nonfinite = nonfinite as usize;
         self.on_device = Some(id);
         if stamped {
             let owners: &[Option<Owner>] = match &owners {
                 Some(o) => o,
-                None => self.graphs[1].as_ref().map_or(&[], |s| &s.owners),
+                None => self.graphs[1][area].as_ref().map_or(&[], |s| &s.owners),
             };
-            self.record_stamps(owners, rec, t0)?;
+            self.record_stamps(owners, area, rec, t0)?;
         }
-        Ok(id)
+        Ok(Decoded {
+            token: id,
+            ahead: taken,
+            arrived,
+        })
+    }
+
+    /// Record `done[area]` behind the step just launched in clock area `area`; the next step
+    /// launched takes the other area.
+    fn mark_end(&mut self, area: usize) -> Result<(), EngineError> {
+        self.done[area]
+            .record(&self.stream)
+            .map_err(wrap("marking the decode step's end"))?;
+        self.area = (area + 1) % AREAS;
+        Ok(())
+    }
+
+    /// Capture the decode graphs this step (`now`: stamped or not) and the one launched ahead
+    /// of it (`then`) replay, where they are missing. A capture needs the stream idle.
+    fn ensure_graphs(&mut self, now: Option<bool>, then: Option<bool>) -> Result<(), EngineError> {
+        let area = match self.ahead {
+            Some(a) => a.area,
+            None => self.area,
+        };
+        let want = [
+            now.map(|s| (s, area)),
+            then.map(|s| (s, (area + 1) % AREAS)),
+        ];
+        for (stamped, a) in want.into_iter().flatten() {
+            if self.graphs[usize::from(stamped)][a].is_none() {
+                self.stream
+                    .synchronize()
+                    .map_err(wrap("waiting before a CUDA graph capture"))?;
+                self.graphs[usize::from(stamped)][a] = Some(self.capture(stamped, a)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Launch the captured decode step (stamped or not) of clock area `area`.
+    fn replay(&self, stamped: bool, area: usize) -> Result<(), EngineError> {
+        let step = self.graphs[usize::from(stamped)][area]
+            .as_ref()
+            .ok_or_else(|| EngineError::Device("the decode step's CUDA graph is missing".into()))?;
+        step.graph
+            .launch()
+            .map_err(wrap("replaying the decode step's CUDA graph"))
+    }
+
+    /// With `then` (whether it is stamped), launch the step after the one in clock area
+    /// `area` now, at position `pos`, on the token and position that one leaves on the device.
+    fn launch_ahead(
+        &mut self,
+        then: Option<bool>,
+        area: usize,
+        pos: usize,
+    ) -> Result<(), EngineError> {
+        let Some(stamped) = then else { return Ok(()) };
+        let next = (area + 1) % AREAS;
+        self.replay(stamped, next)?;
+        self.mark_end(next)?;
+        self.ahead = Some(Ahead {
+            stamped,
+            area: next,
+            pos,
+        });
+        Ok(())
     }
 
     /// Every launch of a step that samples greedily: the layers, the argmax (which also moves
@@ -394,9 +553,10 @@ impl CudaEngine {
         &mut self,
         n: usize,
         stamped: bool,
+        area: usize,
         rec: &mut Recorder,
     ) -> Result<Vec<Option<Owner>>, EngineError> {
-        self.clock.arm(stamped);
+        self.clock.arm(stamped, area);
         self.launch_layers(n, LogitsFor::Last, rec)?;
         self.sample(rec, n)?;
         self.clock
@@ -408,12 +568,12 @@ impl CudaEngine {
     /// into a CUDA graph, its kernels stamped or not. Nothing runs while capturing; the
     /// buffers it names stay allocated for the graph's life (a larger batch reallocates them
     /// and drops the graphs).
-    fn capture(&mut self, stamped: bool) -> Result<Step, EngineError> {
+    fn capture(&mut self, stamped: bool, area: usize) -> Result<Step, EngineError> {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         self.stream
             .begin_capture(mode)
             .map_err(wrap("starting a CUDA graph capture"))?;
-        let recorded = self.record_step(1, stamped, &mut Recorder::off());
+        let recorded = self.record_step(1, stamped, area, &mut Recorder::off());
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))
@@ -432,13 +592,14 @@ impl CudaEngine {
     fn record_stamps(
         &self,
         owners: &[Option<Owner>],
+        area: usize,
         rec: &mut Recorder,
         t0: Instant,
     ) -> Result<(), EngineError> {
         if owners.is_empty() {
             return Ok(());
         }
-        let r = clock::resolve(owners, self.clock.stamps())
+        let r = clock::resolve(owners, self.clock.stamps(area))
             .map_err(|e| EngineError::Device(format!("reading the kernel timestamps: {e}")))?;
         let base_ns = rec.since_origin(t0);
         for b in &r.bricks {
@@ -500,7 +661,7 @@ impl CudaEngine {
                 self.k.gemm.as_ref().map(|g| (self.w.largest, g.from)),
             )?;
             // The graphs name the old buffers.
-            self.graphs = [None, None];
+            self.graphs = Default::default();
             self.on_device = None;
         }
         if !(n == 1 && self.on_device == Some(tokens[0])) {
