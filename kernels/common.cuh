@@ -63,7 +63,17 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // decode step 4% slower than this. The buffer is never cleared: %globaltimer only grows, so an
 // end left by an earlier step is always below this step's (and below its start, which is how
 // a kernel that failed to stamp shows). The guard's destructor runs on every way out of the
-// kernel, early returns included.
+// kernel, early returns included. The fast products (matvec_fast.cu) open with `STAMP_START`
+// instead and call `stamp_end` from thread 0 right after its last store: the destructor's exit
+// path (all of a block's threads reconverging before thread 0 stamps) cost a 0.5b decode step
+// ~13 us of its ~764 (H100, `--timing events`, 1309-1310 -> 1329-1333 tok/s).
+//
+// What the end stamps cost, measured with the variants below (H100, synthetic q4_k_m 0.5b,
+// pipelined decode, us per stamped token): all of them ~42 (default 762 vs END_NONE 720); about
+// half is the exit code's presence (END_NEVER 756-758 of 776-784 against END_NONE 733-738, one
+// run each) and half the write; an atomic of a constant costs as much as one of the clock
+// (END_CONST); by kernel family (stamps skipped for that family only): the fast products 26,
+// RMSNorm 5, attention 5, SwiGLU 2.5, the rest ~3.
 //
 // Three measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
 // time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the
@@ -101,12 +111,9 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
 #endif
-// - CBTOP_STAMP_CLOCK=<SM MHz>: the struct below (`KernelStamp`'s CBTOP_STAMP_CLOCK variant).
-#ifndef CBTOP_STAMP_CLOCK
-#define CBTOP_STAMP_CLOCK 0
-#endif
 #define STAMP_PARAMS u64 *__restrict__ stamps, int stamp_slot
 #define STAMP_GUARD KernelStamp stamp_guard_(stamps, stamp_slot)
+#define STAMP_START KernelStart stamp_start_(stamps, stamp_slot)
 
 __device__ __forceinline__ u64 globaltimer() {
     u64 t;
@@ -141,40 +148,14 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + o));
 }
 
-#if CBTOP_STAMP_CLOCK
-// A/B variant CBTOP_STAMP_CLOCK=<SM MHz>: %globaltimer is read once per block at entry, before
-// the wait, where its latency overlaps the wait instead of delaying the block; the start (block
-// 0, after the wait) and every block's end are that reading plus SM cycles (clock64, a few
-// cycles to read) converted at the given clock. Same slots and meaning as the default; exact
-// only while the SM clock equals the given one.
-struct KernelStamp {
+// The start half of a kernel's stamp: waits for the kernel ahead (`pdl_wait`), lets the next
+// one launch, and has block 0's thread 0 write the start. Kernels whose thread 0 has one clear
+// last store call `stamp_end` there themselves (`STAMP_START` with `stamp_start_`); the others
+// take `STAMP_GUARD`, which stamps the end in its destructor, on every way out of the kernel.
+struct KernelStart {
     u64* stamps;
     int slot;
-    u64 t0;
-    long long c0;
-    __device__ __forceinline__ u64 at(long long c) const {
-        return t0 + (u64)((c - c0) * 1000 / CBTOP_STAMP_CLOCK);
-    }
-    __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl), t0(0), c0(0) {
-        bool lead = s && (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
-        if (lead) {
-            t0 = globaltimer();
-            c0 = clock64();
-        }
-        pdl_wait();
-        pdl_launch_dependents();
-        if (lead && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) s[2 * (u64)sl] = at(clock64());
-    }
-    __device__ __forceinline__ ~KernelStamp() {
-        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            atomicMax(stamps + 2 * (u64)slot + 1, at(clock64()));
-    }
-};
-#else
-struct KernelStamp {
-    u64* stamps;
-    int slot;
-    __device__ __forceinline__ KernelStamp(u64* s, int sl) : stamps(s), slot(sl) {
+    __device__ __forceinline__ KernelStart(u64* s, int sl) : stamps(s), slot(sl) {
 #if CBTOP_STAMP_START_EARLY
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
             s[2 * (u64)sl] = globaltimer();
@@ -196,26 +177,32 @@ struct KernelStamp {
         }
 #endif
     }
-    __device__ __forceinline__ ~KernelStamp() {
+};
+
+// Thread 0 of a block folds the time it is done into its kernel's end (slot `slot`). The
+// caller is thread 0.
+__device__ __forceinline__ void stamp_end(u64* stamps, int slot) {
 #if CBTOP_STAMP_END_NONE
 #elif CBTOP_STAMP_END_NEVER
-        if (stamps == (u64*)8 && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+    if (stamps == (u64*)8) atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
 #elif CBTOP_STAMP_END_CONST
-        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            atomicMax(stamps + 2 * (u64)slot + 1, 1ull);
+    if (stamps) atomicMax(stamps + 2 * (u64)slot + 1, 1ull);
 #elif CBTOP_STAMP_END_LAST
-        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0 &&
-            blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
-            blockIdx.z == gridDim.z - 1)
-            stamps[2 * (u64)slot + 1] = globaltimer();
+    if (stamps && blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
+        blockIdx.z == gridDim.z - 1)
+        stamps[2 * (u64)slot + 1] = globaltimer();
 #else
-        if (stamps && (threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+    if (stamps) atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
 #endif
+}
+
+// The whole stamp: the start, and the end at thread 0's exit.
+struct KernelStamp : KernelStart {
+    __device__ __forceinline__ KernelStamp(u64* s, int sl) : KernelStart(s, sl) {}
+    __device__ __forceinline__ ~KernelStamp() {
+        if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) stamp_end(stamps, slot);
     }
 };
-#endif
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

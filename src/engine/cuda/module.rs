@@ -8,7 +8,7 @@
 //! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
 //! documented where the kernels read them: `CBTOP_STAMP_END_LAST`, `CBTOP_STAMP_END_NONE`,
-//! `CBTOP_STAMP_START_CONST`, `CBTOP_STAMP_START_EARLY` and `CBTOP_STAMP_CLOCK`
+//! `CBTOP_STAMP_START_CONST`, `CBTOP_STAMP_START_EARLY`, `CBTOP_STAMP_END_CONST` and `CBTOP_STAMP_END_NEVER`
 //! (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
 
 use std::path::PathBuf;
