@@ -109,16 +109,11 @@ impl Session {
     }
 
     /// Decode one token: feed the last sampled token, sample the next. With `profiled`, every
-    /// brick's span is in the returned sample; without, only the step's wall time.
-    pub fn step(&mut self, profiled: bool) -> Result<TokenSample, EngineError> {
-        self.step_then(profiled, None)
-    }
-
-    /// `step`, telling the engine what the next step will be (`Some(profiled)`; None: no
-    /// next step, or not known), so the GPU can run it straight after this one. A step ends
-    /// when its token is on the host (its stamps are read after); one that was already
-    /// running when asked for is timed from the token before it arriving (the time between
-    /// tokens), not from this call.
+    /// brick's span is in the returned sample; without, only the step's wall time. `next` tells
+    /// the engine what the next step will be (`Some(profiled)`; None: no next step, or not
+    /// known), so the GPU can run it straight after this one. A step ends when its token is on
+    /// the host (its stamps are read after); one that was already running when asked for is
+    /// timed from the token before it arriving (the time between tokens), not from this call.
     pub fn step_then(
         &mut self,
         profiled: bool,
