@@ -495,7 +495,11 @@ impl CudaEngine {
     }
 
     /// Capture the decode graphs this step (`now`: stamped or not) and the one launched ahead
-    /// of it (`then`) replay, where they are missing. A capture needs the stream idle.
+    /// of it (`then`) replay, where they are missing. When one is, every graph the engine's
+    /// timing can use is captured with it (unstamped, and stamped under `Events`, in both
+    /// clock areas): the captures then land on the first decode step after the buffers change
+    /// (a warm-up step in a measured run), not on the first measured step that switches
+    /// between stamped and unstamped steps. A capture needs the stream idle.
     fn ensure_graphs(&mut self, now: Option<bool>, then: Option<bool>) -> Result<(), EngineError> {
         let area = match self.ahead {
             Some(a) => a.area,
@@ -505,11 +509,24 @@ impl CudaEngine {
             now.map(|s| (s, area)),
             then.map(|s| (s, (area + 1) % AREAS)),
         ];
+        let missing =
+            |g: &Graphs, (stamped, a): (bool, usize)| g[usize::from(stamped)][a].is_none();
+        if !want.into_iter().flatten().any(|w| missing(&self.graphs, w)) {
+            return Ok(());
+        }
+        self.stream
+            .synchronize()
+            .map_err(wrap("waiting before a CUDA graph capture"))?;
+        let stamped_too = self.timing == Timing::Events;
+        let all = (0..AREAS).flat_map(|a| [(false, a), (true, a)]);
+        for (stamped, a) in all.filter(|&(s, _)| !s || stamped_too) {
+            if missing(&self.graphs, (stamped, a)) {
+                self.graphs[usize::from(stamped)][a] = Some(self.capture(stamped, a)?);
+            }
+        }
+        // A graph asked for that the timing would not use (none today) is still captured.
         for (stamped, a) in want.into_iter().flatten() {
-            if self.graphs[usize::from(stamped)][a].is_none() {
-                self.stream
-                    .synchronize()
-                    .map_err(wrap("waiting before a CUDA graph capture"))?;
+            if missing(&self.graphs, (stamped, a)) {
                 self.graphs[usize::from(stamped)][a] = Some(self.capture(stamped, a)?);
             }
         }
