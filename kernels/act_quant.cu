@@ -21,16 +21,22 @@
 // block must call it (it synchronises for Q8_K).
 // Shared by act_quant and by the kernels that produce a product's input (RMSNorm, SwiGLU)
 // and quantize it on the way out.
+// `st`: the calling kernel's stamp start; the block's thread 0 stamps the kernel's end right
+// after its last store here (`stamp_end`), so the kernel needs no exit path for it.
 __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __restrict__ xf,
                                 i8* __restrict__ q, float* __restrict__ d,
-                                float* __restrict__ x) {
+                                float* __restrict__ x, const KernelStart& st) {
+    bool lead = (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
     __shared__ float sv[32];
     __shared__ int si[32];
     // This thread's place in its 256-value chunk, and the chunk's first warp.
     int tl = threadIdx.x & 255, w0 = (threadIdx.x >> 8) * 8;
     if (!ok) v = 0.0f;
     if (kind <= ACT_BF16) {
-        if (!ok) return;
+        if (!ok) {
+            if (lead) stamp_end(st.stamps, st.slot);
+            return;
+        }
         if (kind == ACT_F16) {
             v = h2f(f2h(v));
         } else if (kind == ACT_BF16) {
@@ -38,6 +44,7 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
             v = __int_as_float((int)((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u));
         }
         xf[i] = v;
+        if (lead) stamp_end(st.stamps, st.slot);
         return;
     }
     if (kind == ACT_Q8_K) {
@@ -77,10 +84,12 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
         // bsums: the 16 consecutive values of each half warp.
         int s = qi;
         for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (!ok) return;
-        q[i] = (i8)qi;
-        if ((tl & 15) == 0) x[i >> 4] = (float)s;
-        if (tl == 0) d[i >> 8] = mx != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
+        if (ok) {
+            q[i] = (i8)qi;
+            if ((tl & 15) == 0) x[i >> 4] = (float)s;
+            if (tl == 0) d[i >> 8] = mx != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
+        }
+        if (lead) stamp_end(st.stamps, st.slot);
         return;
     }
     // Q8_0 / Q8_1: 32-value groups, one per warp.
@@ -89,20 +98,22 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
     float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
     float r = rintf(__fmul_rn(v, id));
     float qs = warp_sum(r);
-    if (!ok) return;
-    q[i] = (i8)(int)fminf(127.0f, fmaxf(-128.0f, r));
-    if ((threadIdx.x & 31) == 0) {
-        d[i >> 5] = h2f(f2h(dd));
-        if (kind == ACT_Q8_1) x[i >> 5] = h2f(f2h(__fmul_rn(dd, qs)));
+    if (ok) {
+        q[i] = (i8)(int)fminf(127.0f, fmaxf(-128.0f, r));
+        if ((threadIdx.x & 31) == 0) {
+            d[i >> 5] = h2f(f2h(dd));
+            if (kind == ACT_Q8_1) x[i >> 5] = h2f(f2h(__fmul_rn(dd, qs)));
+        }
     }
+    if (lead) stamp_end(st.stamps, st.slot);
 }
 
 extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,
                                      float* __restrict__ xf, i8* __restrict__ q,
                                      float* __restrict__ d, float* __restrict__ x,
                                      STAMP_PARAMS) {
-    STAMP_GUARD;
+    STAMP_START;
     u64 i = (u64)blockIdx.x * 256 + threadIdx.x;
     bool ok = i < (u64)total;
-    act_quant_chunk(ok ? in[i] : 0.0f, ok, i, kind, xf, q, d, x);
+    act_quant_chunk(ok ? in[i] : 0.0f, ok, i, kind, xf, q, d, x, stamp_start_);
 }

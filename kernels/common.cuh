@@ -63,10 +63,12 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // decode step 4% slower than this. The buffer is never cleared: %globaltimer only grows, so an
 // end left by an earlier step is always below this step's (and below its start, which is how
 // a kernel that failed to stamp shows). The guard's destructor runs on every way out of the
-// kernel, early returns included. The fast products (matvec_fast.cu) open with `STAMP_START`
-// instead and call `stamp_end` from thread 0 right after its last store: the destructor's exit
-// path (all of a block's threads reconverging before thread 0 stamps) cost a 0.5b decode step
-// ~13 us of its ~764 (H100, `--timing events`, 1309-1310 -> 1329-1333 tok/s).
+// kernel, early returns included. The fast products (matvec_fast.cu) and the kernels that end
+// in `act_quant_chunk` (RMSNorm, SwiGLU, act_quant) open with `STAMP_START` instead and call
+// `stamp_end` from thread 0 right after its last store: the destructor's exit path (all of a
+// block's threads reconverging before thread 0 stamps) cost a 0.5b decode step ~13 us of its
+// ~764 in the products (H100, `--timing events`, 1309-1310 -> 1329-1333 tok/s) and ~3.5 us in
+// the others (1333.4-1333.9 -> 1339.0-1340.4).
 //
 // What the end stamps cost, measured with the variants below (H100, synthetic q4_k_m 0.5b,
 // pipelined decode, us per stamped token): all of them ~42 (default 762 vs END_NONE 720); about

@@ -41,11 +41,11 @@ extern "C" __global__ void rms_norm_quant(const float* __restrict__ x,
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     bool ok = j < cols;
     float wj = ok ? __ldg(w + j) : 0.0f;
-    STAMP_GUARD;
+    STAMP_START;
     u64 row = blockIdx.y;
     const float* xr = x + row * cols;
     float scale = inv_rms(xr, cols, eps);
     float v = ok ? __fmul_rn(__fmul_rn(xr[j], scale), wj) : 0.0f;
     if (ok) out[row * cols + j] = v;
-    act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx);
+    act_quant_chunk(v, ok, row * cols + j, kind, xf, q, d, xx, stamp_start_);
 }

@@ -28,7 +28,7 @@ extern "C" __global__ void silu_mul_quant(float* __restrict__ gate, const float*
                                           int n, int kind, float* __restrict__ xf,
                                           i8* __restrict__ q, float* __restrict__ d,
                                           float* __restrict__ xx, STAMP_PARAMS) {
-    STAMP_GUARD;
+    STAMP_START;
     u64 i = (u64)blockIdx.x * 256 + threadIdx.x;
     bool ok = i < (u64)n;
     float v = 0.0f;
@@ -38,5 +38,5 @@ extern "C" __global__ void silu_mul_quant(float* __restrict__ gate, const float*
         v = __fmul_rn(silu, up[i]);
         gate[i] = v;
     }
-    act_quant_chunk(v, ok, i, kind, xf, q, d, xx);
+    act_quant_chunk(v, ok, i, kind, xf, q, d, xx, stamp_start_);
 }
