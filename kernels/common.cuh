@@ -77,7 +77,7 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // (END_CONST); by kernel family (stamps skipped for that family only): the fast products 26,
 // RMSNorm 5, attention 5, SwiGLU 2.5, the rest ~3.
 //
-// Three measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
+// Measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
 // time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the
 // defaults are what ships:
 // - CBTOP_STAMP_END_LAST=1: only thread 0 of the block with the highest index (the last in
