@@ -136,6 +136,17 @@ pub struct Decoded {
     pub arrived: Instant,
 }
 
+/// The graph a decode step launched ahead replays, from the caller's word on that step
+/// (`next`: whether it is profiled): stamped when profiled under `Events`, plain when not
+/// profiled or under `Off`, and none when profiled under `Sync`, which runs brick by brick with
+/// host syncs (a step launched for it would never be taken).
+fn graph_of_next(next: Option<bool>, timing: Timing) -> Option<bool> {
+    match (next?, timing) {
+        (true, Timing::Sync) => None,
+        (profiled, timing) => Some(profiled && timing == Timing::Events),
+    }
+}
+
 /// Captured decode steps by [stamped][clock area].
 type Graphs = [[Option<Step>; AREAS]; 2];
 
@@ -404,11 +415,12 @@ impl CudaEngine {
         Ok(self.decode(tokens, rec, None)?.token)
     }
 
-    /// `eval_argmax`, and with `next` (whether the caller's next step will be stamped) that
+    /// `eval_argmax`, and with `next` (whether the caller's next step will be profiled) that
     /// step launched before this one's token is read, on the token and position this one
-    /// leaves on the device; the next call with that token takes it over. A single token replays a CUDA graph of the whole step (captured on first use,
-    /// with and without kernel stamps), so the host issues one launch per token; only `Sync`
-    /// timing, which needs the host between bricks, launches brick by brick.
+    /// leaves on the device; the next call with that token takes it over. A single token
+    /// replays a CUDA graph of the whole step (captured on first use, with and without kernel
+    /// stamps), so the host issues one launch per token; only `Sync` timing, which needs the
+    /// host between bricks, launches brick by brick.
     pub fn decode(
         &mut self,
         tokens: &[u32],
@@ -442,7 +454,7 @@ impl CudaEngine {
         }
         let t0 = Instant::now();
         // The step after this one, launched ahead: graphed, and with room in the cache.
-        let then = next.filter(|_| !synced && self.len + n < self.cap);
+        let then = graph_of_next(next, self.timing).filter(|_| !synced && self.len + n < self.cap);
         if graphed || then.is_some() {
             self.ensure_graphs(graphed.then_some(stamped), then)?;
         }
@@ -520,12 +532,6 @@ impl CudaEngine {
         let stamped_too = self.timing == Timing::Events;
         let all = (0..AREAS).flat_map(|a| [(false, a), (true, a)]);
         for (stamped, a) in all.filter(|&(s, _)| !s || stamped_too) {
-            if missing(&self.graphs, (stamped, a)) {
-                self.graphs[usize::from(stamped)][a] = Some(self.capture(stamped, a)?);
-            }
-        }
-        // A graph asked for that the timing would not use (none today) is still captured.
-        for (stamped, a) in want.into_iter().flatten() {
             if missing(&self.graphs, (stamped, a)) {
                 self.graphs[usize::from(stamped)][a] = Some(self.capture(stamped, a)?);
             }
@@ -825,5 +831,21 @@ impl CudaEngine {
             )
         })?;
         Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_step_launched_ahead_is_the_one_the_timing_will_run() {
+        assert_eq!(graph_of_next(None, Timing::Events), None);
+        assert_eq!(graph_of_next(Some(true), Timing::Events), Some(true));
+        assert_eq!(graph_of_next(Some(false), Timing::Events), Some(false));
+        assert_eq!(graph_of_next(Some(true), Timing::Sync), None);
+        assert_eq!(graph_of_next(Some(false), Timing::Sync), Some(false));
+        assert_eq!(graph_of_next(Some(true), Timing::Off), Some(false));
+        assert_eq!(graph_of_next(Some(false), Timing::Off), Some(false));
     }
 }
