@@ -18,8 +18,7 @@ fn greedy_generation_matches_llama_cpp_on_the_gpu() {
     let Some(g) = gpu::gpu("gpu_smollm2") else {
         return;
     };
-    let model = Arc::new(Model::load(&common::smollm2()).unwrap());
-    let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
+    let (model, cases) = smollm2_and_cases();
     assert_eq!(cases.len(), 8);
     let mut engine = CudaEngine::new(model.clone(), &g, 128, Timing::Off, Numerics::Exact).unwrap();
     let mut failures = Vec::new();
@@ -53,8 +52,7 @@ fn pipelined_decode_gives_the_same_tokens() {
     let Some(g) = gpu::gpu("gpu_smollm2") else {
         return;
     };
-    let model = Arc::new(Model::load(&common::smollm2()).unwrap());
-    let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
+    let (model, cases) = smollm2_and_cases();
     for (c, case) in cases.iter().enumerate().take(3) {
         let want = common::ids(&case["generated_ids"]);
         let engine =
@@ -83,6 +81,13 @@ fn pipelined_decode_gives_the_same_tokens() {
     }
 }
 
+/// The SmolLM2 model and llama.cpp's greedy generations for it (the fixture's 8 prompts).
+fn smollm2_and_cases() -> (Arc<Model>, Vec<serde_json::Value>) {
+    let model = Arc::new(Model::load(&common::smollm2()).unwrap());
+    let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
+    (model, cases)
+}
+
 /// Up to 32 greedy tokens after `prompt`, argmax on the GPU.
 fn greedy(engine: &mut CudaEngine, model: &Model, prompt: &[u32]) -> Vec<u32> {
     let rec = &mut Recorder::off();
@@ -104,8 +109,7 @@ fn fast_greedy_generation_stays_as_close_as_llama_cpp_cuda() {
     let Some(g) = gpu::gpu("gpu_smollm2") else {
         return;
     };
-    let model = Arc::new(Model::load(&common::smollm2()).unwrap());
-    let cases = common::jsonl(&common::fixture("smollm2/generation.jsonl"));
+    let (model, cases) = smollm2_and_cases();
     let mut engine = CudaEngine::new(model.clone(), &g, 128, Timing::Off, Numerics::Fast).unwrap();
     let (mut matched, mut total) = (0, 0);
     for case in &cases {
