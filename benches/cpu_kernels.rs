@@ -92,7 +92,36 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
     println!("{line}");
 }
 
+/// One decode step's attention on one thread: SmolLM2's shape (9 query heads over 3 KV heads
+/// of 64) against `n_ctx` cached positions. Prints ns per (head, position).
+fn attention(n_ctx: usize, reps: usize) {
+    use cbtop::engine::cpu::attention::{attention, AttnShape};
+    let shape = AttnShape {
+        n_heads: 9,
+        n_kv_heads: 3,
+        head_dim: 64,
+    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut val = || half::f16::from_f32((rng.next() % 2001) as f32 / 1000.0 - 1.0);
+    let kv = n_ctx * 3 * 64;
+    let keys: Vec<half::f16> = (0..kv).map(|_| val()).collect();
+    let values: Vec<half::f16> = (0..kv).map(|_| val()).collect();
+    let q: Vec<f32> = (0..9 * 64)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let mut out = vec![0f32; q.len()];
+    let t = best(reps, || {
+        attention(shape, &q, &keys, &values, n_ctx - 1, &mut out);
+        out[0]
+    });
+    println!(
+        "attention decode  ctx {n_ctx:>5}: {:>6.2} ns/(head, position)",
+        t * 1e9 / (9 * n_ctx) as f64
+    );
+}
+
 fn main() {
+    cbtop::engine::cpu::pool::init(1);
     let full = std::env::args().any(|a| a == "--bench");
     let only: Vec<String> = std::env::args()
         .skip(1)
@@ -117,5 +146,10 @@ fn main() {
         }
         run(ty, cols, hot, reps, "hot");
         run(ty, cols, cold, reps.min(5), "cold");
+    }
+    if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("attention")) {
+        for n_ctx in [128, 1024] {
+            attention(n_ctx, reps);
+        }
     }
 }

@@ -27,7 +27,12 @@ macro_rules! row_loops {
         /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $one(rows: &[u8], row_bytes: usize, a: &[$blk], out: &mut [f32]) {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             for (r, o) in rows.chunks_exact(row_bytes).zip(out) {
+                let ahead = r.as_ptr().wrapping_add($crate::quant::PREFETCH_AHEAD);
+                for line in (0..row_bytes).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+                }
                 *o = $kernel(r, a);
             }
         }
@@ -47,6 +52,16 @@ macro_rules! row_loops {
         }
     };
 }
+
+/// How far ahead of the row being dotted a one-token product asks for its weights
+/// (`_mm_prefetch`, every cache line of a row this many bytes on). A token's products are a few
+/// hundred kilobytes each, short streams that the hardware prefetchers are slow to ramp up
+/// on. Measured on the 2-core EPYC dev machine, SmolLM2 decode, 10 alternating runs each,
+/// median tok/s: none 117.2, 16 KiB ahead 121.0 (1, 2, 4, 8 and 64 KiB were no better than 16
+/// within the machine's noise). Prefetches never fault, so running past the matrix's end is
+/// harmless (the next tensor is usually the next product's).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_AHEAD: usize = 16 << 10;
 
 pub mod act;
 pub mod float;

@@ -84,6 +84,12 @@ pub fn attention(
                         n: n_ctx,
                     };
                     sum = tiled_head(simd, qrow, rows, scale, o);
+                } else if let Some(fused) = f16_ops.decode_head(hd) {
+                    let mut q16 = [0f32; STACK_HEAD];
+                    for (d, &v) in q16.iter_mut().zip(qrow) {
+                        *d = f16::from_f32(v).to_f32();
+                    }
+                    sum = fused(&q16[..hd], keys, values, (kv_dim, g * hd, n_ctx), scale, o);
                 } else {
                     // The query rounded to f16 once, kept widened to f32 (exact) so the dot
                     // does not convert it at every position; the accumulator on the stack
@@ -188,6 +194,31 @@ impl F16Ops {
         };
         #[cfg(not(target_arch = "x86_64"))]
         F16Ops { simd: false }
+    }
+
+    /// `attention_x86::decode_head` for this head width, where there is one (AVX2, and a
+    /// width of 64 or 128): the whole decode loop of a head in one call, same bits.
+    #[allow(clippy::type_complexity)]
+    fn decode_head(
+        self,
+        hd: usize,
+    ) -> Option<fn(&[f32], &[f16], &[f16], (usize, usize, usize), f32, &mut [f32]) -> f32> {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY (of the calls): `simd` is set only when the features were detected,
+            // and `decode_head` checks the slices' lengths.
+            return match hd {
+                64 => Some(|q, k, v, rows, s, o| unsafe {
+                    super::attention_x86::decode_head::<8>(q, k, v, rows, s, o)
+                }),
+                128 => Some(|q, k, v, rows, s, o| unsafe {
+                    super::attention_x86::decode_head::<16>(q, k, v, rows, s, o)
+                }),
+                _ => None,
+            };
+        }
+        let _ = hd;
+        None
     }
 
     /// `dot_f16` with `y` given widened to f32.

@@ -135,6 +135,70 @@ pub unsafe fn mad_f16(acc: &mut [f16], v: &[f16], vs: f32) {
     }
 }
 
+/// f32 → f16 → f32 (nearest, ties to even), in registers: what a store to and a load from
+/// the f16 accumulator give.
+#[inline(always)]
+unsafe fn round_f16(v: __m256) -> __m256 {
+    _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v))
+}
+
+/// The decode path of one (query, head) in one pass, `R` eight-wide registers per row
+/// (`head_dim = 8 * R`, a multiple of 64): the K·q dot of `dot_f16_f32`, the online softmax,
+/// and the f16 accumulator of `scale_f16` and `mad_f16` held in registers as the f32 values of
+/// its f16 contents (each update rounded to f16 and widened back, exactly what storing and
+/// reloading it does). Same bits as the step-by-step loop in `attention.rs`; the accumulator's
+/// loads, stores and conversions per position go, and so do three calls per position.
+/// Writes the accumulator (unnormalised) to `o`; returns the softmax denominator.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available; `q` and `o` hold `8 * R` values and every row
+/// `j < n` of `keys`/`values` holds `8 * R` values from `j * stride + at`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn decode_head<const R: usize>(
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    (stride, at, n): (usize, usize, usize),
+    scale: f32,
+    o: &mut [f32],
+) -> f32 {
+    let hd = 8 * R;
+    assert!(hd % 64 == 0 && q.len() >= hd && o.len() >= hd);
+    assert!(n == 0 || ((n - 1) * stride + at + hd <= keys.len().min(values.len())));
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    let mut acc = [_mm256_setzero_ps(); R];
+    let (pk, pv) = (keys.as_ptr(), values.as_ptr());
+    for j in 0..n {
+        let row = j * stride + at;
+        let s = dot_f16_by(
+            std::slice::from_raw_parts(pk.add(row), hd),
+            hd,
+            |p| _mm256_loadu_ps(q.as_ptr().add(p)),
+            |k| q[k],
+        ) * scale;
+        let (mut ms, mut vs) = (1.0f32, 1.0f32);
+        if s > max {
+            ms = (max - s).exp();
+            max = s;
+            let m = _mm256_set1_ps(ms);
+            for a in acc.iter_mut() {
+                *a = round_f16(_mm256_mul_ps(*a, m));
+            }
+        } else {
+            vs = (s - max).exp();
+        }
+        let w = _mm256_set1_ps(vs);
+        for (r, a) in acc.iter_mut().enumerate() {
+            *a = round_f16(_mm256_fmadd_ps(load8(pv.add(row + 8 * r)), w, *a));
+        }
+        sum = sum.mul_add(ms, vs);
+    }
+    for (r, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(o.as_mut_ptr().add(8 * r), *a);
+    }
+    sum
+}
+
 /// `attention::tiled_head_scalar` eight values at a time: the K·q dot keeps `dot_lanes`'
 /// eight partial sums in one register (each product rounded, then added, element `i` into
 /// lane `i % 8`) and sums the lanes in order as it does; the rescale and the V update are the
@@ -237,6 +301,60 @@ mod tests {
                     *a = f16::from_f32(a.to_f32() * (vs * 0.37));
                 }
                 assert_eq!(fast, slow, "scale n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn decode_head_equals_the_step_by_step_loop_bit_for_bit() {
+        if !crate::quant::x86::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = SplitMix64::new(23);
+        for hd in [64usize, 128] {
+            for n in [1usize, 2, 33, 300] {
+                for kscale in [0.05f32, 1.0, 20.0] {
+                    let (stride, at) = (3 * hd, hd);
+                    let keys = vec16(&mut rng, n * stride, kscale);
+                    let values = vec16(&mut rng, n * stride, 4.0);
+                    let q: Vec<f32> = vec16(&mut rng, hd, 1.0)
+                        .iter()
+                        .map(|v| v.to_f32())
+                        .collect();
+                    let scale = 1.0 / (hd as f32).sqrt();
+                    // The loop of `attention.rs` over the separately tested steps.
+                    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+                    let mut acc = vec![f16::ZERO; hd];
+                    for j in 0..n {
+                        let row = j * stride + at;
+                        // SAFETY (this block): the features were just detected.
+                        let s = unsafe { dot_f16_f32(&keys[row..row + hd], &q) } * scale;
+                        let (mut ms, mut vs) = (1.0f32, 1.0f32);
+                        if s > max {
+                            ms = (max - s).exp();
+                            max = s;
+                            unsafe { scale_f16(&mut acc, ms) };
+                        } else {
+                            vs = (s - max).exp();
+                        }
+                        unsafe { mad_f16(&mut acc, &values[row..row + hd], vs) };
+                        sum = sum.mul_add(ms, vs);
+                    }
+                    let mut o = vec![7f32; hd];
+                    // SAFETY: the features were just detected; the rows are in bounds.
+                    let got = unsafe {
+                        if hd == 64 {
+                            decode_head::<8>(&q, &keys, &values, (stride, at, n), scale, &mut o)
+                        } else {
+                            decode_head::<16>(&q, &keys, &values, (stride, at, n), scale, &mut o)
+                        }
+                    };
+                    assert_eq!(got.to_bits(), sum.to_bits(), "sum hd={hd} n={n}");
+                    let want: Vec<u32> = acc.iter().map(|a| a.to_f32().to_bits()).collect();
+                    let o: Vec<u32> = o.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(o, want, "accumulator hd={hd} n={n} kscale={kscale}");
+                }
             }
         }
     }
