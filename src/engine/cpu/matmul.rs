@@ -15,7 +15,9 @@
 use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
-use crate::quant::{has_x4, quantize_act, vec_dot_rows, vec_dot_rows_x4, ActType, QuantizedAct};
+use crate::quant::{
+    has_x4, quantize_act, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType, QuantizedAct,
+};
 
 /// Tasks per thread for one token. A token's product streams its weights from memory once, and
 /// small interleaved tasks (the threads taking 16-row pieces in turn) broke each thread's
@@ -121,6 +123,12 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
         with_fma(
             #[inline(always)]
             || {
+                #[cfg(target_arch = "x86_64")]
+                if m.ty == GgmlType::Q5_0 && n >= 8 && crate::quant::x86::available() {
+                    if let [QuantizedAct::Q8_0(_), ..] = job.acts {
+                        return q5_0_batch(rows, rb, job.acts, &out_rows);
+                    }
+                }
                 let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
                 for t in (0..fours).step_by(4) {
                     let acts = std::array::from_fn(|i| &job.acts[t + i]);
@@ -137,6 +145,44 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
                 }
             },
         )
+    });
+}
+
+/// A batch task's Q5_0 rows against every token: the rows unpacked once (`x86::unpack_q5_0`,
+/// into a buffer each pool thread keeps), then taken against the tokens eight at a time, the
+/// rest one by one; bit for bit `vec_dot`'s results. `acts` are all Q8_0 (the caller checks
+/// the first; a prompt's rows are quantized alike).
+#[cfg(target_arch = "x86_64")]
+fn q5_0_batch<'o>(
+    rows: &[u8],
+    row_bytes: usize,
+    acts: &[QuantizedAct],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86::{rows_q5_0_unpacked, unpack_q5_0, Q5_0Unpacked};
+    use std::cell::RefCell;
+    thread_local! {
+        static UNPACKED: RefCell<Vec<Q5_0Unpacked>> = const { RefCell::new(Vec::new()) };
+    }
+    let q8 = |t: usize| match &acts[t] {
+        QuantizedAct::Q8_0(a) => a.as_slice(),
+        _ => unreachable!("a prompt's activations share one format"),
+    };
+    let n = acts.len();
+    let per_row = row_bytes / 22;
+    UNPACKED.with_borrow_mut(|blocks| {
+        // SAFETY: the caller checked AVX2, FMA and F16C.
+        unsafe { unpack_q5_0(rows, blocks) };
+        for t in (0..n / 8 * 8).step_by(8) {
+            let a = std::array::from_fn(|i| q8(t + i));
+            let outs = std::array::from_fn(|i| out_rows(t + i));
+            // SAFETY: as above; `blocks` holds whole rows of `per_row` blocks.
+            unsafe { rows_q5_0_unpacked::<8>(blocks, per_row, a, outs) };
+        }
+        for t in n / 8 * 8..n {
+            // SAFETY: as above.
+            unsafe { rows_q5_0_unpacked::<1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
+        }
     });
 }
 
