@@ -92,6 +92,74 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
     println!("{line}");
 }
 
+/// A prompt's Q5_0 kernels on a matrix in L2: the rows unpacked once and taken against eight
+/// tokens at a time, AVX2 (`x86::rows_q5_0_unpacked`) and, where the CPU has it, AVX-512
+/// VNNI (`x86_vnni::rows_q5_0`). Prints ns per block and token.
+#[cfg(target_arch = "x86_64")]
+fn q5_0_prompt(reps: usize) {
+    use cbtop::quant::legacy::BlockQ8_0;
+    use cbtop::quant::{x86, x86_vnni};
+    if !x86::available() {
+        return;
+    }
+    let (cols, rows) = (896, 16);
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let m = matrix(GgmlType::Q5_0, rows, cols, &mut rng);
+    let acts: Vec<Vec<BlockQ8_0>> = (0..8)
+        .map(|_| {
+            let x: Vec<f32> = (0..cols)
+                .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            match quantize_act(ActType::Q8_0, &x) {
+                QuantizedAct::Q8_0(a) => a,
+                _ => unreachable!(),
+            }
+        })
+        .collect();
+    let blocks = (rows * cols / 32 * 8) as f64;
+    let mut out = vec![vec![0f32; rows]; 8];
+    let mut unpacked = Vec::new();
+    // SAFETY: AVX2 was just detected.
+    unsafe { x86::unpack_q5_0(&m, &mut unpacked) };
+    let t = best(reps * 50, || {
+        let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
+            unreachable!()
+        };
+        let a = std::array::from_fn(|t| acts[t].as_slice());
+        // SAFETY: as above.
+        unsafe {
+            x86::rows_q5_0_unpacked::<8>(&unpacked, cols / 32, a, [o0, o1, o2, o3, o4, o5, o6, o7])
+        };
+        out[0][0]
+    });
+    println!(
+        "Q5_0 prompt, unpacked, AVX2        : {:>6.2} ns/block/token",
+        t * 1e9 / blocks
+    );
+    if !x86_vnni::available() {
+        println!("Q5_0 prompt, AVX-512 VNNI          : skipped (no AVX-512 VNNI on this CPU)");
+        return;
+    }
+    let pairs: Vec<x86_vnni::BiasedPair> = (0..4)
+        .map(|p| x86_vnni::BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
+        .collect();
+    let mut w = x86_vnni::Q5_0Rows::default();
+    w.unpack(&m, cols / 32);
+    let t = best(reps * 50, || {
+        let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
+            unreachable!()
+        };
+        let a = std::array::from_fn(|p| &pairs[p]);
+        // SAFETY: AVX-512 VNNI was just detected.
+        unsafe { x86_vnni::rows_q5_0::<4>(&w, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]]) };
+        out[0][0]
+    });
+    println!(
+        "Q5_0 prompt, AVX-512 VNNI          : {:>6.2} ns/block/token",
+        t * 1e9 / blocks
+    );
+}
+
 /// One decode step's attention on one thread: SmolLM2's shape (9 query heads over 3 KV heads
 /// of 64) against `n_ctx` cached positions. Prints ns per (head, position).
 fn attention(n_ctx: usize, reps: usize) {
@@ -146,6 +214,10 @@ fn main() {
         }
         run(ty, cols, hot, reps, "hot");
         run(ty, cols, cold, reps.min(5), "cold");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("prompt")) {
+        q5_0_prompt(reps);
     }
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("attention")) {
         for n_ctx in [128, 1024] {

@@ -105,3 +105,38 @@ fn every_fixture_model_has_a_test() {
         );
     }
 }
+
+/// A prompt evaluated in one batch gives every position's logits with exactly the bits of the
+/// same tokens fed one at a time: the batch products (several tokens per weight block, the
+/// prompt kernels of each CPU) must compute what the one-token dot computes. 19 tokens: two
+/// passes of eight, then an odd three, below the tiled-attention batch size (64).
+#[test]
+fn a_prompt_batch_equals_its_tokens_one_by_one_bit_for_bit() {
+    for name in [
+        "conf-qwen2-Q5_0",
+        "conf-qwen2-Q4_1",
+        "conf-qwen2-Q8_0",
+        "conf-qwen2-Q4_K_M",
+    ] {
+        let (model, reference, _) = common::conformance_case(name);
+        let ids = common::ids(&reference["prompt_ids"]);
+        let prompt: Vec<u32> = ids.iter().cycle().take(19).copied().collect();
+        let batch = Engine::new(model.clone(), 64)
+            .eval(&prompt, LogitsFor::All)
+            .unwrap();
+        let mut engine = Engine::new(model, 64);
+        for (pos, &token) in prompt.iter().enumerate() {
+            let one = engine
+                .eval(&[token], LogitsFor::Last)
+                .unwrap()
+                .pop()
+                .unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(
+                bits(&one) == bits(&batch[pos]),
+                "{name}: position {pos}: batch and one-by-one logits differ (max {})",
+                max_abs_diff(&one, &batch[pos])
+            );
+        }
+    }
+}

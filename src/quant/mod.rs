@@ -73,6 +73,8 @@ mod types;
 pub mod x86;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_kquants;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_vnni;
 
 pub use act::{
     has_x4, quantize_act, vec_dot, vec_dot_rows, vec_dot_rows_x4, vec_dot_x4, ActType, QuantizedAct,

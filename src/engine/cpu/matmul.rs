@@ -15,6 +15,8 @@
 use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
+#[cfg(target_arch = "x86_64")]
+use crate::quant::x86_vnni::BiasedPair;
 use crate::quant::{
     has_x4, quantize_act, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType, QuantizedAct,
 };
@@ -66,6 +68,27 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
             formats.push((kind, quantize_rows(kind, x, cols)));
         }
     }
+
+    // Q5_0's prompt kernel for AVX-512 VNNI takes the activations biased to unsigned bytes,
+    // two tokens side by side, made once per call here (none where it does not run).
+    #[cfg(target_arch = "x86_64")]
+    let biased: Vec<BiasedPair> = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
+        Some((_, rows))
+            if n >= 8
+                && products.iter().any(|(m, _)| m.ty == GgmlType::Q5_0)
+                && crate::quant::x86_vnni::available() =>
+        {
+            let q8 = |t: usize| match &rows[t.min(n - 1)] {
+                QuantizedAct::Q8_0(a) => a.as_slice(),
+                _ => unreachable!("quantized as Q8_0"),
+            };
+            // An odd last token pairs with itself.
+            (0..n.div_ceil(2))
+                .map(|p| BiasedPair::new(q8(2 * p), q8(2 * p + 1)))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
 
     // Tasks: (product, first row, end row).
     let threads = pool::global().threads();
@@ -123,6 +146,10 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
         with_fma(
             #[inline(always)]
             || {
+                #[cfg(target_arch = "x86_64")]
+                if m.ty == GgmlType::Q5_0 && !biased.is_empty() {
+                    return q5_0_batch_vnni(rows, rb, n, &biased, &out_rows);
+                }
                 #[cfg(target_arch = "x86_64")]
                 if m.ty == GgmlType::Q5_0 && n >= 8 && crate::quant::x86::available() {
                     if let [QuantizedAct::Q8_0(_), ..] = job.acts {
@@ -182,6 +209,45 @@ fn q5_0_batch<'o>(
         for t in n / 8 * 8..n {
             // SAFETY: as above.
             unsafe { rows_q5_0_unpacked::<1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
+        }
+    });
+}
+
+/// `q5_0_batch` on AVX-512 VNNI (`x86_vnni`) for the `n` tokens, whose activations `pairs`
+/// holds two by two (an odd last one paired with itself); the same bits.
+#[cfg(target_arch = "x86_64")]
+fn q5_0_batch_vnni<'o>(
+    rows: &[u8],
+    row_bytes: usize,
+    n: usize,
+    pairs: &[BiasedPair],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86_vnni::{rows_q5_0, Q5_0Rows};
+    use std::cell::RefCell;
+    /// Token pairs per kernel call: sixteen tokens' accumulators in eight registers.
+    const PAIRS: usize = 8;
+    thread_local! {
+        static UNPACKED: RefCell<(Q5_0Rows, Vec<f32>)> = RefCell::default();
+    }
+    UNPACKED.with_borrow_mut(|(w, spare)| {
+        w.unpack(rows, row_bytes / 22);
+        let full = n / (2 * PAIRS) * PAIRS;
+        for p in (0..full).step_by(PAIRS) {
+            let a = std::array::from_fn(|i| &pairs[p + i]);
+            let outs = std::array::from_fn(|i| [out_rows(2 * (p + i)), out_rows(2 * (p + i) + 1)]);
+            // SAFETY: `pairs` is made only where `x86_vnni::available()`.
+            unsafe { rows_q5_0::<PAIRS>(w, a, outs) };
+        }
+        for p in full..pairs.len() {
+            let second = if 2 * p + 1 < n {
+                out_rows(2 * p + 1)
+            } else {
+                spare.resize(rows.len() / row_bytes, 0.0);
+                &mut spare[..]
+            };
+            // SAFETY: as above.
+            unsafe { rows_q5_0::<1>(w, [&pairs[p]], [[out_rows(2 * p), second]]) };
         }
     });
 }
