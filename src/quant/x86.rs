@@ -482,7 +482,7 @@ pub unsafe fn rows_q5_0_unpacked<const T: usize>(
     a: [&[BlockQ8_0]; T],
     out: [&mut [f32]; T],
 ) {
-    assert!(per_row > 0 && blocks.len() % per_row == 0);
+    assert!(per_row > 0 && blocks.len().is_multiple_of(per_row));
     let rows = blocks.len() / per_row;
     for t in 0..T {
         assert_eq!(a[t].len(), per_row, "activation rows differ in length");

@@ -52,7 +52,7 @@ impl Q5_0Rows {
     /// Unpack the whole Q5_0 rows of `rows` (`per_row` blocks each), reusing the buffers.
     pub fn unpack(&mut self, rows: &[u8], per_row: usize) {
         assert!(
-            per_row > 0 && rows.len() % (22 * per_row) == 0,
+            per_row > 0 && rows.len().is_multiple_of(22 * per_row),
             "whole Q5_0 rows"
         );
         self.per_row = per_row;
@@ -141,6 +141,7 @@ pub unsafe fn rows_q5_0<const P: usize>(
             "an output row is short"
         );
     }
+    #[allow(clippy::needless_range_loop)] // `r` indexes the weights and every output row
     for r in 0..rows {
         let base = r * per_row;
         let mut acc = [_mm512_setzero_ps(); P];

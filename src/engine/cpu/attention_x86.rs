@@ -163,7 +163,7 @@ pub(super) unsafe fn decode_head<const R: usize>(
     o: &mut [f32],
 ) -> f32 {
     let hd = 8 * R;
-    assert!(hd % 64 == 0 && q.len() >= hd && o.len() >= hd);
+    assert!(hd.is_multiple_of(64) && q.len() >= hd && o.len() >= hd);
     assert!(n == 0 || ((n - 1) * stride + at + hd <= keys.len().min(values.len())));
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
     let mut acc = [_mm256_setzero_ps(); R];

@@ -239,7 +239,7 @@ fn q5_0_batch_vnni<'o>(
             // SAFETY: `pairs` is made only where `x86_vnni::available()`.
             unsafe { rows_q5_0::<PAIRS>(w, a, outs) };
         }
-        for p in full..pairs.len() {
+        for (p, pair) in pairs.iter().enumerate().skip(full) {
             let second = if 2 * p + 1 < n {
                 out_rows(2 * p + 1)
             } else {
@@ -247,7 +247,7 @@ fn q5_0_batch_vnni<'o>(
                 &mut spare[..]
             };
             // SAFETY: as above.
-            unsafe { rows_q5_0::<1>(w, [&pairs[p]], [[out_rows(2 * p), second]]) };
+            unsafe { rows_q5_0::<1>(w, [pair], [[out_rows(2 * p), second]]) };
         }
     });
 }
