@@ -112,12 +112,15 @@ fn every_fixture_model_has_a_test() {
 /// passes of eight, then an odd three, below the tiled-attention batch size (64).
 #[test]
 fn a_prompt_batch_equals_its_tokens_one_by_one_bit_for_bit() {
-    for name in [
+    let names = [
         "conf-qwen2-Q5_0",
         "conf-qwen2-Q4_1",
         "conf-qwen2-Q8_0",
         "conf-qwen2-Q4_K_M",
-    ] {
+        "conf-qwen2-Q5_K_S",
+        "conf-qwen2-Q6_K",
+    ];
+    for name in names {
         let (model, reference, _) = common::conformance_case(name);
         let ids = common::ids(&reference["prompt_ids"]);
         let prompt: Vec<u32> = ids.iter().cycle().take(19).copied().collect();
