@@ -16,7 +16,8 @@ llama_bench() {
             python3 -m pip install --quiet cmake ninja >&2
         local t0
         t0=$(date +%s)
-        bash "$peer/build-llama.sh" "$kind" "$dir" >/dev/null
+        bash "$peer/build-llama.sh" "$kind" "$dir" >/dev/null ||
+            { echo "building llama.cpp ($kind) from $peer failed" >&2; return 2; }
         # The peer's CPU build asks for AVX-512; on a CPU without it llama-bench dies with
         # SIGILL, so rebuild without it there (still no native build: no AMX).
         if [ "$kind" = cpu ] && ! grep -qw avx512f /proc/cpuinfo; then
@@ -25,6 +26,7 @@ llama_bench() {
                     -DGGML_AVX512_BF16=OFF >/dev/null &&
                 cmake --build build -j"$(nproc)" --target llama-bench >/dev/null)
         fi
+        [ -x "$bin" ] || { echo "no llama-bench at $bin after the build" >&2; return 2; }
         echo "built llama.cpp ($kind) in $(($(date +%s) - t0)) s" >&2
     fi
     echo "$bin"
