@@ -68,6 +68,8 @@ pub mod float;
 pub mod kquants;
 pub mod legacy;
 pub mod simd_order;
+#[cfg(test)]
+mod test_rows;
 mod types;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;

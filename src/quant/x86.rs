@@ -632,6 +632,7 @@ mod tests {
 
     #[test]
     fn unpacked_q5_0_rows_equal_the_reference_bit_for_bit() {
+        use crate::quant::test_rows::{assert_q5_0_products, q5_0_rows_and_acts};
         if !available() {
             eprintln!("skipped: this CPU has no AVX2/FMA");
             return;
@@ -639,18 +640,7 @@ mod tests {
         let mut rng = Rng::new(29);
         for blocks in [1usize, 3, 28] {
             let rows = 5;
-            let w: Vec<u8> = (0..rows)
-                .flat_map(|_| row(&mut rng, GgmlType::Q5_0, blocks))
-                .collect();
-            let acts: Vec<Vec<BlockQ8_0>> = (0..8)
-                .map(|_| {
-                    let x: Vec<f32> = (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
-                    match quantize_act(ActType::Q8_0, &x) {
-                        QuantizedAct::Q8_0(a) => a,
-                        _ => unreachable!(),
-                    }
-                })
-                .collect();
+            let (w, acts) = q5_0_rows_and_acts(&mut rng, rows, blocks);
             let mut unpacked = Vec::new();
             let mut eight = vec![vec![0f32; rows]; 8];
             let mut one = vec![0f32; rows];
@@ -664,22 +654,10 @@ mod tests {
                 rows_q5_0_unpacked::<8>(&unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
                 rows_q5_0_unpacked::<1>(&unpacked, blocks, [&acts[3]], [&mut one]);
             }
-            for (r, wr) in w.chunks_exact(22 * blocks).enumerate() {
-                for (t, a) in acts.iter().enumerate() {
-                    let want = legacy::vec_dot_q5_0_q8_0(wr, a).to_bits();
-                    assert_eq!(
-                        eight[t][r].to_bits(),
-                        want,
-                        "{blocks} blocks, row {r}, token {t}"
-                    );
-                }
-                let want = legacy::vec_dot_q5_0_q8_0(wr, &acts[3]).to_bits();
-                assert_eq!(
-                    one[r].to_bits(),
-                    want,
-                    "{blocks} blocks, row {r}, one token"
-                );
-            }
+            let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
+            let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
+            assert_q5_0_products(&w, blocks, &all, &outs, "eight tokens");
+            assert_q5_0_products(&w, blocks, &[&acts[3]], &[&one], "one token");
         }
     }
 

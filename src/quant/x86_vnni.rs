@@ -177,7 +177,7 @@ pub unsafe fn rows_q5_0<const P: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{legacy, quantize_act, ActType, QuantizedAct};
+    use crate::quant::test_rows::{assert_q5_0_products, q5_0_rows_and_acts};
     use crate::rng::SplitMix64 as Rng;
 
     #[test]
@@ -189,24 +189,7 @@ mod tests {
         let mut rng = Rng::new(31);
         for blocks in [1usize, 2, 3, 28, 29] {
             let rows = 5;
-            let mut w: Vec<u8> = (0..rows * blocks * 22)
-                .map(|_| rng.next_u64() as u8)
-                .collect();
-            for b in w.chunks_exact_mut(22) {
-                let d = half::f16::from_f32(rng.next_signed() * 0.05);
-                b[..2].copy_from_slice(&d.to_le_bytes());
-            }
-            let acts: Vec<Vec<BlockQ8_0>> = (0..8)
-                .map(|k| {
-                    let x: Vec<f32> = (0..blocks * 32)
-                        .map(|_| rng.next_signed() * if k == 7 { 1e4 } else { 3.0 })
-                        .collect();
-                    match quantize_act(ActType::Q8_0, &x) {
-                        QuantizedAct::Q8_0(a) => a,
-                        _ => unreachable!(),
-                    }
-                })
-                .collect();
+            let (w, acts) = q5_0_rows_and_acts(&mut rng, rows, blocks);
             let pairs: Vec<BiasedPair> = (0..4)
                 .map(|p| BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
                 .collect();
@@ -224,27 +207,11 @@ mod tests {
                 rows_q5_0::<4>(&unpacked, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]]);
                 rows_q5_0::<1>(&unpacked, [&odd], [[&mut one, &mut twin]]);
             }
-            for (r, wr) in w.chunks_exact(22 * blocks).enumerate() {
-                for (t, a) in acts.iter().enumerate() {
-                    let want = legacy::vec_dot_q5_0_q8_0(wr, a).to_bits();
-                    assert_eq!(
-                        eight[t][r].to_bits(),
-                        want,
-                        "{blocks} blocks, row {r}, token {t}"
-                    );
-                }
-                let want = legacy::vec_dot_q5_0_q8_0(wr, &acts[2]).to_bits();
-                assert_eq!(
-                    one[r].to_bits(),
-                    want,
-                    "{blocks} blocks, row {r}, one token"
-                );
-                assert_eq!(
-                    twin[r].to_bits(),
-                    want,
-                    "{blocks} blocks, row {r}, its twin"
-                );
-            }
+            let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
+            let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
+            assert_q5_0_products(&w, blocks, &all, &outs, "eight tokens in pairs");
+            let odd_one = [acts[2].as_slice(), acts[2].as_slice()];
+            assert_q5_0_products(&w, blocks, &odd_one, &[&one, &twin], "an odd token");
         }
     }
 }
