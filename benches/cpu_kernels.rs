@@ -144,7 +144,8 @@ fn q5_0_prompt(reps: usize) {
         .map(|p| x86_vnni::BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
         .collect();
     let mut w = x86_vnni::Q5_0Rows::default();
-    w.unpack(&m, cols / 32);
+    // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
+    unsafe { w.unpack(&m, cols / 32) };
     let t = best(reps * 50, || {
         let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
             unreachable!()

@@ -257,7 +257,7 @@ pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
 /// are loaded into both halves and the high half's shifted right by 4 in one `vpsrlvd` (the
 /// bits it pulls into each byte's top are masked away).
 #[inline(always)]
-unsafe fn q5_0_unsigned(b: &[u8]) -> __m256i {
+pub(super) unsafe fn q5_0_unsigned(b: &[u8]) -> __m256i {
     debug_assert!(b.len() >= 22);
     let qs = _mm_loadu_si128(b.as_ptr().add(6) as *const __m128i);
     let shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);

@@ -28,6 +28,7 @@ use std::arch::x86_64::*;
 
 use super::legacy::BlockQ8_0;
 use super::simd_order::Lanes8;
+use super::x86;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
@@ -49,8 +50,14 @@ pub struct Q5_0Rows {
 }
 
 impl Q5_0Rows {
-    /// Unpack the whole Q5_0 rows of `rows` (`per_row` blocks each), reusing the buffers.
-    pub fn unpack(&mut self, rows: &[u8], per_row: usize) {
+    /// Unpack the whole Q5_0 rows of `rows` (`per_row` blocks each), reusing the buffers:
+    /// the stored values by `x86`'s unpacking, less 16, and their four-weight lane sums
+    /// (`maddubs` by one, then `madd` by one: exact) times -128.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn unpack(&mut self, rows: &[u8], per_row: usize) {
         assert!(
             per_row > 0 && rows.len().is_multiple_of(22 * per_row),
             "whole Q5_0 rows"
@@ -60,24 +67,18 @@ impl Q5_0Rows {
         self.neg_bias.clear();
         self.d.clear();
         for b in rows.chunks_exact(22) {
-            let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-            let level: [i8; 32] = std::array::from_fn(|j| {
-                let nib = if j < 16 {
-                    b[6 + j] & 0x0F
-                } else {
-                    b[6 + j - 16] >> 4
-                };
-                let high = ((qh >> j) & 1) as u8;
-                (nib | (high << 4)) as i8 - 16
-            });
-            self.neg_bias.push(std::array::from_fn(|l| {
-                -128 * level[4 * l..4 * l + 4]
-                    .iter()
-                    .map(|&q| q as i32)
-                    .sum::<i32>()
-            }));
-            self.levels.push(level);
-            self.d.push(half::f16::from_le_bytes([b[0], b[1]]).to_f32());
+            let level = _mm256_sub_epi8(x86::q5_0_unsigned(b), _mm256_set1_epi8(16));
+            let fours = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_set1_epi8(1), level),
+                _mm256_set1_epi16(1),
+            );
+            let neg_bias = _mm256_mullo_epi32(fours, _mm256_set1_epi32(-128));
+            let (mut l, mut nb) = ([0i8; 32], [0i32; 8]);
+            _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, level);
+            _mm256_storeu_si256(nb.as_mut_ptr() as *mut __m256i, neg_bias);
+            self.levels.push(l);
+            self.neg_bias.push(nb);
+            self.d.push(x86::f16_pair(b, 0).0);
         }
     }
 
@@ -195,7 +196,8 @@ mod tests {
                 .collect();
             let odd = BiasedPair::new(&acts[2], &acts[2]);
             let mut unpacked = Q5_0Rows::default();
-            unpacked.unpack(&w, blocks);
+            // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
+            unsafe { unpacked.unpack(&w, blocks) };
             let mut eight = vec![vec![0f32; rows]; 8];
             let (mut one, mut twin) = (vec![0f32; rows], vec![0f32; rows]);
             let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {

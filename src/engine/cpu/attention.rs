@@ -84,12 +84,6 @@ pub fn attention(
                         n: n_ctx,
                     };
                     sum = tiled_head(simd, qrow, rows, scale, o);
-                } else if let Some(fused) = f16_ops.decode_head(hd) {
-                    let mut q16 = [0f32; STACK_HEAD];
-                    for (d, &v) in q16.iter_mut().zip(qrow) {
-                        *d = f16::from_f32(v).to_f32();
-                    }
-                    sum = fused(&q16[..hd], keys, values, (kv_dim, g * hd, n_ctx), scale, o);
                 } else {
                     // The query rounded to f16 once, kept widened to f32 (exact) so the dot
                     // does not convert it at every position; the accumulator on the stack
@@ -107,20 +101,24 @@ pub fn attention(
                         *d = f16::from_f32(v).to_f32();
                     }
                     let q16 = &*q16;
-                    for j in 0..n_ctx {
-                        let s = f16_ops.dot(key(j), q16) * scale;
-                        let (mut ms, mut vs) = (1.0f32, 1.0f32);
-                        if s > max {
-                            ms = (max - s).exp();
-                            max = s;
-                            f16_ops.scale(acc, ms);
-                        } else {
-                            vs = (s - max).exp();
+                    if let Some(fused) = f16_ops.decode_head(hd) {
+                        sum = fused(q16, keys, values, (kv_dim, g * hd, n_ctx), scale, o);
+                    } else {
+                        for j in 0..n_ctx {
+                            let s = f16_ops.dot(key(j), q16) * scale;
+                            let (mut ms, mut vs) = (1.0f32, 1.0f32);
+                            if s > max {
+                                ms = (max - s).exp();
+                                max = s;
+                                f16_ops.scale(acc, ms);
+                            } else {
+                                vs = (s - max).exp();
+                            }
+                            f16_ops.mad(acc, value(j), vs);
+                            sum = sum.mul_add(ms, vs);
                         }
-                        f16_ops.mad(acc, value(j), vs);
-                        sum = sum.mul_add(ms, vs);
+                        o.iter_mut().zip(&*acc).for_each(|(d, a)| *d = a.to_f32());
                     }
-                    o.iter_mut().zip(&*acc).for_each(|(d, a)| *d = a.to_f32());
                 }
                 let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
                 o.iter_mut().for_each(|d| *d *= inv);

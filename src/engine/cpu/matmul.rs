@@ -235,12 +235,13 @@ fn q5_0_batch_vnni<'o>(
         static UNPACKED: RefCell<(Q5_0Rows, Vec<f32>)> = RefCell::default();
     }
     UNPACKED.with_borrow_mut(|(w, spare)| {
-        w.unpack(rows, row_bytes / 22);
+        // SAFETY: `pairs` is made only where `x86_vnni::available()` (AVX2 included).
+        unsafe { w.unpack(rows, row_bytes / 22) };
         let full = n / (2 * PAIRS) * PAIRS;
         for p in (0..full).step_by(PAIRS) {
             let a = std::array::from_fn(|i| &pairs[p + i]);
             let outs = std::array::from_fn(|i| [out_rows(2 * (p + i)), out_rows(2 * (p + i) + 1)]);
-            // SAFETY: `pairs` is made only where `x86_vnni::available()`.
+            // SAFETY: as above.
             unsafe { rows_q5_0::<PAIRS>(w, a, outs) };
         }
         for (p, pair) in pairs.iter().enumerate().skip(full) {
