@@ -7,8 +7,6 @@
 // K.q dot as ggml_vec_dot_f16's AVX-512 lanes (or `dot_lanes` on the tiled path), and exp as
 // the C library's correctly rounded-in-practice expf (computed in f64, rounded once).
 
-#define ATT_AHEAD 16
-
 // expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
 // ~1e-9 ulp of a rounding boundary).
 __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
@@ -16,31 +14,29 @@ __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(e
 // ggml_vec_dot_f16 for AVX-512 (src/quant/simd_order.rs `dot_f16`): per 64-element step four
 // 16-lane FMA accumulators; per lane (s0 + s2) + (s1 + s3); GCC's 16-lane reduction; then the
 // leftover elements added in f64.
-__device__ float dot_f16_ggml(const u16* __restrict__ k, const float* __restrict__ q, int n) {
+// Computed by the 16 threads of a half warp (`l` = threadIdx.x % 16), so a K row is read in
+// 32-byte pieces instead of by one thread: thread l takes lane l of each 64-element step;
+// the lanes meet through shuffles in the reduction's order (f[i + 8] + f[i], then + 4, then
+// (t[0] + t[2]) + (t[1] + t[3])); thread 0 adds the leftover in f64 and has the result. All
+// 32 threads of the warp must call it.
+__device__ __forceinline__ float dot_f16_ggml(const u16* __restrict__ k,
+                                              const float* __restrict__ q, int n, int l) {
     int np = n & ~63;
-    float f[16];
-    // (Fixed-size arrays are indexed by unrolled loops only, so they stay in registers.)
-#pragma unroll
-    for (int l = 0; l < 16; l++) {
-        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        for (int i = 0; i < np; i += 64) {
-            s0 = fmaf(h2f(k[i + l]), q[i + l], s0);
-            s1 = fmaf(h2f(k[i + 16 + l]), q[i + 16 + l], s1);
-            s2 = fmaf(h2f(k[i + 32 + l]), q[i + 32 + l], s2);
-            s3 = fmaf(h2f(k[i + 48 + l]), q[i + 48 + l], s3);
-        }
-        f[l] = __fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3));
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (int i = 0; i < np; i += 64) {
+        s0 = fmaf(h2f(k[i + l]), q[i + l], s0);
+        s1 = fmaf(h2f(k[i + 16 + l]), q[i + 16 + l], s1);
+        s2 = fmaf(h2f(k[i + 32 + l]), q[i + 32 + l], s2);
+        s3 = fmaf(h2f(k[i + 48 + l]), q[i + 48 + l], s3);
     }
-    double total = 0.0;
-    if (np > 0) {
-        float t3[8], t6[4];
-#pragma unroll
-        for (int i = 0; i < 8; i++) t3[i] = __fadd_rn(f[i + 8], f[i]);
-#pragma unroll
-        for (int i = 0; i < 4; i++) t6[i] = __fadd_rn(t3[i + 4], t3[i]);
-        total = (double)__fadd_rn(__fadd_rn(t6[0], t6[2]), __fadd_rn(t6[1], t6[3]));
-    }
-    for (int i = np; i < n; i++) total += (double)__fmul_rn(h2f(k[i]), q[i]);
+    float t = __fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3));
+    t = __fadd_rn(__shfl_down_sync(0xffffffffu, t, 8, 16), t);
+    t = __fadd_rn(__shfl_down_sync(0xffffffffu, t, 4, 16), t);
+    t = __fadd_rn(t, __shfl_down_sync(0xffffffffu, t, 2, 16));
+    t = __fadd_rn(t, __shfl_down_sync(0xffffffffu, t, 1, 16));
+    double total = np > 0 ? (double)t : 0.0;
+    if (l == 0)
+        for (int i = np; i < n; i++) total += (double)__fmul_rn(h2f(k[i]), q[i]);
     return (float)total;
 }
 
@@ -58,41 +54,40 @@ __device__ float dot_lanes_f16(const u16* __restrict__ k, const float* __restric
     return s;
 }
 
-// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.
-// The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
-// does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
-// products and the weighted sum of V accumulates in f16 through an online softmax; from 64
-// queries, f32 query and f32 accumulation. Scores and the softmax's per-position factors are
-// computed in parallel over positions, then each output dimension accumulates. Launched with
-// 128 threads; head_dim <= 128 (the engine checks).
-extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
-                                     const u16* __restrict__ vc, int n_heads, int n_kv_heads,
-                                     int hd, const int* __restrict__ pos, int ctx_cap,
-                                     float scale, int tiled, float* __restrict__ scores,
-                                     float* __restrict__ out, STAMP_PARAMS) {
-    STAMP_GUARD;
-    extern __shared__ float qs[];
-    int pos0 = pos[0];
-    int h = blockIdx.x, t = blockIdx.y;
-    int g = h / (n_heads / n_kv_heads);
-    int kv_dim = n_kv_heads * hd;
-    int n_ctx = pos0 + t + 1;
-    const float* qrow = q + ((u64)t * n_heads + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x)
-        qs[d] = tiled ? qrow[d] : h2f(f2h(qrow[d]));
-    __syncthreads();
-    float* sc = scores + ((u64)t * n_heads + h) * 2 * ctx_cap;
-    for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
-        const u16* kr = kc + (u64)j * kv_dim + g * hd;
-        float s = tiled ? dot_lanes_f16(kr, qs, hd) : dot_f16_ggml(kr, qs, hd);
-        sc[j] = __fmul_rn(s, scale);
+// One query's attention in the CPU's order, by the whole block (hd <= blockDim): `qs` the
+// query as the CPU takes it (shared memory), the K rows of positions 0..n_ctx at `kg` (the
+// head's group in the cache, rows kv_dim apart; the last row from `k_last` when given: a
+// step's own row, not in the cache yet) and the V rows at `vg`, `v_stride` apart;
+// `sc` and `msv` n_ctx floats of scratch each; hd values out to `o`.
+// Scores and the softmax's per-position factors are computed in parallel over positions, then
+// each output dimension accumulates; the recurrences load AHEAD positions' inputs at a time.
+template <int AHEAD>
+__device__ __noinline__ void attention_cpu_order(const float* qs, const u16* __restrict__ kg,
+                                    const u16* __restrict__ vg, int kv_dim, int v_stride,
+                                    int hd, const u16* k_last, int n_ctx,
+                                    float scale, int tiled, float* sc, float* msv, float* o) {
+    if (tiled) {
+        for (int j = threadIdx.x; j < n_ctx; j += blockDim.x) {
+            const u16* kr = (k_last && j == n_ctx - 1) ? k_last : kg + (u64)j * kv_dim;
+            sc[j] = __fmul_rn(dot_lanes_f16(kr, qs, hd), scale);
+        }
+    } else {
+        // A half warp per position; every thread runs the same rounds (the dot's shuffles
+        // need whole warps), those past the end on a copy of the last row.
+        int l = threadIdx.x & 15, halves = blockDim.x >> 4;
+#pragma unroll 2
+        for (int base = 0; base < n_ctx; base += halves) {
+            int j = base + (threadIdx.x >> 4), jj = min(j, n_ctx - 1);
+            const u16* kr = (k_last && jj == n_ctx - 1) ? k_last : kg + (u64)jj * kv_dim;
+            float s = dot_f16_ggml(kr, qs, hd, l);
+            if (l == 0 && j < n_ctx) sc[j] = __fmul_rn(s, scale);
+        }
     }
     __syncthreads();
     // The online softmax's rescale (ms) and weight (vs) for position j depend only on the
     // running maximum before j: a new maximum gives ms = exp(max_before - s), vs = 1; else
     // ms = 1, vs = exp(s - max_before) (the same factors on both llama.cpp paths). The running
     // maximum is a block-wide prefix scan, so every position's exp runs in parallel.
-    float* msv = sc + ctx_cap;
     __shared__ float warp_top[32];
     __shared__ float carry;
     __shared__ float total;
@@ -126,20 +121,21 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
         __syncthreads();
     }
     // The normaliser: a recurrence in f32, one thread (the last, idle when hd < blockDim).
-    // The recurrences below load ATT_AHEAD positions' inputs into registers before stepping
-    // through them, so the loads overlap instead of each step waiting on its own.
+    // The recurrences below load AHEAD positions' inputs into registers before stepping
+    // through them, so the loads overlap instead of each step waiting on its own (16 in the
+    // exact kernel; the split kernel's call takes fewer, to keep its registers).
     if (threadIdx.x == blockDim.x - 1) {
         float sum = 0.0f;
-        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
-            float mm[ATT_AHEAD], ss[ATT_AHEAD];
+        for (int j0 = 0; j0 < n_ctx; j0 += AHEAD) {
+            float mm[AHEAD], ss[AHEAD];
 #pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++)
+            for (int k = 0; k < AHEAD; k++)
                 if (j0 + k < n_ctx) {
                     mm[k] = msv[j0 + k];
                     ss[k] = sc[j0 + k];
                 }
 #pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++)
+            for (int k = 0; k < AHEAD; k++)
                 if (j0 + k < n_ctx)
                     sum = tiled ? __fadd_rn(__fmul_rn(sum, mm[k]), ss[k]) : fmaf(sum, mm[k], ss[k]);
         }
@@ -150,18 +146,19 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
     int d = threadIdx.x;
     float acc = 0.0f;
     if (d < hd) {
-        const u16* vcol = vc + g * hd + d;
-        for (int j0 = 0; j0 < n_ctx; j0 += ATT_AHEAD) {
-            float vv[ATT_AHEAD], mm[ATT_AHEAD], ss[ATT_AHEAD];
+        const u16* vcol = vg + d;
+        for (int j0 = 0; j0 < n_ctx; j0 += AHEAD) {
+            float vv[AHEAD], mm[AHEAD], ss[AHEAD];
 #pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++)
+            for (int k = 0; k < AHEAD; k++)
                 if (j0 + k < n_ctx) {
-                    vv[k] = h2f(vcol[(u64)(j0 + k) * kv_dim]);
-                    mm[k] = msv[j0 + k];
-                    ss[k] = sc[j0 + k];
+                    int j = j0 + k;
+                    vv[k] = h2f(vcol[(u64)j * v_stride]);
+                    mm[k] = msv[j];
+                    ss[k] = sc[j];
                 }
 #pragma unroll
-            for (int k = 0; k < ATT_AHEAD; k++) {
+            for (int k = 0; k < AHEAD; k++) {
                 if (j0 + k >= n_ctx) break;
                 if (tiled) {
                     acc = __fadd_rn(__fmul_rn(acc, mm[k]), __fmul_rn(vv[k], ss[k]));
@@ -176,8 +173,34 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
     }
     __syncthreads();
     float inv = total == 0.0f ? 0.0f : __fdiv_rn(1.0f, total);
-    float* o = out + ((u64)t * n_heads + h) * hd;
     if (d < hd) o[d] = __fmul_rn(acc, inv);
+}
+
+// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.
+// The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
+// does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
+// products and the weighted sum of V accumulates in f16 through an online softmax; from 64
+// queries, f32 query and f32 accumulation (`attention_cpu_order`). Launched with 128 threads;
+// head_dim <= 128 (the engine checks).
+extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
+                                     const u16* __restrict__ vc, int n_heads, int n_kv_heads,
+                                     int hd, const int* __restrict__ pos, int ctx_cap,
+                                     float scale, int tiled, float* __restrict__ scores,
+                                     float* __restrict__ out, STAMP_PARAMS) {
+    STAMP_GUARD;
+    extern __shared__ float qs[];
+    int pos0 = pos[0];
+    int h = blockIdx.x, t = blockIdx.y;
+    int g = h / (n_heads / n_kv_heads);
+    int kv_dim = n_kv_heads * hd;
+    const float* qrow = q + ((u64)t * n_heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x)
+        qs[d] = tiled ? qrow[d] : h2f(f2h(qrow[d]));
+    __syncthreads();
+    float* sc = scores + ((u64)t * n_heads + h) * 2 * ctx_cap;
+    attention_cpu_order<16>(qs, kc + g * hd, vc + g * hd, kv_dim, kv_dim, hd, nullptr,
+                            pos0 + t + 1, scale, tiled, sc, sc + ctx_cap,
+                        out + ((u64)t * n_heads + h) * hd);
 }
 
 // After a step of n tokens: the next step's first position.

@@ -14,12 +14,26 @@
 // RoPE runs here too (the query, and the step's own K in the block that needs it, which also
 // writes this step's K and V rows to the cache), so decode needs no rope_store launch.
 // Sums are reordered freely (f32 throughout, q pre-scaled); `exact` keeps attention.cu.
+// Short contexts (`ordered_upto` positions or fewer, at most ATTF_ORDERED_MAX) take
+// attention.cu's CPU-order arithmetic instead, in this same launch (RoPE and the cache write
+// as above): the engine asks for it where every decode product is in the CPU's order too, so
+// that a short decode gives the CPU's bits (src/engine/cuda/kernels.rs `cpu_order_fast`).
+// Measured on the H100, synthetic qwen2.5-0.5b q4_0 (products in the CPU's order), decode
+// from depth ~0, --timing off: 1236 tok/s with it, 1406 without (ATTF_ORDERED_MAX=0).
 
 #define ATTF_THREADS 256
 // 128 positions: at 1024 positions of context a 7b head gets 9 blocks instead of 5, and a
 // block's V pass is one round of loads per thread (`unroll 8` below).
 #define ATTF_MIN_CHUNK 128
 #define ATTF_MAX_SPLITS 256
+// Longest context the CPU-order path takes: one chunk, so one block per head has it all.
+// CBTOP_KERNEL_DEFINES=ATTF_ORDERED_MAX=0 turns the path off for A/B runs.
+#ifndef ATTF_ORDERED_MAX
+#define ATTF_ORDERED_MAX 128
+#endif
+#if ATTF_ORDERED_MAX > ATTF_MIN_CHUNK || 2 * ATTF_ORDERED_MAX > ATTF_THREADS * 8
+#error "ATTF_ORDERED_MAX must fit one chunk and the scratch `red`"
+#endif
 
 __device__ __forceinline__ float lo_h(u32 v) { return h2f((u16)v); }
 __device__ __forceinline__ float hi_h(u32 v) { return h2f((u16)(v >> 16)); }
@@ -30,6 +44,8 @@ struct AttfShared {
     float red[ATTF_THREADS * 8];
     float wtop[ATTF_THREADS / 32];
     float cur[2][128];
+    // The step's own K and V rows as f16 bits (the CPU-order path).
+    u16 curh[2][128];
     int last;
 };
 
@@ -39,7 +55,7 @@ __device__ __forceinline__ void attention_split_block(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
     int pos0, float rc, float rs, int n_rot, int neox, int splits, float scale,
-    float* __restrict__ part, int* __restrict__ tickets,
+    int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
     float* __restrict__ out, AttfShared& sh) {
     const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
@@ -55,6 +71,8 @@ __device__ __forceinline__ void attention_split_block(
     int active = (n_ctx + chunk - 1) / chunk;
     if (sp >= active) return;
     int j0 = sp * chunk, len = min(n_ctx, j0 + chunk) - j0;
+    // One chunk (ordered_upto <= ATTF_MIN_CHUNK): this block is the head's only one.
+    bool ordered = n_ctx <= ordered_upto;
     int g = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * hd;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -77,10 +95,13 @@ __device__ __forceinline__ void attention_split_block(
     __syncthreads();
     bool writer = mine_pos && h % (n_heads / n_kv_heads) == 0;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        qs[d] *= scale;
+        // The CPU-order path rounds the query to f16 and scales the scores instead.
+        qs[d] = ordered ? h2f(f2h(qs[d])) : qs[d] * scale;
         if (mine_pos) {
             u16 kh = f2h(cur[0][d]);
             cur[0][d] = h2f(kh);
+            sh.curh[0][d] = kh;
+            sh.curh[1][d] = f2h(cur[1][d]);
             if (writer) {
                 kc[(u64)pos0 * kv_dim + g * hd + d] = kh;
                 vc[(u64)pos0 * kv_dim + g * hd + d] = f2h(cur[1][d]);
@@ -88,6 +109,22 @@ __device__ __forceinline__ void attention_split_block(
         }
     }
     __syncthreads();
+    if (ordered) {
+        // The V rows into shared memory after the query (the host sizes it:
+        // `split_shared_bytes`), so the per-dimension recurrence does not wait on a global
+        // load every few positions; then the CPU's arithmetic.
+        u16* vs = (u16*)(qs + hd);
+        const int per = hd / 8;
+        for (int i = threadIdx.x; i < (n_ctx - 1) * per; i += blockDim.x) {
+            int j = i / per, c = i % per;
+            *((uint4*)(vs + j * hd) + c) = __ldg((const uint4*)(vc + g * hd + (u64)j * kv_dim) + c);
+        }
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) vs[(n_ctx - 1) * hd + d] = sh.curh[1][d];
+        __syncthreads();
+        attention_cpu_order<4>(qs, kc + g * hd, vs, kv_dim, hd, hd, sh.curh[0], n_ctx, scale, 0,
+                               red, red + ATTF_ORDERED_MAX, out + (u64)h * hd);
+        return;
+    }
 
     // Scores: two threads per position, each taking half of its K row in 16-byte loads with
     // eight independent sums (the module compiles with --fmad=false, so the fused
@@ -264,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
                     int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
                     const float* __restrict__ table, int n_rot, int neox, int splits,
-                    float scale, float* __restrict__ part, int* __restrict__ tickets,
+                    float scale, int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
                     float* __restrict__ out, STAMP_PARAMS) {
     // The position (set by the previous step's `advance`, finished before the kernel ahead
     // began) and this thread's RoPE cos/sin at it are read before waiting on the kernel ahead.
@@ -278,8 +315,9 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
     STAMP_GUARD;
     __shared__ AttfShared sh;
+    int upto = min(ordered_upto, ATTF_ORDERED_MAX);
 #define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, splits, \
-                  scale, part, tickets, out, sh
+                  scale, upto, part, tickets, out, sh
     if (hd == 64) attention_split_block<64>(ATTF_ARGS);
     else if (hd == 128) attention_split_block<128>(ATTF_ARGS);
     else attention_split_block<0>(ATTF_ARGS);

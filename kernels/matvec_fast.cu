@@ -1,5 +1,6 @@
 // The `fast` numerics' decode product (one token): out[r] = W[r] . x for quantized W, shaped
-// for memory bandwidth instead of the CPU's float order (DESIGN.md "Numerics").
+// for memory bandwidth instead of the CPU's float order (DESIGN.md "Numerics"); for the legacy
+// types also a kernel of the same shape in the CPU's order (`mvo_one`, below).
 //
 // One warp per weight row, four rows per block of 128 threads. A row is cut into units (a
 // legacy block of 32 weights, or a quarter of a k-quant block: 64 weights); lane i takes
@@ -45,109 +46,125 @@ __device__ __forceinline__ void load_act32(const i8* a, int* out) {
     load_act16(a + 16, out + 4);
 }
 
-// ---- Legacy types: a unit is one block; lane word i (weights 4i..4i+3 of the low half and
-// 16 + 4i.. of the high half) against activation words i and 4 + i.
+// ---- Legacy types: a unit is one block. `F::levels` gives its 32 levels as eight lane
+// words (word l: weights 4l..4l+3 for l < 4, 16 + 4(l - 4).. after, as signed bytes; x86's
+// maddubs/madd lanes, against activation word l), its scale d and its minimum m (Q4_1/Q5_1;
+// 0 for the others).
 
-// The integer dot of a legacy block's 32 levels (as signed bytes: `lo[i]` weights 4i..4i+3,
-// `hi[i]` weights 16 + 4i..) with its 32 activations.
-__device__ __forceinline__ int legacy_isum(const u32* lo, const u32* hi, const int* a) {
+// Bits 4i..4i+3 of a Q5 block's `qh` moved to bit 4 of the four bytes.
+__device__ __forceinline__ u32 fifth_bits(u32 qh, int i) { return high_pack(qh, i); }
+
+// The legacy block's dot product with its 32 activations, the lanes' integer sums added
+// first (any order: integers), then scaled: the unit `mvf_one` sums freely.
+template <typename F>
+__device__ __forceinline__ float legacy_dot(const u8* b, const i8* aq, const float* ad,
+                                            const float* ax, int bi) {
+    u32 w[8];
+    float d, m;
+    F::levels(b, w, &d, &m);
+    int a[8];
+    load_act32(aq + 32 * bi, a);
     int s = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        s = __dp4a((int)lo[i], a[i], s);
-        s = __dp4a((int)hi[i], a[4 + i], s);
-    }
-    return s;
+    for (int i = 0; i < 8; i++) s = __dp4a((int)w[i], a[i], s);
+    float r = d * ad[bi] * (float)s;
+    return F::HAS_MIN ? r + m * ax[bi] : r;
 }
 
 struct FQ4_0 {
     static const int QK = 32, UNITS = 1, BYTES = 18;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad, const float*,
-                                int bi) {
-        u32 q[4], lo[4], hi[4];
+    static const bool HAS_MIN = false;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        return legacy_dot<FQ4_0>(b, aq, ad, ax, bi);
+    }
+    __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
+        u32 q[4];
         load_words<4>(b + 2, q);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            lo[i] = __vsub4(q[i] & 0x0F0F0F0Fu, 0x08080808u);
-            hi[i] = __vsub4((q[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+            w[i] = __vsub4(q[i] & 0x0F0F0F0Fu, 0x08080808u);
+            w[4 + i] = __vsub4((q[i] >> 4) & 0x0F0F0F0Fu, 0x08080808u);
         }
-        int a[8];
-        load_act32(aq + 32 * bi, a);
-        return f16_at2(b) * ad[bi] * (float)legacy_isum(lo, hi, a);
+        *d = f16_at2(b);
+        *m = 0.0f;
     }
 };
 
 struct FQ4_1 {
     static const int QK = 32, UNITS = 1, BYTES = 20;
+    static const bool HAS_MIN = true;
     __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
                                 const float* ax, int bi) {
-        u32 q[4], lo[4], hi[4], dm;
+        return legacy_dot<FQ4_1>(b, aq, ad, ax, bi);
+    }
+    __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
+        u32 q[4], dm;
         load_words<1>(b, &dm);
         load_words<4>(b + 4, q);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            lo[i] = q[i] & 0x0F0F0F0Fu;
-            hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+            w[i] = q[i] & 0x0F0F0F0Fu;
+            w[4 + i] = (q[i] >> 4) & 0x0F0F0F0Fu;
         }
-        int a[8];
-        load_act32(aq + 32 * bi, a);
-        float d = h2f((u16)dm), m = h2f((u16)(dm >> 16));
-        return d * ad[bi] * (float)legacy_isum(lo, hi, a) + m * ax[bi];
+        *d = h2f((u16)dm);
+        *m = h2f((u16)(dm >> 16));
     }
 };
 
-// Bits 4i..4i+3 of a Q5 block's `qh` moved to bit 4 of the four bytes.
-__device__ __forceinline__ u32 fifth_bits(u32 qh, int i) { return high_pack(qh, i); }
-
 struct FQ5_0 {
     static const int QK = 32, UNITS = 1, BYTES = 22;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad, const float*,
-                                int bi) {
-        u32 q[4], qh, lo[4], hi[4];
+    static const bool HAS_MIN = false;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        return legacy_dot<FQ5_0>(b, aq, ad, ax, bi);
+    }
+    __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
+        u32 q[4], qh;
         load_words<1>(b + 2, &qh);
         load_words<4>(b + 6, q);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            lo[i] = __vsub4((q[i] & 0x0F0F0F0Fu) | fifth_bits(qh, i), 0x10101010u);
-            hi[i] = __vsub4(((q[i] >> 4) & 0x0F0F0F0Fu) | fifth_bits(qh, 4 + i), 0x10101010u);
+            w[i] = __vsub4((q[i] & 0x0F0F0F0Fu) | fifth_bits(qh, i), 0x10101010u);
+            w[4 + i] = __vsub4(((q[i] >> 4) & 0x0F0F0F0Fu) | fifth_bits(qh, 4 + i), 0x10101010u);
         }
-        int a[8];
-        load_act32(aq + 32 * bi, a);
-        return f16_at2(b) * ad[bi] * (float)legacy_isum(lo, hi, a);
+        *d = f16_at2(b);
+        *m = 0.0f;
     }
 };
 
 struct FQ5_1 {
     static const int QK = 32, UNITS = 1, BYTES = 24;
+    static const bool HAS_MIN = true;
     __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
                                 const float* ax, int bi) {
-        u32 q[4], w[2], lo[4], hi[4];
-        load_words<2>(b, w);
+        return legacy_dot<FQ5_1>(b, aq, ad, ax, bi);
+    }
+    __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
+        u32 q[4], dh[2];
+        load_words<2>(b, dh);
         load_words<4>(b + 8, q);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            lo[i] = (q[i] & 0x0F0F0F0Fu) | fifth_bits(w[1], i);
-            hi[i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | fifth_bits(w[1], 4 + i);
+            w[i] = (q[i] & 0x0F0F0F0Fu) | fifth_bits(dh[1], i);
+            w[4 + i] = ((q[i] >> 4) & 0x0F0F0F0Fu) | fifth_bits(dh[1], 4 + i);
         }
-        int a[8];
-        load_act32(aq + 32 * bi, a);
-        float d = h2f((u16)w[0]), m = h2f((u16)(w[0] >> 16));
-        return d * ad[bi] * (float)legacy_isum(lo, hi, a) + m * ax[bi];
+        *d = h2f((u16)dh[0]);
+        *m = h2f((u16)(dh[0] >> 16));
     }
 };
 
 struct FQ8_0 {
     static const int QK = 32, UNITS = 1, BYTES = 34;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad, const float*,
-                                int bi) {
-        u32 q[8];
-        load_words<8>(b + 2, q);
-        int a[8];
-        load_act32(aq + 32 * bi, a);
-        int s = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) s = __dp4a((int)q[i], a[i], s);
-        return f16_at2(b) * ad[bi] * (float)s;
+    static const bool HAS_MIN = false;
+    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
+                                const float* ax, int bi) {
+        return legacy_dot<FQ8_0>(b, aq, ad, ax, bi);
+    }
+    __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
+        load_words<8>(b + 2, w);
+        *d = f16_at2(b);
+        *m = 0.0f;
     }
 };
 
@@ -357,6 +374,8 @@ struct MvfMat {
 struct MvfSet {
     MvfMat m[3];
     int count;
+    // Legacy matrices in the CPU's order (`mvo_one`, with its dynamic shared memory).
+    int ordered;
 };
 
 // Four rows of matrix m per block of 128 threads (`block` counts within m): a warp per row,
@@ -390,6 +409,112 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
     }
 }
 
+// ---- Legacy types in the CPU's float order --------------------------------------------
+// The exact kernels' arithmetic (kernels/common.cuh: per lane l, lane = fma(d_w * d_a, isum,
+// lane) block after block; hsum_float_8 of the lanes plus the in-order sum of m_w * s_a) at
+// the fast kernels' shape: a warp per row, a block per thread, so one token's legacy products
+// give the CPU's bits. The engine takes them where every decode product can keep the CPU's
+// order (src/engine/cuda/kernels.rs `cpu_order_fast`); elsewhere `mvf_one` sums freely, as
+// the serial fold costs time. Measured on the H100, synthetic qwen2.5-0.5b q4_0, decode from
+// depth ~0, --timing off, attention in free order: 1406 tok/s with these kernels, 1593 with
+// `mvf_one` (CBTOP_FAST_CPU_ORDER=0).
+// Lane sums of 32 blocks at a time go through shared memory; lanes 0..7 then fold them in
+// block order while the next 32 blocks' loads are in flight.
+
+// One warp's share of the launch's dynamic shared memory (the host sizes it: four warps,
+// `MVO_WARP_BYTES` in src/engine/cuda/kernels.rs): the eight lane sums of 32 blocks as
+// floats ([lane][block]; rows 36 apart, so a lane's 16-byte reads and the blocks' writes hit
+// distinct banks), and each block's d_w * d_a and m_w * s_a.
+struct __align__(16) MvoWarp {
+    float s[8][36];
+    float dd[32];
+    float ex[32];
+};
+extern __shared__ MvoWarp mvo_dyn[];
+
+// A legacy block's operands, loaded ahead of their use.
+struct MvoBlock {
+    u32 w[8];
+    int a[8];
+    float d, m, ad, ax;
+};
+
+template <typename F>
+__device__ __forceinline__ void mvo_load(const u8* row, int bi, const i8* aq, const float* ad,
+                                         const float* ax, MvoBlock& k) {
+    F::levels(row + (u64)bi * F::BYTES, k.w, &k.d, &k.m);
+    load_act32(aq + 32 * bi, k.a);
+    k.ad = ad[bi];
+    k.ax = F::HAS_MIN ? ax[bi] : 0.0f;
+}
+
+template <typename F, bool PRE_BIAS = true>
+__device__ __forceinline__ void mvo_one(const MvfMat& m, int block, int cols, const i8* aq,
+                                        const float* ad, const float* ax, int accumulate,
+                                        float bias, const KernelStart& st) {
+    int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+    int r = block * (blockDim.x >> 5) + wi;
+    if (r >= m.rows) {
+        if (threadIdx.x == 0) stamp_end(st.stamps, st.slot);
+        return;
+    }
+    MvoWarp& sh = mvo_dyn[wi];
+    const u8* row = m.w + (u64)r * m.row_bytes;
+    int nb = cols / 32;
+    MvoBlock k;
+    bool have = lane < nb;
+    if (have) mvo_load<F>(row, lane, aq, ad, ax, k);
+    // Lanes 0..7: their lane's running sum, and (each, the same) the running extra.
+    float acc = 0.0f, extra = 0.0f;
+    for (int c0 = 0; c0 < nb; c0 += 32) {
+        if (have) {
+#pragma unroll
+            for (int l = 0; l < 8; l++) sh.s[l][lane] = (float)__dp4a((int)k.w[l], k.a[l], 0);
+            sh.dd[lane] = __fmul_rn(k.d, k.ad);
+            if (F::HAS_MIN) sh.ex[lane] = __fmul_rn(k.m, k.ax);
+        }
+        __syncwarp();
+        have = c0 + 32 + lane < nb;
+        if (have) mvo_load<F>(row, c0 + 32 + lane, aq, ad, ax, k);
+        int n = min(32, nb - c0);
+        if (lane < 8) {
+            for (int b = 0; b < n; b += 4) {
+                float4 s4 = *(const float4*)&sh.s[lane][b];
+                float4 d4 = *(const float4*)&sh.dd[b];
+                float sv[4] = {s4.x, s4.y, s4.z, s4.w}, dv[4] = {d4.x, d4.y, d4.z, d4.w};
+                float ev[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                if (F::HAS_MIN) {
+                    float4 e4 = *(const float4*)&sh.ex[b];
+                    ev[0] = e4.x, ev[1] = e4.y, ev[2] = e4.z, ev[3] = e4.w;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if (b + i < n) {
+                        acc = fmaf(dv[i], sv[i], acc);
+                        if (F::HAS_MIN) extra = __fadd_rn(extra, ev[i]);
+                    }
+                }
+            }
+        }
+        __syncwarp();
+    }
+    // hsum_float_8: lane l < 4 adds lane l + 4, then pairs, then the last two.
+    float t = __fadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, 4));
+    t = __fadd_rn(t, __shfl_down_sync(0xffffffffu, t, 2));
+    t = __fadd_rn(t, __shfl_down_sync(0xffffffffu, t, 1));
+    if (lane == 0) {
+        float v = __fadd_rn(t, extra);
+        if (m.bias) v = __fadd_rn(v, PRE_BIAS ? bias : __ldg(m.bias + r));
+        store_out(v, nullptr, accumulate, m.rows, r, 0, m.out);
+        if (threadIdx.x == 0) stamp_end(st.stamps, st.slot);
+    }
+}
+
+// A legacy matrix of `mvf_multi`: in the CPU's order when the set asks for it.
+#define MVF_LEGACY(F)                                                                        \
+    if (set.ordered) mvo_one<F>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); \
+    else mvf_one<F>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_);             \
+    break
 // Lane 0's bias for its warp's row (0 without one). Biases are constant: `mvf_multi` (which
 // runs qwen2's biased Q, K and V) reads them before waiting on the kernel ahead, so the load
 // overlaps that kernel instead of ending this one's chain after the row's sum. The
@@ -449,11 +574,11 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
     float bias = mvf_bias(m, block);
     STAMP_START;
     switch (m.ty) {
-    case 2: mvf_one<FQ4_0>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 3: mvf_one<FQ4_1>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 6: mvf_one<FQ5_0>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 7: mvf_one<FQ5_1>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 8: mvf_one<FQ8_0>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
+    case 2: MVF_LEGACY(FQ4_0);
+    case 3: MVF_LEGACY(FQ4_1);
+    case 6: MVF_LEGACY(FQ5_0);
+    case 7: MVF_LEGACY(FQ5_1);
+    case 8: MVF_LEGACY(FQ8_0);
     case 10: mvf_one<FQ2_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
     case 11: mvf_one<FQ3_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
     case 12: mvf_one<FQ4_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
@@ -466,25 +591,30 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
 }
 
 // mvf_<name>: the fast decode product of one quantized type, with the exact kernels'
-// arguments (`n` must be 1).
-#define CBTOP_MVF_KERNEL(name, F)                                                            \
-    extern "C" __global__ void mvf_##name(const u8* w, u64 rb, int rows, int cols,          \
+// arguments (`n` must be 1); mvo_<name>: a legacy type's in the CPU's order.
+#define CBTOP_MVF_KERNEL(prefix, name, F, ONE)                                               \
+    extern "C" __global__ void prefix##_##name(const u8* w, u64 rb, int rows, int cols, \
                                           const i8* aq, const float* ad, const float* ax,    \
                                           int n, const float* bias, int acc, float* out,     \
                                           STAMP_PARAMS) {                                    \
         MvfMat m = {w, rb, bias, out, rows, 0, 0, 0};                                        \
         mvf_prefetch(m, blockIdx.x);                                                         \
         STAMP_START;                                                                         \
-        mvf_one<F, false>(m, blockIdx.x, cols, aq, ad, ax, acc, 0.0f, stamp_start_);         \
+        ONE<F, false>(m, blockIdx.x, cols, aq, ad, ax, acc, 0.0f, stamp_start_);             \
     }
 
-CBTOP_MVF_KERNEL(q4_0, FQ4_0)
-CBTOP_MVF_KERNEL(q4_1, FQ4_1)
-CBTOP_MVF_KERNEL(q5_0, FQ5_0)
-CBTOP_MVF_KERNEL(q5_1, FQ5_1)
-CBTOP_MVF_KERNEL(q8_0, FQ8_0)
-CBTOP_MVF_KERNEL(q2_k, FQ2_K)
-CBTOP_MVF_KERNEL(q3_k, FQ3_K)
-CBTOP_MVF_KERNEL(q4_k, FQ4_K)
-CBTOP_MVF_KERNEL(q5_k, FQ5_K)
-CBTOP_MVF_KERNEL(q6_k, FQ6_K)
+CBTOP_MVF_KERNEL(mvf, q4_0, FQ4_0, mvf_one)
+CBTOP_MVF_KERNEL(mvo, q4_0, FQ4_0, mvo_one)
+CBTOP_MVF_KERNEL(mvf, q4_1, FQ4_1, mvf_one)
+CBTOP_MVF_KERNEL(mvo, q4_1, FQ4_1, mvo_one)
+CBTOP_MVF_KERNEL(mvf, q5_0, FQ5_0, mvf_one)
+CBTOP_MVF_KERNEL(mvo, q5_0, FQ5_0, mvo_one)
+CBTOP_MVF_KERNEL(mvf, q5_1, FQ5_1, mvf_one)
+CBTOP_MVF_KERNEL(mvo, q5_1, FQ5_1, mvo_one)
+CBTOP_MVF_KERNEL(mvf, q8_0, FQ8_0, mvf_one)
+CBTOP_MVF_KERNEL(mvo, q8_0, FQ8_0, mvo_one)
+CBTOP_MVF_KERNEL(mvf, q2_k, FQ2_K, mvf_one)
+CBTOP_MVF_KERNEL(mvf, q3_k, FQ3_K, mvf_one)
+CBTOP_MVF_KERNEL(mvf, q4_k, FQ4_K, mvf_one)
+CBTOP_MVF_KERNEL(mvf, q5_k, FQ5_K, mvf_one)
+CBTOP_MVF_KERNEL(mvf, q6_k, FQ6_K, mvf_one)

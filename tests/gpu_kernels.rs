@@ -63,17 +63,23 @@ fn every_type_matches_the_cpu_dequantization() {
 }
 
 /// The fast one-token products against the CPU's: the same integer block sums, only the f32
-/// sums reordered, so within 2e-5 of the sum of |w x| (several float roundings per block).
+/// sums reordered, so within 2e-5 of the sum of |w x| (several float roundings per block);
+/// the legacy 32-weight types' CPU-order kernels (`KernelCheck::fast_in_cpu_order`) give its
+/// bits.
 #[test]
 fn fast_products_match_the_cpu_within_reordering() {
     let Some(g) = gpu::gpu("gpu_kernels") else {
         return;
     };
-    let k = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let free = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let ordered = KernelCheck::fast_in_cpu_order(&g).unwrap();
     let mut failures = Vec::new();
     // Rows that leave a block of four partly empty; rows shorter and longer than a warp's 32
     // units.
-    for (rows, cols, seed) in [(37, 512, 17), (5, 2560, 18), (130, 3584, 19), (3, 256, 20)] {
+    let shapes = [(37, 512, 17), (5, 2560, 18), (130, 3584, 19), (3, 256, 20)];
+    let kernels = [("free", &free), ("in CPU order", &ordered)];
+    for ((rows, cols, seed), (order, k)) in shapes.into_iter().flat_map(|s| kernels.map(|k| (s, k)))
+    {
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantized()) {
             let rb = ty.row_bytes(cols).unwrap();
@@ -83,9 +89,12 @@ fn fast_products_match_the_cpu_within_reordering() {
             let act = quantize_act(ActType::for_weights(ty), &x);
             let mut row = vec![0f32; cols];
             let mut worst = 0f64;
+            let mut not_bits = 0;
             for r in 0..rows {
                 let wr = &w[r * rb..(r + 1) * rb];
-                let cpu = vec_dot(ty, wr, &act) as f64;
+                let cpu = vec_dot(ty, wr, &act);
+                not_bits += usize::from(got[r].to_bits() != cpu.to_bits());
+                let cpu = cpu as f64;
                 dequantize_row(ty, wr, &mut row);
                 let mag: f64 = row
                     .iter()
@@ -94,9 +103,17 @@ fn fast_products_match_the_cpu_within_reordering() {
                     .sum();
                 worst = worst.max((got[r] as f64 - cpu).abs() / (mag + 1e-6));
             }
-            eprintln!("fast {ty} {rows}x{cols}: max |gpu - cpu| / sum|w x| = {worst:.2e}");
+            let what = format!("fast {ty} {rows}x{cols} ({order})");
+            eprintln!(
+                "{what}: max |gpu - cpu| / sum|w x| = {worst:.2e}, {not_bits} rows not the CPU's bits"
+            );
             if worst > 2e-5 {
-                failures.push(format!("fast {ty} {rows}x{cols}: {worst:.2e} of sum|w x|"));
+                failures.push(format!("{what}: {worst:.2e} of sum|w x|"));
+            }
+            if order != "free" && ty.block_size() == 32 && not_bits > 0 {
+                failures.push(format!(
+                    "{what}: {not_bits} of {rows} rows differ from the CPU's bits"
+                ));
             }
         }
     }
@@ -224,7 +241,9 @@ fn check_shape(
 /// rows written, attention split over the context, in one launch) against the CPU engine. The
 /// kernel sums in f32 while the CPU rounds its running sum of V to f16 at every position, so
 /// the outputs agree within 2^-11 · (1 + sqrt(positions)) of the largest output (a random
-/// walk of f16 roundings, and the last one); the step's cache rows are the CPU's f16 bits. Contexts of one chunk and of
+/// walk of f16 roundings, and the last one); the step's cache rows are the CPU's f16 bits.
+/// Asked to keep the CPU's order up to 128 positions (as the engine asks for models whose
+/// products all keep it), contexts that short give the CPU's output bits. Contexts of one chunk and of
 /// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
 /// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
 #[test]
@@ -280,7 +299,8 @@ fn fast_decode_attention_matches_the_cpu() {
             };
             // Eight splits keep chunks of 128 positions; two make longer ones past 256.
             let splits = if pos % 2 == 0 { 8 } else { 2 };
-            let got = kc.decode_attention(&step, splits).unwrap();
+            let got = kc.decode_attention(&step, splits, 0).unwrap();
+            let ordered = kc.decode_attention(&step, splits, 128).unwrap();
 
             let table = rope_table(pos, head_dim, 10000.0);
             let style = if neox {
@@ -299,11 +319,35 @@ fn fast_decode_attention_matches_the_cpu() {
             let what = format!(
                 "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, {splits} splits"
             );
-            if got.key_row != bits(&keys[pos * kv_dim..])
-                || got.value_row != bits(&values[pos * kv_dim..])
-            {
+            for out in [&got, &ordered] {
+                if out.key_row != bits(&keys[pos * kv_dim..])
+                    || out.value_row != bits(&values[pos * kv_dim..])
+                {
+                    failures.push(format!(
+                        "{what}: the step's cache rows differ from the CPU's"
+                    ));
+                }
+            }
+            let in_order = pos < 128;
+            let same_bits = ordered
+                .out
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| a.to_bits() == b.to_bits())
+                .count();
+            eprintln!(
+                "{what}, CPU order asked: {same_bits} of {} outputs are the CPU's bits",
+                want.len()
+            );
+            if in_order && same_bits != want.len() {
                 failures.push(format!(
-                    "{what}: the step's cache rows differ from the CPU's"
+                    "{what}: in the CPU's order, {} outputs differ from the CPU's bits",
+                    want.len() - same_bits
+                ));
+            }
+            if !in_order && ordered.out != got.out {
+                failures.push(format!(
+                    "{what}: past 128 positions, asking for the CPU's order changed the output"
                 ));
             }
             let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));

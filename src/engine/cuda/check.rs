@@ -57,7 +57,13 @@ pub struct KernelCheck {
 
 impl KernelCheck {
     pub fn new(gpu: &GpuDesc, numerics: Numerics) -> Result<KernelCheck, EngineError> {
-        Self::with_multiprocessors(gpu, numerics, None)
+        Self::load(gpu, numerics, false, None)
+    }
+
+    /// Fast numerics as the engine runs a model whose decode products all keep the CPU's
+    /// order (`kernels::cpu_order_fast`): the legacy types' one-token products in that order.
+    pub fn fast_in_cpu_order(gpu: &GpuDesc) -> Result<KernelCheck, EngineError> {
+        Self::load(gpu, Numerics::Fast, true, None)
     }
 
     /// As `new`, but the kernels choose their launch shapes as if the GPU had `sms`
@@ -67,6 +73,15 @@ impl KernelCheck {
     pub fn with_multiprocessors(
         gpu: &GpuDesc,
         numerics: Numerics,
+        sms: Option<usize>,
+    ) -> Result<KernelCheck, EngineError> {
+        Self::load(gpu, numerics, false, sms)
+    }
+
+    fn load(
+        gpu: &GpuDesc,
+        numerics: Numerics,
+        ordered: bool,
         sms: Option<usize>,
     ) -> Result<KernelCheck, EngineError> {
         let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
@@ -79,10 +94,10 @@ impl KernelCheck {
                 .map_err(wrap("reading the multiprocessor count"))?
                 .max(1) as usize,
         };
+        let pdl = pdl_for(gpu.compute_capability);
         Ok(KernelCheck {
             stream,
-            k: Kernels::load(&m, numerics, pdl_for(gpu.compute_capability), sms)
-                .map_err(EngineError::Device)?,
+            k: Kernels::load(&m, numerics, ordered, pdl, sms).map_err(EngineError::Device)?,
         })
     }
 
@@ -173,11 +188,14 @@ impl KernelCheck {
 
     /// The fast numerics' decode attention (kernels/attention_fast.cu: RoPE on the query and
     /// the step's K, the step's cache rows written, attention over positions `0..=pos`) as the
-    /// engine launches it, with `splits` splits of the context.
+    /// engine launches it, with `splits` splits of the context; contexts of `ordered_upto`
+    /// positions or fewer (at most 128) in the CPU's order, as the engine asks for models whose
+    /// products all keep it.
     pub fn decode_attention(
         &self,
         step: &DecodeStep,
         splits: usize,
+        ordered_upto: usize,
     ) -> Result<DecodeOut, EngineError> {
         let s = &self.stream;
         let AttnShape {
@@ -224,7 +242,12 @@ impl KernelCheck {
                 rope: &rope,
                 splits,
                 // The engine's chunk: a split's scores in shared memory (SplitScratch).
-                shared_bytes: split_shared_bytes(head_dim, (pos + 1).div_ceil(splits).max(128)),
+                shared_bytes: split_shared_bytes(
+                    head_dim,
+                    (pos + 1).div_ceil(splits).max(128),
+                    ordered_upto > 0,
+                ),
+                ordered_upto: ordered_upto.min(i32::MAX as usize) as i32,
                 part: &mut part,
                 tickets: &mut tickets,
                 out: &mut out,

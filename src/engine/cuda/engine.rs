@@ -24,7 +24,7 @@ use cudarc::driver::{
 use super::buffers::{Bufs, Which};
 use super::clock::{self, KernelClock, Owner, AREAS};
 use super::error::{device_error, wrap};
-use super::kernels::{ceil_div, kind_code, lin, Kernels};
+use super::kernels::{ceil_div, cpu_order_fast, kind_code, lin, Kernels};
 use super::launcher::PushArg;
 use super::module;
 use super::probe::GpuDesc;
@@ -57,9 +57,15 @@ pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32) -> Vec<f32> {
 }
 
 /// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
-/// query and a chunk's scores (kernels/attention_fast.cu).
-pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize) -> usize {
-    (head_dim + chunk) * 4
+/// query and a chunk's scores (kernels/attention_fast.cu), or, with CPU-order short contexts
+/// (`ordered`), the query and up to `ORDERED_ATTENTION_MAX` f16 V rows if that is more.
+pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize, ordered: bool) -> usize {
+    let split = (head_dim + chunk) * 4;
+    if ordered {
+        split.max(head_dim * 4 + ORDERED_ATTENTION_MAX as usize * head_dim * 2)
+    } else {
+        split
+    }
 }
 
 /// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
@@ -69,7 +75,14 @@ pub(super) struct SplitScratch {
     pub(super) tickets: CudaSlice<i32>,
     pub(super) splits: usize,
     pub(super) shared_bytes: usize,
+    /// Contexts this short take the CPU-order attention (`ORDERED_ATTENTION_MAX` when the
+    /// kernels keep the CPU's order, else 0).
+    pub(super) ordered_upto: i32,
 }
+
+/// Longest context the fast decode attention takes in the CPU's order when the kernels keep
+/// it (`Kernels::ordered`; kernels/attention_fast.cu, ATTF_ORDERED_MAX).
+const ORDERED_ATTENTION_MAX: i32 = 128;
 
 impl SplitScratch {
     /// Splits for about four blocks per multiprocessor, at most one per 128 positions of the
@@ -80,6 +93,7 @@ impl SplitScratch {
         c: &crate::model::Config,
         cap: usize,
         sms: usize,
+        ordered: bool,
     ) -> Result<SplitScratch, EngineError> {
         const MIN_CHUNK: usize = 128;
         const MAX_SPLITS: usize = 256;
@@ -104,7 +118,8 @@ impl SplitScratch {
                 .map_err(what())?,
             tickets: s.alloc_zeros::<i32>(c.n_heads).map_err(what())?,
             splits,
-            shared_bytes: split_shared_bytes(c.head_dim, chunk),
+            shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered),
+            ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
         })
     }
 }
@@ -223,7 +238,8 @@ impl CudaEngine {
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(wrap("reading the multiprocessor count"))?
             .max(1) as usize;
-        let k = Kernels::load(&m, numerics, pdl, sms).map_err(EngineError::Device)?;
+        let k = Kernels::load(&m, numerics, cpu_order_fast(&model), pdl, sms)
+            .map_err(EngineError::Device)?;
         let c = &model.config;
         if c.head_dim > 128 {
             return Err(EngineError::Device(format!(
@@ -247,7 +263,7 @@ impl CudaEngine {
             .map_err(wrap("allocating the position"))?;
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
-        let split = SplitScratch::new(&stream, c, cap, sms)?;
+        let split = SplitScratch::new(&stream, c, cap, sms, k.ordered)?;
         let event = || cx.new_event(None).map_err(wrap("creating a CUDA event"));
         let done = [event()?, event()?];
         Ok(CudaEngine {
@@ -295,6 +311,16 @@ impl CudaEngine {
     /// The numerics the product kernels were chosen for.
     pub fn numerics(&self) -> Numerics {
         self.numerics
+    }
+
+    /// The longest context (positions, the step's own included) at which a decode step gives
+    /// the CPU engine's bits: any under exact numerics; under fast numerics 128 where every
+    /// product keeps the CPU's order (`kernels::cpu_order_fast`), else 0.
+    pub fn cpu_bits_upto(&self) -> usize {
+        match self.numerics {
+            Numerics::Exact => usize::MAX,
+            Numerics::Fast => self.split.ordered_upto as usize,
+        }
     }
 
     /// How many logits of the last greedy step (`eval_argmax`) were NaN or infinite: the

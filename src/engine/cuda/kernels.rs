@@ -20,12 +20,14 @@ use crate::quant::{ActType, GgmlType};
 /// A weight type's product kernels: one for float weights, or one for a single token and
 /// one for batches of up to 8 for quantized weights (kernels/common.cuh). The single-token
 /// kernel takes `one_rows` weight rows per block of 128 threads: 1 for the exact kernels, 4
-/// for the fast ones (a warp per row, kernels/matvec_fast.cu).
+/// for the fast ones (a warp per row, kernels/matvec_fast.cu), with `one_shared` bytes of
+/// dynamic shared memory (the fast legacy kernels' CPU-order fold).
 pub(super) enum Product {
     Float(CudaFunction),
     Quant {
         one: CudaFunction,
         one_rows: usize,
+        one_shared: u32,
         batch: CudaFunction,
     },
 }
@@ -41,6 +43,9 @@ pub(super) struct Kernels {
     pub(super) attention_split: CudaFunction,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
+    /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
+    /// products' `mvo` kernels, and CPU-order decode attention at short contexts.
+    pub(super) ordered: bool,
     pub(super) silu_mul_quant: CudaFunction,
     pub(super) rms_norm_quant: CudaFunction,
     pub(super) argmax_blocks: CudaFunction,
@@ -57,10 +62,12 @@ pub(super) struct Kernels {
 }
 
 impl Kernels {
-    /// Every kernel of module `m`, the products chosen for `numerics` (`product_kernels`).
+    /// Every kernel of module `m`, the products chosen for `numerics` and `ordered`
+    /// (`product_kernels`).
     pub(super) fn load(
         m: &Arc<CudaModule>,
         numerics: Numerics,
+        ordered: bool,
         pdl: bool,
         sms: usize,
     ) -> Result<Kernels, String> {
@@ -68,7 +75,7 @@ impl Kernels {
         let mut typed = Vec::new();
         for ty in GgmlType::ALL {
             let name = ty.name().to_lowercase();
-            let product = product_kernels(&f, ty, numerics)?;
+            let product = product_kernels(&f, ty, numerics, ordered)?;
             typed.push((ty, product, f(&format!("embed_{name}"))?));
         }
         Ok(Kernels {
@@ -77,6 +84,7 @@ impl Kernels {
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
             mvf_multi: f("mvf_multi")?,
+            ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
             rms_norm_quant: f("rms_norm_quant")?,
             argmax_blocks: f("argmax_blocks")?,
@@ -134,24 +142,29 @@ impl Kernels {
 /// The product kernels for weight type `ty` under `numerics`: the one place where the matrix
 /// product's kernel set is chosen. Exact: kernels that reproduce the CPU's float order
 /// (kernels/common.cuh). Fast: a token's product on quantized weights takes the bandwidth-
-/// shaped kernels of kernels/matvec_fast.cu; prompt batches and float weights keep the
-/// exact kernels.
+/// shaped kernels of kernels/matvec_fast.cu (`ordered`: the legacy types' in the CPU's
+/// order); prompt batches and float weights keep the exact kernels.
 fn product_kernels(
     f: &impl Fn(&str) -> Result<CudaFunction, String>,
     ty: GgmlType,
     numerics: Numerics,
+    ordered: bool,
 ) -> Result<Product, String> {
     let name = ty.name().to_lowercase();
     if !ty.is_quantized() {
         return Ok(Product::Float(f(&format!("matvec_{name}"))?));
     }
-    let (one, one_rows) = match numerics {
-        Numerics::Exact => (f(&format!("qmv1_{name}"))?, 1),
-        Numerics::Fast => (f(&format!("mvf_{name}"))?, FAST_ROWS),
+    let (one, one_rows, one_shared) = match numerics {
+        Numerics::Exact => (f(&format!("qmv1_{name}"))?, 1, 0),
+        Numerics::Fast if ordered && is_legacy(ty) => {
+            (f(&format!("mvo_{name}"))?, FAST_ROWS, MVO_BYTES)
+        }
+        Numerics::Fast => (f(&format!("mvf_{name}"))?, FAST_ROWS, 0),
     };
     Ok(Product::Quant {
         one,
         one_rows,
+        one_shared,
         batch: f(&format!("qmv8_{name}"))?,
     })
 }
@@ -173,6 +186,36 @@ pub(super) fn flash_prompt_from(
 
 /// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).
 pub(super) const FAST_ROWS: usize = 4;
+
+/// Dynamic shared memory of the CPU-order legacy products (kernels/matvec_fast.cu
+/// `mvo_one`): a `MvoWarp` (8 x 36 + 32 + 32 floats) per warp.
+pub(super) const MVO_BYTES: u32 = (FAST_ROWS * (8 * 36 + 32 + 32) * 4) as u32;
+
+/// The legacy 32-weight quantized types, whose fast products have a CPU-order kernel.
+fn is_legacy(ty: GgmlType) -> bool {
+    ty.is_quantized() && ty.block_size() == 32
+}
+
+/// Whether fast numerics keep the CPU's float order for `model`'s decode steps: where every
+/// decode product can (legacy and float weights; the k-quants' fast kernels sum freely), the
+/// legacy products take their CPU-order kernels and decode attention its CPU-order path up to
+/// 128 positions, so a short decode gives the CPU engine's bits, as `--numerics exact` does
+/// (SmolLM2 Q4_1's greedy tokens are then llama.cpp's CPU's). Where some product reorders
+/// anyway, order buys nothing and the free kernels are faster. `CBTOP_FAST_CPU_ORDER=0` turns
+/// it off (for measuring what it costs).
+pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
+    if std::env::var("CBTOP_FAST_CPU_ORDER").is_ok_and(|v| v == "0") {
+        return false;
+    }
+    let w = &model.weights;
+    let products = w
+        .layers
+        .iter()
+        .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+    std::iter::once(&w.output)
+        .chain(products)
+        .all(|m| !m.ty.is_quantized() || is_legacy(m.ty))
+}
 
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
 pub(super) const ARGMAX_BLOCKS: u32 = 128;
@@ -282,6 +325,8 @@ pub(super) struct MvfMat {
 pub(super) struct MvfSet {
     pub(super) m: [MvfMat; 3],
     pub(super) count: i32,
+    /// Legacy matrices in the CPU's order (`Kernels::ordered`).
+    pub(super) ordered: i32,
 }
 
 // SAFETY: plain `repr(C)` data with the layout of the kernel's parameter struct.
@@ -324,17 +369,20 @@ pub(super) fn product(
     let null = 0u64;
     // Float weights: 16 rows per block of 128 threads (8 per row), up to 8 tokens; quantized
     // weights: `one_rows` rows per block for one token, or a row and up to 8 tokens.
-    let (f, grid, quantized) = match k.product(m.ty) {
-        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), false),
-        Product::Quant { one, one_rows, .. } if n == 1 => {
-            (one, (ceil_div(m.rows, *one_rows), 1, 1), true)
-        }
-        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), true),
+    let (f, grid, shared, quantized) = match k.product(m.ty) {
+        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), 0, false),
+        Product::Quant {
+            one,
+            one_rows,
+            one_shared,
+            ..
+        } if n == 1 => (one, (ceil_div(m.rows, *one_rows), 1, 1), *one_shared, true),
+        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), 0, true),
     };
     let cfg = LaunchConfig {
         grid_dim: grid,
         block_dim: (128, 1, 1),
-        shared_mem_bytes: 0,
+        shared_mem_bytes: shared,
     };
     let st = clock.stamp();
     // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or

@@ -13,7 +13,7 @@ use super::engine::CudaEngine;
 use super::error::wrap;
 use super::kernels::{
     ceil_div, kind_code, product, quantize, Epilogue, Kernels, MvfMat, MvfSet, ARGMAX_BLOCKS,
-    FAST_ROWS,
+    FAST_ROWS, MVO_BYTES,
 };
 use super::launcher::PushArg;
 use super::weights::{bias, mat, Mat, Norm};
@@ -194,6 +194,8 @@ impl CudaEngine {
             blocks += m.rows.div_ceil(FAST_ROWS);
         }
         set.count = outs.len() as i32;
+        set.ordered = i32::from(self.k.ordered);
+        let shared = if self.k.ordered { MVO_BYTES } else { 0 };
         let (cols, acc) = (cols as i32, i32::from(accumulate));
         let st = self.clock.stamp();
         let a = &self.bufs.act;
@@ -213,7 +215,7 @@ impl CudaEngine {
                 .launch(LaunchConfig {
                     grid_dim: (blocks as u32, 1, 1),
                     block_dim: (128, 1, 1),
-                    shared_mem_bytes: 0,
+                    shared_mem_bytes: shared,
                 })
         }
         .map(|_| ())
@@ -447,6 +449,7 @@ impl CudaEngine {
                 rope: &self.rope,
                 splits: sp.splits,
                 shared_bytes: sp.shared_bytes,
+                ordered_upto: sp.ordered_upto,
                 part: &mut sp.part,
                 tickets: &mut sp.tickets,
                 out: &mut b.att,
@@ -473,6 +476,9 @@ pub(super) struct SplitArgs<'a, 'c> {
     pub(super) splits: usize,
     /// Dynamic shared memory for the split's chunk (`engine::split_shared_bytes`).
     pub(super) shared_bytes: usize,
+    /// Contexts of this many positions or fewer take the CPU-order arithmetic (at most the
+    /// kernel's ATTF_ORDERED_MAX; 0: never), as `SplitScratch::ordered_upto`.
+    pub(super) ordered_upto: i32,
     /// n_heads × splits × (head_dim + 2) partial sums; n_heads zeroed counters (left zeroed).
     pub(super) part: &'a mut CudaSlice<f32>,
     pub(super) tickets: &'a mut CudaSlice<i32>,
@@ -512,6 +518,7 @@ pub(super) fn attention_split(
             .arg(&h.neox)
             .arg(&splits)
             .arg(&h.scale)
+            .arg(&a.ordered_upto)
             .arg(a.part)
             .arg(a.tickets)
             .arg(a.out)
