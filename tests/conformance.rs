@@ -85,18 +85,7 @@ conformance! {
 
 #[test]
 fn every_fixture_model_has_a_test() {
-    let dir = common::fixture("conformance/models");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .trim_end_matches(".gguf")
-                .to_string()
-        })
-        .collect();
-    names.sort();
+    let names = common::conformance_names();
     let src = include_str!("conformance.rs");
     for n in names {
         assert!(

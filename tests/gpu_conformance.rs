@@ -79,15 +79,7 @@ fn every_conformance_model_matches_llama_cpp_on_the_gpu() {
     let Some(g) = gpu::gpu("gpu_conformance") else {
         return;
     };
-    let dir = common::fixture("conformance/models");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let n = e.unwrap().file_name().to_string_lossy().into_owned();
-            n.trim_end_matches(".gguf").to_string()
-        })
-        .collect();
-    names.sort();
+    let names = common::conformance_names();
     // Both numerics: `exact` must stay within the bounds it meets bit for bit on the CPU,
     // `fast` (its decode steps on the reordering kernels) within the same bounds; then `fast`
     // once more with every prompt of two tokens or more on the tensor cores (f16 products

@@ -27,15 +27,7 @@ fn fast_decode_gives_the_exact_bits_on_legacy_and_float_models() {
     let Some(g) = gpu::gpu("gpu_fast_order") else {
         return;
     };
-    let dir = common::fixture("conformance/models");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let n = e.unwrap().file_name().to_string_lossy().into_owned();
-            n.trim_end_matches(".gguf").to_string()
-        })
-        .collect();
-    names.sort();
+    let names = common::conformance_names();
     let mut failures = Vec::new();
     let mut checked = 0;
     for name in &names {

@@ -89,6 +89,25 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// The conformance models' names (`tests/fixtures/conformance/models`, without `.gguf`),
+/// sorted.
+pub fn conformance_names() -> Vec<String> {
+    let dir = fixture("conformance/models");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let n = e
+                .expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            n.trim_end_matches(".gguf").to_string()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// One conformance model (`tests/fixtures/conformance`): the model, llama.cpp's reference
 /// record, and the max |logit difference| allowed (0.005 for float types, 0.05 for quantized).
 pub fn conformance_case(
