@@ -98,13 +98,15 @@ __device__ __forceinline__ void attention_split_block(
         // The CPU-order path rounds the query to f16 and scales the scores instead.
         qs[d] = ordered ? h2f(f2h(qs[d])) : qs[d] * scale;
         if (mine_pos) {
-            u16 kh = f2h(cur[0][d]);
+            u16 kh = f2h(cur[0][d]), vh = f2h(cur[1][d]);
             cur[0][d] = h2f(kh);
-            sh.curh[0][d] = kh;
-            sh.curh[1][d] = f2h(cur[1][d]);
+            if (ordered) {
+                sh.curh[0][d] = kh;
+                sh.curh[1][d] = vh;
+            }
             if (writer) {
                 kc[(u64)pos0 * kv_dim + g * hd + d] = kh;
-                vc[(u64)pos0 * kv_dim + g * hd + d] = f2h(cur[1][d]);
+                vc[(u64)pos0 * kv_dim + g * hd + d] = vh;
             }
         }
     }
