@@ -421,8 +421,8 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
 // Lane sums of 32 blocks at a time go through shared memory; lanes 0..7 then fold them in
 // block order while the next 32 blocks' loads are in flight.
 
-// One warp's share of the launch's dynamic shared memory (the host sizes it: four warps,
-// `MVO_WARP_BYTES` in src/engine/cuda/kernels.rs): the eight lane sums of 32 blocks as
+// One warp's share of the launch's dynamic shared memory (the host gives a `MvoWarp` per warp,
+// `MVO_BYTES` in src/engine/cuda/kernels.rs): the eight lane sums of 32 blocks as
 // floats ([lane][block]; rows 36 apart, so a lane's 16-byte reads and the blocks' writes hit
 // distinct banks), and each block's d_w * d_a and m_w * s_a.
 struct __align__(16) MvoWarp {

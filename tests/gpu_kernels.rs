@@ -75,8 +75,15 @@ fn fast_products_match_the_cpu_within_reordering() {
     let ordered = KernelCheck::fast_in_cpu_order(&g).unwrap();
     let mut failures = Vec::new();
     // Rows that leave a block of four partly empty; rows shorter and longer than a warp's 32
-    // units.
-    let shapes = [(37, 512, 17), (5, 2560, 18), (130, 3584, 19), (3, 256, 20)];
+    // units; a matrix tall enough to take eight rows per block (`fast_rows_for`), its last
+    // block partly empty.
+    let shapes = [
+        (37, 512, 17),
+        (5, 2560, 18),
+        (130, 3584, 19),
+        (3, 256, 20),
+        (65541, 256, 21),
+    ];
     let kernels = [("free", &free), ("in CPU order", &ordered)];
     for ((rows, cols, seed), (order, k)) in shapes.into_iter().flat_map(|s| kernels.map(|k| (s, k)))
     {

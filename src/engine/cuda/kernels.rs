@@ -19,9 +19,10 @@ use crate::quant::{ActType, GgmlType};
 
 /// A weight type's product kernels: one for float weights, or one for a single token and
 /// one for batches of up to 8 for quantized weights (kernels/common.cuh). The single-token
-/// kernel takes `one_rows` weight rows per block of 128 threads: 1 for the exact kernels, 4
-/// for the fast ones (a warp per row, kernels/matvec_fast.cu), with `one_shared` bytes of
-/// dynamic shared memory (the fast legacy kernels' CPU-order fold).
+/// kernel takes `one_rows` weight rows per block: 1 per 128 threads for the exact kernels,
+/// `FAST_ROWS` for the fast ones (a warp per row, kernels/matvec_fast.cu; more for very tall
+/// matrices, `fast_rows_for`), with `one_shared` bytes of dynamic shared memory per
+/// `FAST_ROWS` rows (the fast legacy kernels' CPU-order fold).
 pub(super) enum Product {
     Float(CudaFunction),
     Quant {
@@ -187,9 +188,35 @@ pub(super) fn flash_prompt_from(
 /// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).
 pub(super) const FAST_ROWS: usize = 4;
 
+/// The most blocks a fast one-token product launches at `FAST_ROWS` rows per block; a taller
+/// matrix (a 151936-word vocabulary's output projection) takes twice the rows per block.
+/// Under `--timing events` every block's thread 0 stamps its exit, and the cost of those
+/// stamps grows faster than the block count (bench/cuda/stamp_cost.cu: 29 us per step with
+/// 117k blocks of 128 threads, 6.5 us with 60k of 256). Measured on the H100 (synthetic
+/// qwen2.5-0.5b, `--prefill 1 --warmup 8`, events 256 tokens / off 512): eight rows per
+/// block took the output projection's stamped time from 58.7 to 47.2 us and the stamped
+/// step from 1293-1295 to 1313-1315 tok/s, unstamped unchanged (1370-1372). Eight rows for
+/// every product slowed the unstamped step (the 2432-block gate/up launch: 113 to 133 us);
+/// for SmolLM2's 49152-row output they bought nothing.
+const FAST_BLOCKS_MAX: usize = 16384;
+
+/// Weight rows per block of a fast one-token product of `rows` rows.
+pub(super) fn fast_rows_for(rows: usize) -> usize {
+    if rows.div_ceil(FAST_ROWS) > FAST_BLOCKS_MAX {
+        2 * FAST_ROWS
+    } else {
+        FAST_ROWS
+    }
+}
+
 /// Dynamic shared memory of the CPU-order legacy products (kernels/matvec_fast.cu
-/// `mvo_one`): a `MvoWarp` (8 x 36 + 32 + 32 floats) per warp.
-pub(super) const MVO_BYTES: u32 = (FAST_ROWS * (8 * 36 + 32 + 32) * 4) as u32;
+/// `mvo_one`) at `rows` rows per block: a `MvoWarp` (8 x 36 + 32 + 32 floats) per warp.
+pub(super) const fn mvo_bytes(rows: usize) -> u32 {
+    (rows * (8 * 36 + 32 + 32) * 4) as u32
+}
+
+/// `mvo_bytes` at `FAST_ROWS`.
+pub(super) const MVO_BYTES: u32 = mvo_bytes(FAST_ROWS);
 
 /// The legacy 32-weight quantized types, whose fast products have a CPU-order kernel.
 fn is_legacy(ty: GgmlType) -> bool {
@@ -369,19 +396,27 @@ pub(super) fn product(
     let null = 0u64;
     // Float weights: 16 rows per block of 128 threads (8 per row), up to 8 tokens; quantized
     // weights: `one_rows` rows per block for one token, or a row and up to 8 tokens.
-    let (f, grid, shared, quantized) = match k.product(m.ty) {
-        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), 0, false),
+    let (f, grid, threads, shared, quantized) = match k.product(m.ty) {
+        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), 128, 0, false),
         Product::Quant {
             one,
             one_rows,
             one_shared,
             ..
-        } if n == 1 => (one, (ceil_div(m.rows, *one_rows), 1, 1), *one_shared, true),
-        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), 0, true),
+        } if n == 1 => {
+            // The fast kernels: a warp per row.
+            let (rows, threads) = match *one_rows {
+                1 => (1, 128),
+                _ => (fast_rows_for(m.rows), 32 * fast_rows_for(m.rows) as u32),
+            };
+            let shared = *one_shared / FAST_ROWS as u32 * rows as u32;
+            (one, (ceil_div(m.rows, rows), 1, 1), threads, shared, true)
+        }
+        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), 128, 0, true),
     };
     let cfg = LaunchConfig {
         grid_dim: grid,
-        block_dim: (128, 1, 1),
+        block_dim: (threads, 1, 1),
         shared_mem_bytes: shared,
     };
     let st = clock.stamp();
@@ -410,4 +445,18 @@ pub(super) fn product(
         quantized: true,
         f16: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fast_rows_for, FAST_ROWS};
+
+    #[test]
+    fn only_very_tall_fast_products_take_more_rows_per_block() {
+        assert_eq!(fast_rows_for(1), FAST_ROWS);
+        assert_eq!(fast_rows_for(49152), FAST_ROWS);
+        assert_eq!(fast_rows_for(4 * 16384), FAST_ROWS);
+        assert_eq!(fast_rows_for(4 * 16384 + 1), 2 * FAST_ROWS);
+        assert_eq!(fast_rows_for(151936), 2 * FAST_ROWS);
+    }
 }
