@@ -196,8 +196,9 @@ pub(super) const FAST_ROWS: usize = 4;
 /// qwen2.5-0.5b, `--prefill 1 --warmup 8`, events 256 tokens / off 512): eight rows per
 /// block took the output projection's stamped time from 58.7 to 47.2 us and the stamped
 /// step from 1293-1295 to 1313-1315 tok/s, unstamped unchanged (1370-1372). Eight rows for
-/// every product slowed the unstamped step (the 2432-block gate/up launch: 113 to 133 us);
-/// for SmolLM2's 49152-row output they bought nothing.
+/// the two- and three-matrix launches too slowed the unstamped step to 1348-1355 tok/s (the
+/// 2432-block gate/up launch timed 113 -> 133 us); for SmolLM2's 49152-row output, 8, 16 or
+/// 32 rows bought nothing or lost.
 const FAST_BLOCKS_MAX: usize = 16384;
 
 /// Weight rows per block of a fast one-token product of `rows` rows.
@@ -407,7 +408,10 @@ pub(super) fn product(
             // The fast kernels: a warp per row.
             let (rows, threads) = match *one_rows {
                 1 => (1, 128),
-                _ => (fast_rows_for(m.rows), 32 * fast_rows_for(m.rows) as u32),
+                _ => {
+                    let r = fast_rows_for(m.rows);
+                    (r, 32 * r as u32)
+                }
             };
             let shared = *one_shared / FAST_ROWS as u32 * rows as u32;
             (one, (ceil_div(m.rows, rows), 1, 1), threads, shared, true)
