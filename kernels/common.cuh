@@ -76,6 +76,12 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // run each) and half the write; an atomic of a constant costs as much as one of the clock
 // (END_CONST); by kernel family (stamps skipped for that family only): the fast products 26,
 // RMSNorm 5, attention 5, SwiGLU 2.5, the rest ~3.
+// One word per kernel stays although bench/cuda/stamp_cost.cu (a graph with the 0.5b's grids,
+// apart from the engine) measures every block's atomic on one word at ~30 us a step and the
+// same atomics spread over 4 or 16 words in distinct 128-byte lines (block index mod n) at 6.5
+// and 4.4: in the engine the spread made the 0.5b's stamped step ~10 us slower, not faster
+// (H100, 512 steps at depth 0-1024 with unprofiled steps interleaved, three rounds each:
+// 1293.5-1294.5 tok/s on one word, 1277.0-1278.8 on 16, 1277.5-1278.6 on 4).
 //
 // Measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
 // time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the

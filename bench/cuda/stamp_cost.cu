@@ -10,6 +10,9 @@
 // difference, and a plain step replayed right after a stamped one; last, the engine's
 // pipelined host loop (step i+1 launched before step i is waited for, stamps copied to pinned
 // memory and read) gives the host-clock interval of stamped and plain steps.
+// The spread variants (END_SPREAD, END_SMID) cut the end stamps' cost here (30 -> 4.4 us a
+// step at 16 lanes) but not in the engine, where they cost more than one word: see the note
+// in kernels/common.cuh.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -31,13 +34,21 @@ enum {
   START_LATE = 1 << 18, // block 0 reads the clock after the wait, stores it at its end
   END_PRECLK = 1 << 19, // every block reads the clock before its output store, atomicMax after
   END_TAIL = 1 << 20,   // only blocks among the last 4224 (132 SMs x 32) stamp the end
+  END_SPREAD = 1 << 21, // END_ATOM into one of LANES words (block index mod LANES), each lane
+                        // its own run of slots (`LANE` words apart, so distinct 128-byte lines)
+  END_SMID = 1 << 22,   // as END_SPREAD, the lane chosen by the SM the block runs on
 };
+// Words between two lanes' ends of one slot (END_SPREAD, END_SMID: at least the step's kernels,
+// a multiple of 16 so that lanes are in distinct 128-byte lines); lane l starts at word
+// ENDS + LANE * l, after the starts.
+#define LANE 256
+#define ENDS 512
 
 __device__ __forceinline__ u64 gt() { u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
 // Each variant is its own instantiation (`V`, the enum's bits), so no variant carries another's
 // code: the compiler would otherwise share one clock read among them.
-template <int V>
+template <int V, int LANES = 1>
 __global__ void k(const float4* __restrict__ w, int per_block, float* __restrict__ out,
                   u64* __restrict__ st, int slot) {
   const bool b0 = st && blockIdx.x == 0 && threadIdx.x == 0;
@@ -69,6 +80,12 @@ __global__ void k(const float4* __restrict__ w, int per_block, float* __restrict
     if ((V & END_ATOM) && t0) atomicMax(st + 2 * slot + 1, gt());
     if ((V & END_TAIL) && t0 && blockIdx.x + 4224 >= gridDim.x) atomicMax(st + 2 * slot + 1, gt());
     if ((V & END_CONST) && t0) atomicMax(st + 2 * slot + 1, 1ull);
+    if ((V & END_SPREAD) && t0) atomicMax(st + ENDS + LANE * (blockIdx.x % LANES) + slot, gt());
+    if ((V & END_SMID) && t0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      atomicMax(st + ENDS + LANE * (sm % LANES) + slot, gt());
+    }
     if ((V & END_STORE) && t0) st[4096 + (size_t)slot * 8192 + blockIdx.x] = gt();
     if ((V & (START_HOLD | START_LATE)) && b0) st[2 * slot] = early;
   }
@@ -101,10 +118,10 @@ int main(int argc, char** argv) {
   CK(cudaMemset(st, 0, stbytes));
   cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
-  u64* pin[2]; for (auto& p : pin) CK(cudaMallocHost(&p, 2 * step.size() * 8 + 64));
+  u64* pin[2]; for (auto& p : pin) CK(cudaMallocHost(&p, stbytes));
   u64* stb[2]; for (auto& b : stb) { CK(cudaMalloc(&b, stbytes)); CK(cudaMemset(b, 0, stbytes)); }
   typedef void (*KF)(const float4*, int, float*, u64*, int);
-  auto capture = [&](KF kf, bool stamped, bool nopdl, bool copy, int area = -1) {
+  auto capture = [&](KF kf, bool stamped, bool nopdl, bool copy, int area = -1, size_t words = 0) {
     cudaGraph_t g; cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     size_t off = 0;
@@ -123,7 +140,7 @@ int main(int argc, char** argv) {
       off += (sh.bytes + 255) / 256 * 256;
     }
     if (area >= 0) {
-      size_t n = stamped && copy ? 2 * step.size() * 8 : 8;
+      size_t n = stamped && copy ? (words ? words : 2 * step.size()) * 8 : 8;
       CK(cudaMemcpyAsync(pin[area], stb[area], n, cudaMemcpyDeviceToHost, s));
     }
     CK(cudaStreamEndCapture(s, &g));
@@ -149,9 +166,12 @@ int main(int argc, char** argv) {
   // (host clock) by kind of step: stamped ones, and plain ones right after a stamped one.
   cudaEvent_t done[2];
   for (auto& d : done) CK(cudaEventCreateWithFlags(&d, cudaEventDisableTiming));
-  auto pipeline = [&](KF kf, const char* name) {
+  // `lanes` > 0: the ends are spread over that many lanes (END_SPREAD); the copy brings back the
+  // starts and every lane's ends, and the host takes each slot's largest end.
+  auto pipeline = [&](KF kf, const char* name, int lanes = 0) {
     cudaGraphExec_t g[2][2];
-    for (int a = 0; a < 2; a++) { g[0][a] = capture(kf, false, false, true, a); g[1][a] = capture(kf, true, false, true, a); }
+    size_t words = lanes ? ENDS + LANE * lanes : 0;
+    for (int a = 0; a < 2; a++) { g[0][a] = capture(kf, false, false, true, a); g[1][a] = capture(kf, true, false, true, a, words); }
     for (int pass = 0; pass < 2; pass++) {
       int n = 600;
       std::vector<double> t(n);
@@ -163,7 +183,16 @@ int main(int argc, char** argv) {
         CK(cudaGraphLaunch(g[kind(i + 1)][b], s)); CK(cudaEventRecord(done[b], s));
         CK(cudaEventSynchronize(done[a]));
         t[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-        if (kind(i)) { u64 x = 0; for (size_t j = 0; j < 2 * step.size(); j++) x += pin[a][j]; sink = sink + x; }
+        if (kind(i) && !lanes) { u64 x = 0; for (size_t j = 0; j < 2 * step.size(); j++) x += pin[a][j]; sink = sink + x; }
+        if (kind(i) && lanes) {
+          u64 x = 0;
+          for (size_t j = 0; j < step.size(); j++) {
+            u64 e = 0;
+            for (int l = 0; l < lanes; l++) e = std::max(e, pin[a][ENDS + LANE * l + j]);
+            x += e - pin[a][2 * j];
+          }
+          sink = sink + x;
+        }
       }
       CK(cudaStreamSynchronize(s));
       std::vector<double> st_, pl;
@@ -185,6 +214,10 @@ int main(int argc, char** argv) {
     VAR("engine: start + end atomicMax", START | END_ATOM),
     VAR("start + end by the last 4224 blocks", START | END_TAIL),
     {"no PDL: engine", k<START | END_ATOM>, true},
+#define SPREAD(name, v, n) {name, k<v, n>, false}
+    SPREAD("end: atomicMax over 4 lanes", END_SPREAD, 4), SPREAD("end: atomicMax over 16 lanes", END_SPREAD, 16),
+    SPREAD("end: atomicMax over 64 lanes", END_SPREAD, 64), SPREAD("end: atomicMax, 16 lanes by SM", END_SMID, 16),
+    SPREAD("start + end over 16 lanes", START | END_SPREAD, 16), SPREAD("start + end over 64 lanes", START | END_SPREAD, 64),
   };
   printf("%-42s %9s %9s %9s %12s\n", "variant", "null ptr", "stamped", "cost", "plain after");
   for (int round = 0; round < 1; round++) {
@@ -199,5 +232,7 @@ int main(int argc, char** argv) {
     }
   }
   pipeline(k<START | END_ATOM>, "host loop, engine stamps");
+  pipeline(k<START | END_SPREAD, 16>, "host loop, 16 lanes", 16);
+  pipeline(k<START | END_SPREAD, 64>, "host loop, 64 lanes", 64);
   return 0;
 }
