@@ -34,7 +34,7 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
     if (!ok) v = 0.0f;
     if (kind <= ACT_BF16) {
         if (!ok) {
-            if (lead) stamp_end(st.stamps, st.slot);
+            if (lead) st.end();
             return;
         }
         if (kind == ACT_F16) {
@@ -44,7 +44,7 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
             v = __int_as_float((int)((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u));
         }
         xf[i] = v;
-        if (lead) stamp_end(st.stamps, st.slot);
+        if (lead) st.end();
         return;
     }
     if (kind == ACT_Q8_K) {
@@ -89,7 +89,7 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
             if ((tl & 15) == 0) x[i >> 4] = (float)s;
             if (tl == 0) d[i >> 8] = mx != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
         }
-        if (lead) stamp_end(st.stamps, st.slot);
+        if (lead) st.end();
         return;
     }
     // Q8_0 / Q8_1: 32-value groups, one per warp.
@@ -105,7 +105,7 @@ __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __rest
             if (kind == ACT_Q8_1) x[i >> 5] = h2f(f2h(__fmul_rn(dd, qs)));
         }
     }
-    if (lead) stamp_end(st.stamps, st.slot);
+    if (lead) st.end();
 }
 
 extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,

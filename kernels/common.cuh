@@ -116,6 +116,30 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_END_NEVER
 #define CBTOP_STAMP_END_NEVER 0
 #endif
+// - CBTOP_STAMP_START_LATE=1: block 0's thread 0 reads the start after the wait as usual but
+//   stores it with its end (`KernelStart::end`): one write at the block's exit, not two.
+// - CBTOP_STAMP_NOTHING=1: no stamp is read or written, stamped or not: against the default
+//   under `--timing off`, what the stamp code's mere presence costs (a stamped step then fails
+//   on its unwritten slots).
+//
+// Where a stamped 0.5b step's time goes (H100, synthetic q4_k_m, 512 profiled steps each
+// followed by an unprofiled one at depth 0-1040; per-step GPU time from CUDA events recorded
+// behind each replayed graph, median, and the stamps left unread where a variant leaves them
+// unwritten: a measuring build, not in the tree; stamped minus unstamped in the same run, so
+// both graphs use the same compiled code; two runs each): the default 29-31 us; END_CONST (an atomic of
+// a constant) 31; every block storing its end to a word of its own instead of the atomic
+// 31-34; END_NONE 19; START_CONST with END_NONE 14.5; NOTHING 0. So the per-block end write
+// costs ~11 us whatever it is, the clock read ~4.5 and block 0's one start store ~14.5. The
+// stamp code's presence costs the unstamped step too: NOTHING's unstamped step is 15 us
+// shorter than the default's (738-740 against 751-755). START_LATE: 25-26 us stamped minus
+// unstamped, but its held start costs every thread two registers and its unstamped step is 22
+// us longer (773 against 751), so it stays off.
+#ifndef CBTOP_STAMP_START_LATE
+#define CBTOP_STAMP_START_LATE 0
+#endif
+#ifndef CBTOP_STAMP_NOTHING
+#define CBTOP_STAMP_NOTHING 0
+#endif
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
 #endif
@@ -160,11 +184,24 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
 // one launch, and has block 0's thread 0 write the start. Kernels whose thread 0 has one clear
 // last store call `stamp_end` there themselves (`STAMP_START` with `stamp_start_`); the others
 // take `STAMP_GUARD`, which stamps the end in its destructor, on every way out of the kernel.
+__device__ __forceinline__ void stamp_end(u64* stamps, int slot);
+
 struct KernelStart {
     u64* stamps;
     int slot;
+#if CBTOP_STAMP_START_LATE
+    u64 t0;
+#endif
     __device__ __forceinline__ KernelStart(u64* s, int sl) : stamps(s), slot(sl) {
-#if CBTOP_STAMP_START_EARLY
+#if CBTOP_STAMP_START_LATE
+        pdl_wait();
+        pdl_launch_dependents();
+        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
+            t0 = globaltimer();
+#elif CBTOP_STAMP_NOTHING
+        pdl_wait();
+        pdl_launch_dependents();
+#elif CBTOP_STAMP_START_EARLY
         if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
             s[2 * (u64)sl] = globaltimer();
         pdl_wait();
@@ -185,12 +222,20 @@ struct KernelStart {
         }
 #endif
     }
+    // The block's end (thread 0 calls it): its exit time folded into the slot's end, and under
+    // START_LATE block 0's start written now.
+    __device__ __forceinline__ void end() const {
+#if CBTOP_STAMP_START_LATE
+        if (stamps && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[2 * (u64)slot] = t0;
+#endif
+        stamp_end(stamps, slot);
+    }
 };
 
 // Thread 0 of a block folds the time it is done into its kernel's end (slot `slot`). The
 // caller is thread 0.
 __device__ __forceinline__ void stamp_end(u64* stamps, int slot) {
-#if CBTOP_STAMP_END_NONE
+#if CBTOP_STAMP_END_NONE || CBTOP_STAMP_NOTHING
 #elif CBTOP_STAMP_END_NEVER
     if (stamps == (u64*)8) atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
 #elif CBTOP_STAMP_END_CONST
@@ -208,7 +253,7 @@ __device__ __forceinline__ void stamp_end(u64* stamps, int slot) {
 struct KernelStamp : KernelStart {
     __device__ __forceinline__ KernelStamp(u64* s, int sl) : KernelStart(s, sl) {}
     __device__ __forceinline__ ~KernelStamp() {
-        if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) stamp_end(stamps, slot);
+        if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) end();
     }
 };
 

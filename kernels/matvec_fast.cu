@@ -388,7 +388,7 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
     int lane = threadIdx.x & 31;
     int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= m.rows) {
-        if (threadIdx.x == 0) stamp_end(st.stamps, st.slot);
+        if (threadIdx.x == 0) st.end();
         return;
     }
     const u8* row = m.w + (u64)r * m.row_bytes;
@@ -405,7 +405,7 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
         store_out(acc, nullptr, accumulate, m.rows, r, 0, m.out);
         // Thread 0's last store is issued: its end, with no exit path to reconverge on
         // (`STAMP_GUARD`'s destructor made a decode step ~3% slower).
-        if (threadIdx.x == 0) stamp_end(st.stamps, st.slot);
+        if (threadIdx.x == 0) st.end();
     }
 }
 
@@ -455,7 +455,7 @@ __device__ __forceinline__ void mvo_one(const MvfMat& m, int block, int cols, co
     int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
     int r = block * (blockDim.x >> 5) + wi;
     if (r >= m.rows) {
-        if (threadIdx.x == 0) stamp_end(st.stamps, st.slot);
+        if (threadIdx.x == 0) st.end();
         return;
     }
     MvoWarp& sh = mvo_dyn[wi];
@@ -506,7 +506,7 @@ __device__ __forceinline__ void mvo_one(const MvfMat& m, int block, int cols, co
         float v = __fadd_rn(t, extra);
         if (m.bias) v = __fadd_rn(v, PRE_BIAS ? bias : __ldg(m.bias + r));
         store_out(v, nullptr, accumulate, m.rows, r, 0, m.out);
-        if (threadIdx.x == 0) stamp_end(st.stamps, st.slot);
+        if (threadIdx.x == 0) st.end();
     }
 }
 
@@ -585,7 +585,7 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
     case 13: mvf_one<FQ5_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
     case 14: mvf_one<FQ6_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
     default:
-        if (threadIdx.x == 0) stamp_end(stamp_start_.stamps, stamp_start_.slot);
+        if (threadIdx.x == 0) stamp_start_.end();
         break;
     }
 }
