@@ -22,7 +22,7 @@
 // Shared by act_quant and by the kernels that produce a product's input (RMSNorm, SwiGLU)
 // and quantize it on the way out.
 // `st`: the calling kernel's stamp start; the block's thread 0 stamps the kernel's end right
-// after its last store here (`stamp_end`), so the kernel needs no exit path for it.
+// after its last store here (`st.end()`), so the kernel needs no exit path for it.
 __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __restrict__ xf,
                                 i8* __restrict__ q, float* __restrict__ d,
                                 float* __restrict__ x, const KernelStart& st) {

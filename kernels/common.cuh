@@ -126,14 +126,14 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // followed by an unprofiled one at depth 0-1040; per-step GPU time from CUDA events recorded
 // behind each replayed graph, median, and the stamps left unread where a variant leaves them
 // unwritten: a measuring build, not in the tree; stamped minus unstamped in the same run, so
-// both graphs use the same compiled code; two runs each): the default 29-31 us; END_CONST (an atomic of
-// a constant) 31; every block storing its end to a word of its own instead of the atomic
-// 31-34; END_NONE 19; START_CONST with END_NONE 14.5; NOTHING 0. So the per-block end write
-// costs ~11 us whatever it is, the clock read ~4.5 and block 0's one start store ~14.5. The
-// stamp code's presence costs the unstamped step too: NOTHING's unstamped step is 15 us
-// shorter than the default's (738-740 against 751-755). START_LATE: 25-26 us stamped minus
-// unstamped, but its held start costs every thread two registers and its unstamped step is 22
-// us longer (773 against 751), so it stays off.
+// both graphs use the same compiled code; two runs each): the default 29-31 us; END_CONST
+// (an atomic of a constant) 31; every block storing its end to a word of its own instead of
+// the atomic 31-34; END_NONE 19; START_CONST with END_NONE 14.5; NOTHING 0. So the
+// per-block end write costs ~11 us whatever it is, the clock read ~4.5 and block 0's one
+// start store ~14.5. The stamp code's presence costs the unstamped step too: NOTHING's
+// unstamped step is 15 us shorter than the default's (738-740 against 751-755). START_LATE:
+// 25-26 us stamped minus unstamped, but its held start costs every thread two registers and
+// its unstamped step is 22 us longer (773 against 751), so it stays off.
 #ifndef CBTOP_STAMP_START_LATE
 #define CBTOP_STAMP_START_LATE 0
 #endif
@@ -182,8 +182,8 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
 
 // The start half of a kernel's stamp: waits for the kernel ahead (`pdl_wait`), lets the next
 // one launch, and has block 0's thread 0 write the start. Kernels whose thread 0 has one clear
-// last store call `stamp_end` there themselves (`STAMP_START` with `stamp_start_`); the others
-// take `STAMP_GUARD`, which stamps the end in its destructor, on every way out of the kernel.
+// last store call `end()` there themselves (`STAMP_START` with `stamp_start_`); the others take
+// `STAMP_GUARD`, which calls it in its destructor, on every way out of the kernel.
 __device__ __forceinline__ void stamp_end(u64* stamps, int slot);
 
 struct KernelStart {
@@ -196,8 +196,9 @@ struct KernelStart {
 #if CBTOP_STAMP_START_LATE
         pdl_wait();
         pdl_launch_dependents();
-        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            t0 = globaltimer();
+        bool b0t0 =
+            (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+        if (s && b0t0) t0 = globaltimer();
 #elif CBTOP_STAMP_NOTHING
         pdl_wait();
         pdl_launch_dependents();
@@ -232,8 +233,8 @@ struct KernelStart {
     }
 };
 
-// Thread 0 of a block folds the time it is done into its kernel's end (slot `slot`). The
-// caller is thread 0.
+// Thread 0 of a block folds the time it is done into its kernel's end (slot `slot`); kernels
+// reach it through `KernelStart::end`. The caller is thread 0.
 __device__ __forceinline__ void stamp_end(u64* stamps, int slot) {
 #if CBTOP_STAMP_END_NONE || CBTOP_STAMP_NOTHING
 #elif CBTOP_STAMP_END_NEVER
