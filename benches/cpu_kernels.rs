@@ -161,6 +161,78 @@ fn q5_0_prompt(reps: usize) {
     );
 }
 
+/// A prompt's k-quant products (four tokens per weight row) on a matrix in L2: the AVX2
+/// kernels (`x86_kquants`) and, where the CPU has it, AVX-512 (`x86_kquants512`). Prints ns
+/// per block and token.
+#[cfg(target_arch = "x86_64")]
+fn kquant_prompt(reps: usize) {
+    use cbtop::quant::kquants::BlockQ8K;
+    use cbtop::quant::{x86, x86_kquants as k, x86_kquants512 as k512};
+    if !x86::available() {
+        return;
+    }
+    type Rows4 = unsafe fn(&[u8], usize, [&[BlockQ8K]; 4], [&mut [f32]; 4]);
+    let cases: [(GgmlType, Rows4, Rows4); 3] = [
+        (
+            GgmlType::Q4_K,
+            k::rows_q4_k_q8_k_x4,
+            k512::rows_q4_k_q8_k_x4,
+        ),
+        (
+            GgmlType::Q5_K,
+            k::rows_q5_k_q8_k_x4,
+            k512::rows_q5_k_q8_k_x4,
+        ),
+        (
+            GgmlType::Q6_K,
+            k::rows_q6_k_q8_k_x4,
+            k512::rows_q6_k_q8_k_x4,
+        ),
+    ];
+    let (cols, rows) = (4864, 16);
+    let mut rng = Rng(0x0fed_cba9_8765_4321);
+    for (ty, avx2, avx512) in cases {
+        let m = matrix(ty, rows, cols, &mut rng);
+        let row_bytes = m.len() / rows;
+        let acts: Vec<Vec<BlockQ8K>> = (0..4)
+            .map(|_| {
+                let x: Vec<f32> = (0..cols)
+                    .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                    .collect();
+                match quantize_act(ActType::Q8_K, &x) {
+                    QuantizedAct::Q8_K(a) => a,
+                    _ => unreachable!(),
+                }
+            })
+            .collect();
+        let blocks = (rows * cols / 256 * 4) as f64;
+        let mut out = vec![vec![0f32; rows]; 4];
+        let mut time = |f: Rows4| {
+            best(reps * 50, || {
+                let [o0, o1, o2, o3] = &mut out[..] else {
+                    unreachable!()
+                };
+                let a = std::array::from_fn(|t| acts[t].as_slice());
+                // SAFETY: the kernel's features were detected before it is timed.
+                unsafe { f(&m, row_bytes, a, [o0, o1, o2, o3]) };
+                out[0][0]
+            })
+        };
+        let t = time(avx2);
+        let mut line = format!(
+            "{ty:<5} prompt x4, AVX2: {:>6.2} ns/block/token",
+            t * 1e9 / blocks
+        );
+        if k512::available() {
+            let t = time(avx512);
+            line += &format!(", AVX-512: {:>6.2}", t * 1e9 / blocks);
+        } else {
+            line += ", AVX-512: skipped (no AVX-512 F/BW on this CPU)";
+        }
+        println!("{line}");
+    }
+}
+
 /// One decode step's attention on one thread: SmolLM2's shape (9 query heads over 3 KV heads
 /// of 64) against `n_ctx` cached positions. Prints ns per (head, position).
 fn attention(n_ctx: usize, reps: usize) {
@@ -219,6 +291,7 @@ fn main() {
     #[cfg(target_arch = "x86_64")]
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("prompt")) {
         q5_0_prompt(reps);
+        kquant_prompt(reps);
     }
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("attention")) {
         for n_ctx in [128, 1024] {

@@ -101,7 +101,25 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
         use super::x86_kquants as k;
+        use super::x86_kquants512 as k512;
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
+        if k512::available() {
+            // SAFETY: AVX-512 F/BW, AVX2, FMA and F16C were just detected.
+            unsafe {
+                match (ty, acts) {
+                    (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                        return Some(k512::vec_dot_q4_k_q8_k_x4(w, [a, b, c, d]))
+                    }
+                    (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                        return Some(k512::vec_dot_q5_k_q8_k_x4(w, [a, b, c, d]))
+                    }
+                    (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                        return Some(k512::vec_dot_q6_k_q8_k_x4(w, [a, b, c, d]))
+                    }
+                    _ => {}
+                }
+            }
+        }
         // SAFETY: AVX2 and FMA were just detected.
         unsafe {
             return match (ty, acts) {
@@ -183,8 +201,26 @@ pub fn vec_dot_rows_x4(
     if super::x86::available() {
         use super::x86 as l;
         use super::x86_kquants as k;
+        use super::x86_kquants512 as k512;
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
         let rb = row_bytes;
+        if k512::available() {
+            // SAFETY: AVX-512 F/BW, AVX2, FMA and F16C were just detected.
+            unsafe {
+                match (ty, acts) {
+                    (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                        return k512::rows_q4_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    }
+                    (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                        return k512::rows_q5_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    }
+                    (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                        return k512::rows_q6_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    }
+                    _ => {}
+                }
+            }
+        }
         // SAFETY: AVX2, FMA and F16C were just detected.
         unsafe {
             match (ty, acts) {

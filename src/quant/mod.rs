@@ -76,6 +76,8 @@ pub mod x86;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_kquants;
 #[cfg(target_arch = "x86_64")]
+pub mod x86_kquants512;
+#[cfg(target_arch = "x86_64")]
 pub mod x86_vnni;
 
 pub use act::{

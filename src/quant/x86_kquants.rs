@@ -27,23 +27,23 @@ use super::x86::{f16_one, f16_pair};
 
 /// The weight type of a kernel (a constant wherever `dot_rows` is inlined).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Q4K,
     Q5K,
     Q6K,
 }
 
 /// One weight block, unpacked once for however many activation rows use it.
-struct Unpacked {
+pub(super) struct Unpacked {
     /// The eight 32-weight chunks' levels, unsigned (Q6_K: plus 32), in `PAIR_ORDER`.
-    levels: [__m256i; 8],
+    pub(super) levels: [__m256i; 8],
     /// For chunk pair `p` (chunks `2p`, `2p + 1`): their scales as 16-bit pairs, the first
     /// 16 weights' in the low 128 bits and the last 16 weights' in the high 128 bits.
-    scales: [__m256i; 4],
+    pub(super) scales: [__m256i; 4],
     /// Q4_K/Q5_K: the eight mins as 16-bit values.
-    mins: __m128i,
-    d: f32,
-    dmin: f32,
+    pub(super) mins: __m128i,
+    pub(super) d: f32,
+    pub(super) dmin: f32,
 }
 
 /// `PAIR_ORDER` in both 128-bit halves, as a `pshufb` mask.
@@ -95,7 +95,7 @@ unsafe fn pair_scales(s: __m256i) -> [__m256i; 4] {
 /// A Q4_K (no `qh`) or Q5_K block: `d`, `dmin`, 12 scale bytes, then Q5_K's 32 `qh` bytes, then
 /// 128 bytes of nibbles (group `g`'s 32 bytes: chunk `2g` in the low nibbles, `2g + 1` high).
 #[inline(always)]
-unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
+pub(super) unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
     let shuf = pair_shuffle();
     let m4 = _mm256_set1_epi8(0x0F);
     let (sc, mn) = k4_scales_mins(b);
@@ -142,7 +142,7 @@ unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
 /// Half `h`, chunk `k` (weights `128h + 32k ..`): nibble `k / 2` of `ql[64h + 32(k % 2) ..]`
 /// with bits `2k..2k + 2` of `qh[32h ..]` above it.
 #[inline(always)]
-unsafe fn unpack_q6_k(b: &[u8]) -> Unpacked {
+pub(super) unsafe fn unpack_q6_k(b: &[u8]) -> Unpacked {
     let shuf = pair_shuffle();
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(0x03);
@@ -208,7 +208,7 @@ unsafe fn lanes(u: &Unpacked, q: &[i8; 256], q6: bool) -> __m256i {
 
 /// `Σ_j bsums[j] * mins[j / 2]`, exact.
 #[inline(always)]
-unsafe fn min_sum(mins: __m128i, y: &BlockQ8K) -> i32 {
+pub(super) unsafe fn min_sum(mins: __m128i, y: &BlockQ8K) -> i32 {
     let b = y.bsums.as_ptr() as *const __m128i;
     let pairs = _mm_hadd_epi16(_mm_loadu_si128(b), _mm_loadu_si128(b.add(1)));
     let p = _mm_madd_epi16(mins, pairs);
@@ -218,7 +218,7 @@ unsafe fn min_sum(mins: __m128i, y: &BlockQ8K) -> i32 {
 
 /// `sumf + lane 0 + lane 1 + .. + lane 7`, in that order (the reference's fold).
 #[inline(always)]
-unsafe fn fold(sumf: f32, sums: __m256) -> f32 {
+pub(super) unsafe fn fold(sumf: f32, sums: __m256) -> f32 {
     let mut lanes = [0f32; 8];
     _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
     lanes.iter().fold(sumf, |acc, &s| acc + s)
@@ -435,6 +435,78 @@ mod tests {
                         };
                         let via = crate::quant::vec_dot(ty, &w, &act);
                         assert_eq!(via.to_bits(), want.to_bits(), "{name} via vec_dot");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx512_k_quant_prompt_kernels_equal_the_scalar_reference_bit_for_bit() {
+        use crate::quant::x86_kquants512 as k512;
+        if !k512::available() {
+            eprintln!(
+                "skipped: this CPU has no AVX-512 F/BW (the kernels run on the GPU machine's Xeon)"
+            );
+            return;
+        }
+        type Rows4 = unsafe fn(&[u8], usize, [&[BlockQ8K]; 4], [&mut [f32]; 4]);
+        let cases: [(&str, usize, Kernel4, Rows4, Reference); 3] = [
+            (
+                "Q4_K",
+                Q4_K_BYTES,
+                k512::vec_dot_q4_k_q8_k_x4,
+                k512::rows_q4_k_q8_k_x4,
+                kquants::vec_dot_q4_k_q8_k,
+            ),
+            (
+                "Q5_K",
+                Q5_K_BYTES,
+                k512::vec_dot_q5_k_q8_k_x4,
+                k512::rows_q5_k_q8_k_x4,
+                kquants::vec_dot_q5_k_q8_k,
+            ),
+            (
+                "Q6_K",
+                Q6_K_BYTES,
+                k512::vec_dot_q6_k_q8_k_x4,
+                k512::rows_q6_k_q8_k_x4,
+                kquants::vec_dot_q6_k_q8_k,
+            ),
+        ];
+        let mut rng = Rng::new(0x5120);
+        for (name, bytes, four, rows4, reference) in cases {
+            for blocks in [1usize, 2, 3, 19] {
+                // a few rows at once (the prompt path pairs the tokens once for all of them)
+                let n_rows = 5;
+                for _ in 0..10 {
+                    let w: Vec<u8> = (0..n_rows)
+                        .flat_map(|_| row(&mut rng, bytes, blocks))
+                        .collect();
+                    let a: Vec<Vec<BlockQ8K>> = (0..4).map(|_| acts(&mut rng, blocks)).collect();
+                    let mut out = vec![vec![0f32; n_rows]; 4];
+                    let [o0, o1, o2, o3] = &mut out[..] else {
+                        unreachable!()
+                    };
+                    let rb = bytes * blocks;
+                    // SAFETY: the features were just detected; the shapes match.
+                    unsafe { rows4(&w, rb, std::array::from_fn(|t| &a[t][..]), [o0, o1, o2, o3]) };
+                    for (r, wr) in w.chunks_exact(rb).enumerate() {
+                        // SAFETY: as above.
+                        let got = unsafe { four(wr, std::array::from_fn(|t| &a[t][..])) };
+                        for (t, a) in a.iter().enumerate() {
+                            let want = reference(wr, a).to_bits();
+                            assert_eq!(
+                                got[t].to_bits(),
+                                want,
+                                "{name} x {blocks}, row {r}, token {t}"
+                            );
+                            assert_eq!(
+                                out[t][r].to_bits(),
+                                want,
+                                "{name} x {blocks} rows, row {r}, token {t}"
+                            );
+                        }
                     }
                 }
             }

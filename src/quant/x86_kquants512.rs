@@ -1,0 +1,267 @@
+//! AVX-512 form of a prompt's Q4_K, Q5_K and Q6_K products (four tokens against each weight
+//! row, `x86_kquants::vec_dot_q*_k_q8_k_x4`), used where the CPU has AVX-512 F and BW
+//! (detected at run time; never AMX). A q4_k_m Qwen2.5-0.5b's ffn_down (4864 columns, the one
+//! product whose rows are a multiple of 256) is a quarter to a third of its prefill on the
+//! H100 machine's Xeon, and it was AVX2 only.
+//!
+//! Same bits as the AVX2 kernels, hence as `kquants::vec_dot_q*_k_q8_k`: every step of
+//! `x86_kquants::lanes` works within 128-bit lanes (`maddubs`, `unpacklo/hi_epi16`, `madd`)
+//! or joins the two 128-bit halves of one 256-bit register. Here each 256-bit half of a
+//! 512-bit register is one token: the weight block's levels and scales are broadcast to both
+//! halves, the two tokens' activations sit side by side, and the final join takes each half's
+//! own two 128-bit lanes (`permutex2var`). The integers per token are therefore the AVX2
+//! kernel's; the float steps that follow (convert, multiply by the token's `d`, add, all
+//! unfused, then the same ordered fold) run per lane as there. Per block and pair of tokens
+//! that is one set of `maddubs`/`unpack`/`madd` at 512 bits instead of two at 256.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use super::kquants::BlockQ8K;
+use super::x86_kquants::{fold, min_sum, unpack_k45, unpack_q6_k, Kind, Unpacked};
+
+/// Whether the CPU runs these kernels (cached by std after the first call).
+pub fn available() -> bool {
+    super::x86::available()
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+}
+
+/// One weight block's levels and scales broadcast to both 256-bit halves.
+struct Wide {
+    levels: [__m512i; 8],
+    scales: [__m512i; 4],
+}
+
+#[inline(always)]
+unsafe fn widen(u: &Unpacked) -> Wide {
+    // Loops, not `array::from_fn`: see `dot_rows4` on closures.
+    let mut w = Wide {
+        levels: [_mm512_setzero_si512(); 8],
+        scales: [_mm512_setzero_si512(); 4],
+    };
+    for i in 0..8 {
+        w.levels[i] = _mm512_broadcast_i64x4(u.levels[i]);
+    }
+    for i in 0..4 {
+        w.scales[i] = _mm512_broadcast_i64x4(u.scales[i]);
+    }
+    w
+}
+
+/// Two tokens' activation block side by side: 32-byte chunk `c` of token `a` in the low half
+/// of `x[c]`, token `b`'s in the high half.
+type Paired = [__m512i; 8];
+
+#[inline(always)]
+unsafe fn paired(a: &BlockQ8K, b: &BlockQ8K) -> Paired {
+    let mut x = [_mm512_setzero_si512(); 8];
+    for (c, x) in x.iter_mut().enumerate() {
+        let lo = _mm256_loadu_si256(a.qs_pairs.as_ptr().add(32 * c) as *const __m256i);
+        let hi = _mm256_loadu_si256(b.qs_pairs.as_ptr().add(32 * c) as *const __m256i);
+        *x = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+    }
+    x
+}
+
+/// `x86_kquants::lanes` for two tokens at once (`x`, from `paired`): the first token's eight
+/// lane sums in the low 256 bits, the second's in the high.
+#[inline(always)]
+unsafe fn lanes2(w: &Wide, x: &Paired, q6: bool) -> __m512i {
+    let mut lo = _mm512_setzero_si512();
+    let mut hi = _mm512_setzero_si512();
+    for p in 0..4 {
+        let (xa, xb) = (x[2 * p], x[2 * p + 1]);
+        // |pair| <= 2 * 63 * 127: no saturation
+        let mut ma = _mm512_maddubs_epi16(w.levels[2 * p], xa);
+        let mut mb = _mm512_maddubs_epi16(w.levels[2 * p + 1], xb);
+        if q6 {
+            let m32 = _mm512_set1_epi8(32);
+            ma = _mm512_sub_epi16(ma, _mm512_maddubs_epi16(m32, xa));
+            mb = _mm512_sub_epi16(mb, _mm512_maddubs_epi16(m32, xb));
+        }
+        let sc = w.scales[p];
+        lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(ma, mb), sc));
+        hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(ma, mb), sc));
+    }
+    // Per token (256-bit half h, 128-bit lanes 2h and 2h + 1): [lo.2h + lo.2h+1, hi.2h +
+    // hi.2h+1], as the AVX2 kernel's two `permute2x128` and add. Indices in 64-bit words,
+    // 8..15 naming `hi`'s.
+    let first = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    let second = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    _mm512_add_epi32(
+        _mm512_permutex2var_epi64(lo, first, hi),
+        _mm512_permutex2var_epi64(lo, second, hi),
+    )
+}
+
+/// One weight row against four activation rows, two per 512-bit register; each result the
+/// AVX2 kernel's (and the reference's) for its row. `pairs`: the tokens' blocks paired
+/// beforehand (block `i`'s tokens 0 and 1 at `2i`, 2 and 3 at `2i + 1`), else paired here.
+/// (No closures: a closure does not take its caller's target features, so the intrinsics in
+/// it would not inline; that made this kernel 35 times slower.)
+#[inline(always)]
+unsafe fn dot_rows4(
+    w: &[u8],
+    a: [&[BlockQ8K]; 4],
+    kind: Kind,
+    pairs: Option<&[Paired]>,
+) -> [f32; 4] {
+    let bytes = match kind {
+        Kind::Q4K => super::kquants::Q4_K_BYTES,
+        Kind::Q5K => super::kquants::Q5_K_BYTES,
+        Kind::Q6K => super::kquants::Q6_K_BYTES,
+    };
+    for a in &a {
+        assert_eq!(
+            w.len(),
+            a.len() * bytes,
+            "weight row of {} bytes against {} Q8_K blocks",
+            w.len(),
+            a.len()
+        );
+    }
+    let mut sums = [_mm512_setzero_ps(); 2];
+    let mut sumf = [0f32; 4];
+    for (i, b) in w.chunks_exact(bytes).enumerate() {
+        let u = match kind {
+            Kind::Q4K => unpack_k45(b, false),
+            Kind::Q5K => unpack_k45(b, true),
+            Kind::Q6K => unpack_q6_k(b),
+        };
+        let wide = widen(&u);
+        for p in 0..2 {
+            let (ya, yb) = (&a[2 * p][i], &a[2 * p + 1][i]);
+            let here;
+            let x = match pairs {
+                Some(b) => &b[2 * i + p],
+                None => {
+                    here = paired(ya, yb);
+                    &here
+                }
+            };
+            let l = _mm512_cvtepi32_ps(lanes2(&wide, x, kind == Kind::Q6K));
+            let d = _mm512_mask_blend_ps(
+                0xff00,
+                _mm512_set1_ps(u.d * ya.d),
+                _mm512_set1_ps(u.d * yb.d),
+            );
+            sums[p] = _mm512_add_ps(sums[p], _mm512_mul_ps(d, l));
+        }
+        if kind != Kind::Q6K {
+            for (t, s) in sumf.iter_mut().enumerate() {
+                let y = &a[t][i];
+                *s -= u.dmin * y.d * min_sum(u.mins, y) as f32;
+            }
+        }
+    }
+    let mut out = [0f32; 4];
+    for (t, o) in out.iter_mut().enumerate() {
+        let s = sums[t / 2];
+        let half = if t % 2 == 0 {
+            _mm512_castps512_ps256(s)
+        } else {
+            _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s)))
+        };
+        *o = fold(sumf[t], half);
+    }
+    out
+}
+
+/// `dot_rows4` pairing the tokens' blocks as it goes (one row: nothing to share).
+#[inline(always)]
+unsafe fn dot_row4(w: &[u8], a: [&[BlockQ8K]; 4], kind: Kind) -> [f32; 4] {
+    dot_rows4(w, a, kind, None)
+}
+
+/// Four activation rows against one Q4_K weight row; bit-identical to
+/// `x86_kquants::vec_dot_q4_k_q8_k_x4`.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and BW, AVX2, FMA and F16C (`available()`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+pub unsafe fn vec_dot_q4_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_row4(w, a, Kind::Q4K)
+}
+
+/// `vec_dot_q4_k_q8_k_x4` for Q5_K.
+///
+/// # Safety
+/// As `vec_dot_q4_k_q8_k_x4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_row4(w, a, Kind::Q5K)
+}
+
+/// `vec_dot_q4_k_q8_k_x4` for Q6_K.
+///
+/// # Safety
+/// As `vec_dot_q4_k_q8_k_x4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+pub unsafe fn vec_dot_q6_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_row4(w, a, Kind::Q6K)
+}
+
+std::thread_local! {
+    /// A prompt task's paired activations (`rows_x4`), kept between calls so that a task
+    /// allocates only when a product's rows are longer than any before on its thread.
+    static PAIRED: std::cell::RefCell<Vec<Paired>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The rows of `rows` against four tokens, each result `dot_row4`'s; the tokens' blocks are
+/// paired once for all the rows (`PAIRED`: per block, tokens 0 and 1 then 2 and 3).
+#[inline(always)]
+unsafe fn rows_x4(
+    rows: &[u8],
+    row_bytes: usize,
+    a: [&[BlockQ8K]; 4],
+    out: [&mut [f32]; 4],
+    kind: Kind,
+) {
+    let blocks = a[0].len();
+    assert!(
+        a.iter().all(|a| a.len() == blocks),
+        "four tokens of unequal length"
+    );
+    // Taken out and put back rather than used inside `with_borrow_mut`'s closure, which
+    // would not inline the intrinsics (see `dot_rows4`).
+    let mut buf = PAIRED.take();
+    buf.clear();
+    for (((b0, b1), b2), b3) in a[0].iter().zip(a[1]).zip(a[2]).zip(a[3]) {
+        buf.push(paired(b0, b1));
+        buf.push(paired(b2, b3));
+    }
+    let [o0, o1, o2, o3] = out;
+    for (r, row) in rows.chunks_exact(row_bytes).enumerate() {
+        let v = dot_rows4(row, a, kind, Some(&buf));
+        (o0[r], o1[r], o2[r], o3[r]) = (v[0], v[1], v[2], v[3]);
+    }
+    PAIRED.set(buf);
+}
+
+/// `out[t][r] = kernel(row r, a[t])` for every row of `rows` and the four tokens.
+macro_rules! rows_x4 {
+    ($name:ident = $kind:expr) => {
+        /// The rows of `rows` against four tokens (`rows_x4`).
+        ///
+        /// # Safety
+        /// As `vec_dot_q4_k_q8_k_x4`.
+        #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+        pub unsafe fn $name(
+            rows: &[u8],
+            row_bytes: usize,
+            a: [&[BlockQ8K]; 4],
+            out: [&mut [f32]; 4],
+        ) {
+            rows_x4(rows, row_bytes, a, out, $kind)
+        }
+    };
+}
+
+rows_x4!(rows_q4_k_q8_k_x4 = Kind::Q4K);
+rows_x4!(rows_q5_k_q8_k_x4 = Kind::Q5K);
+rows_x4!(rows_q6_k_q8_k_x4 = Kind::Q6K);
