@@ -41,6 +41,18 @@ fn matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
 }
 
 /// Best of `reps` passes over the matrix, seconds.
+/// `n` activation rows of `cols` values in [-1, 1], quantized to `kind`.
+fn random_acts(kind: ActType, cols: usize, n: usize, rng: &mut Rng) -> Vec<QuantizedAct> {
+    (0..n)
+        .map(|_| {
+            let x: Vec<f32> = (0..cols)
+                .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            quantize_act(kind, &x)
+        })
+        .collect()
+}
+
 fn best(reps: usize, mut pass: impl FnMut() -> f32) -> f64 {
     let mut best = f64::MAX;
     let mut sink = 0f32;
@@ -58,14 +70,7 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
     let row_bytes = cols / ty.block_size() * ty.block_bytes();
     let rows = (bytes / row_bytes).max(4) / 4 * 4;
     let m = matrix(ty, rows, cols, &mut rng);
-    let acts: Vec<QuantizedAct> = (0..4)
-        .map(|_| {
-            let x: Vec<f32> = (0..cols)
-                .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
-                .collect();
-            quantize_act(ActType::for_weights(ty), &x)
-        })
-        .collect();
+    let acts = random_acts(ActType::for_weights(ty), cols, 4, &mut rng);
     let blocks = (rows * cols / ty.block_size()) as f64;
     let one = best(reps, || {
         m.chunks_exact(row_bytes)
@@ -105,15 +110,11 @@ fn q5_0_prompt(reps: usize) {
     let (cols, rows) = (896, 16);
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let m = matrix(GgmlType::Q5_0, rows, cols, &mut rng);
-    let acts: Vec<Vec<BlockQ8_0>> = (0..8)
-        .map(|_| {
-            let x: Vec<f32> = (0..cols)
-                .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
-                .collect();
-            match quantize_act(ActType::Q8_0, &x) {
-                QuantizedAct::Q8_0(a) => a,
-                _ => unreachable!(),
-            }
+    let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
+        .into_iter()
+        .map(|a| match a {
+            QuantizedAct::Q8_0(a) => a,
+            _ => unreachable!(),
         })
         .collect();
     let blocks = (rows * cols / 32 * 8) as f64;
@@ -194,15 +195,11 @@ fn kquant_prompt(reps: usize) {
     for (ty, avx2, avx512) in cases {
         let m = matrix(ty, rows, cols, &mut rng);
         let row_bytes = m.len() / rows;
-        let acts: Vec<Vec<BlockQ8K>> = (0..4)
-            .map(|_| {
-                let x: Vec<f32> = (0..cols)
-                    .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
-                    .collect();
-                match quantize_act(ActType::Q8_K, &x) {
-                    QuantizedAct::Q8_K(a) => a,
-                    _ => unreachable!(),
-                }
+        let acts: Vec<Vec<BlockQ8K>> = random_acts(ActType::Q8_K, cols, 4, &mut rng)
+            .into_iter()
+            .map(|a| match a {
+                QuantizedAct::Q8_K(a) => a,
+                _ => unreachable!(),
             })
             .collect();
         let blocks = (rows * cols / 256 * 4) as f64;

@@ -93,6 +93,50 @@ pub fn has_x4(ty: GgmlType) -> bool {
     false
 }
 
+/// A prompt's k-quant kernel for four tokens against one row, Q4_K/Q5_K/Q6_K in that order.
+#[cfg(target_arch = "x86_64")]
+type KDot4 = unsafe fn(&[u8], [&[super::kquants::BlockQ8K]; 4]) -> [f32; 4];
+
+/// The same over a task's rows (`out[t][r]`).
+#[cfg(target_arch = "x86_64")]
+type KRows4 = unsafe fn(&[u8], usize, [&[super::kquants::BlockQ8K]; 4], [&mut [f32]; 4]);
+
+/// The k-quant four-token kernels this CPU runs: AVX-512 (`x86_kquants512`) where it has
+/// AVX-512 F/BW, else AVX2 (`x86_kquants`; the caller has checked `x86::available()`). Both
+/// give the same bits.
+#[cfg(target_arch = "x86_64")]
+fn kquant_x4() -> ([KDot4; 3], [KRows4; 3]) {
+    use super::x86_kquants as k;
+    use super::x86_kquants512 as k512;
+    if k512::available() {
+        (
+            [
+                k512::vec_dot_q4_k_q8_k_x4,
+                k512::vec_dot_q5_k_q8_k_x4,
+                k512::vec_dot_q6_k_q8_k_x4,
+            ],
+            [
+                k512::rows_q4_k_q8_k_x4,
+                k512::rows_q5_k_q8_k_x4,
+                k512::rows_q6_k_q8_k_x4,
+            ],
+        )
+    } else {
+        (
+            [
+                k::vec_dot_q4_k_q8_k_x4,
+                k::vec_dot_q5_k_q8_k_x4,
+                k::vec_dot_q6_k_q8_k_x4,
+            ],
+            [
+                k::rows_q4_k_q8_k_x4,
+                k::rows_q5_k_q8_k_x4,
+                k::rows_q6_k_q8_k_x4,
+            ],
+        )
+    }
+}
+
 /// `vec_dot` of one weight row with four activation rows at once, where an AVX2 kernel takes
 /// four (a prompt's products unpack each weight block once for them); every result is
 /// bit-identical to `vec_dot`'s. None where no such kernel exists: call `vec_dot` per row.
@@ -100,37 +144,20 @@ pub fn has_x4(ty: GgmlType) -> bool {
 pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f32; 4]> {
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
-        use super::x86_kquants as k;
-        use super::x86_kquants512 as k512;
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
-        if k512::available() {
-            // SAFETY: AVX-512 F/BW, AVX2, FMA and F16C were just detected.
-            unsafe {
-                match (ty, acts) {
-                    (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                        return Some(k512::vec_dot_q4_k_q8_k_x4(w, [a, b, c, d]))
-                    }
-                    (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                        return Some(k512::vec_dot_q5_k_q8_k_x4(w, [a, b, c, d]))
-                    }
-                    (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                        return Some(k512::vec_dot_q6_k_q8_k_x4(w, [a, b, c, d]))
-                    }
-                    _ => {}
-                }
-            }
-        }
-        // SAFETY: AVX2 and FMA were just detected.
+        let (k, _) = kquant_x4();
+        // SAFETY: AVX2 and FMA were just detected (and the k-quant kernels' own features by
+        // `kquant_x4`).
         unsafe {
             return match (ty, acts) {
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    Some(k::vec_dot_q4_k_q8_k_x4(w, [a, b, c, d]))
+                    Some(k[0](w, [a, b, c, d]))
                 }
                 (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    Some(k::vec_dot_q5_k_q8_k_x4(w, [a, b, c, d]))
+                    Some(k[1](w, [a, b, c, d]))
                 }
                 (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    Some(k::vec_dot_q6_k_q8_k_x4(w, [a, b, c, d]))
+                    Some(k[2](w, [a, b, c, d]))
                 }
                 (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
                     Some(super::x86::vec_dot_q4_1_q8_1_x4(w, [a, b, c, d]))
@@ -200,28 +227,11 @@ pub fn vec_dot_rows_x4(
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
         use super::x86 as l;
-        use super::x86_kquants as k;
-        use super::x86_kquants512 as k512;
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
         let rb = row_bytes;
-        if k512::available() {
-            // SAFETY: AVX-512 F/BW, AVX2, FMA and F16C were just detected.
-            unsafe {
-                match (ty, acts) {
-                    (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                        return k512::rows_q4_k_q8_k_x4(rows, rb, [a, b, c, d], out)
-                    }
-                    (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                        return k512::rows_q5_k_q8_k_x4(rows, rb, [a, b, c, d], out)
-                    }
-                    (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                        return k512::rows_q6_k_q8_k_x4(rows, rb, [a, b, c, d], out)
-                    }
-                    _ => {}
-                }
-            }
-        }
-        // SAFETY: AVX2, FMA and F16C were just detected.
+        let (_, k) = kquant_x4();
+        // SAFETY: AVX2, FMA and F16C were just detected (and the k-quant kernels' own
+        // features by `kquant_x4`).
         unsafe {
             match (ty, acts) {
                 (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
@@ -234,13 +244,13 @@ pub fn vec_dot_rows_x4(
                     return l::rows_q8_0_q8_0_x4(rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    return k::rows_q4_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    return k[0](rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q5_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    return k::rows_q5_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    return k[1](rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q6_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    return k::rows_q6_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    return k[2](rows, rb, [a, b, c, d], out)
                 }
                 _ => {}
             }

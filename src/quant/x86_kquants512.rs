@@ -177,36 +177,39 @@ unsafe fn dot_row4(w: &[u8], a: [&[BlockQ8K]; 4], kind: Kind) -> [f32; 4] {
     dot_rows4(w, a, kind, None)
 }
 
-/// Four activation rows against one Q4_K weight row; bit-identical to
-/// `x86_kquants::vec_dot_q4_k_q8_k_x4`.
-///
-/// # Safety
-/// The CPU must support AVX-512 F and BW, AVX2, FMA and F16C (`available()`).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-pub unsafe fn vec_dot_q4_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
-    dot_row4(w, a, Kind::Q4K)
+/// The entry points: `$dot` (four activation rows against one row, bit-identical to the
+/// AVX2 kernel of the same name) and `$rows` (a task's rows, `rows_x4`).
+macro_rules! entries {
+    ($dot:ident, $rows:ident, $kind:expr) => {
+        /// Four activation rows against one weight row (`dot_row4`).
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512 F and BW, AVX2, FMA and F16C (`available()`).
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+        pub unsafe fn $dot(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            dot_row4(w, a, $kind)
+        }
+
+        /// The rows of `rows` against four tokens (`rows_x4`).
+        ///
+        /// # Safety
+        /// As the one-row kernel.
+        #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+        pub unsafe fn $rows(
+            rows: &[u8],
+            row_bytes: usize,
+            a: [&[BlockQ8K]; 4],
+            out: [&mut [f32]; 4],
+        ) {
+            rows_x4(rows, row_bytes, a, out, $kind)
+        }
+    };
 }
 
-/// `vec_dot_q4_k_q8_k_x4` for Q5_K.
-///
-/// # Safety
-/// As `vec_dot_q4_k_q8_k_x4`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-pub unsafe fn vec_dot_q5_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
-    dot_row4(w, a, Kind::Q5K)
-}
-
-/// `vec_dot_q4_k_q8_k_x4` for Q6_K.
-///
-/// # Safety
-/// As `vec_dot_q4_k_q8_k_x4`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-pub unsafe fn vec_dot_q6_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
-    dot_row4(w, a, Kind::Q6K)
-}
+entries!(vec_dot_q4_k_q8_k_x4, rows_q4_k_q8_k_x4, Kind::Q4K);
+entries!(vec_dot_q5_k_q8_k_x4, rows_q5_k_q8_k_x4, Kind::Q5K);
+entries!(vec_dot_q6_k_q8_k_x4, rows_q6_k_q8_k_x4, Kind::Q6K);
 
 std::thread_local! {
     /// A prompt task's paired activations (`rows_x4`), kept between calls so that a task
@@ -244,26 +247,3 @@ unsafe fn rows_x4(
     }
     PAIRED.set(buf);
 }
-
-/// `out[t][r] = kernel(row r, a[t])` for every row of `rows` and the four tokens.
-macro_rules! rows_x4 {
-    ($name:ident = $kind:expr) => {
-        /// The rows of `rows` against four tokens (`rows_x4`).
-        ///
-        /// # Safety
-        /// As `vec_dot_q4_k_q8_k_x4`.
-        #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-        pub unsafe fn $name(
-            rows: &[u8],
-            row_bytes: usize,
-            a: [&[BlockQ8K]; 4],
-            out: [&mut [f32]; 4],
-        ) {
-            rows_x4(rows, row_bytes, a, out, $kind)
-        }
-    };
-}
-
-rows_x4!(rows_q4_k_q8_k_x4 = Kind::Q4K);
-rows_x4!(rows_q5_k_q8_k_x4 = Kind::Q5K);
-rows_x4!(rows_q6_k_q8_k_x4 = Kind::Q6K);
