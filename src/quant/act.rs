@@ -137,7 +137,7 @@ fn kquant_x4() -> ([KDot4; 3], [KRows4; 3]) {
     }
 }
 
-/// `vec_dot` of one weight row with four activation rows at once, where an AVX2 kernel takes
+/// `vec_dot` of one weight row with four activation rows at once, where a SIMD kernel takes
 /// four (a prompt's products unpack each weight block once for them); every result is
 /// bit-identical to `vec_dot`'s. None where no such kernel exists: call `vec_dot` per row.
 #[inline(always)]

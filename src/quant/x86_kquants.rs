@@ -95,7 +95,7 @@ unsafe fn pair_scales(s: __m256i) -> [__m256i; 4] {
 /// A Q4_K (no `qh`) or Q5_K block: `d`, `dmin`, 12 scale bytes, then Q5_K's 32 `qh` bytes, then
 /// 128 bytes of nibbles (group `g`'s 32 bytes: chunk `2g` in the low nibbles, `2g + 1` high).
 #[inline(always)]
-pub(super) unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
+unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
     let shuf = pair_shuffle();
     let m4 = _mm256_set1_epi8(0x0F);
     let (sc, mn) = k4_scales_mins(b);
@@ -142,7 +142,7 @@ pub(super) unsafe fn unpack_k45(b: &[u8], q5: bool) -> Unpacked {
 /// Half `h`, chunk `k` (weights `128h + 32k ..`): nibble `k / 2` of `ql[64h + 32(k % 2) ..]`
 /// with bits `2k..2k + 2` of `qh[32h ..]` above it.
 #[inline(always)]
-pub(super) unsafe fn unpack_q6_k(b: &[u8]) -> Unpacked {
+unsafe fn unpack_q6_k(b: &[u8]) -> Unpacked {
     let shuf = pair_shuffle();
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(0x03);
@@ -224,15 +224,15 @@ pub(super) unsafe fn fold(sumf: f32, sums: __m256) -> f32 {
     lanes.iter().fold(sumf, |acc, &s| acc + s)
 }
 
-/// One weight row against `N` activation rows, each result the reference's for its row.
-#[inline(always)]
-unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) -> [f32; N] {
+/// The bytes of one of `kind`'s blocks, after checking that the weight row `w` holds as many
+/// blocks as each activation row in `a`.
+pub(super) fn block_bytes(w: &[u8], a: &[&[BlockQ8K]], kind: Kind) -> usize {
     let bytes = match kind {
         Kind::Q4K => Q4_K_BYTES,
         Kind::Q5K => Q5_K_BYTES,
         Kind::Q6K => Q6_K_BYTES,
     };
-    for a in &a {
+    for a in a {
         assert_eq!(
             w.len(),
             a.len() * bytes,
@@ -241,14 +241,27 @@ unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) ->
             a.len()
         );
     }
+    bytes
+}
+
+/// One `kind` weight block, unpacked.
+#[inline(always)]
+pub(super) unsafe fn unpack(b: &[u8], kind: Kind) -> Unpacked {
+    match kind {
+        Kind::Q4K => unpack_k45(b, false),
+        Kind::Q5K => unpack_k45(b, true),
+        Kind::Q6K => unpack_q6_k(b),
+    }
+}
+
+/// One weight row against `N` activation rows, each result the reference's for its row.
+#[inline(always)]
+unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) -> [f32; N] {
+    let bytes = block_bytes(w, &a, kind);
     let mut sums = [_mm256_setzero_ps(); N];
     let mut sumf = [0f32; N];
     for (i, b) in w.chunks_exact(bytes).enumerate() {
-        let u = match kind {
-            Kind::Q4K => unpack_k45(b, false),
-            Kind::Q5K => unpack_k45(b, true),
-            Kind::Q6K => unpack_q6_k(b),
-        };
+        let u = unpack(b, kind);
         for t in 0..N {
             let y = &a[t][i];
             let l = _mm256_cvtepi32_ps(lanes(&u, &y.qs_pairs, kind == Kind::Q6K));

@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::kquants::BlockQ8K;
-use super::x86_kquants::{fold, min_sum, unpack_k45, unpack_q6_k, Kind, Unpacked};
+use super::x86_kquants::{block_bytes, fold, min_sum, unpack, Kind, Unpacked};
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
@@ -101,8 +101,9 @@ unsafe fn lanes2(w: &Wide, x: &Paired, q6: bool) -> __m512i {
 /// One weight row against four activation rows, two per 512-bit register; each result the
 /// AVX2 kernel's (and the reference's) for its row. `pairs`: the tokens' blocks paired
 /// beforehand (block `i`'s tokens 0 and 1 at `2i`, 2 and 3 at `2i + 1`), else paired here.
-/// (No closures: a closure does not take its caller's target features, so the intrinsics in
-/// it would not inline; that made this kernel 35 times slower.)
+/// (No closures: a closure defined in a function without this module's target features (the
+/// `#[inline(always)]` helpers here) does not get them, so the intrinsics in it were calls;
+/// that made this kernel 35 times slower.)
 #[inline(always)]
 unsafe fn dot_rows4(
     w: &[u8],
@@ -110,28 +111,11 @@ unsafe fn dot_rows4(
     kind: Kind,
     pairs: Option<&[Paired]>,
 ) -> [f32; 4] {
-    let bytes = match kind {
-        Kind::Q4K => super::kquants::Q4_K_BYTES,
-        Kind::Q5K => super::kquants::Q5_K_BYTES,
-        Kind::Q6K => super::kquants::Q6_K_BYTES,
-    };
-    for a in &a {
-        assert_eq!(
-            w.len(),
-            a.len() * bytes,
-            "weight row of {} bytes against {} Q8_K blocks",
-            w.len(),
-            a.len()
-        );
-    }
+    let bytes = block_bytes(w, &a, kind);
     let mut sums = [_mm512_setzero_ps(); 2];
     let mut sumf = [0f32; 4];
     for (i, b) in w.chunks_exact(bytes).enumerate() {
-        let u = match kind {
-            Kind::Q4K => unpack_k45(b, false),
-            Kind::Q5K => unpack_k45(b, true),
-            Kind::Q6K => unpack_q6_k(b),
-        };
+        let u = unpack(b, kind);
         let wide = widen(&u);
         for p in 0..2 {
             let (ya, yb) = (&a[2 * p][i], &a[2 * p + 1][i]);
@@ -232,8 +216,8 @@ unsafe fn rows_x4(
         a.iter().all(|a| a.len() == blocks),
         "four tokens of unequal length"
     );
-    // Taken out and put back rather than used inside `with_borrow_mut`'s closure, which
-    // would not inline the intrinsics (see `dot_rows4`).
+    // Taken out and put back rather than used inside `with_borrow_mut`'s closure, where the
+    // intrinsics would not inline (see `dot_rows4`).
     let mut buf = PAIRED.take();
     buf.clear();
     for (((b0, b1), b2), b3) in a[0].iter().zip(a[1]).zip(a[2]).zip(a[3]) {
