@@ -96,7 +96,11 @@ impl Backend {
         numerics: Numerics,
     ) -> Result<Backend, EngineError> {
         Ok(match device {
-            Device::Cpu => Engine::new(model.clone(), ctx).into(),
+            Device::Cpu => {
+                // The CPU engine reads its weights from the file's map on every token.
+                model.file.prefault();
+                Engine::new(model.clone(), ctx).into()
+            }
             Device::Cuda(g) => CudaEngine::new(model.clone(), g, ctx, timing, numerics)
                 .map_err(|e| EngineError::Device(format!("{}: {e}", device.name())))?
                 .into(),
