@@ -65,6 +65,18 @@ impl QuantizedAct {
 /// Quantize activations `x` into `kind`. `x.len()` must be a multiple of the format's block
 /// (32 for Q8_0/Q8_1, 256 for Q8_K).
 pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::available() {
+        // SAFETY: AVX2, FMA and F16C were detected; the results are the references' bits.
+        unsafe {
+            match kind {
+                ActType::Q8_0 => return QuantizedAct::Q8_0(super::x86_act::quantize_q8_0(x)),
+                ActType::Q8_1 => return QuantizedAct::Q8_1(super::x86_act::quantize_q8_1(x)),
+                ActType::Q8_K => return QuantizedAct::Q8_K(super::x86_act::quantize_q8_k(x)),
+                _ => {}
+            }
+        }
+    }
     match kind {
         ActType::F32 => QuantizedAct::F32(x.to_vec()),
         ActType::F16 => QuantizedAct::F16(float::round_f16(x)),

@@ -262,7 +262,7 @@ fn quantize_act_block(x: &[f32]) -> (f32, [i8; QK], i32) {
 
 /// The value of `v` after a round trip through f16 (`GGML_CPU_FP32_TO_FP16`: F16C, nearest-even).
 #[inline]
-fn round_f16(v: f32) -> f32 {
+pub(crate) fn round_f16(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
 

@@ -8,7 +8,8 @@
 //! - `legacy`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32-weight blocks) and the Q8_0/Q8_1 activations.
 //! - `kquants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (256-weight super-blocks) and Q8_K activations.
 //! - `act`: activation quantization dispatch (`QuantizedAct`) and `vec_dot`.
-//! - `x86`, `x86_kquants`: AVX2 kernels, bit-identical to the references above.
+//! - `x86`, `x86_kquants`: AVX2 kernels, bit-identical to the references above; `x86_act`
+//!   the activation quantizers the same way.
 //!
 //! Every function here is a scalar reference: clear first, fast paths later, tested against
 //! these.
@@ -73,6 +74,8 @@ mod test_rows;
 mod types;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_act;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_kquants;
 #[cfg(target_arch = "x86_64")]

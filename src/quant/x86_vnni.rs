@@ -100,22 +100,23 @@ impl BiasedPair {
     /// Tokens `a` and `b` (the same length); for an odd token out, pass it twice.
     pub fn new(a: &[BlockQ8_0], b: &[BlockQ8_0]) -> BiasedPair {
         assert_eq!(a.len(), b.len(), "activation rows differ in length");
-        BiasedPair {
-            qs: a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| {
-                    std::array::from_fn(|i| {
-                        let v = if i < 32 { x.qs[i] } else { y.qs[i - 32] };
-                        (v as u8) ^ 0x80
-                    })
-                })
-                .collect(),
-            d: a.iter()
-                .zip(b)
-                .map(|(x, y)| std::array::from_fn(|i| if i < 8 { x.d } else { y.d }))
-                .collect(),
+        // Plain loops over the two halves: the compiler makes them a few vector moves. (Built
+        // with a per-byte `array::from_fn` choosing its half, a 64-token prompt's pairs took
+        // 113-118 us per product on the Xeon, on one thread, beside 160-220 us of products.)
+        let mut qs = vec![[0u8; 64]; a.len()];
+        let mut d = vec![[0f32; 16]; a.len()];
+        for (((q, s), x), y) in qs.iter_mut().zip(&mut d).zip(a).zip(b) {
+            let (qa, qb) = q.split_at_mut(32);
+            for (o, &v) in qa.iter_mut().zip(&x.qs) {
+                *o = (v as u8) ^ 0x80;
+            }
+            for (o, &v) in qb.iter_mut().zip(&y.qs) {
+                *o = (v as u8) ^ 0x80;
+            }
+            s[..8].fill(x.d);
+            s[8..].fill(y.d);
         }
+        BiasedPair { qs, d }
     }
 }
 
