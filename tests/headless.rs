@@ -302,11 +302,31 @@ fn prefill_has_its_own_brick_table_that_adds_up() {
     let r = json_report(&o);
     let p = &r["prefill"];
     assert_eq!(p["tokens"], 12);
-    // On the CPU the prompt's compute roof is the decode bricks' FMA peak.
+    // On the CPU the prompt's compute roof is the decode bricks' FMA peak, except for the
+    // products of the (quantized) embedded default, whose dots are integer multiply-adds:
+    // theirs is the int8 dot peak where the CPU has one (AVX2 or AVX-512 VNNI).
     let peaks = &r["hardware"]["peaks"];
     assert_eq!(p["compute_source"], peaks["compute_source"]);
     assert_eq!(p["compute_gflops"], peaks["compute_gflops"]);
     let bricks = p["bricks"].as_array().unwrap();
+    let int8 = p["int8_source"].as_str();
+    if let Some(src) = int8 {
+        assert!(
+            src.starts_with("cpu_int8_probe_") && f(&p["int8_gops"]) > 0.0,
+            "{p}"
+        );
+    } else {
+        eprintln!("no int8 dot peak on this CPU: every brick takes the FMA peak");
+    }
+    for b in bricks {
+        let product = ["qkv", "attn_out", "ffn_gate_up", "ffn_down", "lm_head"]
+            .contains(&b["id"].as_str().unwrap());
+        let want = match int8 {
+            Some(src) if product => src,
+            _ => p["compute_source"].as_str().unwrap(),
+        };
+        assert_eq!(b["compute_source"], want, "{b}");
+    }
     let ids: Vec<&str> = bricks.iter().map(|b| b["id"].as_str().unwrap()).collect();
     for want in [
         "embed",

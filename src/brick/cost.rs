@@ -264,6 +264,38 @@ impl Shapes {
     }
 }
 
+/// The product bricks whose weights are quantized (the first layer's matrices, and the output
+/// head): the CPU engine quantizes their inputs and takes integer dot products, so their
+/// compute roof is the int8 dot peak, not the FMA peak (`analysis::analyze_prefill`).
+pub fn quantized_products(w: &Weights) -> Vec<BrickId> {
+    let quantized = |ty| {
+        matches!(
+            crate::quant::ActType::for_weights(ty),
+            crate::quant::ActType::Q8_0 | crate::quant::ActType::Q8_1 | crate::quant::ActType::Q8_K
+        )
+    };
+    let mut out: Vec<BrickId> = w
+        .layers
+        .first()
+        .map(|l| {
+            [
+                (BrickId::Qkv, l.wq.ty),
+                (BrickId::AttnOut, l.wo.ty),
+                (BrickId::FfnGateUp, l.w_gate.ty),
+                (BrickId::FfnDown, l.w_down.ty),
+            ]
+            .into_iter()
+            .filter(|&(_, ty)| quantized(ty))
+            .map(|(b, _)| b)
+            .collect()
+        })
+        .unwrap_or_default();
+    if quantized(w.output.ty) {
+        out.push(BrickId::LmHead);
+    }
+    out
+}
+
 /// Peak bandwidth and compute the roofline is drawn against.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roof {

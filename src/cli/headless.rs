@@ -302,10 +302,12 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let tele = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &result));
 
     let shapes = crate::brick::cost::Shapes::new(&src.model.config, &src.model.weights);
+    // Judged by the int8 dot peak where one was measured (the CPU).
+    let int8 = crate::brick::cost::quantized_products(&src.model.weights);
     let mut analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
     analysis.prefill = result.prefill_profile.as_ref().map(|s| {
         let tokens = result.prefill.tokens;
-        analyze_prefill(s, tokens, n_layers, &shapes, &peaks, prompt_tensor)
+        analyze_prefill(s, tokens, n_layers, &shapes, &peaks, prompt_tensor, &int8)
     });
     let info = RunInfo {
         model: &src.model,

@@ -8,7 +8,7 @@ use crate::brick::cost::{Cost, Roof, Shapes};
 use crate::brick::peaks::Peak;
 use crate::brick::score::{self, BudgetSource};
 use crate::brick::stats::{Stats, TokenSample};
-use crate::brick::{Brick, Source};
+use crate::brick::{Brick, BrickId, Source};
 use crate::profile::{Profile, ProfileError};
 use crate::profiler::hardware::MeasuredPeaks;
 
@@ -110,6 +110,8 @@ pub struct PrefillRow {
     pub roofline_us: f64,
     pub efficiency: f64,
     pub per_layer_us: Vec<f64>,
+    /// The compute peak its roofline used (`PrefillAnalysis::compute` or `int8`).
+    pub compute_source: &'static str,
 }
 
 /// The prompt evaluation brick by brick: bricks + gaps + other = its wall time.
@@ -119,6 +121,8 @@ pub struct PrefillAnalysis {
     /// The measured compute peak the rows' roofline used (the tensor cores' when the
     /// prompt's products ran on them).
     pub compute: Peak,
+    /// The int8 dot peak the quantized products' rows used instead, where any did.
+    pub int8: Option<Peak>,
     pub rows: Vec<PrefillRow>,
     pub total_us: f64,
     pub gaps_us: Option<f64>,
@@ -145,6 +149,9 @@ fn percent(part: f64, whole: f64) -> f64 {
 
 /// Judge a profiled prompt evaluation of `tokens` tokens against the roofline of `peaks`
 /// (its compute roof the tensor cores' when `tensor_cores`: `MeasuredPeaks::prefill_roof`).
+/// The bricks covering one of `int8_products` (products whose weights are quantized, on the
+/// CPU) take the int8 dot peak as their compute roof where it was measured: their dots are
+/// integer multiply-adds, which the FMA peak understates.
 pub fn analyze_prefill(
     sample: &TokenSample,
     tokens: usize,
@@ -152,20 +159,28 @@ pub fn analyze_prefill(
     shapes: &Shapes,
     peaks: &MeasuredPeaks,
     tensor_cores: bool,
+    int8_products: &[BrickId],
 ) -> PrefillAnalysis {
-    let roof = &peaks.prefill_roof(tensor_cores);
+    let base = peaks.prefill_compute(tensor_cores);
+    let int8 = peaks.int8.as_ref().filter(|_| !tensor_cores);
+    let compute_of = |brick: Brick| match int8 {
+        Some(p) if brick.covers().iter().any(|b| int8_products.contains(b)) => p,
+        _ => base,
+    };
     let mut stats = Stats::new(n_layers);
     stats.add(sample);
     let total_us = stats.token.mean_us();
-    let rows = stats
+    let rows: Vec<PrefillRow> = stats
         .bricks
         .iter()
         .map(|b| {
             let us = b.per_token.mean_us();
             let cost = shapes.prefill_cost(b.brick, tokens);
-            let roofline_us = roof.time_us(&cost);
+            let compute = compute_of(b.brick);
+            let roofline_us = peaks.roof_with(compute).time_us(&cost);
             PrefillRow {
                 brick: b.brick,
+                compute_source: compute.source,
                 id: b.brick.to_string(),
                 source: b.source,
                 us,
@@ -183,9 +198,11 @@ pub fn analyze_prefill(
             }
         })
         .collect();
+    let int8 = int8.filter(|p| rows.iter().any(|r| r.compute_source == p.source));
     PrefillAnalysis {
         tokens,
-        compute: peaks.prefill_compute(tensor_cores).clone(),
+        compute: base.clone(),
+        int8: int8.cloned(),
         rows,
         total_us,
         gaps_us: (stats.gaps.count() > 0).then(|| stats.gaps.mean_us()),

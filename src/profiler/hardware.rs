@@ -43,6 +43,9 @@ pub struct MeasuredPeaks {
     /// The tensor cores' f16 peak (GPU only), the compute roof of prompt products that run
     /// on them.
     pub tensor: Option<Peak>,
+    /// The CPU's int8 dot peak (`peaks::cpu_int8_dot_throughput`), the compute roof of a
+    /// prompt's products whose weights are quantized (their dots are integer multiply-adds).
+    pub int8: Option<Peak>,
 }
 
 impl MeasuredPeaks {
@@ -52,6 +55,7 @@ impl MeasuredPeaks {
             bandwidth: peaks::cpu_read_bandwidth(),
             compute: peaks::cpu_fma_throughput(),
             tensor: None,
+            int8: peaks::cpu_int8_dot_throughput(),
         }
     }
 
@@ -74,7 +78,7 @@ impl MeasuredPeaks {
     }
 
     /// The measured bandwidth under `compute`.
-    fn roof_with(&self, compute: &Peak) -> Roof {
+    pub fn roof_with(&self, compute: &Peak) -> Roof {
         Roof {
             bandwidth_gbps: self.bandwidth.value,
             compute_gflops: compute.value,
@@ -96,6 +100,7 @@ mod tests {
             bandwidth: peak(3000.0, "d2d_copy"),
             compute: peak(60_000.0, "gpu_fma_probe"),
             tensor: Some(peak(600_000.0, "gpu_mma_f16_probe")),
+            int8: None,
         };
         assert_eq!(p.prefill_compute(true).source, "gpu_mma_f16_probe");
         assert_eq!(p.prefill_roof(true).compute_gflops, 600_000.0);

@@ -188,6 +188,8 @@ fn prefill_report(p: &PrefillAnalysis) -> PrefillReport {
         other_us: p.other_us,
         compute_gflops: p.compute.value,
         compute_source: p.compute.source.to_string(),
+        int8_gops: p.int8.as_ref().map(|i| i.value),
+        int8_source: p.int8.as_ref().map(|i| i.source.to_string()),
         bricks: p
             .rows
             .iter()
@@ -205,6 +207,7 @@ fn prefill_report(p: &PrefillAnalysis) -> PrefillReport {
                 roofline_us: r.roofline_us,
                 efficiency: r.efficiency,
                 per_layer_us: r.per_layer_us.clone(),
+                compute_source: r.compute_source.to_string(),
             })
             .collect(),
     }

@@ -229,9 +229,13 @@ pub fn to_markdown(r: &Report) -> String {
 /// One Markdown line summarising the GPU telemetry of a run.
 /// The prompt's brick table.
 fn prefill_markdown(s: &mut String, p: &super::types::PrefillReport) {
+    let int8 = match (p.int8_gops, &p.int8_source) {
+        (Some(v), Some(src)) => format!("; quantized products {v:.1} GOP/s int8, {src}"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         s,
-        "Prefill of {} tokens, brick by brick ({:.1} us; roofline compute peak {:.1} GFLOP/s, {}):\n",
+        "Prefill of {} tokens, brick by brick ({:.1} us; roofline compute peak {:.1} GFLOP/s, {}{int8}):\n",
         p.tokens, p.total_us, p.compute_gflops, p.compute_source
     );
     let _ = writeln!(

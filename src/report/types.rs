@@ -229,6 +229,13 @@ pub struct PrefillReport {
     /// same FMA peak as the decode bricks'.
     pub compute_gflops: f64,
     pub compute_source: String,
+    /// The int8 dot peak, GOP/s, and its probe (`cpu_int8_probe_vnni512` or
+    /// `cpu_int8_probe_avx2`), where the roofline of the products whose weights are quantized
+    /// used it instead (the CPU); null elsewhere. Each brick's `compute_source` says which.
+    #[serde(default)]
+    pub int8_gops: Option<f64>,
+    #[serde(default)]
+    pub int8_source: Option<String>,
     pub bricks: Vec<PrefillBrick>,
 }
 
@@ -255,6 +262,10 @@ pub struct PrefillBrick {
     pub efficiency: f64,
     /// Time per layer (empty for bricks outside the layers), microseconds.
     pub per_layer_us: Vec<f64>,
+    /// The compute peak `roofline_us` used: the prefill's `compute_source`, or its
+    /// `int8_source` for a product whose weights are quantized.
+    #[serde(default)]
+    pub compute_source: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -78,6 +78,7 @@ impl CudaEngine {
                 source: "gpu_fma_probe",
             },
             tensor,
+            int8: None,
         })
     }
 
