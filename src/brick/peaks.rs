@@ -61,22 +61,29 @@ pub fn cpu_fma_throughput() -> Peak {
     const ITERS: usize = 2_000_000;
     let threads = rayon::current_num_threads();
     let (lanes, source) = fma_kind();
-    let mut best = f64::INFINITY;
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        let s: f32 = (0..threads)
-            .into_par_iter()
-            .map(|t| fma_chains(ITERS, t as f32))
-            .sum();
-        best = best.min(t0.elapsed().as_secs_f64());
-        std::hint::black_box(s);
-    }
+    let best = best_of_three(threads, |t| fma_chains(ITERS, t as f32));
     // CHAINS accumulators x lanes x 2 FLOPs per iteration, per thread.
     let flops = (threads * ITERS * CHAINS * lanes * 2) as f64;
     Peak {
         value: flops / best / 1e9,
         source,
     }
+}
+
+/// The shortest of three runs of `chains(t)` on each of `threads` pool threads at once,
+/// seconds (the results summed and kept, so the work cannot be left out).
+fn best_of_three<T: Send + std::iter::Sum<T>>(
+    threads: usize,
+    chains: impl Fn(usize) -> T + Sync,
+) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let s: T = (0..threads).into_par_iter().map(&chains).sum();
+        best = best.min(t0.elapsed().as_secs_f64());
+        std::hint::black_box(s);
+    }
+    best
 }
 
 /// Independent accumulator chains: enough in flight to hide the FMA latency (4 cycles at two
@@ -140,16 +147,7 @@ pub fn cpu_int8_dot_throughput() -> Option<Peak> {
     const ITERS: usize = 1_000_000;
     let (pairs, source) = int8_kind()?;
     let threads = rayon::current_num_threads();
-    let mut best = f64::INFINITY;
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        let s: i64 = (0..threads)
-            .into_par_iter()
-            .map(|t| int8_chains(ITERS, t as i32))
-            .sum();
-        best = best.min(t0.elapsed().as_secs_f64());
-        std::hint::black_box(s);
-    }
+    let best = best_of_three(threads, |t| int8_chains(ITERS, t as i32));
     // CHAINS accumulators x byte pairs x 2 ops per iteration, per thread.
     let ops = (threads * ITERS * CHAINS * pairs * 2) as f64;
     Some(Peak {

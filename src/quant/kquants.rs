@@ -42,6 +42,16 @@ pub struct BlockQ8K {
     pub qs_pairs: [i8; 256],
 }
 
+impl BlockQ8K {
+    /// A block of zeros (what an all-zero activation block quantizes to).
+    pub const ZERO: BlockQ8K = BlockQ8K {
+        d: 0.0,
+        qs: [0; QK_K],
+        bsums: [0; 16],
+        qs_pairs: [0; QK_K],
+    };
+}
+
 /// Position `p` of each 16 values in `BlockQ8K::qs_pairs` holds value `PAIR_ORDER[p]`: values
 /// `j` and `j + 8` side by side, the two that share lane `j % 8` of the k-quant lane sums.
 pub const PAIR_ORDER: [u8; 16] = [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15];
@@ -648,12 +658,7 @@ pub fn quantize_act_q8_k(x: &[f32]) -> Vec<BlockQ8K> {
                     max = v;
                 }
             }
-            let mut blk = BlockQ8K {
-                d: 0.0,
-                qs: [0; QK_K],
-                bsums: [0; 16],
-                qs_pairs: [0; QK_K],
-            };
+            let mut blk = BlockQ8K::ZERO;
             if amax == 0.0 {
                 return blk;
             }

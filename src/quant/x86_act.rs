@@ -151,12 +151,7 @@ pub unsafe fn quantize_q8_k(x: &[f32]) -> Vec<BlockQ8K> {
             m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(p.add(c))));
         }
         let amax = hmax(m);
-        let mut blk = BlockQ8K {
-            d: 0.0,
-            qs: [0; QK_K],
-            bsums: [0; 16],
-            qs_pairs: [0; QK_K],
-        };
+        let mut blk = BlockQ8K::ZERO;
         if amax == 0.0 {
             out.push(blk);
             continue;
