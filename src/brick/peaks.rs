@@ -140,7 +140,9 @@ unsafe fn fma_chains_avx2(iters: usize, seed: f32) -> f32 {
 /// the integer multiply-add the engine's quantized prompt products use on this CPU: AVX-512
 /// VNNI `vpdpbusd` (64 byte pairs into 16 i32 lanes) where the CPU has it, else AVX2
 /// `vpmaddubsw` + `vpmaddwd` + `vpaddd` (32 byte pairs into 8 lanes). None without AVX2: the
-/// products then run scalar code, for which the FMA peak stands. Quantized products were
+/// products then run scalar code, for which the FMA peak stands. One peak stands for all
+/// quantized types: where only Q5_0's prompt kernel uses `vpdpbusd` (the k-quants take
+/// `vpmaddubsw`), the roof of the others is the CPU's int8 ceiling, not their instruction's. Quantized products were
 /// judged against the float FMA peak before, which put the Xeon's Q5_0 gate/up projection of a
 /// 64-token prompt at 91-100% of its roof while the integer units had room to spare.
 pub fn cpu_int8_dot_throughput() -> Option<Peak> {
@@ -222,12 +224,12 @@ unsafe fn int8_chains_vnni512(iters: usize, seed: i32) -> i64 {
 unsafe fn int8_chains_avx2(iters: usize, seed: i32) -> i64 {
     use std::arch::x86_64::*;
     let a = _mm256_set1_epi8(std::hint::black_box(3));
-    let b = [[-2i8; 32]; CHAINS];
+    let b = [_mm256_set1_epi8(-2); CHAINS];
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_set1_epi32(seed); CHAINS];
     for _ in 0..iters {
         for (x, b) in acc.iter_mut().zip(&b) {
-            let b = std::ptr::read_volatile(b.as_ptr() as *const __m256i);
+            let b = std::ptr::read_volatile(b);
             let p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones);
             *x = _mm256_add_epi32(*x, p);
         }

@@ -119,7 +119,7 @@ pub struct PrefillRow {
 pub struct PrefillAnalysis {
     pub tokens: usize,
     /// The measured compute peak the rows' roofline used (the tensor cores' when the
-    /// prompt's products ran on them).
+    /// prompt's products ran on them), but for the rows that used `int8`.
     pub compute: Peak,
     /// The int8 dot peak the quantized products' rows used instead, where any did.
     pub int8: Option<Peak>,

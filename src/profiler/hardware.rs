@@ -59,7 +59,8 @@ impl MeasuredPeaks {
         }
     }
 
-    /// The compute peak a prompt's bricks are judged against: the tensor cores' when its
+    /// The compute peak a prompt's bricks are judged against (its quantized products on the CPU
+    /// take `int8` instead, `analysis::analyze_prefill`): the tensor cores' when its
     /// products ran on them (and that peak was measured), else the FMA peak.
     pub fn prefill_compute(&self, tensor_cores: bool) -> &Peak {
         match (&self.tensor, tensor_cores) {

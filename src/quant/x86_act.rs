@@ -1,6 +1,9 @@
 //! AVX2 activation quantizers: Q8_0, Q8_1 and Q8_K blocks, each bit for bit what the scalar
 //! references `legacy::quantize_act_q8_0` / `quantize_act_q8_1` and
-//! `kquants::quantize_act_q8_k` give for finite input.
+//! `kquants::quantize_act_q8_k` give for finite input, except blocks whose largest magnitude is
+//! below 127 / f32::MAX (~3.7e-37): their inverse scale overflows, and the AVX2 conversion
+//! gives -128 where the scalar cast gives 127 or 0 (the stored scale then rounds to 0, so
+//! their dot products are 0 either way; llama.cpp's AVX2 quantizer converts as this does).
 //!
 //! Every product quantizes its input row first, on one thread for a decode step, so the scalar
 //! loops were a token's serial time: measured on the 2-core EPYC, a Q8_0 row of 896 values

@@ -226,7 +226,8 @@ pub struct PrefillReport {
     pub other_us: f64,
     /// The compute peak the bricks' roofline used, GFLOP/s, and how it was measured: the
     /// tensor cores' (`gpu_mma_f16_probe`) when the prompt's products ran on them, else the
-    /// same FMA peak as the decode bricks'.
+    /// same FMA peak as the decode bricks'; on the CPU, products whose weights are quantized
+    /// use `int8_gops` instead (each brick's `compute_source` says which).
     pub compute_gflops: f64,
     pub compute_source: String,
     /// The int8 dot peak, GOP/s, and its probe (`cpu_int8_probe_vnni512` or
