@@ -13,6 +13,10 @@
 // the step) combines the splits into the output.
 // RoPE runs here too (the query, and the step's own K in the block that needs it, which also
 // writes this step's K and V rows to the cache), so decode needs no rope_store launch.
+// With `akind` >= 0 the block that writes a head's output also quantizes it for the output
+// projection (`act_quant_warp`: the float kinds and Q8_0/Q8_1, whose 32-value groups lie
+// within a head when head_dim is a multiple of 32), so decode needs no act_quant launch
+// between attention and attn_out.
 // Sums are reordered freely (f32 throughout, q pre-scaled); `exact` keeps attention.cu.
 // Short contexts (`ordered_upto` positions or fewer, at most ATTF_ORDERED_MAX) take
 // attention.cu's CPU-order arithmetic instead, in this same launch (RoPE and the cache write
@@ -49,6 +53,22 @@ struct AttfShared {
     int last;
 };
 
+// Head h's output (written by this block, all of whose threads call this) quantized as `kind`
+// into the activation buffers (act_quant.cu), a warp per 32 values; nothing when kind < 0.
+__device__ __forceinline__ void attf_quant_head(const float* __restrict__ out, int h, int hd,
+                                                int kind, float* __restrict__ xf,
+                                                i8* __restrict__ aq, float* __restrict__ ad,
+                                                float* __restrict__ ax) {
+    if (kind < 0) return;
+    __syncthreads();
+    int d = threadIdx.x;
+    if (d < ((hd + 31) & ~31)) {
+        bool ok = d < hd;
+        u64 i = (u64)h * hd + d;
+        act_quant_warp(ok ? out[i] : 0.0f, ok, i, kind, xf, aq, ad, ax);
+    }
+}
+
 // The block's work for head dimension HD (0: `hd` at run time).
 template <int HD>
 __device__ __forceinline__ void attention_split_block(
@@ -56,7 +76,8 @@ __device__ __forceinline__ void attention_split_block(
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
     int pos0, float rc, float rs, int n_rot, int neox, int splits, float scale,
     int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
-    float* __restrict__ out, AttfShared& sh) {
+    float* __restrict__ out, int akind, float* __restrict__ axf, i8* __restrict__ aq,
+    float* __restrict__ ad, float* __restrict__ ax, AttfShared& sh) {
     const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
     float* red = sh.red;
@@ -125,6 +146,7 @@ __device__ __forceinline__ void attention_split_block(
         __syncthreads();
         attention_cpu_order<4>(qs, kc + g * hd, vs, kv_dim, hd, hd, sh.curh[0], n_ctx, scale, 0,
                                red, red + ATTF_ORDERED_MAX, out + (u64)h * hd);
+        attf_quant_head(out, h, hd, akind, axf, aq, ad, ax);
         return;
     }
 
@@ -224,7 +246,10 @@ __device__ __forceinline__ void attention_split_block(
         if (active == 1) out[(u64)h * hd + d] = a / l;
         else mine[d] = a;
     }
-    if (active == 1) return;
+    if (active == 1) {
+        attf_quant_head(out, h, hd, akind, axf, aq, ad, ax);
+        return;
+    }
     if (threadIdx.x == 0) {
         mine[hd] = m;
         mine[hd + 1] = l;
@@ -261,6 +286,7 @@ __device__ __forceinline__ void attention_split_block(
         out[(u64)h * hd + d] = a;
     }
     if (threadIdx.x == 0) tickets[h] = 0;
+    attf_quant_head(out, h, hd, akind, axf, aq, ad, ax);
 }
 
 // Before waiting on the kernel ahead (the QKV product), bring this block's chunk of K and V
@@ -304,7 +330,9 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
                     const float* __restrict__ table, int n_rot, int neox, int splits,
                     float scale, int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
-                    float* __restrict__ out, STAMP_PARAMS) {
+                    float* __restrict__ out, int akind, float* __restrict__ axf,
+                    i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax,
+                    STAMP_PARAMS) {
     // The position (set by the previous step's `advance`, finished before the kernel ahead
     // began) and this thread's RoPE cos/sin at it are read before waiting on the kernel ahead.
     int pos0 = __ldg(pos);
@@ -319,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     __shared__ AttfShared sh;
     int upto = min(ordered_upto, ATTF_ORDERED_MAX);
 #define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, splits, \
-                  scale, upto, part, tickets, out, sh
+                  scale, upto, part, tickets, out, akind, axf, aq, ad, ax, sh
     if (hd == 64) attention_split_block<64>(ATTF_ARGS);
     else if (hd == 128) attention_split_block<128>(ATTF_ARGS);
     else attention_split_block<0>(ATTF_ARGS);

@@ -306,8 +306,8 @@ fn fast_decode_attention_matches_the_cpu() {
             };
             // Eight splits keep chunks of 128 positions; two make longer ones past 256.
             let splits = if pos % 2 == 0 { 8 } else { 2 };
-            let got = kc.decode_attention(&step, splits, 0).unwrap();
-            let ordered = kc.decode_attention(&step, splits, 128).unwrap();
+            let got = kc.decode_attention(&step, splits, 0, None).unwrap();
+            let ordered = kc.decode_attention(&step, splits, 128, None).unwrap();
 
             let table = rope_table(pos, head_dim, 10000.0);
             let style = if neox {
@@ -369,6 +369,95 @@ fn fast_decode_attention_matches_the_cpu() {
                 failures.push(format!(
                     "{what}: {worst:.2e} off, over {bound:.2e} of {top:.2e}"
                 ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The decode attention quantizes its output for the output projection (the engine then runs
+/// no act_quant launch before attn_out): in every format it does that in, the bits are the
+/// CPU quantizer's of the kernel's own float output. One chunk, several combined, and the
+/// CPU-order path; head sizes 64 and 128.
+#[test]
+fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
+    use cbtop::engine::cpu::attention::AttnShape;
+    use cbtop::engine::cuda::DecodeStep;
+    use cbtop::quant::QuantizedAct;
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128)] {
+        for (pos, splits, ordered_upto) in [(0usize, 8, 0), (300, 8, 0), (57, 2, 128)] {
+            let mut rng = SplitMix64::new((pos * 7 + head_dim) as u64);
+            let kv_dim = n_kv_heads * head_dim;
+            let mut draw =
+                |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
+            let (q, k, v) = (
+                draw(n_heads * head_dim, 3.0),
+                draw(kv_dim, 3.0),
+                draw(kv_dim, 1.0),
+            );
+            let half = |x: Vec<f32>| -> Vec<u16> {
+                x.into_iter()
+                    .map(|x| half::f16::from_f32(x).to_bits())
+                    .collect()
+            };
+            let (keys, values) = (half(draw(pos * kv_dim, 3.0)), half(draw(pos * kv_dim, 1.0)));
+            let step = DecodeStep {
+                shape: AttnShape {
+                    n_heads,
+                    n_kv_heads,
+                    head_dim,
+                },
+                n_rot: head_dim,
+                neox: true,
+                rope_base: 10000.0,
+                q: &q,
+                k: &k,
+                v: &v,
+                keys: &keys,
+                values: &values,
+            };
+            for kind in [
+                ActType::Q8_0,
+                ActType::Q8_1,
+                ActType::F16,
+                ActType::BF16,
+                ActType::F32,
+            ] {
+                let what = format!("{n_heads} heads x {head_dim}, position {pos}, {kind:?}");
+                let got = kc
+                    .decode_attention(&step, splits, ordered_upto, Some(kind))
+                    .unwrap();
+                let plain = kc
+                    .decode_attention(&step, splits, ordered_upto, None)
+                    .unwrap();
+                if got.out != plain.out {
+                    failures.push(format!("{what}: quantizing changed the float output"));
+                }
+                let gq = got.quantized.expect("asked for");
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+                let same = match quantize_act(kind, &got.out) {
+                    QuantizedAct::F32(x) | QuantizedAct::F16(x) | QuantizedAct::BF16(x) => {
+                        bits(&x) == bits(&gq.xf[..x.len()])
+                    }
+                    QuantizedAct::Q8_0(b) => b.iter().enumerate().all(|(i, b)| {
+                        b.d.to_bits() == gq.d[i].to_bits() && b.qs[..] == gq.q[32 * i..32 * i + 32]
+                    }),
+                    QuantizedAct::Q8_1(b) => b.iter().enumerate().all(|(i, b)| {
+                        b.d.to_bits() == gq.d[i].to_bits()
+                            && b.s.to_bits() == gq.x[i].to_bits()
+                            && b.qs[..] == gq.q[32 * i..32 * i + 32]
+                    }),
+                    QuantizedAct::Q8_K(_) => unreachable!("not asked"),
+                };
+                if !same {
+                    failures.push(format!("{what}: not the CPU quantizer's bits"));
+                }
             }
         }
     }

@@ -21,7 +21,7 @@ use super::probe::GpuDesc;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::AttnShape;
 use crate::engine::{EngineError, Numerics};
-use crate::quant::GgmlType;
+use crate::quant::{ActType, GgmlType};
 
 /// One decode step for `KernelCheck::decode_attention`: the step's query, K and V (one token's
 /// projections, before RoPE) and the cache's rows for the positions before it.
@@ -44,6 +44,17 @@ pub struct DecodeOut {
     pub out: Vec<f32>,
     pub key_row: Vec<u16>,
     pub value_row: Vec<u16>,
+    /// The output as the kernel quantized it for the output projection, when asked.
+    pub quantized: Option<QuantizedOut>,
+}
+
+/// Activation buffers as kernels/act_quant.cu lays them out: rounded floats (`xf`, float
+/// formats), or int8 values (`q`) with a scale per 32 (`d`) and, for Q8_1, a sum per 32 (`x`).
+pub struct QuantizedOut {
+    pub xf: Vec<f32>,
+    pub q: Vec<i8>,
+    pub d: Vec<f32>,
+    pub x: Vec<f32>,
 }
 
 /// Single kernels on their own, for tests against the CPU reference: a typed matrix product
@@ -190,12 +201,14 @@ impl KernelCheck {
     /// the step's K, the step's cache rows written, attention over positions `0..=pos`) as the
     /// engine launches it, with `splits` splits of the context; contexts of `ordered_upto`
     /// positions or fewer (at most 128) in the CPU's order, as the engine asks for models whose
-    /// products all keep it.
+    /// products all keep it. With `quant`, the kernel also quantizes its output in that
+    /// format, as the engine asks for before an output projection taking it.
     pub fn decode_attention(
         &self,
         step: &DecodeStep,
         splits: usize,
         ordered_upto: usize,
+        quant: Option<ActType>,
     ) -> Result<DecodeOut, EngineError> {
         let s = &self.stream;
         let AttnShape {
@@ -228,6 +241,10 @@ impl KernelCheck {
             .map_err(w())?;
         let mut tickets = s.alloc_zeros::<i32>(n_heads).map_err(w())?;
         let mut out = s.alloc_zeros::<f32>(n_heads * head_dim).map_err(w())?;
+        let mut act = match quant {
+            Some(_) => Some(ActBufs::new(s, n_heads * head_dim)?),
+            None => None,
+        };
         attention_split(
             s,
             &self.k,
@@ -251,6 +268,7 @@ impl KernelCheck {
                 part: &mut part,
                 tickets: &mut tickets,
                 out: &mut out,
+                quant: quant.zip(act.as_mut()),
             },
             Stamp::default(),
         )
@@ -258,10 +276,20 @@ impl KernelCheck {
         let row = |c: &cudarc::driver::CudaSlice<u16>| {
             s.clone_dtoh(&c.slice(pos * kv_dim..(pos + 1) * kv_dim))
         };
+        let quantized = match &act {
+            Some(a) => Some(QuantizedOut {
+                xf: s.clone_dtoh(&a.xf).map_err(w())?,
+                q: s.clone_dtoh(&a.q).map_err(w())?,
+                d: s.clone_dtoh(&a.d).map_err(w())?,
+                x: s.clone_dtoh(&a.x).map_err(w())?,
+            }),
+            None => None,
+        };
         Ok(DecodeOut {
             out: s.clone_dtoh(&out).map_err(w())?,
             key_row: row(&kc).map_err(w())?,
             value_row: row(&vc).map_err(w())?,
+            quantized,
         })
     }
 }

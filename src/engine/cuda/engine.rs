@@ -789,13 +789,15 @@ impl CudaEngine {
                 s.products(n, Which::H, &outs, false, Some(qkind))
             })?;
             // RoPE runs in the launch that writes K and V to the cache (the attention brick's
-            // KV write), or inside the attention kernel itself: the two bricks are one.
+            // KV write), or inside the attention kernel itself: the two bricks are one. One
+            // token's attention also quantizes its output for the output projection.
+            let akind = self.split_quantizes(n, l);
             self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
-                s.rope_attention(n, l)
+                s.rope_attention(n, l, akind)
             })?;
             // The residual add happens in the output projection's epilogue.
             self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
-                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, None)
+                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, akind)
             })?;
             let gkind = s_kind(&self.w, Mat::Gate(l));
             self.brick(rec, B::FfnNorm, layer, |s| {

@@ -332,17 +332,43 @@ impl CudaEngine {
     /// keeps short prompts free of the flash kernel's f16 rounding of Q and of the softmax
     /// weights (measured on SmolLM2's 8 fixture prompts, all short: 150 of 231 greedy tokens
     /// matched llama.cpp's CPU with the flash kernel, 180 without).
-    pub(super) fn rope_attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
-        // The split kernel reads K and V rows in 16-byte pieces (head_dim a multiple of 8).
-        if self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim.is_multiple_of(8)
-        {
-            return self.attention_split(l);
+    ///
+    /// `out_kind`: the split kernel also quantizes its output as this for the output
+    /// projection (`split_quantizes`); the other paths take none.
+    pub(super) fn rope_attention(
+        &mut self,
+        n: usize,
+        l: usize,
+        out_kind: Option<ActType>,
+    ) -> Result<(), DriverError> {
+        if self.split_attention(n) {
+            return self.attention_split(l, out_kind);
         }
         self.rope_store(n, l)?;
         if self.k.attention_prefill(&self.model.config, n).is_some() {
             return self.attention_prefill(n, l);
         }
         self.attention(n, l)
+    }
+
+    /// Whether `n` queries take the split-KV kernel: one token under fast numerics (the kernel
+    /// reads K and V rows in 16-byte pieces, so head_dim a multiple of 8).
+    fn split_attention(&self, n: usize) -> bool {
+        self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim.is_multiple_of(8)
+    }
+
+    /// The activation format the split kernel writes its output in for the output projection
+    /// of layer `l`, when it can (`attf_quant_head` in kernels/attention_fast.cu: the float
+    /// formats, and Q8_0/Q8_1 when their 32-value groups lie within a head), so decode needs
+    /// no act_quant launch before attn_out. None: the product quantizes its input itself.
+    pub(super) fn split_quantizes(&self, n: usize, l: usize) -> Option<ActType> {
+        let kind = ActType::for_weights(mat(&self.w, Mat::O(l)).ty);
+        let fits = match kind {
+            ActType::F32 | ActType::F16 | ActType::BF16 => true,
+            ActType::Q8_0 | ActType::Q8_1 => self.model.config.head_dim.is_multiple_of(32),
+            ActType::Q8_K => false,
+        };
+        (self.split_attention(n) && fits).then_some(kind)
     }
 
     /// Attention of `n` queries over layer `l`'s cache (rows written by `rope_store`) on
@@ -429,10 +455,11 @@ impl CudaEngine {
 
     /// One token's RoPE and attention over layer `l`'s cache, split over positions
     /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
-    fn attention_split(&mut self, l: usize) -> Result<(), DriverError> {
+    fn attention_split(&mut self, l: usize, out_kind: Option<ActType>) -> Result<(), DriverError> {
         let layer = self.cache_rows(l);
         let st = self.clock.stamp();
         let (b, sp) = (&mut self.bufs, &mut self.split);
+        let quant = out_kind.map(|k| (k, &mut b.act));
         // The cache rows 0..=pos (row pos written here; pos < capacity, checked); the RoPE
         // table holds every position below the capacity.
         attention_split(
@@ -453,6 +480,7 @@ impl CudaEngine {
                 part: &mut sp.part,
                 tickets: &mut sp.tickets,
                 out: &mut b.att,
+                quant,
             },
             st,
         )
@@ -484,6 +512,8 @@ pub(super) struct SplitArgs<'a, 'c> {
     pub(super) tickets: &'a mut CudaSlice<i32>,
     /// q_dim output values.
     pub(super) out: &'a mut CudaSlice<f32>,
+    /// The output also quantized as this format into these buffers (`split_quantizes`).
+    pub(super) quant: Option<(ActType, &'a mut ActBufs)>,
 }
 
 /// The split-KV decode attention of one token, launched as the engine runs it.
@@ -500,8 +530,23 @@ pub(super) fn attention_split(
         shared_mem_bytes: a.shared_bytes as u32,
     };
     let splits = a.splits as i32;
+    // The activation buffers as raw device pointers (none: a kind of -1 and null pointers,
+    // which the kernel then never touches).
+    let (akind, [axf, aq, ad, ax]) = match &a.quant {
+        Some((kind, b)) => (
+            kind_code(*kind),
+            [
+                b.xf.device_ptr(stream).0,
+                b.q.device_ptr(stream).0,
+                b.d.device_ptr(stream).0,
+                b.x.device_ptr(stream).0,
+            ],
+        ),
+        None => (-1, [0; 4]),
+    };
     // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
-    // to 128.
+    // to 128; the activation buffers hold q_dim values (the engine's, sized for every
+    // product's input).
     unsafe {
         k.launch(stream, &k.attention_split)
             .arg(a.q)
@@ -522,6 +567,11 @@ pub(super) fn attention_split(
             .arg(a.part)
             .arg(a.tickets)
             .arg(a.out)
+            .arg(&akind)
+            .arg(&axf)
+            .arg(&aq)
+            .arg(&ad)
+            .arg(&ax)
             .arg(&st.ptr)
             .arg(&st.slot)
             .launch(cfg)

@@ -22,7 +22,7 @@ pub mod probe;
 mod weights;
 
 pub use crate::engine::options::Timing;
-pub use check::{DecodeOut, DecodeStep, KernelCheck};
+pub use check::{DecodeOut, DecodeStep, KernelCheck, QuantizedOut};
 pub use engine::CudaEngine;
 pub use error::device_error;
 pub use probe::{probe, GpuDesc, Probe};
