@@ -224,6 +224,20 @@ mod tests {
         }
         out.push(ties.iter().map(|v| -v).collect());
         out.push(ties);
+        // Every product an exact half: each 32-value group leads with -127, so Q8_0/Q8_1's
+        // inverse scale and Q8_K's (the first largest magnitude, negative) are exactly 1 and
+        // every other value k + 0.5 is a rounding tie (to even, not away from zero).
+        out.push(
+            (0..len)
+                .map(|i| {
+                    if i % 32 == 0 {
+                        -127.0
+                    } else {
+                        (i % 200) as f32 - 100.0 + 0.5
+                    }
+                })
+                .collect(),
+        );
         out
     }
 

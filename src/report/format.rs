@@ -226,7 +226,6 @@ pub fn to_markdown(r: &Report) -> String {
     s
 }
 
-/// One Markdown line summarising the GPU telemetry of a run.
 /// The prompt's brick table.
 fn prefill_markdown(s: &mut String, p: &super::types::PrefillReport) {
     let int8 = match (p.int8_gops, &p.int8_source) {
@@ -277,6 +276,7 @@ fn prefill_markdown(s: &mut String, p: &super::types::PrefillReport) {
     );
 }
 
+/// One Markdown line summarising the GPU telemetry of a run.
 fn telemetry_line(t: &super::types::Telemetry) -> String {
     let mm = |v: Option<super::types::StatSummary>, unit: &str| {
         v.map_or("-".to_string(), |v| {

@@ -69,11 +69,12 @@ pub fn attention(
         with_fma(
             #[inline(always)]
             || {
-                for (j, o) in os.chunks_exact_mut(hd).enumerate() {
-                    let idx = task * per + j;
+                for (i, o) in os.chunks_exact_mut(hd).enumerate() {
+                    let idx = task * per + i;
                     let (t, h) = (idx / n_heads, idx % n_heads);
                     let g = h / group;
                     let n_ctx = pos0 + t + 1;
+                    // Position `j`'s K and V rows of this head's group.
                     let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
                     let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
                     let qrow = &q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
