@@ -9,8 +9,9 @@
 //! One job at a time: the caller publishes `n` chunk indices and the threads (the caller is
 //! thread 0) run them. At 16 threads a decode region is a few microseconds of work, and what
 //! the threads share costs as much when they all touch it at once (one cache line passed
-//! between 16 cores a claim at a time: 4.4-7 us per region, measured on the GPU machine's
-//! Xeon, against 1.8-2.9 us now, `tests::region_cost`). So:
+//! between 16 cores a claim at a time): 4.4-7.1 us per region over its work with two chunks
+//! per thread, measured on the GPU machine's Xeon, against 2.6-3.4 us now
+//! (`tests::region_cost`). So:
 //! - Chunk `t` is first thread `t`'s: it claims it on a line of its own. A late thread's first
 //!   chunk (still unclaimed a moment after the caller has run out of work) is taken over by
 //!   the caller, so no thread's lateness stalls a job.
