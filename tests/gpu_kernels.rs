@@ -244,6 +244,51 @@ fn check_shape(
     }
 }
 
+/// A decode step's random operands: the token's q, k and v before RoPE (scales 3, 3, 1) and
+/// `pos` cached K and V rows as f16 (scales 3, 1), drawn in that order from `seed`.
+struct RandomStep {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    keys: Vec<half::f16>,
+    values: Vec<half::f16>,
+}
+
+fn random_step(
+    shape: cbtop::engine::cpu::attention::AttnShape,
+    pos: usize,
+    seed: u64,
+) -> RandomStep {
+    let mut rng = SplitMix64::new(seed);
+    let kv_dim = shape.n_kv_heads * shape.head_dim;
+    let mut draw =
+        |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
+    let (q, k, v) = (
+        draw(shape.n_heads * shape.head_dim, 3.0),
+        draw(kv_dim, 3.0),
+        draw(kv_dim, 1.0),
+    );
+    let mut half = |s: f32| -> Vec<half::f16> {
+        draw(pos * kv_dim, s)
+            .into_iter()
+            .map(half::f16::from_f32)
+            .collect()
+    };
+    let (keys, values) = (half(3.0), half(1.0));
+    RandomStep {
+        q,
+        k,
+        v,
+        keys,
+        values,
+    }
+}
+
+/// f16 values as their bits (the cache's layout).
+fn f16_bits(x: &[half::f16]) -> Vec<u16> {
+    x.iter().map(|h| h.to_bits()).collect()
+}
+
 /// The fast numerics' decode attention (RoPE on the query and the step's K, the step's cache
 /// rows written, attention split over the context, in one launch) against the CPU engine. The
 /// kernel sums in f32 while the CPU rounds its running sum of V to f16 at every position, so
@@ -270,29 +315,20 @@ fn fast_decode_attention_matches_the_cpu() {
         [(9, 3, 64, false), (14, 2, 128, true), (6, 2, 80, true)]
     {
         for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999] {
-            let mut rng = SplitMix64::new((pos * 131 + head_dim) as u64);
             let shape = AttnShape {
                 n_heads,
                 n_kv_heads,
                 head_dim,
             };
             let kv_dim = n_kv_heads * head_dim;
-            let mut draw =
-                |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
-            let (q, k, v) = (
-                draw(n_heads * head_dim, 3.0),
-                draw(kv_dim, 3.0),
-                draw(kv_dim, 1.0),
-            );
-            let mut keys: Vec<f16> = draw(pos * kv_dim, 3.0)
-                .into_iter()
-                .map(f16::from_f32)
-                .collect();
-            let mut values: Vec<f16> = draw(pos * kv_dim, 1.0)
-                .into_iter()
-                .map(f16::from_f32)
-                .collect();
-            let bits = |x: &[f16]| x.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+            let RandomStep {
+                q,
+                k,
+                v,
+                mut keys,
+                mut values,
+            } = random_step(shape, pos, (pos * 131 + head_dim) as u64);
+            let bits = f16_bits;
             let step = DecodeStep {
                 shape,
                 n_rot: head_dim,
@@ -392,35 +428,22 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
     let mut failures = Vec::new();
     for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128)] {
         for (pos, splits, ordered_upto) in [(0usize, 8, 0), (300, 8, 0), (57, 2, 128)] {
-            let mut rng = SplitMix64::new((pos * 7 + head_dim) as u64);
-            let kv_dim = n_kv_heads * head_dim;
-            let mut draw =
-                |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
-            let (q, k, v) = (
-                draw(n_heads * head_dim, 3.0),
-                draw(kv_dim, 3.0),
-                draw(kv_dim, 1.0),
-            );
-            let half = |x: Vec<f32>| -> Vec<u16> {
-                x.into_iter()
-                    .map(|x| half::f16::from_f32(x).to_bits())
-                    .collect()
+            let shape = AttnShape {
+                n_heads,
+                n_kv_heads,
+                head_dim,
             };
-            let (keys, values) = (half(draw(pos * kv_dim, 3.0)), half(draw(pos * kv_dim, 1.0)));
+            let r = random_step(shape, pos, (pos * 7 + head_dim) as u64);
             let step = DecodeStep {
-                shape: AttnShape {
-                    n_heads,
-                    n_kv_heads,
-                    head_dim,
-                },
+                shape,
                 n_rot: head_dim,
                 neox: true,
                 rope_base: 10000.0,
-                q: &q,
-                k: &k,
-                v: &v,
-                keys: &keys,
-                values: &values,
+                q: &r.q,
+                k: &r.k,
+                v: &r.v,
+                keys: &f16_bits(&r.keys),
+                values: &f16_bits(&r.values),
             };
             for kind in [
                 ActType::Q8_0,

@@ -396,13 +396,18 @@ mod tests {
         let pool = Pool::new(3);
         for n in [1usize, 2, 3, 7, 64, 1000] {
             for _ in 0..50 {
-                let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-                pool.run(n, &|i| {
-                    hits[i].fetch_add(1, Ordering::Relaxed);
-                });
-                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "n={n}");
+                assert!(each_index_runs_once(&pool, n), "n={n}");
             }
         }
+    }
+
+    /// One job of `n` chunks on `pool`: whether every index ran exactly once.
+    fn each_index_runs_once(pool: &Pool, n: usize) -> bool {
+        let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+        pool.run(n, &|i| {
+            hits[i].fetch_add(1, Ordering::Relaxed);
+        });
+        hits.iter().all(|h| h.load(Ordering::Relaxed) == 1)
     }
 
     /// Short jobs after long ones and back: a worker still finishing its look at a job must
@@ -413,14 +418,7 @@ mod tests {
         let pool = Pool::new(6);
         for round in 0..20_000usize {
             let n = if round % 2 == 0 { 2 + round % 5 } else { 40 };
-            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-            pool.run(n, &|i| {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(
-                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
-                "round {round}"
-            );
+            assert!(each_index_runs_once(&pool, n), "round {round}");
         }
     }
 
@@ -432,14 +430,7 @@ mod tests {
         let pool = Pool::new(16);
         for round in 0..5_000usize {
             let n = [3usize, 16, 17, 40][round % 4];
-            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-            pool.run(n, &|i| {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(
-                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
-                "round {round}"
-            );
+            assert!(each_index_runs_once(&pool, n), "round {round}");
         }
     }
 
