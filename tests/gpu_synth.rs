@@ -15,18 +15,19 @@ use cbtop::model::Model;
 use cbtop::profile::Profile;
 use cbtop::synth::{self, QuantMix};
 
-/// A synthetic qwen2.5-0.5b q4_k_m (weights from `seed`) on the CPU and on the GPU side by
-/// side: `prompt`, then `steps` greedy steps with the CPU's tokens fed to both; `diff` of each
+/// A synthetic `shape` q4_k_m (weights from `seed`) on the CPU and on the GPU side by side:
+/// `prompt`, then `steps` greedy steps with the CPU's tokens fed to both; `diff` of each
 /// step's logits (CPU, GPU) is printed and the worst returned.
 fn side_by_side(
     g: &GpuDesc,
+    shape: &str,
     seed: u64,
     prompt: &[u32],
     numerics: Numerics,
     steps: usize,
     diff: impl Fn(&[f32], &[f32]) -> f32,
 ) -> f32 {
-    let shape = Profile::shape("qwen2.5-0.5b").unwrap();
+    let shape = Profile::shape(shape).unwrap();
     let path = std::env::temp_dir().join(format!(
         "cbtop-gpu-synth-{seed}-{}.gguf",
         std::process::id()
@@ -62,7 +63,15 @@ fn synth_qwen_0_5b_q4_k_m_gpu_matches_cpu_for_16_steps() {
         return;
     };
     let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
-    let worst = side_by_side(&g, 1, &prompt, Numerics::Exact, 16, common::max_abs_diff);
+    let worst = side_by_side(
+        &g,
+        "qwen2.5-0.5b",
+        1,
+        &prompt,
+        Numerics::Exact,
+        16,
+        common::max_abs_diff,
+    );
     eprintln!("synth qwen2.5-0.5b q4_k_m: worst GPU vs CPU {worst:.5} over 16 steps");
     assert!(worst <= 0.05, "GPU vs CPU logits differ by {worst} > 0.05");
 }
@@ -80,13 +89,32 @@ fn synth_qwen_0_5b_fast_long_prompt_stays_near_the_cpu() {
     let prompt: Vec<u32> = (0..600)
         .map(|_| (rng.next_u64() % 150_000) as u32)
         .collect();
-    let of_range = |c: &[f32], d: &[f32]| {
-        let hi = c.iter().fold(f32::MIN, |m, v| m.max(*v));
-        let lo = c.iter().fold(f32::MAX, |m, v| m.min(*v));
-        common::max_abs_diff(c, d) / (hi - lo)
-    };
-    let worst = side_by_side(&g, 2, &prompt, Numerics::Fast, 8, of_range);
+
+    let worst = side_by_side(&g, "qwen2.5-0.5b", 2, &prompt, Numerics::Fast, 8, of_range);
     eprintln!("synth qwen2.5-0.5b fast, 600-token prompt: worst {worst:.5} of the logits' range");
+    assert!(
+        worst <= 0.02,
+        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
+    );
+}
+
+/// The largest logit difference as a share of the CPU logits' range (max - min).
+fn of_range(c: &[f32], d: &[f32]) -> f32 {
+    let hi = c.iter().fold(f32::MIN, |m, v| m.max(*v));
+    let lo = c.iter().fold(f32::MAX, |m, v| m.min(*v));
+    common::max_abs_diff(c, d) / (hi - lo)
+}
+
+/// Fast decode of a model whose products take Q8_K activations throughout (qwen2.5-1.5b's
+/// Q4_K/Q6_K weights, 128-wide heads): 12 steps within 2% of the CPU logits' range.
+#[test]
+fn synth_qwen_1_5b_fast_decode_stays_near_the_cpu() {
+    let Some(g) = gpu::gpu("gpu_synth") else {
+        return;
+    };
+    let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
+    let worst = side_by_side(&g, "qwen2.5-1.5b", 3, &prompt, Numerics::Fast, 12, of_range);
+    eprintln!("synth qwen2.5-1.5b fast decode: worst {worst:.5} of the logits' range");
     assert!(
         worst <= 0.02,
         "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
