@@ -49,12 +49,24 @@ __device__ void act_quant_warp(float v, bool ok, u64 i, int kind, float* __restr
     }
 }
 
-// Q8_K (`act_quant_chunk`'s): 256-value chunks, one per 256 threads of the block (blockDim.x a
-// multiple of 256); every thread of the block calls it (it synchronises).
-__device__ void act_quant_q8k(float v, bool ok, u64 i, i8* __restrict__ q, float* __restrict__ d,
-                              float* __restrict__ x) {
+// Quantize 256-value chunks, one per 256 threads of the block (blockDim.x a multiple of 256),
+// each thread holding value `v` at flat index `i` (valid when `ok`); every thread of the
+// block must call it (it synchronises for Q8_K).
+// Shared by act_quant and by the kernels that produce a product's input (RMSNorm, SwiGLU)
+// and quantize it on the way out.
+// `st`: the calling kernel's stamp start; the block's thread 0 stamps the kernel's end right
+// after its last store here (`st.end()`), so the kernel needs no exit path for it.
+__device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __restrict__ xf,
+                                i8* __restrict__ q, float* __restrict__ d,
+                                float* __restrict__ x, const KernelStart& st) {
+    bool lead = (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
     __shared__ float sv[32];
     __shared__ int si[32];
+    if (kind != ACT_Q8_K) {
+        act_quant_warp(v, ok, i, kind, xf, q, d, x);
+        if (lead) st.end();
+        return;
+    }
     // This thread's place in its 256-value chunk, and the chunk's first warp.
     int tl = threadIdx.x & 255, w0 = (threadIdx.x >> 8) * 8;
     if (!ok) v = 0.0f;
@@ -99,21 +111,7 @@ __device__ void act_quant_q8k(float v, bool ok, u64 i, i8* __restrict__ q, float
         if ((tl & 15) == 0) x[i >> 4] = (float)s;
         if (tl == 0) d[i >> 8] = mx != 0.0f ? __fdiv_rn(1.0f, iscale) : 0.0f;
     }
-}
-
-// Quantize 256-value chunks, one per 256 threads of the block (blockDim.x a multiple of 256),
-// each thread holding value `v` at flat index `i` (valid when `ok`); every thread of the
-// block must call it (it synchronises for Q8_K).
-// Shared by act_quant and by the kernels that produce a product's input (RMSNorm, SwiGLU)
-// and quantize it on the way out.
-// `st`: the calling kernel's stamp start; the block's thread 0 stamps the kernel's end right
-// after its last store here (`st.end()`), so the kernel needs no exit path for it.
-__device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __restrict__ xf,
-                                i8* __restrict__ q, float* __restrict__ d,
-                                float* __restrict__ x, const KernelStart& st) {
-    if (kind == ACT_Q8_K) act_quant_q8k(v, ok, i, q, d, x);
-    else act_quant_warp(v, ok, i, kind, xf, q, d, x);
-    if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) st.end();
+    if (lead) st.end();
 }
 
 extern "C" __global__ void act_quant(const float* __restrict__ in, int total, int kind,
