@@ -21,8 +21,9 @@
 //!   index with another job's count. (The count once lived in its own atomic: a worker could
 //!   read the finished job's last index with the next job's larger count and run a chunk past
 //!   the end; seen on the 16-core GPU machine as an attention index out of bounds.)
-//! - A thread reports the chunks it ran on its own line once per job, and the caller adds the
-//!   reports up; nothing counts up one shared word chunk by chunk.
+//! - A thread reports the chunks it ran on its own line (once per job, but for a late worker's
+//!   second look, whose report adds to its first), and the caller adds the reports up;
+//!   nothing counts up one shared word chunk by chunk.
 //! - The job's word, its description and each thread's lines are cache lines apart.
 //!
 //! A successful claim, either way, is of a job still running (its chunk is not reported yet),
@@ -67,7 +68,8 @@ fn generation(v: u64) -> u64 {
 struct Shared {
     /// The current job's generation, chunk count and counter (`pack`): workers spin on it.
     next: CachePadded<AtomicU64>,
-    /// Written once per job (or once per pool), read by every thread.
+    /// Written by the caller once per job (`stop` once per pool; `panicked` also by a thread
+    /// whose chunk panicked), read by every thread.
     flags: CachePadded<Flags>,
     /// One per thread, index 0 the caller's.
     slots: Box<[CachePadded<Slot>]>,
@@ -90,7 +92,8 @@ struct Slot {
     /// The last job whose chunk `t` (this slot's thread) was claimed, by thread `t` or by the
     /// caller in its place.
     claimed: AtomicU64,
-    /// `seq << N_SHIFT | k`: thread `t` ran `k` chunks of job `seq` (written once per job).
+    /// `seq << N_SHIFT | k`: thread `t` ran `k` chunks of job `seq` so far (written by thread
+    /// `t` after each of its `work` calls, adding up within a job).
     ran: AtomicU64,
 }
 
@@ -211,11 +214,14 @@ impl Pool {
         let seq = (s.flags.info.load(Ordering::Relaxed) >> N_SHIFT) + 1;
         s.flags.job.store(job as *mut (), Ordering::Relaxed);
         s.flags.panicked.store(false, Ordering::Relaxed);
+        // Release: a worker that reads this job's description (`work`, Acquire) without having
+        // seen its generation (one that woke for the job before) sees the closure and the
+        // cleared flag too.
         s.flags
             .info
-            .store(seq << N_SHIFT | n as u64, Ordering::Relaxed);
+            .store(seq << N_SHIFT | n as u64, Ordering::Release);
         let gen = (generation(s.next.load(Ordering::Relaxed)) + 1) & 0xffff;
-        // Publishes the job: workers read its fields after seeing this generation.
+        // Publishes the job to the workers spinning on the generation (and to counter claims).
         let owned = self.threads.min(n);
         s.next.store(pack(gen, n, owned), Ordering::Release);
         if *s.sleepers.lock().unwrap_or_else(|e| e.into_inner()) > 0 {
