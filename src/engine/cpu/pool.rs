@@ -97,6 +97,19 @@ struct Slot {
     ran: AtomicU64,
 }
 
+impl Slot {
+    /// The chunks this slot's thread has reported for job `seq` (none if its report is of
+    /// another job).
+    fn ran_in(&self, seq: u64) -> usize {
+        let v = self.ran.load(Ordering::Acquire);
+        if v >> N_SHIFT == seq {
+            (v & FIELD) as usize
+        } else {
+            0
+        }
+    }
+}
+
 /// A pool of `threads - 1` workers; the thread that calls `run` is the last.
 pub struct Pool {
     shared: Arc<Shared>,
@@ -232,20 +245,7 @@ impl Pool {
         // claimed yet (not at once: reading their lines while they claim costs them a miss
         // each, in the common case where nobody is late).
         let mut spins = 0u32;
-        while ran
-            + s.slots[1..]
-                .iter()
-                .map(|slot| {
-                    let v = slot.ran.load(Ordering::Acquire);
-                    if v >> N_SHIFT == seq {
-                        (v & FIELD) as usize
-                    } else {
-                        0
-                    }
-                })
-                .sum::<usize>()
-            < n
-        {
+        while ran + s.slots[1..].iter().map(|t| t.ran_in(seq)).sum::<usize>() < n {
             pause(&mut spins);
             if spins.is_multiple_of(STEAL_EVERY) {
                 for t in 1..owned {
@@ -380,14 +380,10 @@ fn worker(s: &Shared, me: usize) {
         if let Some((seq, ran)) = work(s, me) {
             // A call that found a later job than `gen` is followed by another for that job
             // (the generation moved): the report adds up over calls for one job.
-            let slot = &s.slots[me].ran;
-            let prev = slot.load(Ordering::Relaxed);
-            let before = if prev >> N_SHIFT == seq {
-                prev & FIELD
-            } else {
-                0
-            };
-            slot.store(seq << N_SHIFT | (before + ran as u64), Ordering::Release);
+            let slot = &s.slots[me];
+            let total = slot.ran_in(seq) + ran;
+            slot.ran
+                .store(seq << N_SHIFT | total as u64, Ordering::Release);
         }
     }
 }
