@@ -1,7 +1,8 @@
 //! Single-thread speed of the CPU engine's product kernels, one weight type at a time: a
 //! matrix of random blocks times one activation row (decode) and times four (prompt), on a
 //! matrix that stays in L2 (`hot`: the kernel's own speed) and on one streamed from memory
-//! (`cold`: what a token sees). Prints ns per weight block and GB/s of weights.
+//! (`cold`: what a token sees). Prints ns per weight block and GB/s of weights, for `vec_dot`
+//! row by row and for the engine's row loop (`vec_dot_rows`).
 //!
 //! `cargo bench --bench cpu_kernels` for the full run (`-- TYPE` for one type); under
 //! `cargo test` a few rows, as a smoke test.
@@ -77,11 +78,19 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
             .map(|r| vec_dot(ty, r, &acts[0]))
             .sum()
     });
+    // The engine's decode path: the whole matrix in one `vec_dot_rows` call (its row loop,
+    // the kernels inlined), as one thread's share of a product.
+    let mut out = vec![0f32; rows];
+    let looped = best(reps, || {
+        cbtop::quant::vec_dot_rows(ty, &m, row_bytes, &acts[0], &mut out);
+        out.iter().sum()
+    });
     let mut line = format!(
-        "{ty:<5} {label:<4} {:>7.1} MB  1 row: {:>6.2} ns/block {:>6.1} GB/s",
+        "{ty:<5} {label:<4} {:>7.1} MB  1 row: {:>6.2} ns/block {:>6.1} GB/s  rows: {:>6.2} ns/block",
         m.len() as f64 / 1e6,
         one * 1e9 / blocks,
-        m.len() as f64 / one / 1e9
+        m.len() as f64 / one / 1e9,
+        looped * 1e9 / blocks,
     );
     if has_x4(ty) {
         let four = best(reps, || {

@@ -28,12 +28,7 @@ macro_rules! row_loops {
         /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $one(rows: &[u8], row_bytes: usize, a: &[$blk], out: &mut [f32]) {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             for (r, o) in rows.chunks_exact(row_bytes).zip(out) {
-                let ahead = r.as_ptr().wrapping_add($crate::quant::PREFETCH_AHEAD);
-                for line in (0..row_bytes).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
-                }
                 *o = $kernel(r, a);
             }
         }
@@ -54,15 +49,33 @@ macro_rules! row_loops {
     };
 }
 
-/// How far ahead of the row being dotted a one-token product asks for its weights
-/// (`_mm_prefetch`, every cache line of a row this many bytes on). A token's products are a few
-/// hundred kilobytes each, short streams that the hardware prefetchers are slow to ramp up
-/// on. Measured on the 2-core EPYC dev machine, SmolLM2 decode, 10 alternating runs each,
-/// median tok/s: none 117.2, 16 KiB ahead 121.0 (1, 2, 4, 8 and 64 KiB were no better than 16
-/// within the machine's noise). Prefetches never fault, so running past the matrix's end is
-/// harmless (the next tensor is usually the next product's).
+/// How far ahead of the weight block being dotted a one-token product asks for its weights
+/// (`prefetch_ahead`). A token's products are a few hundred kilobytes to a few megabytes per
+/// thread, short streams that the hardware prefetchers ramp up on slowly, and a kernel that
+/// unpacks its blocks keeps the core busy between loads, so its own demand misses leave the
+/// memory bus idle. Each single-row kernel asks for the line this far past every block it
+/// dots, so the requests are spread over the work.
+///
+/// Measured on the 2-core EPYC dev machine, synthetic qwen2.5-0.5b q4_k_m, `--threads 2`,
+/// brick GB/s in alternating runs (three rounds): asking per block 16 KiB ahead took `ffn_down`
+/// (Q6_K/Q4_K) from 7.8-9.6 to 16.2-17.9 GB/s and `lm_head` (Q8_0) from 14.7-17.7 to 17.5-19.2,
+/// decode 28.2-33.9 to 38.6-40.2 tok/s; the earlier scheme (each row's lines asked for at once
+/// when the row began, 16 KiB ahead) was slower than no prefetch at all for `ffn_down`
+/// (10.6-11.9 GB/s): a burst of 60 requests per row fills the core's miss buffers and stalls
+/// its own loads. 8 KiB ahead measured as 16; 32 and 64 KiB lower.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 16 << 10;
+
+/// Asks for the cache line `PREFETCH_AHEAD` bytes past `p` (see there). A prefetch never
+/// faults, so running past the matrix's end is harmless (the next tensor is usually the next
+/// product's).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn prefetch_ahead(p: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: a prefetch reads nothing architecturally and never faults, at any address.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD) as *const i8) }
+}
 
 pub mod act;
 pub mod float;

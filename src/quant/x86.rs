@@ -17,6 +17,7 @@
 use std::arch::x86_64::*;
 
 use super::legacy::{BlockQ8_0, BlockQ8_1};
+use super::prefetch_ahead;
 use super::simd_order::Lanes8;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
@@ -246,6 +247,7 @@ pub unsafe fn vec_dot_q4_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 18, a.len());
     let mut acc = _mm256_setzero_ps();
     for (b, y) in w.chunks_exact(18).zip(a) {
+        prefetch_ahead(b.as_ptr());
         let q = _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8));
         let d = _mm256_set1_ps(f16_pair(b, 0).0 * y.d);
         acc = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc);
@@ -299,6 +301,10 @@ unsafe fn q5_0_tile<const R: usize, const T: usize>(
         for r in 0..R {
             // SAFETY: `check` above: every row holds `blocks` blocks of 22 bytes.
             let b = unsafe { w[r].get_unchecked(22 * i..22 * i + 22) };
+            if T == 1 {
+                // decode: one token streams the matrix (`prefetch_ahead`)
+                prefetch_ahead(b.as_ptr());
+            }
             let u = q5_0_unsigned(b);
             let dw = f16_splat(b);
             for t in 0..T {
@@ -328,6 +334,7 @@ pub unsafe fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     check(w, 34, a.len());
     let mut acc = _mm256_setzero_ps();
     for (b, y) in w.chunks_exact(34).zip(a) {
+        prefetch_ahead(b.as_ptr());
         let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
         let d = _mm256_set1_ps(f16_pair(b, 0).0 * y.d);
         acc = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc);
@@ -344,6 +351,7 @@ pub unsafe fn vec_dot_q4_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut summs = 0f32;
     for (b, y) in w.chunks_exact(20).zip(a) {
+        prefetch_ahead(b.as_ptr());
         let (dw, mw) = f16_pair(b, 0);
         summs += mw * y.s;
         let d = _mm256_set1_ps(dw * y.d);
@@ -361,6 +369,7 @@ pub unsafe fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut summs = 0f32;
     for (b, y) in w.chunks_exact(24).zip(a) {
+        prefetch_ahead(b.as_ptr());
         let (dw, mw) = f16_pair(b, 0);
         summs += mw * y.s;
         let q = _mm256_or_si256(nibbles(&b[8..24]), high_bits(u32_at(b, 4)));

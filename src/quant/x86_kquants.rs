@@ -23,6 +23,7 @@
 use std::arch::x86_64::*;
 
 use super::kquants::{BlockQ8K, PAIR_ORDER, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+use super::prefetch_ahead;
 use super::x86::{f16_one, f16_pair};
 
 /// The weight type of a kernel (a constant wherever `dot_rows` is inlined).
@@ -261,6 +262,13 @@ unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) ->
     let mut sums = [_mm256_setzero_ps(); N];
     let mut sumf = [0f32; N];
     for (i, b) in w.chunks_exact(bytes).enumerate() {
+        if N == 1 {
+            // decode: one token streams the matrix; a line ahead for each of the block's
+            // (`prefetch_ahead`)
+            for line in (0..bytes).step_by(64) {
+                prefetch_ahead(b.as_ptr().wrapping_add(line));
+            }
+        }
         let u = unpack(b, kind);
         for t in 0..N {
             let y = &a[t][i];
