@@ -3,9 +3,10 @@
 # (issue 13): builds llama.cpp (CPU) from the vendored peer source once, makes the synthetic
 # qwen2.5-0.5b q4_k_m with `cbtop synth`, then for SmolLM2 (when $SMOLLM2 names its file) and the
 # 0.5b runs, for each thread count,
-#   llama-bench -t T -p 64 -n 64 -r 3
-#   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
-# and prints decode and prefill tok/s with the ratio cbtop / llama.cpp.
+#   llama-bench -t T -p 64 -n 64 -r $REPS     (REPS default 3; it prints the mean)
+#   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64, REPS times
+# and prints decode and prefill tok/s (each side's mean over its REPS runs) with the ratio
+# cbtop / llama.cpp.
 #
 #   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" bash bench/cpu-vs-llama.sh
 #
@@ -36,14 +37,19 @@ for entry in "${models[@]}"; do
     for t in $THREADS; do
         "$bench" -m "$file" -t "$t" -p 64 -n 64 -r "$REPS" -o json \
             >"$OUT/$name-t$t-llama.json" 2>"$OUT/$name-t$t-llama.log"
-        "$CBTOP" --headless --json --device cpu --threads "$t" --timing off --model-path "$file" \
-            --tokens 64 --prefill 64 --warmup 4 --ctx 200 >"$OUT/$name-t$t-cbtop.json"
+        # As many runs as llama-bench's repetitions, averaged as it averages its own.
+        for r in $(seq "$REPS"); do
+            "$CBTOP" --headless --json --device cpu --threads "$t" --timing off \
+                --model-path "$file" --tokens 64 --prefill 64 --warmup 4 --ctx 200 \
+                >"$OUT/$name-t$t-cbtop-r$r.json"
+        done
     done
 done
 
-python3 - "$OUT" "$THREADS" "${models[@]}" <<'PY'
-import json, sys
-out, threads, models = sys.argv[1], sys.argv[2].split(), [m.split("=")[0] for m in sys.argv[3:]]
+python3 - "$OUT" "$THREADS" "$REPS" "${models[@]}" <<'PY'
+import json, statistics, sys
+out, threads, reps = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
+models = [m.split("=")[0] for m in sys.argv[4:]]
 print(f"{'model':<14}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}")
 for name in models:
     for t in threads:
@@ -52,12 +58,14 @@ for name in models:
             for r in ll:
                 if r["n_prompt"] == n_prompt and r["n_gen"] == n_gen:
                     return r["avg_ts"]
-        c = json.load(open(f"{out}/{name}-t{t}-cbtop.json"))["throughput"]
-        for work, a, b in (("decode", peer(0, 64), c["tokens_per_sec"]),
-                           ("prefill", peer(64, 0), c["prefill_tokens_per_sec"])):
+        runs = [json.load(open(f"{out}/{name}-t{t}-cbtop-r{r}.json"))["throughput"]
+                for r in range(1, reps + 1)]
+        mean = lambda k: statistics.mean(c[k] for c in runs) if all(c[k] for c in runs) else None
+        for work, a, b in (("decode", peer(0, 64), mean("tokens_per_sec")),
+                           ("prefill", peer(64, 0), mean("prefill_tokens_per_sec"))):
             ratio = f"{b / a:.2f}x" if a and b else "-"
             print(f"{name:<14}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
-print("tok/s; llama.cpp: llama-bench -t T -p 64 -n 64 (plain build of ../shared/peer, repacking as"
-      " it defaults); cbtop: --headless --device cpu --timing off, 64 decode steps after a"
-      " 64-token prompt")
+print(f"tok/s, each the mean of {reps} runs; llama.cpp: llama-bench -t T -p 64 -n 64 -r {reps}"
+      " (plain build of ../shared/peer, repacking as it defaults); cbtop: --headless --device cpu"
+      f" --timing off, 64 decode steps after a 64-token prompt, run {reps} times")
 PY

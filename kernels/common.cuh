@@ -137,12 +137,11 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_START_LATE
 #define CBTOP_STAMP_START_LATE 0
 #endif
-// - CBTOP_STAMP_START_SHARED=1: as START_LATE, with block 0's start held in shared memory (one
-//   word, written and read by thread 0 only) instead of a register of every thread: START_LATE's
-//   single write at the exit without its registers.
-#ifndef CBTOP_STAMP_START_SHARED
-#define CBTOP_STAMP_START_SHARED 0
-#endif
+// A START_LATE with block 0's start held in a shared word (thread 0's alone) instead of a
+// register of every thread was measured too and dropped: stamped tok/s fell further than the
+// unstamped (H100, bench/gpu-timing.sh, 2 rounds, events/off overhead against the default's in
+// the same session: SmolLM2 5.28/4.18 against 4.17/3.72 at depth 0/1024, 0.5b 3.93/3.29
+// against 3.04/2.87, 1.5b 3.77/3.31 against 2.95/2.70).
 #ifndef CBTOP_STAMP_NOTHING
 #define CBTOP_STAMP_NOTHING 0
 #endif
@@ -193,14 +192,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
 // kernel.
 __device__ __forceinline__ void stamp_end(u64* stamps, int slot);
 
-#if CBTOP_STAMP_START_SHARED
-// Block 0's start under START_SHARED: one shared word of the block, thread 0's alone.
-__device__ __forceinline__ u64& start_word() {
-    __shared__ u64 w;
-    return w;
-}
-#endif
-
 struct KernelStart {
     u64* stamps;
     int slot;
@@ -214,11 +205,6 @@ struct KernelStart {
         bool b0t0 =
             (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0;
         if (s && b0t0) t0 = globaltimer();
-#elif CBTOP_STAMP_START_SHARED
-        pdl_wait();
-        pdl_launch_dependents();
-        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            start_word() = globaltimer();
 #elif CBTOP_STAMP_NOTHING
         pdl_wait();
         pdl_launch_dependents();
@@ -252,8 +238,6 @@ struct KernelStart {
     __device__ __forceinline__ void end() const {
 #if CBTOP_STAMP_START_LATE
         if (stamps && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[2 * (u64)slot] = t0;
-#elif CBTOP_STAMP_START_SHARED
-        if (stamps && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[2 * (u64)slot] = start_word();
 #endif
         stamp_end(stamps, slot);
     }

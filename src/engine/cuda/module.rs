@@ -9,8 +9,8 @@
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
 //! documented where the kernels read them: `CBTOP_STAMP_END_LAST`, `CBTOP_STAMP_END_NONE`,
 //! `CBTOP_STAMP_START_CONST`, `CBTOP_STAMP_START_EARLY`, `CBTOP_STAMP_END_CONST`,
-//! `CBTOP_STAMP_END_NEVER`, `CBTOP_STAMP_START_LATE`, `CBTOP_STAMP_START_SHARED` and
-//! `CBTOP_STAMP_NOTHING` (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
+//! `CBTOP_STAMP_END_NEVER`, `CBTOP_STAMP_START_LATE` and `CBTOP_STAMP_NOTHING`
+//! (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
