@@ -8,6 +8,7 @@
 use super::cpu::attention::{attention, AttnShape};
 use super::cpu::matmul::{matmul, matmuls};
 use super::cpu::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
+use super::cpu::pool;
 use super::kv_cache::KvCache;
 use crate::brick::{BrickId as B, Recorder};
 use crate::model::{Config, Weights};
@@ -36,6 +37,25 @@ pub struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     normed: Vec<f32>,
+}
+
+/// `f(t, row)` for every `len`-value row `t` of `rows`. A prompt's rows go over the engine's
+/// pool, a few rows per task; one row runs on the calling thread. Each row is computed alone
+/// with the same operations whichever thread takes it, so the bits do not depend on the split.
+/// These per-token steps ran on the calling thread alone: at 16 threads on the H100 machine's
+/// Xeon a 64-token prompt's norms, RoPE and residual adds were 6-7% of its prefill (brick by
+/// brick: SmolLM2 5.7 of 82 ms, the q4_k_m 0.5b 6.0 of 103 ms). On the 2-core EPYC, SmolLM2's
+/// 64-token prompt in three alternating runs: the two norms 1.22-1.32 -> 0.65-0.73 ms each,
+/// RoPE 0.95-1.09 -> 0.56-0.58 ms (the residual adds, memory-bound, unchanged).
+fn per_row(rows: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    let n = rows.len() / len;
+    // About two tasks per thread, so a late thread's share can be taken over.
+    let per = n.div_ceil(2 * pool::global().threads()).max(1);
+    pool::par_chunks_mut(rows, per * len, |task, piece| {
+        for (i, row) in piece.chunks_exact_mut(len).enumerate() {
+            f(task * per + i, row);
+        }
+    });
 }
 
 /// `buf` holding exactly `len` values (its old contents, or zeros where it grew).
@@ -93,9 +113,10 @@ pub fn forward(
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
-            for (hr, xr) in h.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
-                rms_norm(xr, &lw.attn_norm, cfg.norm_eps, hr);
-            }
+            let x = &*x;
+            per_row(h, e, |t, hr| {
+                rms_norm(&x[t * e..][..e], &lw.attn_norm, cfg.norm_eps, hr)
+            });
         });
         rec.time(B::Qkv, layer, || {
             matmuls(
@@ -116,10 +137,9 @@ pub fn forward(
                     .map(|t| rope_table(pos0 + t, cfg.rope_dims, cfg.rope_base))
                     .collect();
             }
-            for (t, table) in tables.iter().enumerate() {
-                rope(&mut q[t * qd..(t + 1) * qd], cfg.head_dim, table, style);
-                rope(&mut k[t * kvd..(t + 1) * kvd], cfg.head_dim, table, style);
-            }
+            let tables = &tables;
+            per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
+            per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
         });
         // attention stores this batch's K and V first
         rec.time(B::Attention, layer, || {
@@ -131,18 +151,25 @@ pub fn forward(
             attention(shape, q, keys, values, pos0, &mut *att);
         });
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o));
-        rec.time(B::AttnResidual, layer, || add_in_place(&mut *x, o));
+        rec.time(B::AttnResidual, layer, || {
+            let o = &*o;
+            per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
+        });
         rec.time(B::FfnNorm, layer, || {
-            for (hr, xr) in h.chunks_exact_mut(e).zip(x.chunks_exact(e)) {
-                rms_norm(xr, &lw.ffn_norm, cfg.norm_eps, hr);
-            }
+            let x = &*x;
+            per_row(h, e, |t, hr| {
+                rms_norm(&x[t * e..][..e], &lw.ffn_norm, cfg.norm_eps, hr)
+            });
         });
         rec.time(B::FfnGateUp, layer, || {
             matmuls(w, h, &mut [(&lw.w_gate, &mut *gate), (&lw.w_up, &mut *up)]);
         });
         rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
         rec.time(B::FfnDown, layer, || matmul(w, &lw.w_down, gate, &mut *o));
-        rec.time(B::FfnResidual, layer, || add_in_place(&mut *x, o));
+        rec.time(B::FfnResidual, layer, || {
+            let o = &*o;
+            per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
+        });
     }
     kv.advance(n);
 
@@ -165,4 +192,31 @@ pub fn forward(
         return vec![logits];
     }
     logits.chunks_exact(vocab).map(|r| r.to_vec()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_row;
+
+    /// Every row is handed to `f` once, with its own index, for batch sizes around the
+    /// split's boundaries (one row, fewer rows than tasks, several rows per task).
+    #[test]
+    fn per_row_gives_every_row_its_own_index_once() {
+        let len = 3;
+        for n in [1usize, 2, 3, 7, 16, 37, 64, 129] {
+            let mut rows = vec![-1f32; n * len];
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            per_row(&mut rows, len, |t, row| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                row.iter_mut().for_each(|v| *v += t as f32 + 1.0);
+            });
+            assert_eq!(calls.into_inner(), n, "{n} rows");
+            for (t, row) in rows.chunks_exact(len).enumerate() {
+                assert!(
+                    row.iter().all(|&v| v == t as f32),
+                    "row {t} of {n}: {row:?}"
+                );
+            }
+        }
+    }
 }

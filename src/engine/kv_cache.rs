@@ -2,6 +2,7 @@
 //! f16 like llama.cpp's default cache so attention sees the same rounding.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 /// K and V for every layer, `capacity` positions each, `kv_dim` values per position.
 pub struct KvCache {
@@ -54,12 +55,12 @@ impl KvCache {
     /// Store key and value rows for `pos` in `layer`.
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let range = pos * self.kv_dim..(pos + 1) * self.kv_dim;
-        for (d, s) in self.k[layer][range.clone()].iter_mut().zip(k) {
-            *d = f16::from_f32(*s);
-        }
-        for (d, s) in self.v[layer][range].iter_mut().zip(v) {
-            *d = f16::from_f32(*s);
-        }
+        // The slice conversion: F16C eight at a time where the CPU has it, the same
+        // round-to-nearest-even as `f16::from_f32`, which checks the CPU's features per value
+        // (SmolLM2, 64-token prompt, 2 threads on the 2-core EPYC, the three prefill runs of
+        // the per-row change below: attention brick 9.5-10.1 -> 8.3-9.0 ms over 30 layers).
+        self.k[layer][range.clone()].convert_from_f32_slice(&k[..self.kv_dim]);
+        self.v[layer][range].convert_from_f32_slice(&v[..self.kv_dim]);
     }
 
     /// Keys of `layer`, positions `0..n`, row-major `[pos][kv_dim]`.
