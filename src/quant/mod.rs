@@ -57,12 +57,13 @@ macro_rules! row_loops {
 /// dots, so the requests are spread over the work.
 ///
 /// Measured on the 2-core EPYC dev machine, synthetic qwen2.5-0.5b q4_k_m, `--threads 2`,
-/// brick GB/s in alternating runs (three rounds): asking per block 16 KiB ahead took `ffn_down`
-/// (Q6_K/Q4_K) from 7.8-9.6 to 16.2-17.9 GB/s and `lm_head` (Q8_0) from 14.7-17.7 to 17.5-19.2,
-/// decode 28.2-33.9 to 38.6-40.2 tok/s; the earlier scheme (each row's lines asked for at once
-/// when the row began, 16 KiB ahead) was slower than no prefetch at all for `ffn_down`
-/// (10.6-11.9 GB/s): a burst of 60 requests per row fills the core's miss buffers and stalls
-/// its own loads. 8 KiB ahead measured as 16; 32 and 64 KiB lower.
+/// brick GB/s, the schemes alternating within each of three rounds: the earlier one (each
+/// row's lines asked for at once when the row began, 16 KiB ahead) gave `ffn_down` (Q6_K/Q4_K)
+/// 7.8-9.6 GB/s, slower than no prefetch at all (8.9-11.9): a burst of ~60 requests per row
+/// fills the core's miss buffers and stalls its own loads. Asking per block gave 13.3-16.9,
+/// `lm_head` (Q8_0) 15.3-18.9 against 14.7-17.7, decode 33.5-40.0 tok/s against 28.2-33.9.
+/// Old and new binaries alternating: `ffn_down` 12.0-12.5 -> 17.2-19.5 GB/s, decode
+/// 38.3-39.5 -> 40.3-46.1 tok/s. 8 KiB ahead measured the same as 16; 32 and 64 KiB no better.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 16 << 10;
 
