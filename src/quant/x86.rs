@@ -88,13 +88,15 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes)
 }
 
-/// 16 packed bytes → 32 nibbles in weight order (low nibbles, then high nibbles).
+/// 16 packed bytes → 32 nibbles in weight order (low nibbles, then high nibbles): the bytes
+/// broadcast to both halves (a load, no shuffle), the high half shifted right by 4 in one
+/// `vpsrlvd` (the bits it pulls into each byte's top are masked away), as `q5_0_unsigned`.
 #[inline(always)]
 unsafe fn nibbles(qs: &[u8]) -> __m256i {
     debug_assert!(qs.len() >= 16);
-    let lo = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
-    let hi = _mm_srli_epi16::<4>(lo);
-    _mm256_and_si256(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(0x0F))
+    let b = _mm256_broadcastsi128_si256(_mm_loadu_si128(qs.as_ptr() as *const __m128i));
+    let shifted = _mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F))
 }
 
 /// Bit `j` of `qh` → byte `j` = 0x10 (the fifth bit of weight `j`), else 0.
