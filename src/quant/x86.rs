@@ -379,10 +379,10 @@ unsafe fn lanes_q5_0(u: __m256i, y: &BlockQ8_0) -> __m256 {
 
 /// `R` Q5_0 weight rows against `T` activation rows: each weight block unpacked once for the
 /// `T` tokens, each (row, token) pair its own accumulator. Every result is exactly the
-/// single-row kernel's: the same operations per pair in the same block order. (Two rows for
-/// one token, for independent FMA chains in decode, measured no faster on a Zen 3 EPYC with
-/// the matrix in L2, and 1.7x slower streamed from memory: the prefetchers handled the two
-/// interleaved streams badly. R stays 1 in use.)
+/// single-row kernel's: the same operations per pair in the same block order. (Decode's two
+/// rows at a time go through `two_rows` with `q5_0_block`, whose prefetches walk the pair's
+/// bytes in address order; with R = 2 here, each row's own lines asked for, they measured no
+/// faster in L2 and 1.7x slower streamed. R stays 1 in use.)
 #[inline(always)]
 unsafe fn q5_0_tile<const R: usize, const T: usize>(
     w: [&[u8]; R],
@@ -397,10 +397,6 @@ unsafe fn q5_0_tile<const R: usize, const T: usize>(
         for r in 0..R {
             // SAFETY: `check` above: every row holds `blocks` blocks of 22 bytes.
             let b = unsafe { w[r].get_unchecked(22 * i..22 * i + 22) };
-            if T == 1 {
-                // decode: one token streams the matrix (`prefetch_ahead`)
-                prefetch_ahead(b.as_ptr());
-            }
             let u = q5_0_unsigned(b);
             let dw = f16_splat(b);
             for t in 0..T {
@@ -419,7 +415,14 @@ unsafe fn q5_0_tile<const R: usize, const T: usize>(
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
-    q5_0_tile([w], [a])[0][0]
+    one_row(w, 22, a, q5_0_block, sum_plain)
+}
+
+/// One Q5_0 block of a row's dot: `q5_0_tile`'s operations for one (row, token) pair.
+#[inline(always)]
+unsafe fn q5_0_block(b: &[u8], y: &BlockQ8_0, acc: &mut __m256, _summs: &mut f32) {
+    let d = _mm256_mul_ps(f16_splat(b), _mm256_set1_ps(y.d));
+    *acc = _mm256_fmadd_ps(d, lanes_q5_0(q5_0_unsigned(b), y), *acc);
 }
 
 /// # Safety
@@ -626,11 +629,11 @@ macro_rules! paired_row_loops {
 
 paired_row_loops! {
     rows_q4_0_q8_0 = q4_0_block, 18, BlockQ8_0, sum_plain;
+    rows_q5_0_q8_0 = q5_0_block, 22, BlockQ8_0, sum_plain;
     rows_q8_0_q8_0 = q8_0_block, 34, BlockQ8_0, sum_plain;
     rows_q4_1_q8_1 = q4_1_block, 20, BlockQ8_1, sum_with_mins;
     rows_q5_1_q8_1 = q5_1_block, 24, BlockQ8_1, sum_with_mins;
 }
-row_loops!(rows_q5_0_q8_0 = vec_dot_q5_0_q8_0, BlockQ8_0);
 row_loops!(rows_q4_1_q8_1_x4 = vec_dot_q4_1_q8_1_x4 x4, BlockQ8_1);
 row_loops!(rows_q5_0_q8_0_x4 = vec_dot_q5_0_q8_0_x4 x4, BlockQ8_0);
 row_loops!(rows_q8_0_q8_0_x4 = vec_dot_q8_0_q8_0_x4 x4, BlockQ8_0);
