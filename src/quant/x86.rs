@@ -265,10 +265,10 @@ unsafe fn one_row<B>(
 /// keeps its own accumulators and takes exactly `one_row`'s steps in its order (same bits), and
 /// the two chains are independent, so the core overlaps one row's FMA and min-sum latencies
 /// with the other's work (a one-token product's rows are short: 18 blocks for a 576-wide row).
-/// The prefetches walk the pair's bytes in address order (the line `PREFETCH_AHEAD` past
-/// block `i` of row 0, then past block `i` of the pair's bytes read as one stream, and so on):
-/// asking past each row's own block instead made Q8_0 streamed from memory 1.4x slower than
-/// one row at a time (the two rows' requests interleave two ranges a row apart).
+/// The prefetches walk the pair's bytes in address order: step `i` asks for the lines
+/// `PREFETCH_AHEAD` past the pair's blocks `2i` and `2i + 1`, counting through row 0 and then
+/// row 1 as one stream. Asking past each row's own block `i` instead (two ranges a row apart,
+/// interleaved) made Q8_0 streamed from memory 1.4x slower than one row at a time.
 /// 2-core EPYC, `cargo bench --bench cpu_kernels -- Q8_0 --bench` and `-- Q4_1`, row loop,
 /// best of five runs alternating with the one-row loop's binary: Q4_1 (576 columns) in L2
 /// 2.37 -> 1.65 ns/block, streamed 2.22 -> 2.11; Q8_0 (896) in L2 1.83 -> 1.46, streamed
