@@ -272,7 +272,8 @@ unsafe fn one_row<B>(
 /// 2-core EPYC, `cargo bench --bench cpu_kernels -- Q8_0 --bench` and `-- Q4_1`, row loop,
 /// best of five runs alternating with the one-row loop's binary: Q4_1 (576 columns) in L2
 /// 2.37 -> 1.65 ns/block, streamed 2.22 -> 2.11; Q8_0 (896) in L2 1.83 -> 1.46, streamed
-/// 3.09 -> 2.96 (each row's own prefetch: 4.28).
+/// 3.09 -> 2.96 (each row's own prefetch: 4.28). Used for Q4_1 alone (the row loops below say
+/// why).
 #[inline(always)]
 unsafe fn two_rows<B>(
     w: [&[u8]; 2],
@@ -379,10 +380,10 @@ unsafe fn lanes_q5_0(u: __m256i, y: &BlockQ8_0) -> __m256 {
 
 /// `R` Q5_0 weight rows against `T` activation rows: each weight block unpacked once for the
 /// `T` tokens, each (row, token) pair its own accumulator. Every result is exactly the
-/// single-row kernel's: the same operations per pair in the same block order. (Decode's two
-/// rows at a time go through `two_rows` with `q5_0_block`, whose prefetches walk the pair's
-/// bytes in address order; with R = 2 here, each row's own lines asked for, they measured no
-/// faster in L2 and 1.7x slower streamed. R stays 1 in use.)
+/// single-row kernel's: the same operations per pair in the same block order. (Two rows for
+/// one token, R = 2 here with each row's own lines prefetched, measured no faster in L2 and
+/// 1.7x slower streamed; through `two_rows` they were faster in L2 but slower in the engine,
+/// see the row loops below. R stays 1 in use.)
 #[inline(always)]
 unsafe fn q5_0_tile<const R: usize, const T: usize>(
     w: [&[u8]; R],
@@ -613,7 +614,7 @@ pub unsafe fn rows_q5_0_unpacked<const T: usize>(
     }
 }
 
-/// Row loops of the types with a block step: two rows at a time (`row_pairs`).
+/// Row loops two rows at a time (`row_pairs`) through a type's block step.
 macro_rules! paired_row_loops {
     ($($name:ident = $step:ident, $bytes:literal, $blk:ty, $fin:ident;)*) => {$(
         /// `out[r]` = the dot of row `r` of `rows` with `a` for every row, two rows at a time.
@@ -627,13 +628,20 @@ macro_rules! paired_row_loops {
     )*};
 }
 
+// Q4_1 only: in the engine (2-core EPYC, 2 threads, six runs alternating with one row at a
+// time, brick p50s) SmolLM2's Q4_1 products ran faster in pairs (qkv 916 -> 852 us, gate/up
+// 2529 -> 2273, attn_out 590 -> 550; ffn_down level) but its Q8_0 output projection slower
+// (1640 -> 1778), and the 0.5b's Q5_0 products slower too (qkv 1183 -> 1422, gate/up 9052 ->
+// 9691), though the kernel bench had them faster (Q5_0 in L2 2.41 -> 2.11 ns/block, streamed
+// level; Q8_0 as in `two_rows`): streamed by two threads at once, the pairs' heavier block
+// steps gained nothing from the second chain. Q4_0 and Q5_1 were not measured in the engine.
 paired_row_loops! {
-    rows_q4_0_q8_0 = q4_0_block, 18, BlockQ8_0, sum_plain;
-    rows_q5_0_q8_0 = q5_0_block, 22, BlockQ8_0, sum_plain;
-    rows_q8_0_q8_0 = q8_0_block, 34, BlockQ8_0, sum_plain;
     rows_q4_1_q8_1 = q4_1_block, 20, BlockQ8_1, sum_with_mins;
-    rows_q5_1_q8_1 = q5_1_block, 24, BlockQ8_1, sum_with_mins;
 }
+row_loops!(rows_q4_0_q8_0 = vec_dot_q4_0_q8_0, BlockQ8_0);
+row_loops!(rows_q5_0_q8_0 = vec_dot_q5_0_q8_0, BlockQ8_0);
+row_loops!(rows_q8_0_q8_0 = vec_dot_q8_0_q8_0, BlockQ8_0);
+row_loops!(rows_q5_1_q8_1 = vec_dot_q5_1_q8_1, BlockQ8_1);
 row_loops!(rows_q4_1_q8_1_x4 = vec_dot_q4_1_q8_1_x4 x4, BlockQ8_1);
 row_loops!(rows_q5_0_q8_0_x4 = vec_dot_q5_0_q8_0_x4 x4, BlockQ8_0);
 row_loops!(rows_q8_0_q8_0_x4 = vec_dot_q8_0_q8_0_x4 x4, BlockQ8_0);
