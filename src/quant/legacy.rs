@@ -391,6 +391,13 @@ pub fn vec_dot_q5_1_q8_1(w: &[u8], a: &[BlockQ8_1]) -> f32 {
     acc.hsum() + summs
 }
 
+/// The block types of this module, for the tests here and of their fast kernels.
+#[cfg(test)]
+pub(crate) const LEGACY: [super::GgmlType; 5] = {
+    use super::GgmlType::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+    [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0]
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,14 +456,6 @@ mod tests {
         }
         row
     }
-
-    const LEGACY: [GgmlType; 5] = [
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-    ];
 
     // --- dequantization of hand-built blocks -----------------------------------------------
 

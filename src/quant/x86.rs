@@ -649,10 +649,23 @@ row_loops!(rows_q8_0_q8_0_x4 = vec_dot_q8_0_q8_0_x4 x4, BlockQ8_0);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::legacy::LEGACY;
     use crate::quant::{legacy, quantize_act, ActType, GgmlType, QuantizedAct};
     use half::f16;
 
     use crate::rng::SplitMix64 as Rng;
+
+    /// The scalar reference dot (`legacy`) of a row of legacy type `ty` with `act`.
+    fn reference(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
+        match (act, ty) {
+            (QuantizedAct::Q8_0(a), GgmlType::Q4_0) => legacy::vec_dot_q4_0_q8_0(w, a),
+            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => legacy::vec_dot_q5_0_q8_0(w, a),
+            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => legacy::vec_dot_q8_0_q8_0(w, a),
+            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => legacy::vec_dot_q4_1_q8_1(w, a),
+            (QuantizedAct::Q8_1(a), GgmlType::Q5_1) => legacy::vec_dot_q5_1_q8_1(w, a),
+            _ => panic!("{ty} with these activations has no reference here"),
+        }
+    }
 
     /// A random row: random quant bytes, finite f16 scale fields.
     fn row(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
@@ -726,13 +739,7 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(13);
-        for ty in [
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q5_1,
-            GgmlType::Q8_0,
-        ] {
+        for ty in LEGACY {
             // Odd and even row counts: pairs of rows and a lone last one.
             for (rows, blocks) in [(1usize, 1usize), (2, 3), (5, 18), (6, 7)] {
                 let w: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng, ty, blocks)).collect();
@@ -742,14 +749,7 @@ mod tests {
                 let mut out = vec![f32::NAN; rows];
                 crate::quant::vec_dot_rows(ty, &w, rb, &act, &mut out);
                 for (r, wr) in w.chunks_exact(rb).enumerate() {
-                    let want = match (&act, ty) {
-                        (QuantizedAct::Q8_0(a), GgmlType::Q4_0) => legacy::vec_dot_q4_0_q8_0(wr, a),
-                        (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => legacy::vec_dot_q5_0_q8_0(wr, a),
-                        (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => legacy::vec_dot_q8_0_q8_0(wr, a),
-                        (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => legacy::vec_dot_q4_1_q8_1(wr, a),
-                        (QuantizedAct::Q8_1(a), GgmlType::Q5_1) => legacy::vec_dot_q5_1_q8_1(wr, a),
-                        _ => unreachable!(),
-                    };
+                    let want = reference(ty, wr, &act);
                     assert_eq!(
                         out[r].to_bits(),
                         want.to_bits(),
@@ -782,18 +782,7 @@ mod tests {
                         .expect("a four-row kernel for this type");
                     for (t, a) in acts.iter().enumerate() {
                         let want = crate::quant::vec_dot(ty, &w, a);
-                        let slow = match (a, ty) {
-                            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => {
-                                legacy::vec_dot_q4_1_q8_1(&w, a)
-                            }
-                            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => {
-                                legacy::vec_dot_q5_0_q8_0(&w, a)
-                            }
-                            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => {
-                                legacy::vec_dot_q8_0_q8_0(&w, a)
-                            }
-                            _ => unreachable!(),
-                        };
+                        let slow = reference(ty, &w, a);
                         assert_eq!(got[t].to_bits(), want.to_bits(), "{ty} x {blocks}, row {t}");
                         assert_eq!(got[t].to_bits(), slow.to_bits(), "{ty} x {blocks}, row {t}");
                     }
@@ -840,38 +829,24 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(7);
-        for ty in [
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q5_1,
-            GgmlType::Q8_0,
-        ] {
+        for ty in LEGACY {
             for blocks in [1usize, 2, 7, 18, 48] {
                 for _ in 0..20 {
                     let w = row(&mut rng, ty, blocks);
                     let x: Vec<f32> = (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
                     let act = quantize_act(ActType::for_weights(ty), &x);
-                    let (fast, slow) = unsafe {
+                    // SAFETY: the features were just detected.
+                    let fast = unsafe {
                         match (&act, ty) {
-                            (QuantizedAct::Q8_0(a), GgmlType::Q4_0) => {
-                                (vec_dot_q4_0_q8_0(&w, a), legacy::vec_dot_q4_0_q8_0(&w, a))
-                            }
-                            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => {
-                                (vec_dot_q5_0_q8_0(&w, a), legacy::vec_dot_q5_0_q8_0(&w, a))
-                            }
-                            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => {
-                                (vec_dot_q8_0_q8_0(&w, a), legacy::vec_dot_q8_0_q8_0(&w, a))
-                            }
-                            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => {
-                                (vec_dot_q4_1_q8_1(&w, a), legacy::vec_dot_q4_1_q8_1(&w, a))
-                            }
-                            (QuantizedAct::Q8_1(a), GgmlType::Q5_1) => {
-                                (vec_dot_q5_1_q8_1(&w, a), legacy::vec_dot_q5_1_q8_1(&w, a))
-                            }
+                            (QuantizedAct::Q8_0(a), GgmlType::Q4_0) => vec_dot_q4_0_q8_0(&w, a),
+                            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => vec_dot_q5_0_q8_0(&w, a),
+                            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => vec_dot_q8_0_q8_0(&w, a),
+                            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => vec_dot_q4_1_q8_1(&w, a),
+                            (QuantizedAct::Q8_1(a), GgmlType::Q5_1) => vec_dot_q5_1_q8_1(&w, a),
                             _ => unreachable!(),
                         }
                     };
+                    let slow = reference(ty, &w, &act);
                     assert_eq!(
                         fast.to_bits(),
                         slow.to_bits(),
