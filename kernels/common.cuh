@@ -90,6 +90,9 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 //   x, y and z) stores its exit time, a plain store instead of every block's atomic max. It
 //   measures what the per-block atomics cost; the end it records is the last-scheduled
 //   block's, which need not be the last to finish, so it can under-state the kernel's end.
+//   Not a way to ship: with it a stamped step fails to resolve (H100, SmolLM2 and the 0.5b,
+//   bench/gpu-timing.sh): in rope+attention the highest-index block can exit before block 0
+//   has read its start (an end 224 ns and 32 ns before the start in two runs).
 // - CBTOP_STAMP_START_EARLY=1: block 0's thread 0 stamps the start before `pdl_wait`, not
 //   after: the start then includes the time a block spends beside the previous kernel
 //   waiting for it (so consecutive kernels' intervals overlap).
