@@ -2,11 +2,15 @@
 # cbtop's CPU engine beside llama.cpp's CPU backend on the same files and cores, in one run
 # (issue 13): builds llama.cpp (CPU) from the vendored peer source once, makes the synthetic
 # qwen2.5-0.5b q4_k_m with `cbtop synth`, then for SmolLM2 (when $SMOLLM2 names its file) and the
-# 0.5b runs, for each thread count,
-#   llama-bench -t T -p 64 -n 64 -r $REPS     (REPS default 3; it prints the mean)
-#   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64, REPS times
-# and prints decode and prefill tok/s (each side's mean over its REPS runs) with the ratio
-# cbtop / llama.cpp.
+# 0.5b runs, for each thread count, REPS rounds (default 3) of
+#   llama-bench -t T -p 64 -n 64 -r 1
+#   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
+# and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
+# cbtop / llama.cpp. The two sides alternate round by round, so a slow phase of a shared
+# machine falls on both: with llama-bench's three repetitions first and cbtop's three runs
+# after, the 2-core EPYC's memory bandwidth once dropped from 18-20 to 14-16 GB/s (cbtop's
+# own read probe) during cbtop's runs alone and a 0.5b decode ratio fell to 1.06 against
+# 1.22-1.35 in the runs before it.
 #
 #   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" bash bench/cpu-vs-llama.sh
 #
@@ -35,10 +39,9 @@ for entry in "${models[@]}"; do
     name=${entry%%=*}
     file=${entry#*=}
     for t in $THREADS; do
-        "$bench" -m "$file" -t "$t" -p 64 -n 64 -r "$REPS" -o json \
-            >"$OUT/$name-t$t-llama.json" 2>"$OUT/$name-t$t-llama.log"
-        # As many runs as llama-bench's repetitions, averaged as it averages its own.
         for r in $(seq "$REPS"); do
+            "$bench" -m "$file" -t "$t" -p 64 -n 64 -r 1 -o json \
+                >"$OUT/$name-t$t-llama-r$r.json" 2>"$OUT/$name-t$t-llama-r$r.log"
             "$CBTOP" --headless --json --device cpu --threads "$t" --timing off \
                 --model-path "$file" --tokens 64 --prefill 64 --warmup 4 --ctx 200 \
                 >"$OUT/$name-t$t-cbtop-r$r.json"
@@ -53,11 +56,11 @@ models = [m.split("=")[0] for m in sys.argv[4:]]
 print(f"{'model':<14}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}")
 for name in models:
     for t in threads:
-        ll = json.load(open(f"{out}/{name}-t{t}-llama.json"))
+        lls = [json.load(open(f"{out}/{name}-t{t}-llama-r{r}.json")) for r in range(1, reps + 1)]
         def peer(n_prompt, n_gen):
-            for r in ll:
-                if r["n_prompt"] == n_prompt and r["n_gen"] == n_gen:
-                    return r["avg_ts"]
+            ts = [r["avg_ts"] for ll in lls for r in ll
+                  if r["n_prompt"] == n_prompt and r["n_gen"] == n_gen]
+            return statistics.mean(ts) if len(ts) == reps else None
         runs = [json.load(open(f"{out}/{name}-t{t}-cbtop-r{r}.json"))["throughput"]
                 for r in range(1, reps + 1)]
         mean = lambda k: statistics.mean(c[k] for c in runs) if all(c[k] for c in runs) else None
@@ -65,7 +68,7 @@ for name in models:
                            ("prefill", peer(64, 0), mean("prefill_tokens_per_sec"))):
             ratio = f"{b / a:.2f}x" if a and b else "-"
             print(f"{name:<14}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
-print(f"tok/s, each the mean of {reps} runs; llama.cpp: llama-bench -t T -p 64 -n 64 -r {reps}"
-      " (plain build of ../shared/peer, repacking as it defaults); cbtop: --headless --device cpu"
-      f" --timing off, 64 decode steps after a 64-token prompt, run {reps} times")
+print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama-bench -t T"
+      " -p 64 -n 64 -r 1 (plain build of ../shared/peer, repacking as it defaults); cbtop:"
+      " --headless --device cpu --timing off, 64 decode steps after a 64-token prompt")
 PY
