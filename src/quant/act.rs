@@ -65,25 +65,47 @@ impl QuantizedAct {
 /// Quantize activations `x` into `kind`. `x.len()` must be a multiple of the format's block
 /// (32 for Q8_0/Q8_1, 256 for Q8_K).
 pub fn quantize_act(kind: ActType, x: &[f32]) -> QuantizedAct {
+    let mut out = QuantizedAct::F32(Vec::new());
+    quantize_act_into(kind, x, &mut out);
+    out
+}
+
+/// `quantize_act` into `out`, reusing its buffer when it already holds `kind` (a decode step
+/// quantizes every product's input: with the engine's buffers kept, the AVX2 quantizers
+/// allocate nothing after the first token).
+pub fn quantize_act_into(kind: ActType, x: &[f32], out: &mut QuantizedAct) {
+    if out.act_type() != kind {
+        *out = match kind {
+            ActType::F32 => QuantizedAct::F32(Vec::new()),
+            ActType::F16 => QuantizedAct::F16(Vec::new()),
+            ActType::BF16 => QuantizedAct::BF16(Vec::new()),
+            ActType::Q8_0 => QuantizedAct::Q8_0(Vec::new()),
+            ActType::Q8_1 => QuantizedAct::Q8_1(Vec::new()),
+            ActType::Q8_K => QuantizedAct::Q8_K(Vec::new()),
+        };
+    }
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
         // SAFETY: AVX2, FMA and F16C were detected; the results are the references' bits.
         unsafe {
-            match kind {
-                ActType::Q8_0 => return QuantizedAct::Q8_0(super::x86_act::quantize_q8_0(x)),
-                ActType::Q8_1 => return QuantizedAct::Q8_1(super::x86_act::quantize_q8_1(x)),
-                ActType::Q8_K => return QuantizedAct::Q8_K(super::x86_act::quantize_q8_k(x)),
+            match out {
+                QuantizedAct::Q8_0(v) => return super::x86_act::quantize_q8_0(x, v),
+                QuantizedAct::Q8_1(v) => return super::x86_act::quantize_q8_1(x, v),
+                QuantizedAct::Q8_K(v) => return super::x86_act::quantize_q8_k(x, v),
                 _ => {}
             }
         }
     }
-    match kind {
-        ActType::F32 => QuantizedAct::F32(x.to_vec()),
-        ActType::F16 => QuantizedAct::F16(float::round_f16(x)),
-        ActType::BF16 => QuantizedAct::BF16(float::round_bf16(x)),
-        ActType::Q8_0 => QuantizedAct::Q8_0(legacy::quantize_act_q8_0(x)),
-        ActType::Q8_1 => QuantizedAct::Q8_1(legacy::quantize_act_q8_1(x)),
-        ActType::Q8_K => QuantizedAct::Q8_K(kquants::quantize_act_q8_k(x)),
+    match out {
+        QuantizedAct::F32(v) => {
+            v.clear();
+            v.extend_from_slice(x);
+        }
+        QuantizedAct::F16(v) => *v = float::round_f16(x),
+        QuantizedAct::BF16(v) => *v = float::round_bf16(x),
+        QuantizedAct::Q8_0(v) => *v = legacy::quantize_act_q8_0(x),
+        QuantizedAct::Q8_1(v) => *v = legacy::quantize_act_q8_1(x),
+        QuantizedAct::Q8_K(v) => *v = kquants::quantize_act_q8_k(x),
     }
 }
 

@@ -98,7 +98,8 @@ pub mod x86_kquants512;
 pub mod x86_vnni;
 
 pub use act::{
-    has_x4, quantize_act, vec_dot, vec_dot_rows, vec_dot_rows_x4, vec_dot_x4, ActType, QuantizedAct,
+    has_x4, quantize_act, quantize_act_into, vec_dot, vec_dot_rows, vec_dot_rows_x4, vec_dot_x4,
+    ActType, QuantizedAct,
 };
 pub use types::GgmlType;
 

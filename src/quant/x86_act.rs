@@ -90,14 +90,15 @@ unsafe fn sums_of_four(q: __m256i) -> __m256i {
     _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
 }
 
-/// `legacy::quantize_act_q8_0`.
+/// `legacy::quantize_act_q8_0`, into `out` (cleared first: a decode step reuses the buffer).
 ///
 /// # Safety
 /// The CPU must support AVX2 (`x86::available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
+pub unsafe fn quantize_q8_0(x: &[f32], out: &mut Vec<BlockQ8_0>) {
     assert!(x.len().is_multiple_of(QK), "{} activations", x.len());
-    let mut out = Vec::with_capacity(x.len() / QK);
+    out.clear();
+    out.reserve(x.len() / QK);
     for xb in x.chunks_exact(QK) {
         let (amax, r) = round_block32(xb);
         let q = pack32(r);
@@ -110,17 +111,17 @@ pub unsafe fn quantize_q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
             sums16,
         });
     }
-    out
 }
 
-/// `legacy::quantize_act_q8_1`.
+/// `legacy::quantize_act_q8_1`, into `out` (as `quantize_q8_0`).
 ///
 /// # Safety
 /// The CPU must support AVX2 (`x86::available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_q8_1(x: &[f32]) -> Vec<BlockQ8_1> {
+pub unsafe fn quantize_q8_1(x: &[f32], out: &mut Vec<BlockQ8_1>) {
     assert!(x.len().is_multiple_of(QK), "{} activations", x.len());
-    let mut out = Vec::with_capacity(x.len() / QK);
+    out.clear();
+    out.reserve(x.len() / QK);
     for xb in x.chunks_exact(QK) {
         let (amax, r) = round_block32(xb);
         let all = _mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3]));
@@ -134,17 +135,17 @@ pub unsafe fn quantize_q8_1(x: &[f32]) -> Vec<BlockQ8_1> {
             qs: store_qs(pack32(r)),
         });
     }
-    out
 }
 
-/// `kquants::quantize_act_q8_k`.
+/// `kquants::quantize_act_q8_k`, into `out` (as `quantize_q8_0`).
 ///
 /// # Safety
 /// The CPU must support AVX2 (`x86::available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_q8_k(x: &[f32]) -> Vec<BlockQ8K> {
+pub unsafe fn quantize_q8_k(x: &[f32], out: &mut Vec<BlockQ8K>) {
     assert!(x.len().is_multiple_of(QK_K), "{} activations", x.len());
-    let mut out = Vec::with_capacity(x.len() / QK_K);
+    out.clear();
+    out.reserve(x.len() / QK_K);
     let order = _mm_loadu_si128(PAIR_ORDER.as_ptr() as *const __m128i);
     let order = _mm256_set_m128i(order, order);
     for xb in x.chunks_exact(QK_K) {
@@ -193,7 +194,6 @@ pub unsafe fn quantize_q8_k(x: &[f32]) -> Vec<BlockQ8K> {
         blk.d = 1.0 / iscale;
         out.push(blk);
     }
-    out
 }
 
 #[cfg(test)]
@@ -247,9 +247,16 @@ mod tests {
             eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
             return;
         }
+        // One set of buffers for every row, as a decode loop reuses them: each call must
+        // replace what the last one left.
+        let (mut q0, mut q1, mut qk) = (Vec::new(), Vec::new(), Vec::new());
         for x in rows(2 * QK_K) {
             // SAFETY: the features were just detected.
-            let (q0, q1, qk) = unsafe { (quantize_q8_0(&x), quantize_q8_1(&x), quantize_q8_k(&x)) };
+            unsafe {
+                quantize_q8_0(&x, &mut q0);
+                quantize_q8_1(&x, &mut q1);
+                quantize_q8_k(&x, &mut qk);
+            }
             let (r0, r1, rk) = (
                 legacy::quantize_act_q8_0(&x),
                 legacy::quantize_act_q8_1(&x),

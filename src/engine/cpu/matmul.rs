@@ -22,8 +22,10 @@ use crate::model::weights::{Mat, Weights};
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::BiasedPair;
 use crate::quant::{
-    has_x4, quantize_act, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType, QuantizedAct,
+    has_x4, quantize_act, quantize_act_into, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType,
+    QuantizedAct,
 };
+use std::cell::RefCell;
 
 /// Tasks per thread for one token. A token's product streams its weights from memory once, and
 /// small interleaved tasks (the threads taking 16-row pieces in turn) broke each thread's
@@ -48,9 +50,29 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
     matmuls(w, x, &mut [(m, out)]);
 }
 
+/// What a `matmuls` call keeps for the next one on its thread: the input quantized in each
+/// format (by kind; an entry's rows are rewritten before any use), the task list, and each
+/// product's result pointer. A decode step makes four calls per layer; building these afresh
+/// each time was about 20 allocations per layer (641 per SmolLM2 token).
+#[derive(Default)]
+struct Scratch {
+    formats: Vec<(ActType, Vec<QuantizedAct>)>,
+    tasks: Vec<(usize, usize, usize)>,
+    outs: Vec<SendPtr>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
 /// parallel region; the results are exactly those of one `matmul` per matrix.
 pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
+    // A task never calls back in here, so the calling thread's scratch is free.
+    SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products));
+}
+
+fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product]) {
     let Some(cols) = products.first().map(|p| p.0.cols) else {
         return;
     };
@@ -64,14 +86,27 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
         debug_assert_eq!(out.len(), n * m.rows);
     }
 
-    // The input in each format the matrices need, quantized once.
-    let mut formats: Vec<(ActType, Vec<QuantizedAct>)> = Vec::new();
-    for (m, _) in products.iter() {
+    // The input in each format the matrices need, quantized once (into the buffers the last
+    // call left, for one token).
+    let formats = &mut s.formats;
+    for (i, (m, _)) in products.iter().enumerate() {
         let kind = ActType::for_weights(m.ty);
-        if !formats.iter().any(|(k, _)| *k == kind) {
-            formats.push((kind, quantize_rows(kind, x, cols)));
+        if products[..i]
+            .iter()
+            .any(|(e, _)| ActType::for_weights(e.ty) == kind)
+        {
+            continue;
         }
+        let at = match formats.iter().position(|(k, _)| *k == kind) {
+            Some(at) => at,
+            None => {
+                formats.push((kind, Vec::new()));
+                formats.len() - 1
+            }
+        };
+        quantize_rows(kind, x, cols, &mut formats[at].1);
     }
+    let formats = &s.formats;
 
     // Q5_0's prompt kernel for AVX-512 VNNI takes the activations biased to unsigned bytes,
     // two tokens side by side, made once per call here (none where it does not run).
@@ -101,7 +136,8 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
     // Tasks: (product, first row, end row).
     let threads = pool::global().threads();
     let total_rows: usize = products.iter().map(|p| p.0.rows).sum();
-    let mut tasks = Vec::new();
+    let tasks = &mut s.tasks;
+    tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
         let per = if n == 1 {
             let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
@@ -117,39 +153,32 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
         );
     }
 
-    struct Job<'a> {
-        mat: &'a Mat,
-        bytes: &'a [u8],
-        acts: &'a [QuantizedAct],
-        out: SendPtr,
-    }
-    let jobs: Vec<Job> = products
-        .iter_mut()
-        .map(|(m, out)| {
-            let kind = ActType::for_weights(m.ty);
-            Job {
-                mat: m,
-                bytes: w.bytes(m),
-                acts: &formats
-                    .iter()
-                    .find(|(k, _)| *k == kind)
-                    .expect("quantized")
-                    .1,
-                out: SendPtr(out.as_mut_ptr()),
-            }
-        })
-        .collect();
+    s.outs.clear();
+    s.outs.extend(
+        products
+            .iter_mut()
+            .map(|(_, out)| SendPtr(out.as_mut_ptr())),
+    );
+    let (tasks, outs, products) = (&s.tasks, &s.outs, &*products);
 
     pool::global().run(tasks.len(), &|i| {
         let (p, r0, r1) = tasks[i];
-        let job = &jobs[p];
-        let (m, rb) = (job.mat, job.mat.row_bytes());
-        let rows = &job.bytes[r0 * rb..r1 * rb];
-        // SAFETY: `out` is `n × m.rows` (asserted above) and borrowed mutably until `run`
-        // returns; this task alone writes rows r0..r1 of it, for every token, so the slices
-        // handed out by different tasks never overlap.
+        let m = products[p].0;
+        let kind = ActType::for_weights(m.ty);
+        let acts = &formats
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("quantized above")
+            .1[..n];
+        let rb = m.row_bytes();
+        let rows = &w.bytes(m)[r0 * rb..r1 * rb];
+        let out = outs[p];
+        // SAFETY: `out` is product p's `n × m.rows` results (asserted above), borrowed
+        // mutably by `products` until `run` returns and written only through these pointers;
+        // this task alone writes rows r0..r1 of it, for every token, so the slices handed out
+        // by different tasks never overlap.
         let out_rows = |t: usize| unsafe {
-            std::slice::from_raw_parts_mut(job.out.0.add(t * m.rows + r0), r1 - r0)
+            std::slice::from_raw_parts_mut(out.0.add(t * m.rows + r0), r1 - r0)
         };
         with_fma(
             #[inline(always)]
@@ -160,23 +189,23 @@ pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if m.ty == GgmlType::Q5_0 && n >= 8 && crate::quant::x86::available() {
-                    if let [QuantizedAct::Q8_0(_), ..] = job.acts {
-                        return q5_0_batch(rows, rb, job.acts, &out_rows);
+                    if let [QuantizedAct::Q8_0(_), ..] = acts {
+                        return q5_0_batch(rows, rb, acts, &out_rows);
                     }
                 }
                 let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
                 for t in (0..fours).step_by(4) {
-                    let acts = std::array::from_fn(|i| &job.acts[t + i]);
+                    let four = std::array::from_fn(|i| &acts[t + i]);
                     let outs = [
                         out_rows(t),
                         out_rows(t + 1),
                         out_rows(t + 2),
                         out_rows(t + 3),
                     ];
-                    vec_dot_rows_x4(m.ty, rows, rb, acts, outs);
+                    vec_dot_rows_x4(m.ty, rows, rb, four, outs);
                 }
-                for t in fours..n {
-                    vec_dot_rows(m.ty, rows, rb, &job.acts[t], out_rows(t));
+                for (t, act) in acts.iter().enumerate().skip(fours) {
+                    vec_dot_rows(m.ty, rows, rb, act, out_rows(t));
                 }
             },
         )
@@ -261,21 +290,26 @@ fn q5_0_batch_vnni<'o>(
     });
 }
 
-/// Every row of `x` (rows of `cols`) quantized into `kind`, the rows spread over the pool
-/// when there are several.
-fn quantize_rows(kind: ActType, x: &[f32], cols: usize) -> Vec<QuantizedAct> {
+/// Every row of `x` (rows of `cols`) quantized into `kind`, into `rows`: one row into the
+/// buffer `rows` already holds (a decode step), several spread over the pool.
+fn quantize_rows(kind: ActType, x: &[f32], cols: usize, rows: &mut Vec<QuantizedAct>) {
     let n = x.len() / cols;
     if n == 1 {
-        return vec![quantize_act(kind, x)];
+        rows.truncate(1);
+        match rows.first_mut() {
+            Some(row) => quantize_act_into(kind, x, row),
+            None => rows.push(quantize_act(kind, x)),
+        }
+        return;
     }
     let mut slots: Vec<Option<QuantizedAct>> = vec![None; n];
     pool::par_chunks_mut(&mut slots, 1, |t, slot| {
         slot[0] = Some(quantize_act(kind, &x[t * cols..(t + 1) * cols]));
     });
-    slots
+    *rows = slots
         .into_iter()
         .map(|a| a.expect("every row quantized"))
-        .collect()
+        .collect();
 }
 
 /// A result buffer shared by the tasks of one `run`, each writing its own rows.
