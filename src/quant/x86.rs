@@ -272,7 +272,7 @@ unsafe fn one_row<B>(
 /// 2-core EPYC, `cargo bench --bench cpu_kernels -- Q8_0 --bench` and `-- Q4_1`, row loop,
 /// best of five runs alternating with the one-row loop's binary: Q4_1 (576 columns) in L2
 /// 2.37 -> 1.65 ns/block, streamed 2.22 -> 2.11; Q8_0 (896) in L2 1.83 -> 1.46, streamed
-/// 3.09 -> 2.96 (each row's own prefetch: 4.28). Used for Q4_1 alone (the row loops below say
+/// 3.09 -> 2.96 (each row's own prefetch: 4.28). Used for Q4_1 alone (`rows_q4_1_q8_1` says
 /// why).
 #[inline(always)]
 unsafe fn two_rows<B>(
@@ -383,7 +383,7 @@ unsafe fn lanes_q5_0(u: __m256i, y: &BlockQ8_0) -> __m256 {
 /// single-row kernel's: the same operations per pair in the same block order. (Two rows for
 /// one token, R = 2 here with each row's own lines prefetched, measured no faster in L2 and
 /// 1.7x slower streamed; through `two_rows` they were faster in L2 but slower in the engine,
-/// see the row loops below. R stays 1 in use.)
+/// see `rows_q4_1_q8_1`. R stays 1 in use.)
 #[inline(always)]
 unsafe fn q5_0_tile<const R: usize, const T: usize>(
     w: [&[u8]; R],
@@ -614,30 +614,25 @@ pub unsafe fn rows_q5_0_unpacked<const T: usize>(
     }
 }
 
-/// Row loops two rows at a time (`row_pairs`) through a type's block step.
-macro_rules! paired_row_loops {
-    ($($name:ident = $step:ident, $bytes:literal, $blk:ty, $fin:ident;)*) => {$(
-        /// `out[r]` = the dot of row `r` of `rows` with `a` for every row, two rows at a time.
-        ///
-        /// # Safety
-        /// The CPU must support AVX2, FMA and F16C (`available()`).
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub unsafe fn $name(rows: &[u8], row_bytes: usize, a: &[$blk], out: &mut [f32]) {
-            row_pairs(rows, row_bytes, $bytes, a, out, $step, $fin)
-        }
-    )*};
+/// `out[r] = vec_dot_q4_1_q8_1(row r, a)` for every row of `rows`, two rows at a time
+/// (`row_pairs`).
+///
+/// Q4_1 alone goes in pairs: in the engine (2-core EPYC, 2 threads, six runs alternating with
+/// one row at a time, brick p50s) SmolLM2's Q4_1 products ran faster in pairs (qkv 916 -> 852
+/// us, gate/up 2529 -> 2273, attn_out 590 -> 550; ffn_down level) but its Q8_0 output
+/// projection slower (1640 -> 1778), and the 0.5b's Q5_0 products slower too (qkv 1183 ->
+/// 1422, gate/up 9052 -> 9691), though the kernel bench had them faster (Q5_0 in L2 2.41 ->
+/// 2.11 ns/block, streamed level; Q8_0 as in `two_rows`): streamed by two threads at once, the
+/// pairs' heavier block steps gained nothing from the second chain. Q4_0 and Q5_1 were not
+/// measured in the engine.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_q4_1_q8_1(rows: &[u8], row_bytes: usize, a: &[BlockQ8_1], out: &mut [f32]) {
+    row_pairs(rows, row_bytes, 20, a, out, q4_1_block, sum_with_mins)
 }
 
-// Q4_1 only: in the engine (2-core EPYC, 2 threads, six runs alternating with one row at a
-// time, brick p50s) SmolLM2's Q4_1 products ran faster in pairs (qkv 916 -> 852 us, gate/up
-// 2529 -> 2273, attn_out 590 -> 550; ffn_down level) but its Q8_0 output projection slower
-// (1640 -> 1778), and the 0.5b's Q5_0 products slower too (qkv 1183 -> 1422, gate/up 9052 ->
-// 9691), though the kernel bench had them faster (Q5_0 in L2 2.41 -> 2.11 ns/block, streamed
-// level; Q8_0 as in `two_rows`): streamed by two threads at once, the pairs' heavier block
-// steps gained nothing from the second chain. Q4_0 and Q5_1 were not measured in the engine.
-paired_row_loops! {
-    rows_q4_1_q8_1 = q4_1_block, 20, BlockQ8_1, sum_with_mins;
-}
 row_loops!(rows_q4_0_q8_0 = vec_dot_q4_0_q8_0, BlockQ8_0);
 row_loops!(rows_q5_0_q8_0 = vec_dot_q5_0_q8_0, BlockQ8_0);
 row_loops!(rows_q8_0_q8_0 = vec_dot_q8_0_q8_0, BlockQ8_0);
