@@ -24,6 +24,10 @@ __device__ float ggml_expf(float x) {
 // 1294-1303/318-320 tok/s against 1396-1399/350-352 with this launch apart: the fence and
 // ticket that end every block cost each of the launch's ~9 waves their latency, more than
 // the launch saved, and the dispatch over every type took 134 registers unbounded.
+// Nor SwiGLU computed again by every block of the down projection (branch exp/fused-producers,
+// d2ac189; same bits): on SmolLM2 ffn_act+ffn_down+ffn_residual took 184.7 us per token
+// against 42.0 + 55.1 apart (H100, --timing events, depth 0), the 16 ggml_expf per thread
+// in every block costing more than the launch and its gap.
 extern "C" __global__ void silu_mul_quant(float* __restrict__ gate, const float* __restrict__ up,
                                           int n, int kind, float* __restrict__ xf,
                                           i8* __restrict__ q, float* __restrict__ d,
