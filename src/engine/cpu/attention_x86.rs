@@ -16,6 +16,17 @@ use super::attention::TiledRows;
 #[cfg(test)]
 use crate::quant::simd_order;
 
+/// The softmax's `expf`: inlined (`expf::expf`, glibc's bits) where the C library gives those
+/// bits (`own`, from `expf::matches_libm`), else the library's.
+#[inline(always)]
+fn softmax_exp(own: bool, x: f32) -> f32 {
+    if own {
+        super::expf::expf(x)
+    } else {
+        x.exp()
+    }
+}
+
 /// Eight f16 values at `p` as f32.
 #[inline(always)]
 unsafe fn load8(p: *const f16) -> __m256 {
@@ -166,6 +177,7 @@ pub(super) unsafe fn decode_head<const R: usize>(
     assert!(hd.is_multiple_of(64) && q.len() >= hd && o.len() >= hd);
     assert!(n == 0 || ((n - 1) * stride + at + hd <= keys.len().min(values.len())));
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    let own = super::expf::matches_libm();
     let mut acc = [_mm256_setzero_ps(); R];
     let (pk, pv) = (keys.as_ptr(), values.as_ptr());
     for j in 0..n {
@@ -178,14 +190,14 @@ pub(super) unsafe fn decode_head<const R: usize>(
         ) * scale;
         let (mut ms, mut vs) = (1.0f32, 1.0f32);
         if s > max {
-            ms = (max - s).exp();
+            ms = softmax_exp(own, max - s);
             max = s;
             let m = _mm256_set1_ps(ms);
             for a in acc.iter_mut() {
                 *a = round_f16(_mm256_mul_ps(*a, m));
             }
         } else {
-            vs = (s - max).exp();
+            vs = softmax_exp(own, s - max);
         }
         let w = _mm256_set1_ps(vs);
         for (r, a) in acc.iter_mut().enumerate() {
@@ -212,6 +224,7 @@ pub(super) unsafe fn tiled_head(q: &[f32], rows: TiledRows, scale: f32, o: &mut 
     let n8 = hd & !7;
     let q = &q[..hd];
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    let own = super::expf::matches_libm();
     o.fill(0.0);
     let po = o.as_mut_ptr();
     for j in 0..rows.n {
@@ -232,7 +245,7 @@ pub(super) unsafe fn tiled_head(q: &[f32], rows: TiledRows, scale: f32, o: &mut 
         }
         let s = lanes.iter().sum::<f32>() * scale;
         if s > max {
-            let ms = (max - s).exp();
+            let ms = softmax_exp(own, max - s);
             let m = _mm256_set1_ps(ms);
             for i in (0..n8).step_by(8) {
                 _mm256_storeu_ps(po.add(i), _mm256_mul_ps(_mm256_loadu_ps(po.add(i)), m));
@@ -241,7 +254,7 @@ pub(super) unsafe fn tiled_head(q: &[f32], rows: TiledRows, scale: f32, o: &mut 
             sum *= ms;
             max = s;
         }
-        let vs = (s - max).exp();
+        let vs = softmax_exp(own, s - max);
         let w = _mm256_set1_ps(vs);
         for i in (0..n8).step_by(8) {
             let add = _mm256_mul_ps(_mm256_loadu_ps(v.as_ptr().add(i)), w);
