@@ -82,6 +82,13 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // and 4.4: in the engine the spread made the 0.5b's stamped step ~10 us slower, not faster
 // (H100, 512 steps at depth 0-1024 with unprofiled steps interleaved, three rounds each:
 // 1293.5-1294.5 tok/s on one word, 1277.0-1278.8 on 16, 1277.5-1278.6 on 4).
+// Measured again with the copy back kept short (stop 29: lanes 1-3 in regions of their own
+// before the slots, only a decode step's worth, the slot argument carrying the regions' stride):
+// four lanes by block index mod 4 against one word, A/B through CBTOP_KERNEL_DEFINES on one
+// build, bench/gpu-timing.sh depth 0, two repetitions: ev/off% 3.82-3.91 against 3.77-3.78
+// (synthetic SmolLM2-shape q4_0), 3.83-4.00 against 3.25-3.45 (0.5b), 3.75-3.80 against
+// 3.00-3.17 (1.5b), and `--timing off` itself slower with the lane code in every kernel
+// (0.5b 1401 against 1436 tok/s, 1.5b 751 against 769).
 //
 // Measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
 // time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the
