@@ -16,12 +16,12 @@ use super::attention::TiledRows;
 #[cfg(test)]
 use crate::quant::simd_order;
 
-/// The softmax's `expf`: inlined (`expf::expf`, glibc's bits) where the C library gives those
+/// The softmax's `expf`: inlined (`expf::glibc_expf`, glibc's bits) where the C library gives those
 /// bits (`own`, from `expf::matches_libm`), else the library's.
 #[inline(always)]
 fn softmax_exp(own: bool, x: f32) -> f32 {
     if own {
-        super::expf::expf(x)
+        super::expf::glibc_expf(x)
     } else {
         x.exp()
     }

@@ -58,17 +58,18 @@ const C0: f64 = f64::from_bits(0x3fac6af84b912394) / 32768.0;
 const C1: f64 = f64::from_bits(0x3fcebfce50fac4f3) / 1024.0;
 const C2: f64 = f64::from_bits(0x3fe62e42ff0c52d6) / 32.0;
 
-/// e^x with glibc's `expf` bits (round to nearest). Use it where FMA is enabled: its `mul_add`
-/// are then single instructions (elsewhere they are library calls, with the same bits).
+/// e^x with glibc's `expf` bits (round to nearest); not `simd_order::expf`, ggml's vector
+/// polynomial, which gives other bits. Use it where FMA is enabled: its `mul_add` are then
+/// single instructions (elsewhere they are library calls, with the same bits).
 #[inline(always)]
-pub fn expf(x: f32) -> f32 {
-    let bits = x.to_bits();
-    // |x| >= 88, or NaN: glibc's special cases.
-    if (bits >> 20) & 0x7ff >= 0x42b {
+pub fn glibc_expf(x: f32) -> f32 {
+    // The top 12 bits less the sign: |x| >= 88, or inf or NaN, take glibc's special cases.
+    let top = (x.to_bits() >> 20) & 0x7ff;
+    if top >= 0x42b {
         if x == f32::NEG_INFINITY {
             return 0.0;
         }
-        if (bits >> 20) & 0x7ff >= 0x7f8 {
+        if top >= 0x7f8 {
             return x + x;
         }
         if x > f32::from_bits(0x42b17217) {
@@ -88,17 +89,17 @@ pub fn expf(x: f32) -> f32 {
     (y * s) as f32
 }
 
-/// Whether `expf` gives the platform C library's bits, on a sample of the range attention
+/// Whether `glibc_expf` gives the platform C library's bits, on a sample of the range attention
 /// takes (checked once per process).
 pub fn matches_libm() -> bool {
     static SAME: OnceLock<bool> = OnceLock::new();
     *SAME.get_or_init(|| {
         let mut u = 0x8000_0000u32;
-        let mut same = expf(f32::NEG_INFINITY) == 0.0;
+        let mut same = glibc_expf(f32::NEG_INFINITY) == 0.0;
         // 4099 values from -0 down to -104, spread over the bit patterns.
         while u <= 0xc2d0_0000 {
             let x = f32::from_bits(u);
-            same &= expf(x).to_bits() == x.exp().to_bits();
+            same &= glibc_expf(x).to_bits() == x.exp().to_bits();
             u += 0x0001_0000 + 0x3b;
         }
         same
@@ -129,13 +130,13 @@ mod tests {
             0.0,
             -0.0,
         ] {
-            assert_eq!(expf(x).to_bits(), x.exp().to_bits(), "{x}");
+            assert_eq!(glibc_expf(x).to_bits(), x.exp().to_bits(), "{x}");
         }
-        assert!(expf(f32::NAN).is_nan());
+        assert!(glibc_expf(f32::NAN).is_nan());
     }
 
     /// Every float from -0 to -103.97 (1.12e9 values), against the platform's `expf`. Where the
-    /// C library is not glibc's, the engine does not use `expf` (`matches_libm`), and neither
+    /// C library is not glibc's, the engine does not use `glibc_expf` (`matches_libm`), and neither
     /// does this test insist.
     #[test]
     #[cfg(target_arch = "x86_64")]
@@ -153,15 +154,15 @@ mod tests {
         assert_eq!(differ, 0, "first at {first:?}");
     }
 
-    /// Values in 0x80000000..=0xc2cff1b4 where `expf` and the library differ, and the first,
-    /// with `expf`'s products fused as in the engine's AVX2 attention.
+    /// Values in 0x80000000..=0xc2cff1b4 where `glibc_expf` and the library differ, and the
+    /// first, with its products fused as in the engine's AVX2 attention.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "fma")]
     unsafe fn differences() -> (u64, Option<f32>) {
         let (mut differ, mut first) = (0u64, None);
         for u in 0x8000_0000u32..=0xc2cf_f1b4 {
             let x = f32::from_bits(u);
-            if expf(x).to_bits() != x.exp().to_bits() {
+            if glibc_expf(x).to_bits() != x.exp().to_bits() {
                 differ += 1;
                 first.get_or_insert(x);
             }
