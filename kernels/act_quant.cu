@@ -59,7 +59,7 @@ __device__ void act_quant_warp(float v, bool ok, u64 i, int kind, float* __restr
 __device__ void act_quant_chunk(float v, bool ok, u64 i, int kind, float* __restrict__ xf,
                                 i8* __restrict__ q, float* __restrict__ d,
                                 float* __restrict__ x, const KernelStart& st) {
-    bool lead = (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+    bool lead = threadIdx.x == 0; // blocks are one-dimensional
     __shared__ float sv[32];
     __shared__ int si[32];
     if (kind != ACT_Q8_K) {

@@ -54,7 +54,8 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // ---- Per-launch GPU timestamps (src/engine/cuda/clock.rs) --------------------------------
 // Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`, which first
 // waits for the kernel before it (`pdl_wait`, below). With `stamps` null (timing off) the
-// guard stamps nothing. Otherwise slot `slot` is two values: block 0's thread 0 folds the
+// guard stamps nothing. Otherwise `stamps` is the launch's slot (the host passes its address,
+// so a kernel does no address arithmetic before it stamps), two values: block 0's thread 0 folds the
 // %globaltimer once that wait is over into the first with an atomic max (the hardware starts
 // block 0 first), and thread 0 of every block folds the time it leaves into the second with
 // an atomic max: the kernel's first start and last end on the GPU's own nanosecond clock,
@@ -158,9 +159,9 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
 #endif
-#define STAMP_PARAMS u64 *__restrict__ stamps, int stamp_slot
-#define STAMP_GUARD KernelStamp stamp_guard_(stamps, stamp_slot)
-#define STAMP_START KernelStart stamp_start_(stamps, stamp_slot)
+#define STAMP_PARAMS u64 *__restrict__ stamps
+#define STAMP_GUARD KernelStamp stamp_guard_(stamps)
+#define STAMP_START KernelStart stamp_start_(stamps)
 
 __device__ __forceinline__ u64 globaltimer() {
     u64 t;
@@ -195,50 +196,73 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + o));
 }
 
+// Whether this is block 0's thread 0, the thread that stamps a kernel's start. Every launch
+// has one-dimensional blocks (src/engine/cuda/launcher.rs checks), so thread 0 is the one
+// with threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the kernels
+// read anyway. The test it replaces ORed all six indices: under `--timing events` every warp
+// of every block then read threadIdx.y/z and blockIdx.z (vector S2R) before its work. Here
+// ptxas reads blockIdx.y/z into uniform registers (S2UR, once per warp) in stamped and
+// unstamped steps alike; written in plain C++ (below), it read blockIdx.z with a vector S2R. Measured on the H100 (bench/gpu-timing.sh, three rounds, this stop
+// against stop 29's table): events/off 1.5b 2.82/3.16% -> 2.35/2.42% (depth 0/1024), 3b
+// 2.65/2.77% -> 2.15/2.15%, SmolLM2 and the 0.5b within their rounds' spread, `--timing off`
+// unchanged. Measured and not kept (A/B on one build through CBTOP_KERNEL_DEFINES, synthetic
+// SmolLM2-shape q4_0 and 0.5b, depth 0, two repetitions): the y/z test in plain C++, which
+// ptxas read with vector S2R in every warp, stamped or not: events/off 2.0% and 1.6% but
+// `--timing off` ~0.8% slower; every stamp as predicated PTX with no branch (every warp
+// reading the clock): events/off 0.2-0.5% but `--timing off` 4-5% slower. So what a stamped
+// step loses is mostly latency that the stamping threads add before their stores, not the
+// atomics themselves.
+__device__ __forceinline__ bool block0_thread0() {
+    if ((threadIdx.x | blockIdx.x) != 0) return false;
+    u32 yz;
+    asm volatile(
+        "{\n\t.reg .u32 y, z;\n\tmov.u32 y, %%ctaid.y;\n\tmov.u32 z, %%ctaid.z;\n\t"
+        "or.b32 %0, y, z;\n\t}"
+        : "=r"(yz));
+    return yz == 0;
+}
+
 // The start half of a kernel's stamp: waits for the kernel ahead (`pdl_wait`), lets the next
 // one launch, and has block 0's thread 0 fold the start into its word. Kernels whose thread 0
 // has one clear last store call `end()` there themselves (`STAMP_START` with `stamp_start_`);
 // the others take `STAMP_GUARD`, which calls it in its destructor, on every way out of the
 // kernel.
-__device__ __forceinline__ void stamp_end(u64* stamps, int slot);
+__device__ __forceinline__ void stamp_end(u64* stamps);
 
 struct KernelStart {
     u64* stamps;
-    int slot;
 #if CBTOP_STAMP_START_LATE
     u64 t0;
 #endif
-    __device__ __forceinline__ KernelStart(u64* s, int sl) : stamps(s), slot(sl) {
+    __device__ __forceinline__ KernelStart(u64* s) : stamps(s) {
 #if CBTOP_STAMP_START_LATE
         pdl_wait();
         pdl_launch_dependents();
-        bool b0t0 =
-            (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0;
-        if (s && b0t0) t0 = globaltimer();
+        if (s && block0_thread0()) t0 = globaltimer();
 #elif CBTOP_STAMP_NOTHING
         pdl_wait();
         pdl_launch_dependents();
 #elif CBTOP_STAMP_START_EARLY
-        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0)
-            s[2 * (u64)sl] = globaltimer();
+        if (s && block0_thread0())
+            s[0] = globaltimer();
         pdl_wait();
         pdl_launch_dependents();
 #else
         pdl_wait();
         pdl_launch_dependents();
-        if (s && (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+        if (s && block0_thread0()) {
 #if CBTOP_STAMP_START_CONST
-            s[2 * (u64)sl] = 1;
+            s[0] = 1;
 #elif CBTOP_STAMP_END_NONE || CBTOP_STAMP_END_CONST || CBTOP_STAMP_END_NEVER
             u64 t = globaltimer();
-            s[2 * (u64)sl] = t;
-            s[2 * (u64)sl + 1] = t;
+            s[0] = t;
+            s[1] = t;
 #else
             // An atomic max, not a store: the slot only ever grows (the clock does), and this
             // made the 0.5b's stamped step ~4 us shorter than a plain store (GPU-timed as in
             // the table above: stamped minus unstamped 27.2-28.0 us against 31.1-31.3; storing
             // before `pdl_launch_dependents` instead gave 28.7-29.2 but a slower unstamped step).
-            atomicMax(s + 2 * (u64)sl, globaltimer());
+            atomicMax(s, globaltimer());
 #endif
         }
 #endif
@@ -247,34 +271,34 @@ struct KernelStart {
     // START_LATE block 0's start written now.
     __device__ __forceinline__ void end() const {
 #if CBTOP_STAMP_START_LATE
-        if (stamps && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[2 * (u64)slot] = t0;
+        if (stamps && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[0] = t0;
 #endif
-        stamp_end(stamps, slot);
+        stamp_end(stamps);
     }
 };
 
-// Thread 0 of a block folds the time it is done into its kernel's end (slot `slot`); kernels
+// Thread 0 of a block folds the time it is done into its kernel's end (`stamps[1]`); kernels
 // reach it through `KernelStart::end`. The caller is thread 0.
-__device__ __forceinline__ void stamp_end(u64* stamps, int slot) {
+__device__ __forceinline__ void stamp_end(u64* stamps) {
 #if CBTOP_STAMP_END_NONE || CBTOP_STAMP_NOTHING
 #elif CBTOP_STAMP_END_NEVER
-    if (stamps == (u64*)8) atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+    if (stamps == (u64*)8) atomicMax(stamps + 1, globaltimer());
 #elif CBTOP_STAMP_END_CONST
-    if (stamps) atomicMax(stamps + 2 * (u64)slot + 1, 1ull);
+    if (stamps) atomicMax(stamps + 1, 1ull);
 #elif CBTOP_STAMP_END_LAST
     if (stamps && blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
         blockIdx.z == gridDim.z - 1)
-        stamps[2 * (u64)slot + 1] = globaltimer();
+        stamps[1] = globaltimer();
 #else
-    if (stamps) atomicMax(stamps + 2 * (u64)slot + 1, globaltimer());
+    if (stamps) atomicMax(stamps + 1, globaltimer());
 #endif
 }
 
-// The whole stamp: the start, and the end at thread 0's exit.
+// The whole stamp: the start, and the end at thread 0's exit (blocks are one-dimensional).
 struct KernelStamp : KernelStart {
-    __device__ __forceinline__ KernelStamp(u64* s, int sl) : KernelStart(s, sl) {}
+    __device__ __forceinline__ KernelStamp(u64* s) : KernelStart(s) {}
     __device__ __forceinline__ ~KernelStamp() {
-        if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) end();
+        if (threadIdx.x == 0) end();
     }
 };
 

@@ -88,7 +88,6 @@ impl TimingCheck {
             Launch::new(&self.stream, &self.spin, self.pdl)
                 .arg(&cycles)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())

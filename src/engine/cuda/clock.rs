@@ -23,11 +23,14 @@ pub const STRIDE: usize = 2;
 /// the non-finite count there as two u32).
 const HEADER: usize = 1;
 
-/// The two trailing arguments of every kernel: the stamp buffer (0: timing off) and the slot.
+/// The trailing argument of every kernel: the address of its launch's slot in the stamp
+/// buffer (0: timing off). The host forms the address, so a kernel stamps without computing
+/// one (measured on the H100 against the kernel forming it from a slot index: a stamped 0.5b
+/// step ~4 us shorter, the synthetic SmolLM2-shape's unchanged; its bricks +14 us and gaps
+/// -12 us per token, each start stamped sooner after the kernel's release).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stamp {
     pub ptr: u64,
-    pub slot: i32,
 }
 
 /// The brick (and layer) a launch belongs to.
@@ -186,9 +189,9 @@ impl KernelClock {
             return Stamp::default();
         }
         self.owners.push(self.cur);
+        let word = HEADER + STRIDE * (self.owners.len() - 1);
         Stamp {
-            ptr: self.areas[self.area].base + (HEADER * std::mem::size_of::<u64>()) as u64,
-            slot: (self.owners.len() - 1) as i32,
+            ptr: self.areas[self.area].base + (word * std::mem::size_of::<u64>()) as u64,
         }
     }
 

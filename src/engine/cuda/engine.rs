@@ -764,7 +764,6 @@ impl CudaEngine {
                     .arg(&s.bufs.tok)
                     .arg(&mut s.bufs.x)
                     .arg(&st.ptr)
-                    .arg(&st.slot)
                     .launch(cfg)
             }
             .map(|_| ())
@@ -825,7 +824,6 @@ impl CudaEngine {
                         .arg(&mut b.act.d)
                         .arg(&mut b.act.x)
                         .arg(&st.ptr)
-                        .arg(&st.slot)
                         .launch(lin(n * ff))
                 }
                 .map(|_| ())

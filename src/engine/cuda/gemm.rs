@@ -237,7 +237,6 @@ pub(super) fn gemm_product(
                 .arg(&t)
                 .arg(&mut bufs.a)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(lin(total))
         }?;
     }
@@ -280,7 +279,6 @@ pub(super) fn gemm_product(
                     .arg(&cols)
                     .arg(&mut bufs.w)
                     .arg(&st.ptr)
-                    .arg(&st.slot)
                     .launch(cfg)
             }?;
             bufs.w.device_ptr(s).0
@@ -315,7 +313,6 @@ pub(super) fn gemm_product(
                 .arg(&ldc)
                 .arg(&mut bufs.part)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(cfg)
         }?;
         if splits > 1 {
@@ -333,7 +330,6 @@ pub(super) fn gemm_product(
                     .arg(&c_ptr)
                     .arg(&ldc)
                     .arg(&st.ptr)
-                    .arg(&st.slot)
                     .launch(lin(n * rows))
             }?;
         }

@@ -322,7 +322,6 @@ pub(super) fn quantize(
             .arg(&mut act.d)
             .arg(&mut act.x)
             .arg(&st.ptr)
-            .arg(&st.slot)
             .launch(LaunchConfig {
                 grid_dim: (ceil_div(n * cols, 256), 1, 1),
                 block_dim: (256, 1, 1),
@@ -439,11 +438,7 @@ pub(super) fn product(
             Some(b) => l.arg(b),
             None => l.arg(&null),
         };
-        l.arg(&accumulate)
-            .arg(out)
-            .arg(&st.ptr)
-            .arg(&st.slot)
-            .launch(cfg)
+        l.arg(&accumulate).arg(out).arg(&st.ptr).launch(cfg)
     }?;
     Ok(Held {
         quantized: true,

@@ -48,7 +48,6 @@ impl CudaEngine {
                     .arg(&vocab)
                     .arg(&mut b.part)
                     .arg(&s1.ptr)
-                    .arg(&s1.slot)
                     .launch(cfg(ARGMAX_BLOCKS))?;
                 e.k.launch(&e.stream, &e.k.argmax_final)
                     .arg(&b.part)
@@ -57,7 +56,6 @@ impl CudaEngine {
                     .arg(&mut e.pos)
                     .arg(&nn)
                     .arg(&s2.ptr)
-                    .arg(&s2.slot)
                     .launch(cfg(1))
             }
             .map(|_| ())
@@ -75,7 +73,6 @@ impl CudaEngine {
                 .arg(&mut self.pos)
                 .arg(&nn)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(LaunchConfig {
                     grid_dim: (1, 1, 1),
                     block_dim: (1, 1, 1),
@@ -211,7 +208,6 @@ impl CudaEngine {
                 .arg(&a.x)
                 .arg(&acc)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(LaunchConfig {
                     grid_dim: (blocks as u32, 1, 1),
                     block_dim: (128, 1, 1),
@@ -257,7 +253,6 @@ impl CudaEngine {
                 .arg(&self.rope)
                 .arg(&h.neox)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -312,7 +307,6 @@ impl CudaEngine {
                 .arg(&mut b.act.d)
                 .arg(&mut b.act.x)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -406,7 +400,6 @@ impl CudaEngine {
                 .arg(&h.scale)
                 .arg(&mut b.att)
                 .arg(&st.ptr)
-                .arg(&st.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -447,7 +440,6 @@ impl CudaEngine {
                 .arg(&mut b.scores)
                 .arg(&mut b.att)
                 .arg(&s2.ptr)
-                .arg(&s2.slot)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -573,7 +565,6 @@ pub(super) fn attention_split(
             .arg(&ad)
             .arg(&ax)
             .arg(&st.ptr)
-            .arg(&st.slot)
             .launch(cfg)
     }
     .map(|_| ())

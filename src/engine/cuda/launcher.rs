@@ -61,6 +61,12 @@ impl<'a> Launch<'a> {
     /// The arguments must match the kernel's parameters in number, order and type, and the
     /// kernel must stay inside the buffers it is given (as with cudarc's `launch`).
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), DriverError> {
+        // kernels/common.cuh finds a block's stamping thread by threadIdx.x alone.
+        debug_assert_eq!(
+            (cfg.block_dim.1, cfg.block_dim.2),
+            (1, 1),
+            "kernel blocks are one-dimensional"
+        );
         let mut params: Vec<*mut c_void> = self
             .args
             .iter_mut()
