@@ -52,20 +52,20 @@ __device__ __forceinline__ u32 u32_at4(const u8* p) { return *(const u32*)p; }
 __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)p); }
 
 // ---- Per-launch GPU timestamps (src/engine/cuda/clock.rs) --------------------------------
-// Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`, which first
-// waits for the kernel before it (`pdl_wait`, below). With `stamps` null (timing off) the
-// guard stamps nothing. Otherwise `stamps` is the launch's slot (the host passes its address,
-// so a kernel does no address arithmetic before it stamps), two values: block 0's thread 0 folds the
-// %globaltimer once that wait is over into the first with an atomic max (the hardware starts
-// block 0 first), and thread 0 of every block folds the time it leaves into the second with
-// an atomic max: the kernel's first start and last end on the GPU's own nanosecond clock,
-// while the step replays as one CUDA graph. The end is thread 0's exit, not the block's last
-// thread's: waiting for the whole block (a barrier and a shared counter in every block) made a
-// decode step 4% slower than this. The buffer is never cleared: %globaltimer only grows, so an
-// end left by an earlier step is always below this step's (and below its start, which is how
-// a kernel that failed to stamp shows). The guard's destructor runs on every way out of the
-// kernel, early returns included. The fast products (matvec_fast.cu) and the kernels that end
-// in `act_quant_chunk` (RMSNorm, SwiGLU, act_quant) open with `STAMP_START` instead and call
+// Every kernel takes `STAMP_PARAMS` last and opens its body with `STAMP_GUARD;`, which first waits
+// for the kernel before it (`pdl_wait`, below). With `stamps` null (timing off) the guard stamps
+// nothing. Otherwise `stamps` is the launch's slot (the host passes its address, so a kernel does
+// no address arithmetic before it stamps), two values: block 0's thread 0 folds the %globaltimer
+// once that wait is over into the first with an atomic max (the hardware starts block 0 first), and
+// thread 0 of every block folds the time it leaves into the second with an atomic max: the kernel's
+// first start and last end on the GPU's own nanosecond clock, while the step replays as one CUDA
+// graph. The end is thread 0's exit, not the block's last thread's: waiting for the whole block (a
+// barrier and a shared counter in every block) made a decode step 4% slower than this. The buffer
+// is never cleared: %globaltimer only grows, so an end left by an earlier step is always below this
+// step's (and below its start, which is how a kernel that failed to stamp shows). The guard's
+// destructor runs on every way out of the kernel, early returns included. The fast products
+// (matvec_fast.cu) and the kernels that end in `act_quant_chunk` (RMSNorm, SwiGLU, act_quant)
+// open with `STAMP_START` instead and call
 // `stamp_end` from thread 0 right after its last store: the destructor's exit path (all of a
 // block's threads reconverging before thread 0 stamps) cost a 0.5b decode step ~13 us of its
 // ~764 in the products (H100, `--timing events`, 1309-1310 -> 1329-1333 tok/s) and ~3.5 us in
@@ -196,21 +196,21 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)p + o));
 }
 
-// Whether this is block 0's thread 0, the thread that stamps a kernel's start. Every launch
-// has one-dimensional blocks (src/engine/cuda/launcher.rs checks), so thread 0 is the one
-// with threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the kernels
-// read anyway. The test it replaces ORed all six indices: under `--timing events` every warp
-// of every block then read threadIdx.y/z and blockIdx.z (vector S2R) before its work. Here
-// ptxas reads blockIdx.y/z into uniform registers (S2UR, once per warp) in stamped and
-// unstamped steps alike; written in plain C++ (below), it read blockIdx.z with a vector S2R. Measured on the H100 (bench/gpu-timing.sh, three rounds, this stop
-// against stop 29's table): events/off 1.5b 2.82/3.16% -> 2.35/2.42% (depth 0/1024), 3b
-// 2.65/2.77% -> 2.15/2.15%, SmolLM2 and the 0.5b within their rounds' spread, `--timing off`
-// unchanged. Measured and not kept (A/B on one build through CBTOP_KERNEL_DEFINES, synthetic
-// SmolLM2-shape q4_0 and 0.5b, depth 0, two repetitions): the y/z test in plain C++, which
-// ptxas read with vector S2R in every warp, stamped or not: events/off 2.0% and 1.6% but
-// `--timing off` ~0.8% slower; every stamp as predicated PTX with no branch (every warp
-// reading the clock): events/off 0.2-0.5% but `--timing off` 4-5% slower. So what a stamped
-// step loses is mostly latency that the stamping threads add before their stores, not the
+// Whether this is block 0's thread 0, the thread that stamps a kernel's start. Every launch has
+// one-dimensional blocks (src/engine/cuda/launcher.rs checks), so thread 0 is the one with
+// threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the kernels read
+// anyway. The test it replaces ORed all six indices: under `--timing events` every warp of every
+// block then read threadIdx.y/z and blockIdx.z (vector S2R) before its work. Here ptxas reads
+// blockIdx.y/z into uniform registers (S2UR, once per warp) in stamped and unstamped steps alike;
+// written in plain C++ (below), it read blockIdx.z with a vector S2R. Measured on the H100
+// (bench/gpu-timing.sh, three rounds, this stop against stop 29's table): events/off 1.5b
+// 2.82/3.16% -> 2.35/2.42% (depth 0/1024), 3b 2.65/2.77% -> 2.15/2.15%, SmolLM2 and the 0.5b within
+// their rounds' spread, `--timing off` unchanged. Measured and not kept (A/B on one build through
+// CBTOP_KERNEL_DEFINES, synthetic SmolLM2-shape q4_0 and 0.5b, depth 0, two repetitions): the y/z
+// test in plain C++, which ptxas read with vector S2R in every warp, stamped or not: events/off
+// 2.0% and 1.6% but `--timing off` ~0.8% slower; every stamp as predicated PTX with no branch
+// (every warp reading the clock): events/off 0.2-0.5% but `--timing off` 4-5% slower. So what a
+// stamped step loses is mostly latency that the stamping threads add before their stores, not the
 // atomics themselves.
 __device__ __forceinline__ bool block0_thread0() {
     if ((threadIdx.x | blockIdx.x) != 0) return false;
