@@ -197,13 +197,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
 }
 
 // Whether this is block 0's thread 0, the thread that stamps a kernel's start. Every launch has
-// one-dimensional blocks (src/engine/cuda/launcher.rs checks), so thread 0 is the one with
-// threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the kernels read
-// anyway. The test it replaces ORed all six indices: under `--timing events` every warp of every
-// block then read threadIdx.y/z and blockIdx.z (vector S2R) before its work. Here ptxas reads
-// blockIdx.y/z into uniform registers (S2UR, once per warp) in stamped and unstamped steps alike;
-// written in plain C++ (below), it read blockIdx.z with a vector S2R. Measured on the H100
-// (bench/gpu-timing.sh, three rounds, this stop against stop 29's table): events/off 1.5b
+// one-dimensional blocks (src/engine/cuda/launcher.rs asserts it in test builds), so thread 0 is
+// the one with threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the
+// kernels read anyway. The test it replaces ORed all six indices: under `--timing events` every
+// warp of every block then read threadIdx.y/z and blockIdx.z (vector S2R) before its work. Here
+// ptxas reads blockIdx.y/z into uniform registers (S2UR, once per warp) in stamped and unstamped
+// steps alike; written in plain C++ (below), it read blockIdx.z with a vector S2R. Measured on the
+// H100 (bench/gpu-timing.sh, three rounds, this stop against stop 29's table): events/off 1.5b
 // 2.82/3.16% -> 2.35/2.42% (depth 0/1024), 3b 2.65/2.77% -> 2.15/2.15%, SmolLM2 and the 0.5b within
 // their rounds' spread, `--timing off` unchanged. Measured and not kept (A/B on one build through
 // CBTOP_KERNEL_DEFINES, synthetic SmolLM2-shape q4_0 and 0.5b, depth 0, two repetitions): the y/z
