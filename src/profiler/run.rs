@@ -50,6 +50,21 @@ pub struct RunResult {
 }
 
 /// Run `plan` on `session`; `progress(done, total)` after every step.
+/// Measured steps per run of profiled steps before as many unprofiled ones
+/// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid: on the H100 with
+/// runs of 16 (bench/gpu-timing.sh, depth 0, two repetitions) the profiled steps' `other` rose
+/// from ~11 to 38-57 us a token (events/off 7.9-8.4% on the synthetic SmolLM2-shape q4_0,
+/// 5.5-7.0% on the 0.5b, against 3.5-3.6% and 2.5% alternating), while the unprofiled ones ran
+/// at `--timing off`'s speed: a step that follows a stamped one starts ~30-45 us late, and
+/// alternating puts that on the unprofiled steps (the `interl.` column of gpu-timing.sh).
+fn overhead_block() -> usize {
+    std::env::var("CBTOP_OVERHEAD_BLOCK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&k: &usize| k > 0)
+        .unwrap_or(1)
+}
+
 pub fn run(
     session: &mut Session,
     n_layers: usize,
@@ -79,11 +94,15 @@ pub fn run_until(
     // Every step in order (profiled or not), so each can tell the engine what the next one is
     // and the GPU can run it straight after.
     let mut schedule = vec![plan.profiled; plan.warmup];
-    for _ in 0..plan.tokens {
-        schedule.push(plan.profiled);
+    let block = overhead_block();
+    let mut left = plan.tokens;
+    while left > 0 {
+        let k = block.min(left);
+        schedule.extend(std::iter::repeat_n(plan.profiled, k));
         if overhead {
-            schedule.push(false);
+            schedule.extend(std::iter::repeat_n(false, k));
         }
+        left -= k;
     }
     let measured_from = plan.warmup;
     let mut nonfinite_steps = 0u64;
@@ -108,8 +127,10 @@ pub fn run_until(
             }
         }
         progress(done, total);
-        // Stop only at a boundary after a measured step's pair (its unprofiled step too).
-        let paired = !overhead || i < measured_from || !profiled;
+        // Stop only where as many unprofiled steps as measured ones have run.
+        let paired = !overhead
+            || i < measured_from
+            || (!profiled && schedule.get(i + 1).is_none_or(|&next| next));
         if paired {
             interrupted = stop();
         }
