@@ -271,7 +271,7 @@ struct KernelStart {
     // START_LATE block 0's start written now.
     __device__ __forceinline__ void end() const {
 #if CBTOP_STAMP_START_LATE
-        if (stamps && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) stamps[0] = t0;
+        if (stamps && block0_thread0()) stamps[0] = t0;
 #endif
         stamp_end(stamps);
     }

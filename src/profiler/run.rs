@@ -49,7 +49,6 @@ pub struct RunResult {
     pub nonfinite_steps: u64,
 }
 
-/// Run `plan` on `session`; `progress(done, total)` after every step.
 /// Measured steps per run of profiled steps before as many unprofiled ones
 /// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid: on the H100 with
 /// runs of 16 (bench/gpu-timing.sh, depth 0, two repetitions) the profiled steps' `other` rose
@@ -65,6 +64,7 @@ fn overhead_block() -> usize {
         .unwrap_or(1)
 }
 
+/// Run `plan` on `session`; `progress(done, total)` after every step.
 pub fn run(
     session: &mut Session,
     n_layers: usize,
