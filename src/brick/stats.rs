@@ -123,6 +123,18 @@ pub struct BrickStats {
     pub recent_us: VecDeque<f64>,
 }
 
+impl BrickStats {
+    fn new(brick: Brick, source: Source) -> BrickStats {
+        BrickStats {
+            brick,
+            source,
+            per_token: Series::new(3),
+            per_layer: Vec::new(),
+            recent_us: VecDeque::new(),
+        }
+    }
+}
+
 /// One measured decode step: its wall time and the spans inside it.
 #[derive(Clone, Debug, Default)]
 pub struct TokenSample {
@@ -151,6 +163,8 @@ pub struct Stats {
     pub recent_token_us: VecDeque<f64>,
     /// Sum of the measured tokens' positions (for the cost model's mean context length).
     position_sum: u64,
+    /// Bricks made ready by `prepare`, not yet recorded.
+    spare: Vec<BrickStats>,
 }
 
 impl Stats {
@@ -163,6 +177,7 @@ impl Stats {
             other: Series::new(3),
             recent_token_us: VecDeque::new(),
             position_sum: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -176,6 +191,26 @@ impl Stats {
             0.0
         } else {
             self.position_sum as f64 / self.tokens() as f64
+        }
+    }
+
+    /// Make room for the bricks of a step like `t` (a warm-up step) without recording it: a
+    /// brick's histograms (per token, and per layer) are ~12 MB for a 30-layer model, and
+    /// allocating them inside the first measured step held the host ~4-5 ms there (H100,
+    /// SmolLM2-shape: the GPU ran out of launched work and the next step took 4.9 ms).
+    /// They wait in `spare` until the brick is first recorded, so a brick shows in `bricks`
+    /// only once it has a measurement.
+    pub fn prepare(&mut self, t: &TokenSample) {
+        for s in &t.spans {
+            let known = |b: &BrickStats| b.brick == s.brick;
+            if self.bricks.iter().any(known) || self.spare.iter().any(known) {
+                continue;
+            }
+            let mut bs = BrickStats::new(s.brick, s.source);
+            if s.brick.per_layer() {
+                bs.per_layer = (0..self.n_layers).map(|_| Series::new(2)).collect();
+            }
+            self.spare.push(bs);
         }
     }
 
@@ -225,13 +260,11 @@ impl Stats {
         let i = match self.bricks.iter().position(|b| b.brick == brick) {
             Some(i) => i,
             None => {
-                self.bricks.push(BrickStats {
-                    brick,
-                    source,
-                    per_token: Series::new(3),
-                    per_layer: Vec::new(),
-                    recent_us: VecDeque::new(),
-                });
+                let bs = match self.spare.iter().position(|b| b.brick == brick) {
+                    Some(j) => self.spare.swap_remove(j),
+                    None => BrickStats::new(brick, source),
+                };
+                self.bricks.push(bs);
                 self.bricks.sort_by_key(|b| b.brick.order());
                 self.bricks
                     .iter()
@@ -334,6 +367,43 @@ mod tests {
         assert!((st.other.mean_us() - 2.0).abs() < 1e-12);
         assert_eq!(st.bricks[0].brick, BrickId::Qkv.into());
         assert_eq!(st.mean_position(), 5.0);
+    }
+
+    #[test]
+    fn prepared_bricks_stay_out_until_recorded_and_record_the_same() {
+        let step = |qkv_ns| TokenSample {
+            start_ns: 0,
+            total_ns: 10_000,
+            position: 3,
+            spans: vec![
+                span(BrickId::Qkv, Some(0), qkv_ns),
+                span(BrickId::Qkv, Some(1), 2 * qkv_ns),
+                span(BrickId::LmHead, None, 4000),
+            ],
+            gaps_ns: None,
+        };
+        let mut plain = Stats::new(2);
+        let mut ready = Stats::new(2);
+        ready.prepare(&step(999));
+        assert!(ready.bricks.is_empty() && ready.tokens() == 0);
+        ready.prepare(&step(999));
+        assert_eq!(ready.spare.len(), 2);
+        for s in [step(1000), step(1500)] {
+            plain.add(&s);
+            ready.add(&s);
+        }
+        assert!(ready.spare.is_empty());
+        let ids = |st: &Stats| st.bricks.iter().map(|b| b.brick).collect::<Vec<_>>();
+        assert_eq!(ids(&ready), ids(&plain));
+        for (a, b) in ready.bricks.iter().zip(&plain.bricks) {
+            assert_eq!(a.per_token.count(), b.per_token.count());
+            assert_eq!(a.per_token.mean_us(), b.per_token.mean_us());
+            assert_eq!(a.per_layer.len(), b.per_layer.len());
+            for (x, y) in a.per_layer.iter().zip(&b.per_layer) {
+                assert_eq!((x.count(), x.mean_us()), (y.count(), y.mean_us()));
+            }
+        }
+        assert_eq!(ready.other.mean_us(), plain.other.mean_us());
     }
 
     #[test]

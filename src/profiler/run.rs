@@ -50,12 +50,15 @@ pub struct RunResult {
 }
 
 /// Measured steps per run of profiled steps before as many unprofiled ones
-/// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid: on the H100 with
-/// runs of 16 (bench/gpu-timing.sh, depth 0, two repetitions) the profiled steps' `other` rose
-/// from ~11 to 38-57 us a token (events/off 7.9-8.4% on the synthetic SmolLM2-shape q4_0,
-/// 5.5-7.0% on the 0.5b, against 3.5-3.6% and 2.5% alternating), while the unprofiled ones ran
-/// at `--timing off`'s speed: a step that follows a stamped one starts ~30-45 us late, and
-/// alternating puts that on the unprofiled steps (the `interl.` column of gpu-timing.sh).
+/// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid. With runs of 16 on the
+/// H100 the profiled steps' mean `other` once rose from ~11 to 28-57 us a token; a per-step
+/// trace of host and GPU times (a measuring build) showed why: not every step after a stamped
+/// one, as first read, but one step, the second measured one, 4.2-5.0 ms long, while the
+/// host made the bricks' histograms inside the first measured step's `stats.add` (the GPU ran
+/// out of launched work). Alternating had put that step on the unprofiled side. The histograms
+/// are now made during warm-up (`Stats::prepare`); median steps were the same in both
+/// schedules (synthetic SmolLM2-shape q4_0, depth 0: stamped 749.9-751.2 us, unstamped
+/// 724.9-726.8, `--timing off` 726.2).
 fn overhead_block() -> usize {
     std::env::var("CBTOP_OVERHEAD_BLOCK")
         .ok()
@@ -118,13 +121,14 @@ pub fn run_until(
         let s = session.step_then(profiled, schedule.get(i + 1).copied())?;
         nonfinite_steps += u64::from(session.nonfinite_logits() > 0);
         done += 1;
-        if i >= measured_from {
-            if profiled == plan.profiled {
-                stats.add(&s);
-                samples.push(s);
-            } else if let Some(u) = unprofiled.as_mut() {
-                u.record(s.total_ns);
-            }
+        if i < measured_from {
+            // The bricks' histograms are made here, not inside the first measured step.
+            stats.prepare(&s);
+        } else if profiled == plan.profiled {
+            stats.add(&s);
+            samples.push(s);
+        } else if let Some(u) = unprofiled.as_mut() {
+            u.record(s.total_ns);
         }
         progress(done, total);
         // Stop only where as many unprofiled steps as measured ones have run.

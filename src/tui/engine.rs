@@ -312,6 +312,8 @@ impl Worker {
             self.nonfinite += session.nonfinite_logits() as u64;
             if self.warm_left > 0 {
                 self.warm_left -= 1;
+                // The bricks' histograms are made now, not inside the first measured step.
+                self.stats.prepare(&sample);
             } else if profiled || !self.cfg.profiled {
                 self.stats.add(&sample);
             } else {
