@@ -156,6 +156,21 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 #ifndef CBTOP_STAMP_NOTHING
 #define CBTOP_STAMP_NOTHING 0
 #endif
+// Measured and not kept (stop 31; H100, bench/gpu-timing.sh depth 0, three rounds, two
+// repetitions, A/B through CBTOP_KERNEL_DEFINES on one build; events and off tok/s on the
+// synthetic SmolLM2-shape q4_0 and the 0.5b; the variants left the tree):
+// - the end's clock read before a non-accumulating product's last store (the atomic after
+//   it): events 1297.0/1297.6 against 1301.8/1302.1, off 1342-1343 against 1349;
+// - only blocks below 1024 stamping their exit (what the output projection's 12288 same-word
+//   atomics cost): events 1298.5-1298.9, no faster (and its end then under-stated);
+// - block 0's start read after the wait but folded in with its end (no wait on the clock
+//   before the work) in the small kernels only (RMSNorm, SwiGLU, act_quant, RoPE+attention,
+//   argmax, embedding): events 1302.0/1308.0 against 1316.6/1314.4, off 1352/1359 against
+//   1362/1363;
+// - the split attention's idle blocks (past the context's last chunk) leaving before the
+//   wait, unstamped: events 1307.6/1313.3 against 1315.5/1315.0, off level.
+// The stamped graph's copy of its ~4 KB of stamps to the host costs at most ~0.2%: copying
+// only the token (stamps unread) gave events 1323.4-1329.0 against 1323.0-1324.7.
 #ifndef CBTOP_STAMP_START_EARLY
 #define CBTOP_STAMP_START_EARLY 0
 #endif
