@@ -256,6 +256,8 @@ pub struct Resolved {
     pub gaps_ns: u64,
     /// First kernel's start to last kernel's end.
     pub window_ns: u64,
+    /// First kernel's start on the GPU's clock (0: no kernel).
+    pub first_ns: u64,
 }
 
 /// Fold the stamps (start and end per slot, in launch order) of the slots `owners` names.
@@ -301,6 +303,7 @@ pub fn resolve(owners: &[Option<Owner>], stamps: &[u64]) -> Result<Resolved, Str
         bricks,
         gaps_ns: gaps,
         window_ns,
+        first_ns: first.unwrap_or(0),
     })
 }
 

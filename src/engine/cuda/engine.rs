@@ -28,6 +28,7 @@ use super::kernels::{ceil_div, cpu_order_fast, kind_code, lin, Kernels};
 use super::launcher::PushArg;
 use super::module;
 use super::probe::GpuDesc;
+use super::step_trace::{StepRow, StepTrace};
 use super::weights::{s_kind, upload_vec, GWeights, Mat, Norm};
 use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::cpu::ops::rope_table;
@@ -206,6 +207,8 @@ pub struct CudaEngine {
     pub(super) module: Arc<CudaModule>,
     /// Whether the kernels were compiled now or came from the disk cache.
     pub module_origin: module::Origin,
+    /// Per-step host and GPU times, when `CBTOP_STEP_TRACE` names a file (a measuring aid).
+    trace: Option<StepTrace>,
 }
 
 impl Drop for CudaEngine {
@@ -293,6 +296,7 @@ impl CudaEngine {
             on_device: None,
             module: m,
             module_origin: origin,
+            trace: StepTrace::from_env(),
         })
     }
 
@@ -454,6 +458,7 @@ impl CudaEngine {
         next: Option<bool>,
     ) -> Result<Decoded, EngineError> {
         self.check(tokens)?;
+        let called = self.trace.as_ref().map(|_| Instant::now());
         let stamped = self.stamped(rec);
         let synced = rec.enabled() && self.timing == Timing::Sync;
         let n = tokens.len();
@@ -500,6 +505,7 @@ impl CudaEngine {
             }
         };
         self.launch_ahead(then, area, self.len + n)?;
+        let launched = self.trace.as_ref().map(|_| Instant::now());
         self.done[area]
             .synchronize()
             .map_err(wrap("waiting for the decode step"))?;
@@ -508,12 +514,26 @@ impl CudaEngine {
         let (id, nonfinite) = self.clock.sampled(area);
         self.nonfinite = nonfinite as usize;
         self.on_device = Some(id);
+        let mut gpu = None;
         if stamped {
             let owners: &[Option<Owner>] = match &owners {
                 Some(o) => o,
                 None => self.graphs[1][area].as_ref().map_or(&[], |s| &s.owners),
             };
-            self.record_stamps(owners, area, rec, t0)?;
+            gpu = self.record_stamps(owners, area, rec, t0)?;
+        }
+        if let (Some(t), Some(called), Some(launched)) = (self.trace.as_mut(), called, launched) {
+            let (gpu_first_ns, gpu_end_ns) = gpu.unwrap_or((0, 0));
+            t.push(StepRow {
+                stamped,
+                ahead: taken,
+                call_ns: t.ns(called),
+                launched_ns: t.ns(launched),
+                arrived_ns: t.ns(arrived),
+                done_ns: t.ns(Instant::now()),
+                gpu_first_ns,
+                gpu_end_ns,
+            });
         }
         Ok(Decoded {
             token: id,
@@ -637,16 +657,17 @@ impl CudaEngine {
     }
 
     /// The kernels' stamps of the step that just ended (its stream synchronised), as one span
-    /// per brick and the step's gaps, into `rec`.
+    /// per brick and the step's gaps, into `rec`; returns the first kernel's start and the last
+    /// one's end on the GPU's clock (None: no stamped launch).
     fn record_stamps(
         &self,
         owners: &[Option<Owner>],
         area: usize,
         rec: &mut Recorder,
         t0: Instant,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Option<(u64, u64)>, EngineError> {
         if owners.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let r = clock::resolve(owners, self.clock.stamps(area))
             .map_err(|e| EngineError::Device(format!("reading the kernel timestamps: {e}")))?;
@@ -661,7 +682,7 @@ impl CudaEngine {
             });
         }
         rec.add_gaps(r.gaps_ns);
-        Ok(())
+        Ok(Some((r.first_ns, r.first_ns + r.window_ns)))
     }
 
     /// Run one brick's launches: their stamps belong to it, or, with `Sync` timing while

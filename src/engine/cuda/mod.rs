@@ -4,7 +4,8 @@
 //!
 //! `engine` is the decode step (launch plan, graphs, timing); `weights`, `buffers` and
 //! `kernels` are what it launches with (`gemm` the prompt products on tensor cores); `launch` holds the single-kernel launches, `hardware`
-//! the report's GPU description and peaks, `check` the test-only single-kernel runner.
+//! the report's GPU description and peaks, `check` the test-only single-kernel runner,
+//! `step_trace` a measuring aid (per-step host and GPU times).
 
 mod buffers;
 pub mod calibrate;
@@ -19,6 +20,7 @@ mod launch;
 mod launcher;
 pub mod module;
 pub mod probe;
+pub mod step_trace;
 mod weights;
 
 pub use crate::engine::options::Timing;
