@@ -51,14 +51,16 @@ pub struct RunResult {
 
 /// Measured steps per run of profiled steps before as many unprofiled ones
 /// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid. With runs of 16 on the
-/// H100 the profiled steps' mean `other` once rose from ~11 to 28-57 us a token; a per-step
-/// trace of host and GPU times (a measuring build) showed why: not every step after a stamped
-/// one, as first read, but one step, the second measured one, 4.2-5.0 ms long, while the
-/// host made the bricks' histograms inside the first measured step's `stats.add` (the GPU ran
-/// out of launched work). Alternating had put that step on the unprofiled side. The histograms
-/// are now made during warm-up (`Stats::prepare`); median steps were the same in both
-/// schedules (synthetic SmolLM2-shape q4_0, depth 0: stamped 749.9-751.2 us, unstamped
-/// 724.9-726.8, `--timing off` 726.2).
+/// H100 the profiled steps' mean `other` once rose from ~11 to 28-57 us a token; the per-step
+/// trace of host and GPU times (`CBTOP_STEP_TRACE`, src/engine/cuda/step_trace.rs) showed why:
+/// not every step after a stamped one, as first read, but one step, the second measured one,
+/// 4.2-5.0 ms long, while the host made the bricks' histograms inside the first measured
+/// step's `stats.add` (the GPU ran out of launched work). Alternating had put that step on the
+/// unprofiled side. The histograms are now made during warm-up (`Stats::prepare`; a run with
+/// no warm-up still makes them in its first measured step), and runs of 16 measure what
+/// alternating does (synthetic SmolLM2-shape q4_0, depth 0: 1320.6 against 1319.8 tok/s,
+/// `other` 11.8 against 11.9 us; median stamped step 750.5 us after a stamped one, 748.0
+/// after an unstamped one).
 fn overhead_block() -> usize {
     std::env::var("CBTOP_OVERHEAD_BLOCK")
         .ok()
