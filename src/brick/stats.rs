@@ -124,12 +124,14 @@ pub struct BrickStats {
 }
 
 impl BrickStats {
-    fn new(brick: Brick, source: Source) -> BrickStats {
+    /// Empty statistics of `brick`, with a series per layer when it runs in every layer.
+    fn new(brick: Brick, source: Source, n_layers: usize) -> BrickStats {
+        let layers = if brick.per_layer() { n_layers } else { 0 };
         BrickStats {
             brick,
             source,
             per_token: Series::new(3),
-            per_layer: Vec::new(),
+            per_layer: (0..layers).map(|_| Series::new(2)).collect(),
             recent_us: VecDeque::new(),
         }
     }
@@ -206,11 +208,8 @@ impl Stats {
             if self.bricks.iter().any(known) || self.spare.iter().any(known) {
                 continue;
             }
-            let mut bs = BrickStats::new(s.brick, s.source);
-            if s.brick.per_layer() {
-                bs.per_layer = (0..self.n_layers).map(|_| Series::new(2)).collect();
-            }
-            self.spare.push(bs);
+            self.spare
+                .push(BrickStats::new(s.brick, s.source, self.n_layers));
         }
     }
 
@@ -237,13 +236,9 @@ impl Stats {
             let bs = self.brick_mut(brick, source);
             bs.per_token.record(total);
             push_recent(&mut bs.recent_us, total as f64 / 1e3);
-            if brick.per_layer() {
-                if bs.per_layer.is_empty() {
-                    bs.per_layer = (0..layers.len()).map(|_| Series::new(2)).collect();
-                }
-                for (s, ns) in bs.per_layer.iter_mut().zip(layers) {
-                    s.record(ns);
-                }
+            // Empty for a brick outside the layers (`BrickStats::new`).
+            for (s, ns) in bs.per_layer.iter_mut().zip(layers) {
+                s.record(ns);
             }
         }
         if let Some(g) = t.gaps_ns {
@@ -262,7 +257,7 @@ impl Stats {
             None => {
                 let bs = match self.spare.iter().position(|b| b.brick == brick) {
                     Some(j) => self.spare.swap_remove(j),
-                    None => BrickStats::new(brick, source),
+                    None => BrickStats::new(brick, source, self.n_layers),
                 };
                 self.bricks.push(bs);
                 self.bricks.sort_by_key(|b| b.brick.order());
