@@ -263,9 +263,22 @@ struct KernelStart {
         pdl_wait();
         pdl_launch_dependents();
 #else
+        // Which thread stamps is settled before the wait, not after it: after it, block 0's
+        // first warp read its block indices and branched between the kernel's release and the
+        // clock, on the step's critical path. Measured on the H100 (bench/gpu-timing.sh, depth
+        // 0, three rounds, two repetitions, A/B on one build): synthetic SmolLM2-shape q4_0
+        // events 1310-1311 -> 1339-1341 tok/s, `--timing off` 1357 -> 1367-1368, ev/off
+        // 3.43-3.49% -> 1.87-2.09%, gaps 148 -> 131 us a token; 0.5b events 1399-1405 ->
+        // 1421, off 1435-1442 -> 1444-1445, ev/off 2.50-2.59% -> 1.59-1.65%, gaps 120 -> 103.
+        // Measured in the same runs and not kept: the stamps' atomics with an L2 evict_last
+        // policy (so the stamp buffer's lines, touched once every other step, would not be
+        // pushed out by the weights) and block 0's thread 0 prefetching its slot into L2
+        // before the wait: events 1331-1332 (SmolLM2) and 1399-1400 (0.5b), ev/off 2.56-2.67%
+        // and 2.64-2.70%; the prefetch alone: ev/off 3.59-3.67% and 2.86-3.02%.
+        bool lead = s && block0_thread0();
         pdl_wait();
         pdl_launch_dependents();
-        if (s && block0_thread0()) {
+        if (lead) {
 #if CBTOP_STAMP_START_CONST
             s[0] = 1;
 #elif CBTOP_STAMP_END_NONE || CBTOP_STAMP_END_CONST || CBTOP_STAMP_END_NEVER
