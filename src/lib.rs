@@ -12,6 +12,8 @@ pub mod profiler;
 pub mod quant;
 pub mod report;
 pub mod rng;
+#[cfg(test)]
+mod scratch;
 pub mod synth;
 pub mod telemetry;
 pub mod tui;

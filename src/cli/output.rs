@@ -81,8 +81,7 @@ mod tests {
 
     #[test]
     fn replaces_a_file_whole_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("cbtop-output-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::dir("output");
         let p = dir.join("r.json");
         fs::write(&p, "old").unwrap();
         write_file("--output", &p, |w| w.write_all(b"new")).unwrap();

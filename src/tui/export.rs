@@ -44,8 +44,7 @@ mod tests {
 
     #[test]
     fn writes_rows_and_never_overwrites() {
-        let dir = std::env::temp_dir().join(format!("cbtop-export-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::dir("export");
         let snap = Snapshot {
             bricks: vec![BrickView {
                 id: "qkv".into(),

@@ -132,8 +132,7 @@ mod tests {
 
     #[test]
     fn rows_land_in_the_file_under_the_header_in_order() {
-        let dir = std::env::temp_dir().join(format!("cbtop-step-trace-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::dir("step-trace");
         let path = dir.join("t.csv");
         {
             let mut t = StepTrace::new(path.to_string_lossy().into_owned());
