@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
 # cbtop's CPU engine beside llama.cpp's CPU backend on the same files and cores, in one run
-# (issue 13): builds llama.cpp (CPU) from the vendored peer source once, makes the synthetic
+# (docs/benchmarks.md): builds llama.cpp (CPU) from the peer source once, makes the synthetic
 # qwen2.5-0.5b q4_k_m with `cbtop synth`, then for SmolLM2 (when $SMOLLM2 names its file) and the
 # 0.5b runs, for each thread count, REPS rounds (default 3) of
 #   llama-bench -t T -p 64 -n 64 -r 1
 #   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
 # and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
 # cbtop / llama.cpp. The two sides alternate round by round, so a slow phase of a shared
-# machine falls on both: with llama-bench's three repetitions first and cbtop's three runs
-# after, the 2-core EPYC's memory bandwidth once dropped from 18-20 to 14-16 GB/s (cbtop's
-# own read probe) during cbtop's runs alone and a 0.5b decode ratio fell to 1.06 against
-# 1.22-1.35 in the runs before it.
+# machine falls on both (run one side's rounds after the other's and a drop in the machine's
+# memory bandwidth during one side's runs alone moves the ratio by 20% or more).
 #
 #   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" bash bench/cpu-vs-llama.sh
 #
-# PEER: the folder with build-llama.sh (default ../shared/peer, else shared/peer); LLAMA_DIR:
-# where it builds (default /tmp/llama-cpu; an existing build is reused; about 12 minutes on 2
-# cores).
+# PEER: the folder with the llama.cpp source tarball and build-llama.sh (default ../shared/peer,
+# else shared/peer; what it is and how to make it: docs/benchmarks.md); LLAMA_DIR: where it
+# builds (default /tmp/llama-cpu; an existing build is reused; about 12 minutes on 2 cores).
 set -euo pipefail
 CBTOP=${CBTOP:-target/release/cbtop}
 MODELS=${MODELS:-/tmp/cbtop-models}
@@ -69,6 +67,6 @@ for name in models:
             ratio = f"{b / a:.2f}x" if a and b else "-"
             print(f"{name:<14}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
 print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama-bench -t T"
-      " -p 64 -n 64 -r 1 (plain build of ../shared/peer, repacking as it defaults); cbtop:"
+      " -p 64 -n 64 -r 1 (plain build of the peer, docs/benchmarks.md; repacking as it defaults); cbtop:"
       " --headless --device cpu --timing off, 64 decode steps after a 64-token prompt")
 PY

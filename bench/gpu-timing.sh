@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-brick timing overhead on the GPU (issue 10), in one run on the GPU machine: for each model
+# Per-brick timing overhead on the GPU (docs/timing.md), in one run on the GPU machine: for each model
 # and context depth, ROUNDS rounds (default 3) of one headless run with per-brick timing (kernel
 # timestamps; an unprofiled step interleaved after every profiled one gives the overhead from
 # the same run) followed by one run with `--timing off`. A single short run of either swings by

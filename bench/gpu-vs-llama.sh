@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cbtop's GPU engine beside llama.cpp's on the same files, in one run on the GPU machine
-# (issues 11 and 12): builds llama.cpp (CUDA) from the vendored peer source once, makes the
+# (docs/benchmarks.md): builds llama.cpp (CUDA) from the peer source once, makes the
 # four synthetic Qwen2.5 shapes with `cbtop synth`, then for each model (and SmolLM2 when
 # $SMOLLM2 names its file) runs
 #   llama-bench -ngl 99 -fa 1 -p 512,2048 -n 128 -d 0,1024 -r 5
@@ -10,7 +10,8 @@
 #
 #   CBTOP=path/to/cbtop [SMOLLM2=file.gguf] [NUMERICS="fast exact"] bash bench/gpu-vs-llama.sh
 #
-# PEER is the folder holding build-llama.sh (default ../shared/peer, else shared/peer);
+# PEER is the folder holding the llama.cpp source tarball and build-llama.sh (default
+# ../shared/peer, else shared/peer; what it is and how to make it: docs/benchmarks.md);
 # LLAMA_DIR where it builds (default /tmp/llama-cuda; an existing build is reused).
 set -euo pipefail
 CBTOP=${CBTOP:-target/release/cbtop}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live view against headless (issue 10): the live view's tok/s, with per-brick timing, next to
+"""Live view against headless: the live view's tok/s, with per-brick timing, next to
 the headless `--timing off` figure for the same model, device and context; within 5%?
 
     CBTOP=devbin/cbtop SECONDS=40 python3 bench/live-vs-headless.py -- --device cuda --model-path /tmp/cbtop-models/qwen2.5-0.5b.gguf --ctx 1024
@@ -11,7 +11,7 @@ Arguments after `--` go to both runs (default: none, cbtop's own defaults). Step
    excluded), `throughput.tokens`, `header.timing`, `header.device`, the bricks' `source`.
 2. The headless run, `cbtop --headless --json <args> --timing off`, decodes the same positions.
    The live view evaluates its prompt (P tokens, positions 0..P-1), decodes positions P..ctx-1
-   until the context is full, then clears it and starts again from the prompt (src/tui/engine.rs;
+   until the context is full, then clears it and starts again from the prompt (src/tui/worker.rs;
    the first `--warmup` steps, default 8, are discarded once, at start). So once it has
    restarted, its average covers positions P..ctx-1 evenly. Headless decodes `--warmup` steps
    from position P and then `--tokens` measured ones, and needs prompt + steps + 1 <= ctx
@@ -25,7 +25,7 @@ Arguments after `--` go to both runs (default: none, cbtop's own defaults). Step
    worked and the ratio is within 5%, 1 otherwise.
 Tested only on the CPU (2-core dev machine, load ~1.6 from other work, SECONDS=8, `--device cpu
 --threads 1`, embedded default): live/headless -1.07%, +1.68%, -8.24% in three runs: CPU
-figures there are noisy; the GPU figure is the one issue 10 asks for.
+figures there are noisy; the GPU figure is the one that matters.
 """
 import glob
 import json

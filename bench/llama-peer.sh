@@ -1,7 +1,8 @@
 # Sourced by the bench scripts: `llama_bench KIND DIR` prints the path of llama-bench built from
-# the vendored peer source (../shared/peer/build-llama.sh KIND DIR, KIND cpu or cuda), building
-# it first unless DIR already holds a build. PEER names the folder with build-llama.sh (default
-# ../shared/peer, else shared/peer).
+# the peer's llama.cpp source (PEER/build-llama.sh KIND DIR, KIND cpu or cuda), building it
+# first unless DIR already holds a build. PEER names the folder with the source tarball and
+# build-llama.sh (default ../shared/peer, else shared/peer). The peer, what it is and how to
+# make the folder: docs/benchmarks.md.
 llama_bench() {
     local kind=$1 dir=$2 peer=${PEER:-} bin="$2/llama.cpp/build/bin/llama-bench"
     if [ ! -x "$bin" ]; then
@@ -11,7 +12,7 @@ llama_bench() {
             done
         fi
         [ -n "$peer" ] || { echo "no peer source: set PEER to the folder with build-llama.sh" >&2; return 2; }
-        # cmake and ninja come from PyPI where the machine lacks them (../shared/peer/README.md).
+        # cmake and ninja come from PyPI where the machine lacks them (docs/benchmarks.md).
         command -v cmake >/dev/null && command -v ninja >/dev/null ||
             python3 -m pip install --quiet cmake ninja >&2
         local t0

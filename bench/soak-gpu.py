@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU soak of the live view (issue 14): run `cbtop` in a pseudo-terminal for MINUTES minutes
+"""GPU soak of the live view: run `cbtop` in a pseudo-terminal for MINUTES minutes
 (default 10) and every minute sample its resident set size (VmRSS, /proc), the GPU memory the
 process uses and the device's total memory used (both from nvidia-smi, which reads NVML); then
 quit with `q`, check it exits 0, and print a table and the growth from minute 1 (after warm-up)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Soak test of the live view (issue 14): run `cbtop` in a pseudo-terminal for MINUTES minutes
+"""Soak test of the live view: run `cbtop` in a pseudo-terminal for MINUTES minutes
 (default 30), sample its resident set size (VmRSS, /proc) every minute, then quit with `q` and
 check it exits 0. Prints a table of minute, RSS and change from the first sample after warm-up.
 
     CBTOP=target/debug/cbtop MINUTES=30 nice -n 19 python3 bench/soak-live.py -- --device cpu --threads 1
 
 Arguments after `--` go to cbtop (default: the embedded default on the CPU, one thread).
-Issue 14 (2-core machine, dev build, 30 minutes): RSS 157.7 MiB at start, 159.5 MiB after
+One run (2-core machine, dev build, 30 minutes): RSS 157.7 MiB at start, 159.5 MiB after
 minute 1, 160.2 MiB from minute 12 to 30 (+0.41% after warm-up), exit 0 after `q`.
 """
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Teacher-forced logits against llama.cpp's CPU (issue 11, `fast` numerics on the GPU).
+"""Teacher-forced logits against llama.cpp's CPU (`fast` numerics on the GPU; docs/engine.md).
 
 For each prompt of the SmolLM2 fixture (llama.cpp CPU's greedy run: prompt ids, then per step
 the token and the top-5 logits), the prompt and the fixture's tokens are fed in one batch and

@@ -22,8 +22,7 @@
 // attention.cu's CPU-order arithmetic instead, in this same launch (RoPE and the cache write
 // as above): the engine asks for it where every decode product is in the CPU's order too, so
 // that a short decode gives the CPU's bits (src/engine/cuda/kernels.rs `cpu_order_fast`).
-// Measured on the H100, synthetic qwen2.5-0.5b q4_0 (products in the CPU's order), decode
-// from depth ~0, --timing off: 1236 tok/s with it, 1406 without (ATTF_ORDERED_MAX=0).
+// Its serial order costs decode speed (measured: docs/measurements/kernels.md).
 
 #define ATTF_THREADS 256
 // 128 positions: at 1024 positions of context a 7b head gets 9 blocks instead of 5, and a
@@ -294,10 +293,9 @@ __device__ __forceinline__ void attention_split_block(
 // the position (set by the previous step's `advance`) is read. Rows are hd f16 each, one
 // 128-byte line of K and one of V per thread per pass. Not inlined: inlined, its values
 // stayed live into the block's work and took the kernel from 62 registers to 70 (ptxas).
-// ATTF_PREFETCH=0 (CBTOP_KERNEL_DEFINES) turns it off for A/B runs. Measured on the H100,
-// decode from depth 1024, --timing off, qwen2.5 0.5b/3b/7b: 1238/464/320 tok/s without the
-// prefetch, 1267/474/325 with it; copying the rows into shared memory (cp.async) instead
-// measured 1207/456/321.
+// ATTF_PREFETCH=0 (CBTOP_KERNEL_DEFINES) turns it off for A/B runs. The prefetch made long-context
+// decode faster, and faster than copying the rows into shared memory (cp.async) instead
+// (docs/measurements/kernels.md).
 #ifndef ATTF_PREFETCH
 #define ATTF_PREFETCH 1
 #endif

@@ -1,7 +1,7 @@
 // Shared by every kernel file (prepended before compiling): fixed-width types without system
-// headers (NVRTC has none), f16 conversion through PTX, warp reductions, the quantized
-// matrix-vector(-batch) product in the CPU's float order, the float-weight product, and the
-// embedding-row gather every tensor type instantiates.
+// headers (NVRTC has none), GGML's type ids, the per-launch timestamps, f16 conversion through
+// PTX, warp reductions, the quantized matrix-vector(-batch) product in the CPU's float order,
+// the float-weight product, and the embedding-row gather every tensor type instantiates.
 //
 // Compiled with --fmad=false: a multiply and an add are only fused where the CPU fuses them
 // (explicit fmaf), so every f32 operation rounds where the CPU's does.
@@ -17,6 +17,22 @@ typedef unsigned long long u64;
 
 // NVRTC has no <math.h>: infinity from its bits.
 #define INFINITY __int_as_float(0x7f800000)
+
+// GGML tensor type ids as GGUF stores them (src/quant/types.rs `GgmlType::id`): what the host
+// passes where a kernel switches on a weight matrix's type.
+#define GGML_TYPE_F32 0
+#define GGML_TYPE_F16 1
+#define GGML_TYPE_Q4_0 2
+#define GGML_TYPE_Q4_1 3
+#define GGML_TYPE_Q5_0 6
+#define GGML_TYPE_Q5_1 7
+#define GGML_TYPE_Q8_0 8
+#define GGML_TYPE_Q2_K 10
+#define GGML_TYPE_Q3_K 11
+#define GGML_TYPE_Q4_K 12
+#define GGML_TYPE_Q5_K 13
+#define GGML_TYPE_Q6_K 14
+#define GGML_TYPE_BF16 30
 
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
@@ -65,115 +81,12 @@ __device__ __forceinline__ float f16_at2(const u8* p) { return h2f(*(const u16*)
 // step's (and below its start, which is how a kernel that failed to stamp shows). The guard's
 // destructor runs on every way out of the kernel, early returns included. The fast products
 // (matvec_fast.cu) and the kernels that end in `act_quant_chunk` (RMSNorm, SwiGLU, act_quant)
-// open with `STAMP_START` instead and call
-// `stamp_end` from thread 0 right after its last store: the destructor's exit path (all of a
-// block's threads reconverging before thread 0 stamps) cost a 0.5b decode step ~13 us of its
-// ~764 in the products (H100, `--timing events`, 1309-1310 -> 1329-1333 tok/s) and ~3.5 us in
-// the others (1333.4-1333.9 -> 1339.0-1340.4).
-//
-// What the end stamps cost, measured with the variants below (H100, synthetic q4_k_m 0.5b,
-// pipelined decode, us per stamped token): all of them ~42 (default 762 vs END_NONE 720); about
-// half is the exit code's presence (END_NEVER 756-758 of 776-784 against END_NONE 733-738, one
-// run each) and half the write; an atomic of a constant costs as much as one of the clock
-// (END_CONST); by kernel family (stamps skipped for that family only): the fast products 26,
-// RMSNorm 5, attention 5, SwiGLU 2.5, the rest ~3.
-// One word per kernel stays although bench/cuda/stamp_cost.cu (a graph with the 0.5b's grids,
-// apart from the engine) measures every block's atomic on one word at ~30 us a step and the
-// same atomics spread over 4 or 16 words in distinct 128-byte lines (block index mod n) at 6.5
-// and 4.4: in the engine the spread made the 0.5b's stamped step ~10 us slower, not faster
-// (H100, 512 steps at depth 0-1024 with unprofiled steps interleaved, three rounds each:
-// 1293.5-1294.5 tok/s on one word, 1277.0-1278.8 on 16, 1277.5-1278.6 on 4).
-// Measured again with the copy back kept short (stop 29: lanes 1-3 in regions of their own
-// before the slots, only a decode step's worth, the slot argument carrying the regions' stride):
-// four lanes by block index mod 4 against one word, A/B through CBTOP_KERNEL_DEFINES on one
-// build, bench/gpu-timing.sh depth 0, two repetitions: ev/off% 3.82-3.91 against 3.77-3.78
-// (synthetic SmolLM2-shape q4_0), 3.83-4.00 against 3.25-3.45 (0.5b), 3.75-3.80 against
-// 3.00-3.17 (1.5b), and `--timing off` itself slower with the lane code in every kernel
-// (0.5b 1401 against 1436 tok/s, 1.5b 751 against 769).
-//
-// Measuring variants for A/B runs on the GPU machine, off (0) by default, turned on at run
-// time without a rebuild through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs); the
-// defaults are what ships:
-// - CBTOP_STAMP_END_LAST=1: only thread 0 of the block with the highest index (the last in
-//   x, y and z) stores its exit time, a plain store instead of every block's atomic max. It
-//   measures what the per-block atomics cost; the end it records is the last-scheduled
-//   block's, which need not be the last to finish, so it can under-state the kernel's end.
-//   Not a way to ship: with it a stamped step fails to resolve (H100, SmolLM2 and the 0.5b,
-//   bench/gpu-timing.sh): in rope+attention the highest-index block can exit before block 0
-//   has read its start (an end 224 ns and 32 ns before the start in two runs).
-// - CBTOP_STAMP_START_EARLY=1: block 0's thread 0 stamps the start before `pdl_wait`, not
-//   after: the start then includes the time a block spends beside the previous kernel
-//   waiting for it (so consecutive kernels' intervals overlap).
-// - CBTOP_STAMP_END_NONE=1: no block stamps its exit; block 0 writes its start as the end too
-//   (every kernel then times as zero): what the end stamps cost, all told.
-// - CBTOP_STAMP_START_CONST=1: block 0 stores a constant 1 as the start instead of reading
-//   %globaltimer (the times are then meaningless): what reading the clock in block 0 costs.
-#ifndef CBTOP_STAMP_END_LAST
-#define CBTOP_STAMP_END_LAST 0
-#endif
-#ifndef CBTOP_STAMP_END_NONE
-#define CBTOP_STAMP_END_NONE 0
-#endif
-#ifndef CBTOP_STAMP_START_CONST
-#define CBTOP_STAMP_START_CONST 0
-#endif
-// - CBTOP_STAMP_END_CONST=1: as END_NONE, and every block's thread 0 still does its atomic max,
-//   of a constant 1 (no clock read): what the exit atomics cost without the clock.
-#ifndef CBTOP_STAMP_END_CONST
-#define CBTOP_STAMP_END_CONST 0
-#endif
-// - CBTOP_STAMP_END_NEVER=1: as END_NONE, with the exit stamp's code kept behind a test that
-//   never holds: what the code's presence costs, apart from the write.
-#ifndef CBTOP_STAMP_END_NEVER
-#define CBTOP_STAMP_END_NEVER 0
-#endif
-// - CBTOP_STAMP_START_LATE=1: block 0's thread 0 reads the start after the wait as usual but
-//   stores it with its end (`KernelStart::end`): one write at the block's exit, not two.
-// - CBTOP_STAMP_NOTHING=1: no stamp is read or written, stamped or not: against the default
-//   under `--timing off`, what the stamp code's mere presence costs (a stamped step then fails
-//   on its unwritten slots).
-//
-// Where a stamped 0.5b step's time goes (H100, synthetic q4_k_m, 512 profiled steps each
-// followed by an unprofiled one at depth 0-1040; per-step GPU time from CUDA events recorded
-// behind each replayed graph, median, and the stamps left unread where a variant leaves them
-// unwritten: a measuring build, not in the tree; stamped minus unstamped in the same run, so
-// both graphs use the same compiled code; two runs each): the default 29-31 us; END_CONST
-// (an atomic of a constant) 31; every block storing its end to a word of its own instead of
-// the atomic 31-34; END_NONE 19; START_CONST with END_NONE 14.5; NOTHING 0. So the
-// per-block end write costs ~11 us whatever it is, the clock read ~4.5 and block 0's one
-// start store ~14.5. The stamp code's presence costs the unstamped step too: NOTHING's
-// unstamped step is 15 us shorter than the default's (738-740 against 751-755). START_LATE:
-// 25-26 us stamped minus unstamped, but its held start costs every thread two registers and
-// its unstamped step is 22 us longer (773 against 751), so it stays off.
-#ifndef CBTOP_STAMP_START_LATE
-#define CBTOP_STAMP_START_LATE 0
-#endif
-// A START_LATE with block 0's start held in a shared word (thread 0's alone) instead of a
-// register of every thread was measured too and dropped: stamped tok/s fell further than the
-// unstamped (H100, bench/gpu-timing.sh, 2 rounds, events/off overhead against the default's in
-// the same session: SmolLM2 5.28/4.18 against 4.17/3.72 at depth 0/1024, 0.5b 3.93/3.29
-// against 3.04/2.87, 1.5b 3.77/3.31 against 2.95/2.70).
-#ifndef CBTOP_STAMP_NOTHING
-#define CBTOP_STAMP_NOTHING 0
-#endif
-// Measured and not kept (stop 31; H100, bench/gpu-timing.sh depth 0, three rounds, two
-// repetitions, A/B through CBTOP_KERNEL_DEFINES on one build; events and off tok/s on the
-// synthetic SmolLM2-shape q4_0 and the 0.5b; the variants left the tree):
-// - the end's clock read before a non-accumulating product's last store (the atomic after
-//   it): events 1297.0/1297.6 against 1301.8/1302.1, off 1342-1343 against 1349;
-// - only blocks below 1024 stamping their exit (what the output projection's 12288 same-word
-//   atomics cost): events 1298.5-1298.9, no faster (and its end then under-stated);
-// - block 0's start read after the wait but folded in with its end (no wait on the clock
-//   before the work) in the small kernels only (RMSNorm, SwiGLU, act_quant, RoPE+attention,
-//   argmax, embedding): events 1302.0/1308.0 against 1316.6/1314.4, off 1352/1359 against
-//   1362/1363;
-// - the split attention's idle blocks (past the context's last chunk) leaving before the
-//   wait, unstamped: events 1307.6/1313.3 against 1315.5/1315.0, off level.
-// The stamped graph's copy of its ~4 KB of stamps to the host costs at most ~0.2%: copying
-// only the token (stamps unread) gave events 1323.4-1329.0 against 1323.0-1324.7.
-#ifndef CBTOP_STAMP_START_EARLY
-#define CBTOP_STAMP_START_EARLY 0
-#endif
+// open with `STAMP_START` instead and call its `end()` from thread 0 right after its last store,
+// which spares them the destructor's exit path (all of a block's threads reconverging before
+// thread 0 stamps). All ends go to one word per kernel: spreading the atomics over several
+// words, cheaper in bench/cuda/stamp_cost.cu, made the engine's stamped step slower.
+// What each part of a stamp costs, and the variants measured and not kept:
+// docs/measurements/kernels.md.
 #define STAMP_PARAMS u64 *__restrict__ stamps
 #define STAMP_GUARD KernelStamp stamp_guard_(stamps)
 #define STAMP_START KernelStart stamp_start_(stamps)
@@ -214,19 +127,10 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
 // Whether this is block 0's thread 0, the thread that stamps a kernel's start. Every launch has
 // one-dimensional blocks (src/engine/cuda/launcher.rs asserts it in test builds), so thread 0 is
 // the one with threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the
-// kernels read anyway. The test it replaces ORed all six indices: under `--timing events` every
-// warp of every block then read threadIdx.y/z and blockIdx.z (vector S2R) before its work. Here
-// ptxas reads blockIdx.y/z into uniform registers (S2UR, once per warp) in stamped and unstamped
-// steps alike; written in plain C++ (below), it read blockIdx.z with a vector S2R. Measured on the
-// H100 (bench/gpu-timing.sh, three rounds, this stop against stop 29's table): events/off 1.5b
-// 2.82/3.16% -> 2.35/2.42% (depth 0/1024), 3b 2.65/2.77% -> 2.15/2.15%, SmolLM2 and the 0.5b within
-// their rounds' spread, `--timing off` unchanged. Measured and not kept (A/B on one build through
-// CBTOP_KERNEL_DEFINES, synthetic SmolLM2-shape q4_0 and 0.5b, depth 0, two repetitions): the y/z
-// test in plain C++, which ptxas read with vector S2R in every warp, stamped or not: events/off
-// 2.0% and 1.6% but `--timing off` ~0.8% slower; every stamp as predicated PTX with no branch
-// (every warp reading the clock): events/off 0.2-0.5% but `--timing off` 4-5% slower. So what a
-// stamped step loses is mostly latency that the stamping threads add before their stores, not the
-// atomics themselves.
+// kernels read anyway. blockIdx.y/z are read in PTX: ptxas then reads them into uniform
+// registers (S2UR, once per warp) in stamped and unstamped steps alike, where in plain C++ it
+// read blockIdx.z with a vector S2R in every warp, a slower `--timing off`. What a stamped step
+// loses is mostly latency the stamping threads add before their stores, not the atomics.
 __device__ __forceinline__ bool block0_thread0() {
     if ((threadIdx.x | blockIdx.x) != 0) return false;
     u32 yz;
@@ -246,61 +150,21 @@ __device__ __forceinline__ void stamp_end(u64* stamps);
 
 struct KernelStart {
     u64* stamps;
-#if CBTOP_STAMP_START_LATE
-    u64 t0;
-#endif
     __device__ __forceinline__ KernelStart(u64* s) : stamps(s) {
-#if CBTOP_STAMP_START_LATE
-        pdl_wait();
-        pdl_launch_dependents();
-        if (s && block0_thread0()) t0 = globaltimer();
-#elif CBTOP_STAMP_NOTHING
-        pdl_wait();
-        pdl_launch_dependents();
-#elif CBTOP_STAMP_START_EARLY
-        if (s && block0_thread0())
-            s[0] = globaltimer();
-        pdl_wait();
-        pdl_launch_dependents();
-#else
         // Which thread stamps is settled before the wait, not after it: after it, block 0's
         // first warp read its block indices and branched between the kernel's release and the
-        // clock, on the step's critical path. Measured on the H100 (bench/gpu-timing.sh, depth
-        // 0, three rounds, two repetitions, A/B on one build): synthetic SmolLM2-shape q4_0
-        // events 1310-1311 -> 1339-1341 tok/s, `--timing off` 1357 -> 1367-1368, ev/off
-        // 3.43-3.49% -> 1.87-2.09%, gaps 148 -> 131 us a token; 0.5b events 1399-1405 ->
-        // 1421, off 1435-1442 -> 1444-1445, ev/off 2.50-2.59% -> 1.59-1.65%, gaps 120 -> 103.
-        // Measured in the same runs and not kept: the stamps' atomics with an L2 evict_last
-        // policy (so the stamp buffer's lines, touched once every other step, would not be
-        // pushed out by the weights) and block 0's thread 0 prefetching its slot into L2
-        // before the wait: events 1331-1332 (SmolLM2) and 1399-1400 (0.5b), ev/off 2.56-2.67%
-        // and 2.64-2.70%; the prefetch alone: ev/off 3.59-3.67% and 2.86-3.02%.
+        // clock, on the step's critical path.
         bool lead = s && block0_thread0();
         pdl_wait();
         pdl_launch_dependents();
         if (lead) {
-#if CBTOP_STAMP_START_CONST
-            s[0] = 1;
-#elif CBTOP_STAMP_END_NONE || CBTOP_STAMP_END_CONST || CBTOP_STAMP_END_NEVER
-            u64 t = globaltimer();
-            s[0] = t;
-            s[1] = t;
-#else
-            // An atomic max, not a store: the slot only ever grows (the clock does), and this
-            // made the 0.5b's stamped step ~4 us shorter than a plain store (GPU-timed as in
-            // the table above: stamped minus unstamped 27.2-28.0 us against 31.1-31.3; storing
-            // before `pdl_launch_dependents` instead gave 28.7-29.2 but a slower unstamped step).
+            // An atomic max, not a store: the slot only ever grows (the clock does), and the
+            // stamped step was shorter with it than with a plain store.
             atomicMax(s, globaltimer());
-#endif
         }
-#endif
     }
-    // The block's end (thread 0 calls it): its exit time folded into the slot's end, and under
-    // START_LATE block 0's start written now.
+    // The block's end (thread 0 calls it): its exit time folded into the slot's end.
     __device__ __forceinline__ void end() const {
-#if CBTOP_STAMP_START_LATE
-        if (stamps && block0_thread0()) stamps[0] = t0;
-#endif
         stamp_end(stamps);
     }
 };
@@ -308,18 +172,7 @@ struct KernelStart {
 // Thread 0 of a block folds the time it is done into its kernel's end (`stamps[1]`); kernels
 // reach it through `KernelStart::end`. The caller is thread 0.
 __device__ __forceinline__ void stamp_end(u64* stamps) {
-#if CBTOP_STAMP_END_NONE || CBTOP_STAMP_NOTHING
-#elif CBTOP_STAMP_END_NEVER
-    if (stamps == (u64*)8) atomicMax(stamps + 1, globaltimer());
-#elif CBTOP_STAMP_END_CONST
-    if (stamps) atomicMax(stamps + 1, 1ull);
-#elif CBTOP_STAMP_END_LAST
-    if (stamps && blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
-        blockIdx.z == gridDim.z - 1)
-        stamps[1] = globaltimer();
-#else
     if (stamps) atomicMax(stamps + 1, globaltimer());
-#endif
 }
 
 // The whole stamp: the start, and the end at thread 0's exit (blocks are one-dimensional).

@@ -359,7 +359,8 @@ struct FQ2_K {
 // ---- Several products of one input in one launch (Q, K, V; gate and up) -----------------
 // Up to three matrices of any quantized types whose activation format is the same (the
 // engine checks), each with its own output and bias; matrix i takes blocks
-// first_block[i]..first_block[i + 1] (four rows per block). GGML type ids select the unit.
+// first_block[i]..first_block[i + 1] (four rows per block). `ty`, a GGML type id
+// (GGML_TYPE_*, common.cuh), selects the unit.
 struct MvfMat {
     const u8* w;
     u64 row_bytes;
@@ -415,9 +416,7 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
 // the fast kernels' shape: a warp per row, a block per thread, so one token's legacy products
 // give the CPU's bits. The engine takes them where every decode product can keep the CPU's
 // order (src/engine/cuda/kernels.rs `cpu_order_fast`); elsewhere `mvf_one` sums freely, as
-// the serial fold costs time. Measured on the H100, synthetic qwen2.5-0.5b q4_0, decode from
-// depth ~0, --timing off, attention in free order: 1406 tok/s with these kernels, 1593 with
-// `mvf_one` (CBTOP_FAST_CPU_ORDER=0).
+// the serial fold costs time (measured: docs/measurements/kernels.md).
 // Lane sums of 32 blocks at a time go through shared memory; lanes 0..7 then fold them in
 // block order while the next 32 blocks' loads are in flight.
 
@@ -515,6 +514,10 @@ __device__ __forceinline__ void mvo_one(const MvfMat& m, int block, int cols, co
     if (set.ordered) mvo_one<F>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); \
     else mvf_one<F>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_);             \
     break
+// A k-quant matrix of `mvf_multi`: always summed freely (`mvo_one` is legacy only).
+#define MVF_K(F)                                                                             \
+    mvf_one<F>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_);                  \
+    break
 // Lane 0's bias for its warp's row (0 without one). Biases are constant: `mvf_multi` (which
 // runs qwen2's biased Q, K and V) reads them before waiting on the kernel ahead, so the load
 // overlaps that kernel instead of ending this one's chain after the row's sum. The
@@ -527,10 +530,9 @@ __device__ __forceinline__ float mvf_bias(const MvfMat& m, int block) {
 // Which blocks prefetch their weight row before waiting on the previous kernel (`mvf_prefetch`):
 // 2 (default): only the launch's first 2 * nsm blocks (`blockIdx.x`, launch-wide, not
 // `mvf_multi`'s per-matrix index; nsm from `sm_count`), roughly the blocks that can start beside
-// the previous kernel; 1: every block; 0: none. Measured on the H100 (decode tok/s, `--timing
-// off`, depth ~0, qwen2.5 q4_k_m shapes 0.5b/1.5b/3b/7b): all blocks 1343/737/474/338, none
-// 1295/745/485/343, first 2 * nsm 1339/750/489/344 -- the later blocks' prefetches only add L2
-// traffic. Other values are for A/B runs through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs).
+// the previous kernel; 1: every block; 0: none. 2 measured best or level on the decode shapes: the
+// later blocks' prefetches only add L2 traffic (docs/measurements/kernels.md). Other values are
+// for A/B runs through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs).
 #ifndef CBTOP_PREFETCH
 #define CBTOP_PREFETCH 2
 #endif
@@ -574,16 +576,16 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
     float bias = mvf_bias(m, block);
     STAMP_START;
     switch (m.ty) {
-    case 2: MVF_LEGACY(FQ4_0);
-    case 3: MVF_LEGACY(FQ4_1);
-    case 6: MVF_LEGACY(FQ5_0);
-    case 7: MVF_LEGACY(FQ5_1);
-    case 8: MVF_LEGACY(FQ8_0);
-    case 10: mvf_one<FQ2_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 11: mvf_one<FQ3_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 12: mvf_one<FQ4_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 13: mvf_one<FQ5_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
-    case 14: mvf_one<FQ6_K>(m, block, cols, aq, ad, ax, accumulate, bias, stamp_start_); break;
+    case GGML_TYPE_Q4_0: MVF_LEGACY(FQ4_0);
+    case GGML_TYPE_Q4_1: MVF_LEGACY(FQ4_1);
+    case GGML_TYPE_Q5_0: MVF_LEGACY(FQ5_0);
+    case GGML_TYPE_Q5_1: MVF_LEGACY(FQ5_1);
+    case GGML_TYPE_Q8_0: MVF_LEGACY(FQ8_0);
+    case GGML_TYPE_Q2_K: MVF_K(FQ2_K);
+    case GGML_TYPE_Q3_K: MVF_K(FQ3_K);
+    case GGML_TYPE_Q4_K: MVF_K(FQ4_K);
+    case GGML_TYPE_Q5_K: MVF_K(FQ5_K);
+    case GGML_TYPE_Q6_K: MVF_K(FQ6_K);
     default:
         if (threadIdx.x == 0) stamp_start_.end();
         break;

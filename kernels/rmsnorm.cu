@@ -2,14 +2,9 @@
 // The sum of squares accumulates in double like the CPU engine.
 // The output is also quantized for the matrix product it feeds (act_quant.cu), saving that
 // launch.
-// Measured and not kept (branch exp/fused-producers, d2ac189): the fast one-token products
-// norming their input themselves, every block repeating this kernel's sum of squares (in its
-// order: the same bits, tested) and the quantization into shared memory before its rows, so a
-// layer runs two launches fewer. The redundant prologue cost more than the launch it saved:
-// H100, bench/gpu-timing.sh, --timing off, depth 0, SmolLM2 1345 -> 1224 tok/s with the
-// SwiGLU fused likewise (attn_norm+qkv 91.6 us per token against 39.3 + 30.1 apart, gaps
-// 166 -> 104 us), the 0.5b 1445 -> 1276 (its gate/up launch runs ~2.3 waves of blocks, each
-// repeating the norm: ffn_norm+ffn_gate_up 253 us against 35.7 + 108.7).
+// A launch of its own: fast one-token products that norm their input themselves (every block
+// repeating the sum of squares) were measured slower than the launch they save
+// (docs/measurements/kernels.md).
 
 // 1 / rms of a row of `cols` values, for every thread of the block.
 __device__ float inv_rms(const float* __restrict__ xr, int cols, float eps) {

@@ -18,16 +18,9 @@ __device__ float ggml_expf(float x) {
 
 // SwiGLU, then the result quantized for the down projection (act_quant.cu), in one launch.
 // 256 values per 256-thread block.
-// Measured and not kept: gate, up and SwiGLU of one token in one launch (256-thread blocks,
-// gate and up warps on the same four rows, the last block of each 256 rows quantizing them
-// after a fence and a ticket). On the H100 (--timing off, depth ~0) qwen2.5 0.5b/7b decoded
-// 1294-1303/318-320 tok/s against 1396-1399/350-352 with this launch apart: the fence and
-// ticket that end every block cost each of the launch's ~9 waves their latency, more than
-// the launch saved, and the dispatch over every type took 134 registers unbounded.
-// Nor SwiGLU computed again by every block of the down projection (branch exp/fused-producers,
-// d2ac189; same bits): on SmolLM2 ffn_act+ffn_down+ffn_residual took 184.7 us per token
-// against 42.0 + 55.1 apart (H100, --timing events, depth 0), the 16 ggml_expf per thread
-// in every block costing more than the launch and its gap.
+// A launch of its own: fusing it into the gate/up product (a fence and a ticket ending every
+// block) or into the down projection (every block recomputing it) measured slower than the
+// launch saved (docs/measurements/kernels.md).
 extern "C" __global__ void silu_mul_quant(float* __restrict__ gate, const float* __restrict__ up,
                                           int n, int kind, float* __restrict__ xf,
                                           i8* __restrict__ q, float* __restrict__ d,

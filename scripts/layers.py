@@ -24,9 +24,8 @@ SRC = os.path.join(ROOT, "src")
 LAYERS = [
     ["rng", "scratch"],
     ["gguf", "quant"],
-    ["model", "brick"],
-    ["engine", "synth"],
-    ["telemetry", "profile"],
+    ["model", "brick", "profile"],
+    ["engine", "synth", "telemetry"],
     ["profiler"],
     ["report"],
     ["tui"],

@@ -4,14 +4,14 @@
 
 mod common;
 
-use cbtop::engine::{Engine, LogitsFor};
+use cbtop::engine::{CpuEngine, LogitsFor};
 use common::max_abs_diff;
 
 /// Compare one model against its reference; returns the largest logit difference seen.
 fn check(name: &str) -> f32 {
     let (model, reference, bound) = common::conformance_case(name);
     let prompt = common::ids(&reference["prompt_ids"]);
-    let mut engine = Engine::new(model, 64);
+    let mut engine = CpuEngine::new(model, 64);
     let ours = engine.eval(&prompt, LogitsFor::All).unwrap();
     let theirs = reference["prompt_logits"].as_array().unwrap();
     assert_eq!(ours.len(), theirs.len());
@@ -113,10 +113,10 @@ fn a_prompt_batch_equals_its_tokens_one_by_one_bit_for_bit() {
         let (model, reference, _) = common::conformance_case(name);
         let ids = common::ids(&reference["prompt_ids"]);
         let prompt: Vec<u32> = ids.iter().cycle().take(19).copied().collect();
-        let batch = Engine::new(model.clone(), 64)
+        let batch = CpuEngine::new(model.clone(), 64)
             .eval(&prompt, LogitsFor::All)
             .unwrap();
-        let mut engine = Engine::new(model, 64);
+        let mut engine = CpuEngine::new(model, 64);
         for (pos, &token) in prompt.iter().enumerate() {
             let one = engine
                 .eval(&[token], LogitsFor::Last)

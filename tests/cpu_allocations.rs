@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use cbtop::engine::{Engine, LogitsFor};
+use cbtop::engine::{CpuEngine, LogitsFor};
 use cbtop::model::Model;
 
 struct Counting;
@@ -51,7 +51,7 @@ fn a_decode_step_allocates_only_the_logits_it_returns() {
     ] {
         let path = common::fixture(&format!("conformance/models/{name}.gguf"));
         let model = Arc::new(Model::load(&path).unwrap());
-        let mut engine = Engine::new(model.clone(), 64);
+        let mut engine = CpuEngine::new(model.clone(), 64);
         engine.eval(&[1, 2, 3], LogitsFor::Last).unwrap();
         // Warm-up steps: buffers that grow to their size once.
         for _ in 0..3 {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaEngine, GpuDesc, Timing};
 use cbtop::engine::sampler::argmax;
-use cbtop::engine::{Engine, LogitsFor, Numerics};
+use cbtop::engine::{CpuEngine, LogitsFor, Numerics};
 use cbtop::model::Model;
 use cbtop::profile::Profile;
 use cbtop::synth::{self, QuantMix};
@@ -36,7 +36,7 @@ fn side_by_side(
     let model = Arc::new(Model::load(&path).unwrap());
     let _ = std::fs::remove_file(&path);
     let ctx = prompt.len() + steps + 8;
-    let mut cpu = Engine::new(model.clone(), ctx);
+    let mut cpu = CpuEngine::new(model.clone(), ctx);
     let mut gpu = CudaEngine::new(model, g, ctx, Timing::Off, numerics).unwrap();
     let rec = &mut Recorder::off();
     let mut c = cpu.eval(prompt, LogitsFor::Last).unwrap().pop().unwrap();

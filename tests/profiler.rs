@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cbtop::brick::stats::correlation;
 use cbtop::brick::BrickId;
-use cbtop::engine::Engine;
+use cbtop::engine::CpuEngine;
 use cbtop::model::Model;
 use cbtop::profiler::run::{run, Plan};
 use cbtop::profiler::session::Session;
@@ -24,7 +24,7 @@ fn qkv_and_attention_series_are_independent() {
         measure_overhead: false,
     };
     let ctx = prompt.len() + plan.steps() + 1;
-    let mut session = Session::new(Engine::new(model.clone(), ctx), prompt);
+    let mut session = Session::new(CpuEngine::new(model.clone(), ctx), prompt);
     let r = run(&mut session, model.config.n_layers, plan, |_, _| {}).unwrap();
     let series = |b: BrickId| -> Vec<f64> {
         r.stats

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cbtop::engine::backend::Backend;
 use cbtop::engine::sampler::{Sampler, SamplerConfig};
-use cbtop::engine::{generate, Engine};
+use cbtop::engine::{generate, CpuEngine};
 use cbtop::model::Model;
 
 #[test]
@@ -19,7 +19,7 @@ fn greedy_generation_matches_llama_cpp() {
     for case in &cases {
         let prompt = common::ids(&case["prompt_ids"]);
         let want = common::ids(&case["generated_ids"]);
-        let mut engine = Backend::from(Engine::new(model.clone(), 128));
+        let mut engine = Backend::from(CpuEngine::new(model.clone(), 128));
         let mut got = Vec::new();
         let mut worst = 0f32;
         let steps = case["steps"].as_array().unwrap();

@@ -11,8 +11,8 @@
 // pipelined host loop (step i+1 launched before step i is waited for, stamps copied to pinned
 // memory and read) gives the host-clock interval of stamped and plain steps.
 // The spread variants (END_SPREAD, END_SMID) cut the end stamps' cost here (30 -> 4.4 us a
-// step at 16 lanes) but not in the engine, where they cost more than one word: see the note
-// in kernels/common.cuh.
+// step at 16 lanes) but not in the engine, where they cost more than one word: see
+// docs/measurements/kernels.md.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

@@ -11,7 +11,7 @@
 // of a constant just as much (so the clock read is not the cost); a start stamp by block 0
 // 16-31 ns, start and end 40-64 ns (1024 threads: 16-24, 40). With 16 FMAs a kernel, where
 // the chain is bound by its launches, they cost 0-21 ns. The engine's stamped SmolLM2 step loses ~100 ns a kernel:
-// kernels/common.cuh (`block0_thread0`) has what else it measured.
+// docs/measurements/kernels.md has what else it measured.
 #include <cstdio>
 #include <vector>
 #include <algorithm>

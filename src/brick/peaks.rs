@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use super::cost::Roof;
 use crate::engine::cpu::fma::with_fma;
 
 /// Probe buffer: far beyond any last-level cache.
@@ -18,6 +19,58 @@ const PROBE_BYTES: usize = 256 << 20;
 pub struct Peak {
     pub value: f64,
     pub source: &'static str,
+}
+
+/// Peaks measured on this machine, with their sources.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredPeaks {
+    pub bandwidth: Peak,
+    pub compute: Peak,
+    /// The tensor cores' f16 peak (GPU only), the compute roof of prompt products that run
+    /// on them.
+    pub tensor: Option<Peak>,
+    /// The CPU's int8 dot peak (`cpu_int8_dot_throughput`), the compute roof of a
+    /// prompt's products whose weights are quantized (their dots are integer multiply-adds).
+    pub int8: Option<Peak>,
+}
+
+impl MeasuredPeaks {
+    /// Run the CPU probes (about half a second).
+    pub fn probe_cpu() -> MeasuredPeaks {
+        MeasuredPeaks {
+            bandwidth: cpu_read_bandwidth(),
+            compute: cpu_fma_throughput(),
+            tensor: None,
+            int8: cpu_int8_dot_throughput(),
+        }
+    }
+
+    /// The compute peak a prompt's bricks are judged against (its quantized products on the CPU
+    /// take `int8` instead, `analysis::analyze_prefill`): the tensor cores' when its
+    /// products ran on them (and that peak was measured), else the FMA peak.
+    pub fn prefill_compute(&self, tensor_cores: bool) -> &Peak {
+        match (&self.tensor, tensor_cores) {
+            (Some(t), true) => t,
+            _ => &self.compute,
+        }
+    }
+
+    /// The roof for a prompt's bricks (`prefill_compute`).
+    pub fn prefill_roof(&self, tensor_cores: bool) -> Roof {
+        self.roof_with(self.prefill_compute(tensor_cores))
+    }
+
+    pub fn roof(&self) -> Roof {
+        self.roof_with(&self.compute)
+    }
+
+    /// The measured bandwidth under `compute`.
+    pub fn roof_with(&self, compute: &Peak) -> Roof {
+        Roof {
+            bandwidth_gbps: self.bandwidth.value,
+            compute_gflops: compute.value,
+        }
+    }
 }
 
 /// Best-of-three read bandwidth of the rayon pool over a 256 MiB buffer, GB/s.
@@ -261,5 +314,26 @@ mod tests {
         assert_eq!(got, want);
         let p = cpu_int8_dot_throughput().unwrap();
         assert!(p.value > 0.0 && p.value.is_finite(), "{p:?}");
+    }
+
+    fn peak(value: f64, source: &'static str) -> Peak {
+        Peak { value, source }
+    }
+
+    #[test]
+    fn a_prompt_on_tensor_cores_is_judged_by_their_peak() {
+        let mut p = MeasuredPeaks {
+            bandwidth: peak(3000.0, "d2d_copy"),
+            compute: peak(60_000.0, "gpu_fma_probe"),
+            tensor: Some(peak(600_000.0, "gpu_mma_f16_probe")),
+            int8: None,
+        };
+        assert_eq!(p.prefill_compute(true).source, "gpu_mma_f16_probe");
+        assert_eq!(p.prefill_roof(true).compute_gflops, 600_000.0);
+        assert_eq!(p.prefill_compute(false).source, "gpu_fma_probe");
+        assert_eq!(p.prefill_roof(false).compute_gflops, 60_000.0);
+        assert_eq!(p.prefill_roof(true).bandwidth_gbps, 3000.0);
+        p.tensor = None;
+        assert_eq!(p.prefill_compute(true).source, "gpu_fma_probe");
     }
 }

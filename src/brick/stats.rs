@@ -198,11 +198,10 @@ impl Stats {
 
     /// Make room for the bricks of a step like `t` (a warm-up step) without recording it: a
     /// brick's histograms (per token, and per layer) are ~10 MB for a 30-layer model (counted
-    /// from their bounds and significant figures, not measured), and
-    /// allocating them inside the first measured step held the host ~4-5 ms there (H100,
-    /// SmolLM2-shape: the GPU ran out of launched work and the next step took 4.9 ms).
-    /// They wait in `spare` until the brick is first recorded, so a brick shows in `bricks`
-    /// only once it has a measurement.
+    /// from their bounds and significant figures), and allocating them inside the first
+    /// measured step stalls the host long enough for the GPU to run out of launched work
+    /// (docs/measurements/profiler.md). They wait in `spare` until the brick is first
+    /// recorded, so a brick shows in `bricks` only once it has a measurement.
     pub fn prepare(&mut self, t: &TokenSample) {
         for s in &t.spans {
             let known = |b: &BrickStats| b.brick == s.brick;

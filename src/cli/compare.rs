@@ -1,7 +1,7 @@
 //! `cbtop compare A B`: two headless reports side by side (see `crate::report::compare`).
 
 use super::args::CompareArgs;
-use super::{exit, CliError};
+use super::error::{exit, CliError};
 use crate::report::compare::{compare, read_report, to_text};
 
 pub fn run(a: CompareArgs) -> Result<(), CliError> {

@@ -3,7 +3,7 @@
 //! reason (the same one `--device auto` prints when it falls back to the CPU). Always exits 0:
 //! a machine without a GPU is a finding, not an error.
 
-use super::CliError;
+use super::error::CliError;
 use crate::engine::cuda::probe::{probe, Probe};
 
 /// The report as lines of text.

@@ -12,7 +12,8 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::args::GenerateArgs;
-use super::{resolve_device, CliError};
+use super::device::resolve_device;
+use super::error::CliError;
 use crate::engine::backend::{Backend, Device};
 use crate::engine::sampler::{top_k, Sampler, SamplerConfig};
 use crate::engine::{generate, Timing};

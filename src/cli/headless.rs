@@ -12,28 +12,27 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::args::{FormatArg, ProfileArgs, TimingArg};
+use super::device::{nvml_index, resolve_device, setup_threads};
+use super::error::{exit, CliError};
 use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
 use super::output::write_file;
-use super::{exit, nvml_index, resolve_device, setup_threads, CliError};
 use crate::brick::id::is_valid_id;
+use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::BrickId;
-use crate::engine::backend::{timing_label, Backend};
-use crate::engine::Timing;
-use crate::profiler::analysis::{analyze, analyze_prefill, Budgets};
-use crate::profiler::hardware::{Host, MeasuredPeaks};
-use crate::profiler::model_source::ModelSource;
+use crate::engine::backend::{timing_label, Backend, Device};
+use crate::engine::cuda::GpuInfo;
+use crate::engine::{Numerics, Timing};
+use crate::profiler::analysis::Budgets;
+use crate::profiler::hardware::Host;
+use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
 use crate::profiler::run::{run_until, Plan, RunResult};
 use crate::profiler::session::Session;
 use crate::report::build::{build, RunInfo};
 use crate::report::gates::{apply_gates, evaluate, failure_summary, GateFlags, GateSpec};
 use crate::report::telemetry::{summarize, trace_counters as telemetry_counters, Window};
 use crate::report::trace::{write_trace, TraceCounter, TraceSpan};
-use crate::report::{format, Assertion, RunConfig, Status};
+use crate::report::{format, Report, RunConfig, Status};
 use crate::telemetry::{GpuProbe, Sampler, TelemetrySample};
-
-/// Evaluated when no `--prompt` is given.
-pub const DEFAULT_PROMPT: &str = "The history of computing is a story of machines that got \
-    faster every year, and of the people who measured exactly where the time went.";
 
 /// Load the model named on the command line, or build the embedded default.
 pub fn load_model(path: Option<&Path>) -> Result<ModelSource, CliError> {
@@ -195,50 +194,46 @@ fn write_out(path: Option<&Path>, text: &str) -> Result<(), CliError> {
     }
 }
 
-/// The checks every run makes whatever the gates: every decode step's logits must be finite
-/// (the CPU counts the returned row; CUDA's argmax kernels count them on the device).
-fn assertions(run: &RunResult) -> Vec<Assertion> {
-    let steps = run.nonfinite_steps;
-    vec![Assertion {
-        name: "finite_logits".into(),
-        pass: steps == 0,
-        detail: if steps == 0 {
-            "every decode step's logits were finite".into()
-        } else {
-            format!("{steps} decode steps produced NaN or infinite logits")
-        },
-    }]
+/// What is checked before anything runs: the output format, the CI gates (with their baseline)
+/// and the brick budgets, so a typo fails before the model is read.
+struct Checks {
+    fmt: FormatArg,
+    gates: GateSpec,
+    budgets: Budgets,
 }
 
-pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
-    // Caught from the start, so a signal at any point ends in a report or an exit code that
-    // says so; the run itself stops at the next step boundary.
-    let signals = Interrupt::install(&[SIGINT, SIGTERM])
-        .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
-    let fmt = output_format(&a)?;
-    if a.tokens == 0 {
-        return Err(CliError::usage("--tokens must be at least 1"));
+impl Checks {
+    fn validate(a: &ProfileArgs) -> Result<Checks, CliError> {
+        let fmt = output_format(a)?;
+        if a.tokens == 0 {
+            return Err(CliError::usage("--tokens must be at least 1"));
+        }
+        let gates = GateSpec::from_flags(GateFlags {
+            min_tok_s: a.min_tok_s,
+            min_score: a.min_score,
+            max_cv: a.max_cv,
+            max_brick_us: &a.max_brick_us,
+            baseline: a.baseline.as_deref(),
+            max_regression: a.max_regression,
+        })
+        .map_err(CliError::usage)?;
+        if let Some((id, _)) = gates.max_brick_us.iter().find(|(id, _)| !is_valid_id(id)) {
+            return Err(CliError::usage(format!(
+                "--max-brick-us {id}: not a brick id (ids: {}; fused ids join them with +)",
+                BrickId::ALL.map(|b| b.name()).join(", ")
+            )));
+        }
+        let budgets = Budgets::from_profile(a.profile.as_deref()).map_err(CliError::usage)?;
+        Ok(Checks {
+            fmt,
+            gates,
+            budgets,
+        })
     }
-    // Gates are validated (and the baseline loaded) before the run, so a typo fails fast.
-    let spec = GateSpec::from_flags(GateFlags {
-        min_tok_s: a.min_tok_s,
-        min_score: a.min_score,
-        max_cv: a.max_cv,
-        max_brick_us: &a.max_brick_us,
-        baseline: a.baseline.as_deref(),
-        max_regression: a.max_regression,
-    })
-    .map_err(CliError::usage)?;
-    if let Some((id, _)) = spec.max_brick_us.iter().find(|(id, _)| !is_valid_id(id)) {
-        return Err(CliError::usage(format!(
-            "--max-brick-us {id}: not a brick id (ids: {}; fused ids join them with +)",
-            BrickId::ALL.map(|b| b.name()).join(", ")
-        )));
-    }
-    let budgets = Budgets::from_profile(a.profile.as_deref()).map_err(CliError::usage)?;
-    setup_threads(&a.engine)?;
-    let src = load_model(a.model_path.as_deref())?;
-    let prompt = prompt_tokens(&src, &a)?;
+}
+
+/// The measured steps and the context they need, checked against `--ctx` and the model's.
+fn plan(a: &ProfileArgs, src: &ModelSource, prompt: usize) -> Result<(Plan, usize), CliError> {
     let profiled = a.timing != TimingArg::Off;
     let plan = Plan {
         warmup: a.warmup,
@@ -246,7 +241,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         profiled,
         measure_overhead: profiled,
     };
-    let need = prompt.len() + plan.steps() + 1;
+    let need = prompt + plan.steps() + 1;
     let model_ctx = src.model.config.context_length;
     let ctx = a.engine.ctx.unwrap_or(need);
     if need > ctx.min(model_ctx) {
@@ -254,142 +249,175 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
             "--ctx {}: the prompt ({}) and {} decode steps (--warmup {}, --tokens {}{}) need {need} \
              positions (model context {model_ctx})",
             ctx,
-            prompt.len(),
+            prompt,
             plan.steps(),
             a.warmup,
             a.tokens,
             if plan.measure_overhead { ", twice for the overhead" } else { "" },
         )));
     }
-    // Arguments and model are good: only now the device.
-    let (device, note) = resolve_device(&a.engine, true)?;
-    if let (Some(n), false) = (&note, a.ci) {
-        eprintln!("cbtop: note: {n}");
-    }
+    Ok((plan, ctx))
+}
+
+/// A finished run with what the engine and the machine said about themselves.
+struct Measured {
+    host: Host,
+    peaks: MeasuredPeaks,
+    backend: &'static str,
+    gpu: Option<GpuInfo>,
+    timing: &'static str,
+    numerics: Numerics,
+    prompt_on_tensor_cores: bool,
+    nvml_bus_gbps: Option<f64>,
+    telemetry: Option<RunTelemetry>,
+    run: RunResult,
+}
+
+/// Open the engine on `device`, measure its peaks, and run `plan` with GPU telemetry sampled
+/// beside it (NVML on the GPU the engine uses, on its own thread).
+fn measure(
+    a: &ProfileArgs,
+    src: &ModelSource,
+    prompt: &[u32],
+    (plan, ctx): (Plan, usize),
+    device: &Device,
+    signals: &Interrupt,
+) -> Result<Measured, CliError> {
     let mut progress = Progress::new(a.ci);
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
     let timing = Timing::from(a.timing);
-    let engine = Backend::open(&src.model, ctx, &device, timing, a.engine.numerics.into())
+    let engine = Backend::open(&src.model, ctx, device, timing, a.engine.numerics.into())
         .map_err(|e| CliError::runtime(format!("--device {e}")))?;
-    let peaks = match &engine {
-        Backend::Cuda(e) => e.measure_peaks().map_err(CliError::runtime)?,
-        Backend::Cpu(_) => MeasuredPeaks::probe_cpu(),
-    };
-    let timing_label = timing_label(&device, timing);
-    let gpu_info = match &engine {
-        Backend::Cuda(e) => Some(e.gpu_info()),
-        Backend::Cpu(_) => None,
-    };
-    let backend_name = engine.name();
-    let prompt_tensor = engine.prompt_on_tensor_cores(prompt.len());
-    let numerics = engine.numerics();
-    let n_layers = src.model.config.n_layers;
-    // GPU telemetry for the run: NVML on the GPU the engine uses, sampled on its own thread.
-    let nvml = nvml_index(&device);
-    let nvml_peak = nvml.map(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()));
+    let peaks = engine.measure_peaks().map_err(CliError::runtime)?;
+    let (backend, gpu, numerics) = (engine.name(), engine.gpu_info(), engine.numerics());
+    let prompt_on_tensor_cores = engine.prompt_on_tensor_cores(prompt.len());
+    let nvml = nvml_index(device);
+    let nvml_bus_gbps =
+        nvml.and_then(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()).ok());
     let sampler = nvml.map(|i| Sampler::spawn(i, TELEMETRY_PERIOD, TELEMETRY_KEEP));
-    let mut session = Session::new(engine, prompt.clone());
-    let result = run_until(
+    let mut session = Session::new(engine, prompt.to_vec());
+    let run = run_until(
         &mut session,
-        n_layers,
+        src.model.config.n_layers,
         plan,
         |d, t| progress.update(d, t, "decoding"),
         || signals.caught(),
     )
     .map_err(CliError::runtime)?;
     progress.finish();
-    let tele = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &result));
+    let telemetry = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &run));
+    Ok(Measured {
+        host,
+        peaks,
+        backend,
+        gpu,
+        timing: timing_label(device, timing),
+        numerics,
+        prompt_on_tensor_cores,
+        nvml_bus_gbps,
+        telemetry,
+        run,
+    })
+}
 
-    let shapes = crate::brick::cost::Shapes::new(&src.model.config, &src.model.weights);
-    // Judged by the int8 dot peak where one was measured (the CPU).
-    let int8 = crate::brick::cost::quantized_products(&src.model.weights);
-    let mut analysis = analyze(&result.stats, &shapes, &peaks.roof(), &budgets);
-    analysis.prefill = result.prefill_profile.as_ref().map(|s| {
-        let tokens = result.prefill.tokens;
-        analyze_prefill(s, tokens, n_layers, &shapes, &peaks, prompt_tensor, &int8)
-    });
-    let info = RunInfo {
+/// Everything the report is built from besides the measurements.
+fn run_info<'a>(
+    a: &ProfileArgs,
+    src: &'a ModelSource,
+    m: &'a Measured,
+    checks: &Checks,
+    (prompt, ctx): (usize, usize),
+    note: Option<String>,
+) -> RunInfo<'a> {
+    RunInfo {
         model: &src.model,
         model_path: src.path.clone(),
         synthetic: src.synthetic,
         file_size: src.file_size,
-        host: &host,
-        peaks: &peaks,
+        host: &m.host,
+        peaks: &m.peaks,
         config: RunConfig {
-            timing: timing_label.to_string(),
-            numerics,
+            timing: m.timing.to_string(),
+            numerics: m.numerics,
             warmup: a.warmup as u64,
             tokens: a.tokens as u64,
-            measured_tokens: result.samples.len() as u64,
-            prefill: prompt.len() as u64,
+            measured_tokens: m.run.samples.len() as u64,
+            prefill: prompt as u64,
             ctx: ctx as u64,
             profile: a.profile.clone(),
-            target_efficiency: budgets.target_efficiency,
+            target_efficiency: checks.budgets.target_efficiency,
         },
-    };
-    let mut report = build(&info, &result, &analysis);
-    report.hardware.backend = backend_name.to_string();
-    report.hardware.note = note;
-    report.assertions = assertions(&result);
-    if gpu_info.is_some() {
-        report.hardware.gpu = gpu_info;
+        backend: m.backend,
+        gpu: m.gpu.clone(),
+        note,
+        nvml_bus_gbps: m.nvml_bus_gbps,
+        telemetry: m.telemetry.as_ref().map(|t| t.summary.clone()),
+        prompt_on_tensor_cores: m.prompt_on_tensor_cores,
     }
-    if let Some(Ok(gbps)) = nvml_peak {
-        // Beside the measured copy; the roofline keeps the measured peak (`bandwidth_source`).
-        report
-            .hardware
-            .peaks
-            .bandwidth_candidates
-            .insert("nvml_bus".to_string(), gbps);
-    }
-    if let Some(t) = &tele {
-        report.telemetry = t.summary.clone();
-    }
-    let interrupted = result
-        .interrupted
-        .then(|| signals.signal().unwrap_or(SIGINT));
-    let status = if interrupted.is_some() {
-        // Gates judge a complete run; these numbers are not one.
-        report.status = Status::Interrupted;
-        Status::Interrupted
-    } else {
-        let gates = evaluate(&spec, &report).map_err(CliError::usage)?;
-        apply_gates(&mut report, gates);
-        if report.assertions.iter().any(|x| !x.pass) {
-            report.status = Status::Fail;
-        }
-        report.status
-    };
+}
 
+/// The report's status: interrupted runs are not judged (their numbers are not a complete
+/// run); otherwise the gates, then the run's own assertions.
+fn judge(report: &mut Report, gates: &GateSpec, interrupted: bool) -> Result<(), CliError> {
+    if interrupted {
+        report.status = Status::Interrupted;
+        return Ok(());
+    }
+    let results = evaluate(gates, report).map_err(CliError::usage)?;
+    apply_gates(report, results);
+    if report.assertions.iter().any(|x| !x.pass) {
+        report.status = Status::Fail;
+    }
+    Ok(())
+}
+
+/// Write the trace (with `--trace`) and the report (to `--output`, else stdout).
+fn emit(
+    a: &ProfileArgs,
+    fmt: FormatArg,
+    src: &ModelSource,
+    m: &Measured,
+    report: &Report,
+) -> Result<(), CliError> {
     if let Some(path) = &a.trace {
-        let (spans, mut counters) = trace_data(&result);
-        if let Some(t) = &tele {
+        let (spans, mut counters) = trace_data(&m.run);
+        if let Some(t) = &m.telemetry {
             counters.extend(t.counters());
         }
-        let title = format!("cbtop: {}", src.label());
+        let marker = if src.synthetic {
+            " [synthetic weights]"
+        } else {
+            ""
+        };
+        let title = format!("cbtop: {}{marker}", src.label());
         write_file("--trace", path, |w| {
             write_trace(w, &title, &spans, &counters)
         })?;
     }
     let text = match fmt {
-        FormatArg::Json => format::to_json(&report),
-        FormatArg::Md => format::to_markdown(&report),
-        FormatArg::Csv => format::to_csv(&report),
+        FormatArg::Json => format::to_json(report),
+        FormatArg::Md => format::to_markdown(report),
+        FormatArg::Csv => format::to_csv(report),
     };
-    write_out(a.output.as_deref(), &text)?;
+    write_out(a.output.as_deref(), &text)
+}
+
+/// The exit: a signal's code when one stopped the run, exit 1 when a gate or an assertion
+/// failed (naming it), else success.
+fn outcome(report: &Report, interrupted: Option<i32>, tokens: usize) -> Result<(), CliError> {
     if let Some(sig) = interrupted {
         return Err(CliError {
             code: interrupt::exit_code(sig),
             message: format!(
                 "interrupted by {}: the report holds {} of {} measured steps, status INTERRUPTED",
                 interrupt::name(sig),
-                result.samples.len(),
-                a.tokens
+                report.config.measured_tokens,
+                tokens
             ),
         });
     }
-    if status == Status::Fail {
+    if report.status == Status::Fail {
         let failed = report.assertions.iter().filter(|x| !x.pass);
         let assertion = failed
             .map(|x| format!("assertion {}: {}", x.name, x.detail))
@@ -402,6 +430,34 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+/// `cbtop --headless`: validate, open, run, assemble, emit.
+pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
+    // Caught from the start, so a signal at any point ends in a report or an exit code that
+    // says so; the run itself stops at the next step boundary.
+    let signals = Interrupt::install(&[SIGINT, SIGTERM])
+        .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
+    let checks = Checks::validate(&a)?;
+    setup_threads(&a.engine)?;
+    let src = load_model(a.model_path.as_deref())?;
+    let prompt = prompt_tokens(&src, &a)?;
+    let (plan, ctx) = plan(&a, &src, prompt.len())?;
+    // Arguments and model are good: only now the device.
+    let (device, note) = resolve_device(&a.engine, true)?;
+    if let (Some(n), false) = (&note, a.ci) {
+        eprintln!("cbtop: note: {n}");
+    }
+    let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals)?;
+    let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
+    let mut report = build(&info, &m.run, &checks.budgets);
+    let interrupted = m
+        .run
+        .interrupted
+        .then(|| signals.signal().unwrap_or(SIGINT));
+    judge(&mut report, &checks.gates, interrupted.is_some())?;
+    emit(&a, checks.fmt, &src, &m, &report)?;
+    outcome(&report, interrupted, a.tokens)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::args::InspectArgs;
-use super::CliError;
+use super::error::CliError;
 use crate::gguf::{GgufFile, MetaValue};
 
 /// Array items shown before an array is summarised.

@@ -6,20 +6,18 @@
 //! exactly as the headless mode does.
 
 use super::args::ProfileArgs;
-use super::{interrupt, nvml_index, CliError};
+use super::device::nvml_index;
+use super::error::CliError;
+use super::interrupt;
 use crate::engine::backend::{timing_label, Device};
 use crate::engine::{Numerics, Timing};
 use crate::profiler::analysis::Budgets;
-use crate::profiler::model_source::ModelSource;
+use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
 use crate::telemetry::GpuProbe;
-use crate::tui::engine::EngineConfig;
 use crate::tui::snapshot::Header;
+use crate::tui::worker::EngineConfig;
 use crate::tui::{LiveError, Source};
 
-/// Decoded when no `--prompt` is given; decoding restarts from it whenever the context fills.
-pub const DEFAULT_PROMPT: &str =
-    "The history of computing is a story of machines that learned to do arithmetic faster. \
-     Tell it from the beginning.";
 /// Context when `--ctx` is not given: long enough for steady numbers, short enough that the
 /// attention cost stays close to the decode of a chat turn.
 pub const DEFAULT_CTX: usize = 512;
@@ -32,10 +30,7 @@ pub fn run(
     device: Device,
     status: Option<String>,
 ) -> Result<(), CliError> {
-    let label = match &src.path {
-        Some(p) => format!("{} ({p})", src.model.name()),
-        None => format!("{} (embedded default)", src.model.name()),
-    };
+    let label = src.label();
     run_source(
         Source {
             model: src.model.clone(),

@@ -8,7 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::CliError;
+use super::error::CliError;
 
 /// Write what `write` produces to `path`, as described above. `flag` names it in errors.
 pub fn write_file(
@@ -91,7 +91,7 @@ mod tests {
             Err(io::Error::other("disk full"))
         })
         .unwrap_err();
-        assert_eq!(e.code, super::super::exit::RUNTIME);
+        assert_eq!(e.code, super::super::error::exit::RUNTIME);
         assert!(e.message.contains("r.json") && e.message.contains("disk full"));
         assert_eq!(
             fs::read_to_string(&p).unwrap(),

@@ -1,7 +1,7 @@
 //! `cbtop schema`: print the JSON Schema of the headless report (derived from the report
 //! types, so it cannot drift from what `--json` writes).
 
-use super::CliError;
+use super::error::CliError;
 use crate::report::Report;
 
 pub fn run() -> Result<(), CliError> {

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use super::args::SynthArgs;
-use super::CliError;
+use super::error::CliError;
 use crate::profile::Profile;
 use crate::synth::{self, QuantMix};
 

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::args::TokenizeArgs;
-use super::CliError;
+use super::error::CliError;
 use crate::gguf::GgufFile;
 use crate::model::tokenizer::Tokenizer;
 

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cpu::ops::argmax as cpu_argmax;
-use super::cuda::{CudaEngine, GpuDesc};
-use super::options::{Numerics, Timing};
-use super::{Engine, EngineError, LogitsFor};
+use super::cpu::CpuEngine;
+use super::cuda::{CudaEngine, GpuDesc, GpuInfo};
+use super::error::EngineError;
+use super::options::{LogitsFor, Numerics, Timing};
+use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::{BrickId, Recorder};
 use crate::model::Model;
 
@@ -54,12 +56,12 @@ pub fn timing_label(device: &Device, timing: Timing) -> &'static str {
 
 /// An engine on some device.
 pub enum Backend {
-    Cpu(Engine),
+    Cpu(CpuEngine),
     Cuda(Box<CudaEngine>),
 }
 
-impl From<Engine> for Backend {
-    fn from(e: Engine) -> Backend {
+impl From<CpuEngine> for Backend {
+    fn from(e: CpuEngine) -> Backend {
         Backend::Cpu(e)
     }
 }
@@ -99,7 +101,7 @@ impl Backend {
             Device::Cpu => {
                 // The CPU engine reads its weights from the file's map on every token.
                 model.file.prefault();
-                Engine::new(model.clone(), ctx).into()
+                CpuEngine::new(model.clone(), ctx).into()
             }
             Device::Cuda(g) => CudaEngine::new(model.clone(), g, ctx, timing, numerics)
                 .map_err(|e| EngineError::Device(format!("{}: {e}", device.name())))?
@@ -112,6 +114,23 @@ impl Backend {
         match self {
             Backend::Cpu(_) => "cpu",
             Backend::Cuda(_) => "cuda",
+        }
+    }
+
+    /// The roofline's peaks, measured on the device the engine runs on: the CPU probes (about
+    /// half a second) or the GPU's copy, FMA and tensor-core probes.
+    pub fn measure_peaks(&self) -> Result<MeasuredPeaks, String> {
+        match self {
+            Backend::Cpu(_) => Ok(MeasuredPeaks::probe_cpu()),
+            Backend::Cuda(e) => e.measure_peaks(),
+        }
+    }
+
+    /// The GPU the engine runs on, as the report describes it (None on the CPU).
+    pub fn gpu_info(&self) -> Option<GpuInfo> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::Cuda(e) => Some(e.gpu_info()),
         }
     }
 

@@ -51,3 +51,10 @@ impl Numerics {
         }
     }
 }
+
+/// Which rows of an evaluated batch need logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitsFor {
+    Last,
+    All,
+}

@@ -26,7 +26,7 @@ pub enum GgufErrorKind {
     UnknownValueType { key: String, ty: u32 },
     #[error(
         "metadata key {0:?}: the metadata arrays hold more than {max} values in all",
-        max = super::reader::MAX_META_VALUES
+        max = super::format::MAX_META_VALUES
     )]
     TooManyValues(String),
     #[error("metadata key {0:?} nests arrays too deeply")]

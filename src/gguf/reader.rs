@@ -11,18 +11,12 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::error::{GgufError, GgufErrorKind as K};
+use super::format::{DEFAULT_ALIGNMENT, MAGIC, MAX_META_VALUES};
 use super::value::{ty, MetaValue, Metadata};
 use crate::quant::GgmlType;
 
-/// The magic at the start of every GGUF file.
-pub const MAGIC: &[u8; 4] = b"GGUF";
-/// Default data alignment when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// Deepest array nesting accepted (arrays of arrays of ...).
 const MAX_NESTING: usize = 4;
-/// Most array elements in the whole metadata (a 256k-token vocabulary with scores, types and
-/// merges has about 1.3 million).
-pub const MAX_META_VALUES: u64 = 1 << 23;
 
 /// One tensor's entry in the index.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::reader::{DEFAULT_ALIGNMENT, MAGIC};
+use super::format::{DEFAULT_ALIGNMENT, MAGIC};
 use super::value::MetaValue;
 use crate::quant::GgmlType;
 

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use crate::brick::cost::{Cost, Roof, Shapes};
+use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::peaks::Peak;
 use crate::brick::score::{self, BudgetSource};
 use crate::brick::stats::{Stats, TokenSample};
 use crate::brick::{Brick, BrickId, Source};
 use crate::profile::{Profile, ProfileError};
-use crate::profiler::hardware::MeasuredPeaks;
 
 /// Budgets to judge against: per-brick figures from a profile, else `roofline / target`.
 #[derive(Clone, Debug, PartialEq)]

@@ -15,6 +15,11 @@ pub const DEFAULT_SHAPE: &str = "smollm2-135m";
 pub const DEFAULT_QUANT: QuantMix = QuantMix::Q4KM;
 pub const DEFAULT_SEED: u64 = 0;
 
+/// The prompt a run evaluates when none is given, headless and live (where decoding restarts
+/// from it whenever the context fills).
+pub const DEFAULT_PROMPT: &str = "The history of computing is a story of machines that got \
+    faster every year, and of the people who measured exactly where the time went.";
+
 /// A loaded model and what the report says about where it came from.
 pub struct ModelSource {
     pub model: Arc<Model>,
@@ -51,12 +56,12 @@ impl ModelSource {
         }
     }
 
-    /// The name to show: the model's, with "synthetic weights" when they are.
+    /// The model as every output names it: its name and where it came from. Each output adds
+    /// its own "synthetic weights" marker from `synthetic`.
     pub fn label(&self) -> String {
-        if self.synthetic {
-            format!("{} [synthetic weights]", self.model.name())
-        } else {
-            self.model.name()
+        match &self.path {
+            Some(p) => format!("{} ({p})", self.model.name()),
+            None => format!("{} (embedded default)", self.model.name()),
         }
     }
 }

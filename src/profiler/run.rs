@@ -50,17 +50,9 @@ pub struct RunResult {
 }
 
 /// Measured steps per run of profiled steps before as many unprofiled ones
-/// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid. With runs of 16 on the
-/// H100 the profiled steps' mean `other` once rose from ~11 to 28-57 us a token; the per-step
-/// trace of host and GPU times (`CBTOP_STEP_TRACE`, src/engine/cuda/step_trace.rs) showed why:
-/// not every step after a stamped one, as first read, but one step, the second measured one,
-/// 4.2-5.0 ms long, while the host made the bricks' histograms inside the first measured
-/// step's `stats.add` (the GPU ran out of launched work). Alternating had put that step on the
-/// unprofiled side. The histograms are now made during warm-up (`Stats::prepare`; a run with
-/// no warm-up still makes them in its first measured step), and runs of 16 measure what
-/// alternating does (synthetic SmolLM2-shape q4_0, depth 0: 1320.6 against 1319.8 tok/s,
-/// `other` 11.8 against 11.9 us; median stamped step 750.5 us after a stamped one, 748.0
-/// after an unstamped one).
+/// (`CBTOP_OVERHEAD_BLOCK`, default 1: they alternate). A measuring aid: with longer runs, a
+/// cost that follows a profiled step lands on the profiled side instead of hiding among the
+/// unprofiled ones (docs/measurements/profiler.md).
 fn overhead_block() -> usize {
     std::env::var("CBTOP_OVERHEAD_BLOCK")
         .ok()

@@ -4,13 +4,16 @@
 use std::collections::BTreeMap;
 
 use super::types::*;
+use crate::brick::cost::{quantized_products, Shapes};
+use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::Series;
 use crate::model::Model;
-use crate::profiler::analysis::{Analysis, PrefillAnalysis};
-use crate::profiler::hardware::{Host, MeasuredPeaks};
+use crate::profiler::analysis::{analyze, analyze_prefill, Analysis, Budgets, PrefillAnalysis};
+use crate::profiler::hardware::Host;
 use crate::profiler::run::RunResult;
 
-/// Everything about the run that is not a measurement.
+/// Everything about the run that is not a measurement: the model, the machine, the engine's
+/// description of itself and the run's configuration.
 pub struct RunInfo<'a> {
     pub model: &'a Model,
     /// `None` for the embedded default.
@@ -20,6 +23,18 @@ pub struct RunInfo<'a> {
     pub host: &'a Host,
     pub peaks: &'a MeasuredPeaks,
     pub config: RunConfig,
+    /// `cpu` or `cuda`.
+    pub backend: &'static str,
+    pub gpu: Option<GpuInfo>,
+    /// Why the run is not on the device asked for.
+    pub note: Option<String>,
+    /// NVML's theoretical memory bandwidth, shown beside the measured peak (the roofline keeps
+    /// the measured one).
+    pub nvml_bus_gbps: Option<f64>,
+    /// The GPU telemetry summary of the measured steps (None: no NVML sampler ran).
+    pub telemetry: Option<Telemetry>,
+    /// The prompt's products ran on tensor cores, whose peak then bounds its bricks.
+    pub prompt_on_tensor_cores: bool,
 }
 
 fn model_info(info: &RunInfo) -> ModelInfo {
@@ -75,8 +90,41 @@ fn throughput(run: &RunResult) -> Throughput {
     }
 }
 
-/// The report of a run, gates empty and status PASS until gates are evaluated.
-pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
+/// The profiler's analysis of a run against the machine's peaks and the budgets: the decode
+/// steps, and the prompt's bricks where it was profiled.
+fn analysis(info: &RunInfo, run: &RunResult, budgets: &Budgets) -> Analysis {
+    let (model, peaks) = (info.model, info.peaks);
+    let shapes = Shapes::new(&model.config, &model.weights);
+    let mut a = analyze(&run.stats, &shapes, &peaks.roof(), budgets);
+    a.prefill = run.prefill_profile.as_ref().map(|s| {
+        // Judged by the int8 dot peak where one was measured (the CPU).
+        let int8 = quantized_products(&model.weights);
+        let layers = model.config.n_layers;
+        let tensor = info.prompt_on_tensor_cores;
+        analyze_prefill(s, run.prefill.tokens, layers, &shapes, peaks, tensor, &int8)
+    });
+    a
+}
+
+/// The checks every run makes whatever the gates: every decode step's logits must be finite
+/// (the CPU counts the returned row; CUDA's argmax kernels count them on the device).
+fn assertions(run: &RunResult) -> Vec<Assertion> {
+    let steps = run.nonfinite_steps;
+    vec![Assertion {
+        name: "finite_logits".into(),
+        pass: steps == 0,
+        detail: if steps == 0 {
+            "every decode step's logits were finite".into()
+        } else {
+            format!("{steps} decode steps produced NaN or infinite logits")
+        },
+    }]
+}
+
+/// The report of a run, whole: gates empty and status PASS until gates are evaluated
+/// (`gates`).
+pub fn build(info: &RunInfo, run: &RunResult, budgets: &Budgets) -> Report {
+    let a = &analysis(info, run, budgets);
     let bricks = a
         .rows
         .iter()
@@ -131,14 +179,19 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
         }
     });
     let p = info.peaks;
+    let mut bandwidth_candidates =
+        BTreeMap::from([(p.bandwidth.source.to_string(), p.bandwidth.value)]);
+    if let Some(gbps) = info.nvml_bus_gbps {
+        bandwidth_candidates.insert("nvml_bus".to_string(), gbps);
+    }
     Report {
         schema_version: SCHEMA_VERSION,
         cbtop_version: env!("CARGO_PKG_VERSION").to_string(),
         timestamp: now_rfc3339(),
         model: model_info(info),
         hardware: Hardware {
-            backend: "cpu".to_string(),
-            gpu: None,
+            backend: info.backend.to_string(),
+            gpu: info.gpu.clone(),
             cpu_model: info.host.cpu_model.clone(),
             threads: info.host.threads as u64,
             memory_bytes: info.host.memory_bytes,
@@ -147,12 +200,9 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
                 bandwidth_source: p.bandwidth.source.to_string(),
                 compute_gflops: p.compute.value,
                 compute_source: p.compute.source.to_string(),
-                bandwidth_candidates: BTreeMap::from([(
-                    p.bandwidth.source.to_string(),
-                    p.bandwidth.value,
-                )]),
+                bandwidth_candidates,
             },
-            note: None,
+            note: info.note.clone(),
         },
         config: info.config.clone(),
         throughput: throughput(run),
@@ -166,11 +216,11 @@ pub fn build(info: &RunInfo, run: &RunResult, a: &Analysis) -> Report {
         bottleneck,
         score: a.score,
         grade: a.grade.to_string(),
-        telemetry: super::telemetry::unavailable(
-            "CPU backend: no GPU telemetry (NVML) for this run",
-        ),
+        telemetry: info.telemetry.clone().unwrap_or_else(|| {
+            super::telemetry::unavailable("CPU backend: no GPU telemetry (NVML) for this run")
+        }),
         gates: Vec::new(),
-        assertions: Vec::new(),
+        assertions: assertions(run),
         status: Status::Pass,
     }
 }

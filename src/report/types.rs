@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::engine::cuda::GpuInfo;
 use crate::engine::Numerics;
 
 /// The version of this layout; bump on any breaking change.
@@ -108,15 +109,6 @@ pub struct Hardware {
     /// CPU (the same line the command printed as `note:`).
     #[serde(default)]
     pub note: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct GpuInfo {
-    pub name: String,
-    pub driver: String,
-    pub cuda: String,
-    pub memory_total_bytes: u64,
-    pub compute_capability: String,
 }
 
 /// The peaks the roofline used, and where each came from.

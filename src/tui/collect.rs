@@ -5,9 +5,9 @@
 use std::collections::VecDeque;
 
 use super::snapshot::{BrickView, Peaks, Throughput};
+use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::{Series, Stats};
 use crate::profiler::analysis::Analysis;
-use crate::profiler::hardware::MeasuredPeaks;
 
 /// Histogram bins kept per distribution; views regroup them to the rows they have.
 pub const HIST_BINS: usize = 32;

@@ -11,12 +11,12 @@
 
 pub mod app;
 mod collect;
-pub mod engine;
 pub mod export;
-mod kernels;
+mod kernel_list;
 pub mod snapshot;
 mod terminal;
 pub mod views;
+pub mod worker;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -27,9 +27,9 @@ use crate::model::Model;
 use crate::telemetry::Sampler;
 use app::{Action, App};
 use cbtop_widgets::Theme;
-use engine::{Command, EngineConfig, EngineHandle, SpawnError};
 use snapshot::TelemetryView;
 use views::Ui;
+use worker::{Command, EngineConfig, EngineHandle, SpawnError};
 
 /// Frames are drawn at most this often (30 fps).
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(33);

@@ -10,8 +10,8 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use super::attention_tiled::{tiled_head_scalar, TiledRows};
 use super::fma::with_fma;
-use crate::quant::float::dot_lanes;
 use crate::quant::simd_order::dot_f16_f32;
 
 /// Head widths whose decode buffers live on the stack.
@@ -143,17 +143,6 @@ fn pairs_per_task(pairs: usize, threads: usize) -> usize {
     pairs.div_ceil(TASKS_PER_THREAD * threads.max(1)).max(1)
 }
 
-/// One (query, head) pair's K and V rows for the tiled path: row `j` of K is
-/// `k[j * stride + at..][..head_dim]`, likewise V, for `j < n`.
-#[derive(Clone, Copy)]
-pub(super) struct TiledRows<'a> {
-    pub k: &'a [f32],
-    pub v: &'a [f32],
-    pub stride: usize,
-    pub at: usize,
-    pub n: usize,
-}
-
 /// The tiled path for one (query, head): llama.cpp's f32 online softmax over the rows,
 /// writing the unnormalised weighted sum of V into `o`; returns the softmax denominator.
 /// AVX2 where the CPU has it (`attention_x86::tiled_head`), else `tiled_head_scalar`; the
@@ -167,30 +156,6 @@ fn tiled_head(simd: bool, q: &[f32], rows: TiledRows, scale: f32, o: &mut [f32])
     }
     let _ = simd;
     tiled_head_scalar(q, rows, scale, o)
-}
-
-/// `tiled_head` one value at a time: the reference.
-pub(super) fn tiled_head_scalar(q: &[f32], rows: TiledRows, scale: f32, o: &mut [f32]) -> f32 {
-    let hd = o.len();
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-    o.fill(0.0);
-    for j in 0..rows.n {
-        let k = &rows.k[j * rows.stride + rows.at..][..hd];
-        let s = dot_lanes(k.iter().copied(), q) * scale;
-        if s > max {
-            let ms = (max - s).exp();
-            o.iter_mut().for_each(|a| *a *= ms);
-            sum *= ms;
-            max = s;
-        }
-        let vs = (s - max).exp();
-        let v = &rows.v[j * rows.stride + rows.at..][..hd];
-        for (a, v) in o.iter_mut().zip(v) {
-            *a += v * vs;
-        }
-        sum += vs;
-    }
-    sum
 }
 
 /// The decode path's f16 steps: AVX2/F16C (`attention_x86`) when the CPU has them, else the

@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::attention::TiledRows;
+use super::attention_tiled::TiledRows;
 #[cfg(test)]
 use crate::quant::simd_order;
 
@@ -211,7 +211,7 @@ pub(super) unsafe fn decode_head<const R: usize>(
     sum
 }
 
-/// `attention::tiled_head_scalar` eight values at a time: the K·q dot keeps `dot_lanes`'
+/// `attention_tiled::tiled_head_scalar` eight values at a time: the K·q dot keeps `dot_lanes`'
 /// eight partial sums in one register (each product rounded, then added, element `i` into
 /// lane `i % 8`) and sums the lanes in order as it does; the rescale and the V update are the
 /// same multiply, and multiply-then-add, per element. Same bits.
@@ -398,7 +398,9 @@ mod tests {
                     let (mut fast, mut slow) = (vec![1f32; hd], vec![2f32; hd]);
                     // SAFETY: the features were just detected.
                     let a = unsafe { tiled_head(&q, rows, 0.125, &mut fast) };
-                    let b = super::super::attention::tiled_head_scalar(&q, rows, 0.125, &mut slow);
+                    let b = super::super::attention_tiled::tiled_head_scalar(
+                        &q, rows, 0.125, &mut slow,
+                    );
                     assert_eq!(a.to_bits(), b.to_bits(), "sum hd={hd} n={n}");
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&fast), bits(&slow), "o hd={hd} n={n}");

@@ -1,13 +1,20 @@
-//! The CPU backend's building blocks: matrix products over GGUF-typed weights, attention over
-//! the KV cache, and the per-row operations of a layer.
+//! The CPU engine (`CpuEngine`: decode loop, forward pass, KV cache) and its building blocks:
+//! matrix products over GGUF-typed weights, attention over the KV cache, and the per-row
+//! operations of a layer.
 
 pub mod attention;
+pub mod attention_tiled;
 #[cfg(target_arch = "x86_64")]
 pub mod attention_x86;
+pub mod decode;
 pub mod expf;
 pub mod fma;
+pub mod forward;
+pub mod kv_cache;
 pub mod matmul;
 pub mod ops;
 #[cfg(target_arch = "x86_64")]
 pub mod ops_x86;
 pub mod pool;
+
+pub use decode::CpuEngine;

@@ -8,8 +8,9 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::error::wrap;
 use super::gemm::GemmBufs;
-use super::kernels::{flash_prompt_from, ARGMAX_BLOCKS};
-use crate::engine::EngineError;
+use super::kernel_table::flash_prompt_from;
+use super::launch_params::ARGMAX_BLOCKS;
+use crate::engine::error::EngineError;
 use crate::model::Model;
 
 /// Activation buffers for a batch of up to `n` tokens.
@@ -163,5 +164,73 @@ impl Bufs {
         let pb = self.get_mut(b);
         // SAFETY: a != b, so the two references point at different fields.
         (unsafe { &*pa }, pb)
+    }
+}
+
+/// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
+/// query and a chunk's scores (kernels/attention_fast.cu), or, with CPU-order short contexts
+/// (`ordered`), the query and up to `ORDERED_ATTENTION_MAX` f16 V rows if that is more.
+pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize, ordered: bool) -> usize {
+    let split = (head_dim + chunk) * 4;
+    if ordered {
+        split.max(head_dim * 4 + ORDERED_ATTENTION_MAX as usize * head_dim * 2)
+    } else {
+        split
+    }
+}
+
+/// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
+/// partial sums, per head a ticket counter, and the launch's shape for this context.
+pub(super) struct SplitScratch {
+    pub(super) part: CudaSlice<f32>,
+    pub(super) tickets: CudaSlice<i32>,
+    pub(super) splits: usize,
+    pub(super) shared_bytes: usize,
+    /// Contexts this short take the CPU-order attention (`ORDERED_ATTENTION_MAX` when the
+    /// kernels keep the CPU's order, else 0).
+    pub(super) ordered_upto: i32,
+}
+
+/// Longest context the fast decode attention takes in the CPU's order when the kernels keep
+/// it (`Kernels::ordered`; kernels/attention_fast.cu, ATTF_ORDERED_MAX).
+const ORDERED_ATTENTION_MAX: i32 = 128;
+
+impl SplitScratch {
+    /// Splits for about four blocks per multiprocessor, at most one per 128 positions of the
+    /// context (ATTF_MIN_CHUNK) and 256 (ATTF_MAX_SPLITS), and enough that a split's scores
+    /// fit in 32 KB of shared memory.
+    pub(super) fn new(
+        s: &Arc<CudaStream>,
+        c: &crate::model::Config,
+        cap: usize,
+        sms: usize,
+        ordered: bool,
+    ) -> Result<SplitScratch, EngineError> {
+        const MIN_CHUNK: usize = 128;
+        const MAX_SPLITS: usize = 256;
+        const MAX_CHUNK: usize = 8192;
+        let splits = (4 * sms)
+            .div_ceil(c.n_heads)
+            .max(8)
+            .min(cap.div_ceil(MIN_CHUNK))
+            .max(cap.div_ceil(MAX_CHUNK))
+            .clamp(1, MAX_SPLITS);
+        if cap.div_ceil(splits) > MAX_CHUNK {
+            return Err(EngineError::Device(format!(
+                "a context of {cap} positions is over the split attention's {}",
+                MAX_SPLITS * MAX_CHUNK
+            )));
+        }
+        let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
+        let what = || wrap("allocating attention scratch");
+        Ok(SplitScratch {
+            part: s
+                .alloc_zeros::<f32>(c.n_heads * splits * (c.head_dim + 2))
+                .map_err(what())?,
+            tickets: s.alloc_zeros::<i32>(c.n_heads).map_err(what())?,
+            splits,
+            shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered),
+            ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
+        })
     }
 }

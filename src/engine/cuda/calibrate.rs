@@ -14,11 +14,11 @@ use cudarc::driver::{
 
 use super::clock::{self, KernelClock, Owner, PinnedBuf, Resolved};
 use super::error::device_error;
-use super::launcher::{pdl_for, Launch, PushArg};
 use super::module;
+use super::pdl_launch::{pdl_for, Launch, PushArg};
 use super::probe::GpuDesc;
 use crate::brick::Brick;
-use crate::engine::EngineError;
+use crate::engine::error::EngineError;
 
 /// One brick of spin kernels, each of the given number of cycles.
 #[derive(Clone, Debug)]

@@ -8,19 +8,22 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
-use super::buffers::ActBufs;
+use super::attention::{attention_split, HeadArgs, SplitArgs};
+use super::buffers::{split_shared_bytes, ActBufs};
 use super::clock::{KernelClock, Stamp};
-use super::engine::{rope_rows, split_shared_bytes};
 use super::error::wrap;
 use super::gemm::GemmBufs;
-use super::kernels::{ceil_div, product, Epilogue, Kernels};
-use super::launch::{attention_split, HeadArgs, SplitArgs};
-use super::launcher::{pdl_for, PushArg};
+use super::kernel_table::Kernels;
+use super::launch_params::{ceil_div, Epilogue};
 use super::module;
+use super::pdl_launch::{pdl_for, PushArg};
 use super::probe::GpuDesc;
+use super::products::product;
+use super::setup::rope_rows;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::AttnShape;
-use crate::engine::{EngineError, Numerics};
+use crate::engine::error::EngineError;
+use crate::engine::options::Numerics;
 use crate::quant::{ActType, GgmlType};
 
 /// One decode step for `KernelCheck::decode_attention`: the step's query, K and V (one token's
@@ -72,7 +75,7 @@ impl KernelCheck {
     }
 
     /// Fast numerics as the engine runs a model whose decode products all keep the CPU's
-    /// order (`kernels::cpu_order_fast`): the legacy types' one-token products in that order.
+    /// order (`kernel_table::cpu_order_fast`): the legacy types' one-token products in that order.
     pub fn fast_in_cpu_order(gpu: &GpuDesc) -> Result<KernelCheck, EngineError> {
         Self::load(gpu, Numerics::Fast, true, None)
     }

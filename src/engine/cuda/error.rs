@@ -3,7 +3,7 @@
 
 use cudarc::driver::{sys, DriverError};
 
-use crate::engine::EngineError;
+use crate::engine::error::EngineError;
 
 /// A device error as an engine error, out-of-memory and kernel faults named plainly.
 pub fn device_error(what: &str, e: DriverError) -> EngineError {

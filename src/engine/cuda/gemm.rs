@@ -14,10 +14,10 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError
 
 use super::clock::KernelClock;
 use super::error::wrap;
-use super::kernels::{ceil_div, lin, Epilogue, Kernels};
-use super::launcher::PushArg;
+use super::launch_params::{ceil_div, lin, Epilogue};
+use super::pdl_launch::{Launch, PushArg};
 use super::weights::GMat;
-use crate::engine::EngineError;
+use crate::engine::error::EngineError;
 use crate::quant::GgmlType;
 
 /// Fewest tokens a product takes on tensor cores: expanding a matrix to f16 writes two bytes
@@ -205,19 +205,25 @@ impl GemmBufs {
 }
 
 /// Whether `gemm_product` takes `m` for a batch of `n` tokens.
-pub(super) fn applies(k: &Kernels, bufs: Option<&GemmBufs>, m: &GMat, n: usize) -> bool {
-    k.gemm.as_ref().is_some_and(|g| g.takes(n))
+pub(super) fn applies(
+    g: Option<&GemmKernels>,
+    bufs: Option<&GemmBufs>,
+    m: &GMat,
+    n: usize,
+) -> bool {
+    g.is_some_and(|g| g.takes(n))
         && m.cols.is_multiple_of(TILE_K)
         && bufs.is_some_and(|b| b.a.len() >= n * m.cols && b.w.len() >= TILE * m.cols)
 }
 
 /// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens on tensor cores (`applies` holds). With
 /// `ep.f16` the f16 activations are already there (an earlier product of the same input).
-// The operands are distinct borrows of the engine's fields, as for `kernels::product`.
+// The operands are distinct borrows of the engine's fields, as for `products::product`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm_product(
     s: &Arc<CudaStream>,
-    k: &Kernels,
+    g: &GemmKernels,
+    pdl: bool,
     m: &GMat,
     n: usize,
     x: &CudaSlice<f32>,
@@ -226,13 +232,12 @@ pub(super) fn gemm_product(
     ep: Epilogue,
     clock: &mut KernelClock,
 ) -> Result<(), DriverError> {
-    let g = k.gemm.as_ref().expect("applies() checked");
     if !ep.f16 {
         let total = n * m.cols;
         let (t, st) = (total as i32, clock.stamp());
         // SAFETY: n × cols values of x into as many f16 (applies() checked the room).
         unsafe {
-            k.launch(s, &g.to_f16)
+            Launch::new(s, &g.to_f16, pdl)
                 .arg(x)
                 .arg(&t)
                 .arg(&mut bufs.a)
@@ -271,7 +276,7 @@ pub(super) fn gemm_product(
             // SAFETY: rows r0..r0 + rows of the matrix (each row_bytes) into rows × cols f16
             // values of the scratch (slice_rows × cols fit in it).
             unsafe {
-                k.launch(s, g.dequant(m.ty))
+                Launch::new(s, g.dequant(m.ty), pdl)
                     .arg(&m.data)
                     .arg(&rb)
                     .arg(&r)
@@ -301,7 +306,7 @@ pub(super) fn gemm_product(
         // the bias, when there is one, holds the matrix's rows values; with a split, `part`
         // takes splits × n × rows values (plan() checked the room).
         unsafe {
-            k.launch(s, &tile.f)
+            Launch::new(s, &tile.f, pdl)
                 .arg(&bufs.a)
                 .arg(&b_ptr)
                 .arg(&nn)
@@ -320,7 +325,7 @@ pub(super) fn gemm_product(
             // SAFETY: splits × n × rows partial sums into n rows of `rows` values of C, as
             // the product's own epilogue would write them.
             unsafe {
-                k.launch(s, &g.reduce)
+                Launch::new(s, &g.reduce, pdl)
                     .arg(&bufs.part)
                     .arg(&sp)
                     .arg(&nn)

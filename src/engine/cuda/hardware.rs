@@ -4,19 +4,32 @@
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, DriverError, LaunchConfig, PushKernelArg};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::engine::CudaEngine;
+use super::decode::CudaEngine;
 use super::error::device_error;
 use super::module;
+use crate::brick::peaks::{MeasuredPeaks, Peak};
+
+/// The GPU as the report describes it (`hardware.gpu`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuInfo {
+    pub name: String,
+    pub driver: String,
+    pub cuda: String,
+    pub memory_total_bytes: u64,
+    pub compute_capability: String,
+}
 
 /// Threads per block of the compute peak probes.
 const PROBE_THREADS: usize = 256;
 
 impl CudaEngine {
     /// The report's GPU description.
-    pub fn gpu_info(&self) -> crate::report::types::GpuInfo {
+    pub fn gpu_info(&self) -> GpuInfo {
         let p = super::probe::probe();
-        crate::report::types::GpuInfo {
+        GpuInfo {
             name: self.gpu.name.clone(),
             driver: p
                 .driver_cuda_version
@@ -38,8 +51,7 @@ impl CudaEngine {
     /// plus written, best of 5 copies of 256 MiB), f32 FMA throughput (best of 3) and the
     /// tensor cores' f16 mma throughput (best of 5; sm_80 and later), all timed with CUDA
     /// events.
-    pub fn measure_peaks(&self) -> Result<crate::profiler::hardware::MeasuredPeaks, String> {
-        use crate::brick::peaks::Peak;
+    pub fn measure_peaks(&self) -> Result<MeasuredPeaks, String> {
         let err = |e: DriverError| device_error("measuring the GPU's peaks", e).to_string();
         let s = &self.stream;
         let n = 64usize << 20; // f32s: 256 MiB
@@ -68,7 +80,7 @@ impl CudaEngine {
             value: mmas * 4096.0 / (mma_ms as f64 * 1e-3) / 1e9,
             source: "gpu_mma_f16_probe",
         });
-        Ok(crate::profiler::hardware::MeasuredPeaks {
+        Ok(MeasuredPeaks {
             bandwidth: Peak {
                 value: bandwidth_gbps,
                 source: "d2d_copy",

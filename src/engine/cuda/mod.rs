@@ -1,30 +1,47 @@
-//! The CUDA backend: the same forward pass as the CPU engine, on an NVIDIA GPU through cudarc
+//! The CUDA engine: the same forward pass as the CPU engine, on an NVIDIA GPU through cudarc
 //! (driver API + NVRTC, both loaded at run time, so a machine without CUDA still runs cbtop on
 //! the CPU). Kernels are CUDA C in `kernels/`, compiled for the device's architecture.
 //!
-//! `engine` is the decode step (launch plan, graphs, timing); `weights`, `buffers` and
-//! `kernels` are what it launches with (`gemm` the prompt products on tensor cores); `launch` holds the single-kernel launches, `hardware`
-//! the report's GPU description and peaks, `check` the test-only single-kernel runner,
-//! `step_trace` a measuring aid (per-step host and GPU times).
+//! Read it as a plan, top down:
+//! - `decode`: the engine (`CudaEngine`), its decode loop, graph capture and replay;
+//!   `setup` puts a model on the device; `forward` is the per-layer launch plan.
+//! - `attention`, `products`, `step_ops`: the launches the plan makes; `gemm` the prompt
+//!   products on tensor cores.
+//! - `kernel_table` (the compiled module's functions), `launch_params` (geometry and the
+//!   kernels' parameter structs), `pdl_launch` (the launch builder), `weights`, `buffers`,
+//!   `clock` (per-kernel stamps): what the launches are made with.
+//! - `probe`, `module`, `hardware`, `error`: the device, its compiled kernels, its description
+//!   and peaks, and its errors; `step_trace` a measuring aid.
+//! - With the `test-support` feature, `check` (single kernels against the CPU reference) and
+//!   `calibrate` (the kernel clock against work of known length) for the GPU tests.
 
+mod attention;
 mod buffers;
+#[cfg(feature = "test-support")]
 pub mod calibrate;
+#[cfg(feature = "test-support")]
 mod check;
 pub mod clock;
-pub mod engine;
+mod decode;
 mod error;
+mod forward;
 mod gemm;
 mod hardware;
-mod kernels;
-mod launch;
-mod launcher;
+mod kernel_table;
+mod launch_params;
 pub mod module;
+mod pdl_launch;
 pub mod probe;
+mod products;
+mod setup;
+mod step_ops;
 pub mod step_trace;
 mod weights;
 
 pub use crate::engine::options::Timing;
+#[cfg(feature = "test-support")]
 pub use check::{DecodeOut, DecodeStep, KernelCheck, QuantizedOut};
-pub use engine::CudaEngine;
+pub use decode::{CudaEngine, Decoded};
 pub use error::device_error;
+pub use hardware::GpuInfo;
 pub use probe::{probe, GpuDesc, Probe};

@@ -7,10 +7,8 @@
 //! when absent) selects kernel variants for A/B runs on the GPU machine without a rebuild;
 //! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
-//! documented where the kernels read them: `CBTOP_STAMP_END_LAST`, `CBTOP_STAMP_END_NONE`,
-//! `CBTOP_STAMP_START_CONST`, `CBTOP_STAMP_START_EARLY`, `CBTOP_STAMP_END_CONST`,
-//! `CBTOP_STAMP_END_NEVER`, `CBTOP_STAMP_START_LATE` and `CBTOP_STAMP_NOTHING`
-//! (kernels/common.cuh), `CBTOP_PREFETCH` (kernels/matvec_fast.cu).
+//! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/matvec_fast.cu),
+//! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -270,9 +268,9 @@ mod tests {
         assert_eq!(defines(""), Ok(String::new()));
         assert_eq!(defines("  "), Ok(String::new()));
         assert_eq!(
-            defines("CBTOP_STAMP_END_LAST, CBTOP_PREFETCH=2,X_1 = 0x10"),
+            defines("CBTOP_PREFETCH, CBTOP_PREFETCH=2,X_1 = 0x10"),
             Ok(
-                "#define CBTOP_STAMP_END_LAST 1\n#define CBTOP_PREFETCH 2\n#define X_1 0x10\n"
+                "#define CBTOP_PREFETCH 1\n#define CBTOP_PREFETCH 2\n#define X_1 0x10\n"
                     .to_string()
             )
         );

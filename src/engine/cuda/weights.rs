@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DriverError};
 
 use super::error::device_error;
-use crate::engine::EngineError;
+use crate::engine::error::EngineError;
 use crate::model::Model;
 use crate::quant::{ActType, GgmlType};
 

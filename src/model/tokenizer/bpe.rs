@@ -7,7 +7,7 @@ use super::symbol::Symbol;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::TokenizerError;
+use super::error::TokenizerError;
 
 /// Merge ranks: `(left, right)` → index in `tokenizer.ggml.merges`.
 #[derive(Debug, Default)]

@@ -3,8 +3,8 @@
 //! punctuation and contractions) for the pre-tokenizer types that enable it.
 
 use super::bytes::char_to_byte;
+use super::kind::TokenizerKind;
 use super::vocab::{attr, parse_byte_token};
-use super::TokenizerKind;
 
 /// `token_to_piece(special = true)` of one token.
 pub(crate) fn piece_bytes(kind: TokenizerKind, text: &str, a: u16) -> Vec<u8> {

@@ -1,7 +1,8 @@
 //! Reading a vocabulary out of GGUF metadata (`tokenizer.ggml.*`), with errors that name the key
 //! that is missing or has the wrong type.
 
-use super::{Tokenizer, TokenizerData, TokenizerError};
+use super::error::TokenizerError;
+use super::tokenize::{Tokenizer, TokenizerData};
 use crate::gguf::{GgufFile, MetaValue};
 
 const MODEL: &str = "tokenizer.ggml.model";

@@ -12,8 +12,8 @@
 
 use fancy_regex::Regex;
 
+use super::error::TokenizerError;
 use super::unicode::Flags;
-use super::TokenizerError;
 
 /// Per-pre-type settings, from llama.cpp's `llama_vocab::impl::load` and the `llm_tokenizer_bpe`
 /// constructor.

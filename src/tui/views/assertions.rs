@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::common::{self, lines, panel, us};
-use super::Ui;
+use super::ui::Ui;
 use crate::tui::snapshot::Snapshot;
 
 /// The CV above which a brick's timing is called unsteady, percent.

@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 
-use super::Ui;
+use super::ui::Ui;
 use crate::tui::app::{Sort, View};
 use crate::tui::snapshot::{BrickView, Phase, Snapshot};
 use cbtop_widgets::{BrickLine, Theme};

@@ -7,7 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
 use super::common::{self, bytes, lines, panel, us};
-use super::Ui;
+use super::ui::Ui;
 use cbtop_widgets::{regroup, LatencyHistogram, LayerBars};
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {

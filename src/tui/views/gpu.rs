@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::common::{self, brick_times_note, bytes, gpu_peaks_line, lines, panel};
-use super::Ui;
+use super::ui::Ui;
 use crate::telemetry::TelemetrySample;
 use cbtop_widgets::SparklinePanel;
 

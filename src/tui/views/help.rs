@@ -5,7 +5,7 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 
 use super::common::{self, lines, panel};
-use super::Ui;
+use super::ui::Ui;
 
 const KEYS: &[(&str, &str)] = &[
     ("↑ ↓ / k j", "select a brick"),

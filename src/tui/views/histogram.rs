@@ -7,7 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
 use super::common::{self, lines, panel};
-use super::Ui;
+use super::ui::Ui;
 use cbtop_widgets::{regroup, LatencyHistogram};
 
 fn one(

@@ -5,7 +5,8 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 
 use super::common::{footer, header};
-use super::{panels, Ui};
+use super::panels;
+use super::ui::Ui;
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
     // One more row for the GPU's bandwidth peaks when they are known and the screen is tall.

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::common::{self, brick_lines, lines, order, panel};
-use super::Ui;
+use super::ui::Ui;
 use crate::telemetry::TelemetrySample;
 use cbtop_widgets::{BrickTable, LabeledGauge, SparklinePanel};
 

@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::common::{self, lines, order, panel, us};
-use super::Ui;
+use super::ui::Ui;
 use cbtop_widgets::hbar;
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {

@@ -12,15 +12,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::collect;
-use super::kernels;
+use super::kernel_list;
 use super::snapshot::{Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
+use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::{Series, Stats};
 use crate::engine::backend::{Backend, Device};
 use crate::engine::{Numerics, Timing};
 use crate::model::Model;
 use crate::profiler::analysis::{analyze, Budgets};
-use crate::profiler::hardware::MeasuredPeaks;
 use crate::profiler::session::Session;
 
 /// How often a snapshot is published while decoding.
@@ -259,12 +259,9 @@ impl Worker {
         };
         let _ = ready.send(Ok(()));
         self.publish_phase(Phase::Probing, None);
-        let peaks = match &engine {
-            Backend::Cuda(e) => match e.measure_peaks() {
-                Ok(p) => p,
-                Err(e) => return self.publish_phase(Phase::Stopped, Some(e)),
-            },
-            Backend::Cpu(_) => MeasuredPeaks::probe_cpu(),
+        let peaks = match engine.measure_peaks() {
+            Ok(p) => p,
+            Err(e) => return self.publish_phase(Phase::Stopped, Some(e)),
         };
         let roof = peaks.roof();
         let shapes = Shapes::new(&self.model.config, &self.model.weights);
@@ -351,7 +348,7 @@ impl Worker {
                 self.ttft_ms,
                 self.prefill_tok_s,
             ),
-            bricks: collect::bricks(&self.stats, &a, |b| kernels::describe(model, b)),
+            bricks: collect::bricks(&self.stats, &a, |b| kernel_list::describe(model, b)),
             gaps_us: a.gaps_us,
             gaps_share_pct: a.gaps_share_percent,
             other_us: a.other_us,

@@ -5,26 +5,20 @@
 //! Each brick (DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::cpu::attention::{attention, AttnShape};
-use super::cpu::matmul::{matmul, matmuls};
-use super::cpu::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
-use super::cpu::pool;
+use super::attention::{attention, AttnShape};
 use super::kv_cache::KvCache;
+use super::matmul::{matmul, matmuls};
+use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
+use super::pool;
 use crate::brick::{BrickId as B, Recorder};
+use crate::engine::options::LogitsFor;
 use crate::model::{Config, Weights};
 use crate::quant;
 
-/// Which rows of the batch need logits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogitsFor {
-    Last,
-    All,
-}
-
 /// The forward pass's activation buffers, kept by the engine between calls, so a decode step
 /// allocates nothing but the logits it returns: fresh buffers every token cost page faults
-/// (glibc handed the freed memory back to the kernel and the next token faulted it in again,
-/// ~2% of a 0.5B decode step on 2 threads). Every buffer is written before it is read.
+/// (glibc handed the freed memory back to the kernel and the next token faulted it in again).
+/// Every buffer is written before it is read.
 #[derive(Default)]
 pub struct Scratch {
     x: Vec<f32>,
@@ -42,11 +36,8 @@ pub struct Scratch {
 /// `f(t, row)` for every `len`-value row `t` of `rows`. A prompt's rows go over the engine's
 /// pool, a few rows per task; one row runs on the calling thread. Each row is computed alone
 /// with the same operations whichever thread takes it, so the bits do not depend on the split.
-/// These per-token steps ran on the calling thread alone: at 16 threads on the H100 machine's
-/// Xeon a 64-token prompt's norms, RoPE and residual adds were 6-7% of its prefill (brick by
-/// brick: SmolLM2 5.7 of 82 ms, the q4_k_m 0.5b 6.0 of 103 ms). On the 2-core EPYC, SmolLM2's
-/// 64-token prompt in three alternating runs: the two norms 1.22-1.32 -> 0.65-0.73 ms each,
-/// RoPE 0.95-1.09 -> 0.56-0.58 ms (the residual adds, memory-bound, unchanged).
+/// On the calling thread alone, these per-token steps (norms, RoPE, residual adds) were a
+/// visible share of a prompt at many threads (docs/measurements/cpu-engine.md).
 fn per_row(rows: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let n = rows.len() / len;
     // About two tasks per thread, so a late thread's share can be taken over.

@@ -20,8 +20,6 @@ use cudarc::driver::{
     DriverError, LaunchConfig,
 };
 
-use super::kernels::MvfSet;
-
 /// Whether launches on a GPU of compute capability `cc` use programmatic dependent launch:
 /// from sm_90 on, unless `CBTOP_PDL=0`.
 pub fn pdl_for(cc: (i32, i32)) -> bool {
@@ -45,6 +43,12 @@ pub struct Launch<'a> {
 }
 
 impl<'a> Launch<'a> {
+    /// Push a plain value passed by address (the driver copies it at launch).
+    pub fn host_value<T>(&mut self, arg: &'a T) -> &mut Self {
+        self.args.push(Arg::Host(arg as *const T as *const c_void));
+        self
+    }
+
     pub fn new(stream: &'a CudaStream, func: &'a CudaFunction, pdl: bool) -> Launch<'a> {
         Launch {
             stream,
@@ -152,14 +156,13 @@ macro_rules! host_args {
     ($($t:ty),*) => {$(
         impl<'a, 'b: 'a> PushArg<&'b $t> for Launch<'a> {
             fn arg(&mut self, arg: &'b $t) -> &mut Self {
-                self.args.push(Arg::Host(arg as *const $t as *const c_void));
-                self
+                self.host_value(arg)
             }
         }
     )*};
 }
 
-host_args!(i32, u32, i64, u64, f32, MvfSet);
+host_args!(i32, u32, i64, u64, f32);
 
 #[cfg(test)]
 mod tests {

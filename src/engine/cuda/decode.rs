@@ -16,117 +16,27 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream, DriverError,
-    LaunchConfig,
-};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream};
 
-use super::buffers::{Bufs, Which};
+use super::buffers::{Bufs, SplitScratch};
 use super::clock::{self, KernelClock, Owner, AREAS};
-use super::error::{device_error, wrap};
-use super::kernels::{ceil_div, cpu_order_fast, kind_code, lin, Kernels};
-use super::launcher::PushArg;
+use super::error::wrap;
+use super::kernel_table::Kernels;
 use super::module;
 use super::probe::GpuDesc;
 use super::step_trace::{StepRow, StepTrace};
-use super::weights::{s_kind, upload_vec, GWeights, Mat, Norm};
-use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
-use crate::engine::cpu::ops::rope_table;
-use crate::engine::options::{Numerics, Timing};
-use crate::engine::{EngineError, LogitsFor};
+use super::weights::GWeights;
+use crate::brick::{Recorder, Source, Span};
+use crate::engine::error::EngineError;
+use crate::engine::options::{LogitsFor, Numerics, Timing};
 use crate::model::Model;
 
 /// Largest batch one step evaluates under fast numerics: longer prompts go in chunks, so the
 /// batch buffers (and the tensor-core products' operands) stay this size whatever the prompt.
 const PREFILL_CHUNK: usize = 512;
 
-/// Kernel launches a step may time: a layer takes at most 20 on the vec-dot products (seven
-/// products, each with its activation quantization, and six more kernels); on tensor cores a
-/// product is a rounding, a dequantization per slice of rows and a product per slice (about 32
-/// for a layer whose largest matrices take two slices). Plus the embedding, head and sampling.
-fn clock_slots(n_layers: usize) -> usize {
-    48 * n_layers + 32
-}
-
-/// The RoPE table kernels/rope.cu reads, for positions `0..positions`: per position the CPU
-/// engine's `n_rot / 2` (cos, sin) pairs, flattened.
-pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32) -> Vec<f32> {
-    (0..positions)
-        .flat_map(|pos| rope_table(pos, n_rot, base))
-        .flat_map(|(cos, sin)| [cos, sin])
-        .collect()
-}
-
-/// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
-/// query and a chunk's scores (kernels/attention_fast.cu), or, with CPU-order short contexts
-/// (`ordered`), the query and up to `ORDERED_ATTENTION_MAX` f16 V rows if that is more.
-pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize, ordered: bool) -> usize {
-    let split = (head_dim + chunk) * 4;
-    if ordered {
-        split.max(head_dim * 4 + ORDERED_ATTENTION_MAX as usize * head_dim * 2)
-    } else {
-        split
-    }
-}
-
-/// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
-/// partial sums, per head a ticket counter, and the launch's shape for this context.
-pub(super) struct SplitScratch {
-    pub(super) part: CudaSlice<f32>,
-    pub(super) tickets: CudaSlice<i32>,
-    pub(super) splits: usize,
-    pub(super) shared_bytes: usize,
-    /// Contexts this short take the CPU-order attention (`ORDERED_ATTENTION_MAX` when the
-    /// kernels keep the CPU's order, else 0).
-    pub(super) ordered_upto: i32,
-}
-
-/// Longest context the fast decode attention takes in the CPU's order when the kernels keep
-/// it (`Kernels::ordered`; kernels/attention_fast.cu, ATTF_ORDERED_MAX).
-const ORDERED_ATTENTION_MAX: i32 = 128;
-
-impl SplitScratch {
-    /// Splits for about four blocks per multiprocessor, at most one per 128 positions of the
-    /// context (ATTF_MIN_CHUNK) and 256 (ATTF_MAX_SPLITS), and enough that a split's scores
-    /// fit in 32 KB of shared memory.
-    fn new(
-        s: &Arc<CudaStream>,
-        c: &crate::model::Config,
-        cap: usize,
-        sms: usize,
-        ordered: bool,
-    ) -> Result<SplitScratch, EngineError> {
-        const MIN_CHUNK: usize = 128;
-        const MAX_SPLITS: usize = 256;
-        const MAX_CHUNK: usize = 8192;
-        let splits = (4 * sms)
-            .div_ceil(c.n_heads)
-            .max(8)
-            .min(cap.div_ceil(MIN_CHUNK))
-            .max(cap.div_ceil(MAX_CHUNK))
-            .clamp(1, MAX_SPLITS);
-        if cap.div_ceil(splits) > MAX_CHUNK {
-            return Err(EngineError::Device(format!(
-                "a context of {cap} positions is over the split attention's {}",
-                MAX_SPLITS * MAX_CHUNK
-            )));
-        }
-        let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
-        let what = || wrap("allocating attention scratch");
-        Ok(SplitScratch {
-            part: s
-                .alloc_zeros::<f32>(c.n_heads * splits * (c.head_dim + 2))
-                .map_err(what())?,
-            tickets: s.alloc_zeros::<i32>(c.n_heads).map_err(what())?,
-            splits,
-            shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered),
-            ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
-        })
-    }
-}
-
 /// A captured decode step and the bricks its stamped launches belong to.
-struct Step {
+pub(super) struct Step {
     graph: CudaGraph,
     owners: Vec<Option<Owner>>,
 }
@@ -134,7 +44,7 @@ struct Step {
 /// A decode step launched before the host asked for it: it runs on the token and at the
 /// position the step before it leaves on the device.
 #[derive(Clone, Copy, Debug)]
-struct Ahead {
+pub(super) struct Ahead {
     stamped: bool,
     /// Its kernel clock area.
     area: usize,
@@ -164,7 +74,7 @@ fn graph_of_next(next: Option<bool>, timing: Timing) -> Option<bool> {
 }
 
 /// Captured decode steps by [stamped][clock area].
-type Graphs = [[Option<Step>; AREAS]; 2];
+pub(super) type Graphs = [[Option<Step>; AREAS]; 2];
 
 /// The model on one GPU with its KV cache.
 pub struct CudaEngine {
@@ -181,34 +91,34 @@ pub struct CudaEngine {
     /// The next step's first position, on the device (kernels read it, so a graph replays
     /// at the current position); `dev_pos` is the host's knowledge of it.
     pub(super) pos: CudaSlice<i32>,
-    dev_pos: Option<usize>,
+    pub(super) dev_pos: Option<usize>,
     /// The captured decode step (one token, argmax included), unstamped [0] and stamped [1],
     /// for each clock area, replayed unless bricks are timed with host syncs.
-    graphs: Graphs,
+    pub(super) graphs: Graphs,
     /// Recorded behind each area's last step: the host waits for its step, not the one after.
-    done: [CudaEvent; AREAS],
+    pub(super) done: [CudaEvent; AREAS],
     /// The step launched ahead of the host's asking, if one is on the device.
-    ahead: Option<Ahead>,
+    pub(super) ahead: Option<Ahead>,
     /// The clock area the next step launched uses.
-    area: usize,
+    pub(super) area: usize,
     pub(super) cap: usize,
-    len: usize,
+    pub(super) len: usize,
     pub(super) bufs: Bufs,
-    timing: Timing,
+    pub(super) timing: Timing,
     pub(super) numerics: Numerics,
     /// Scratch of the split-KV decode attention (fast numerics).
     pub(super) split: SplitScratch,
     /// Per-launch timestamps (`Timing::Events`).
     pub(super) clock: KernelClock,
     /// Logits that were NaN or infinite in the last greedy step's row.
-    nonfinite: usize,
+    pub(super) nonfinite: usize,
     /// The device's `tok[0]` already holds this id (written there by the last argmax).
-    on_device: Option<u32>,
+    pub(super) on_device: Option<u32>,
     pub(super) module: Arc<CudaModule>,
     /// Whether the kernels were compiled now or came from the disk cache.
     pub module_origin: module::Origin,
     /// Per-step host and GPU times, when `CBTOP_STEP_TRACE` names a file (a measuring aid).
-    trace: Option<StepTrace>,
+    pub(super) trace: Option<StepTrace>,
 }
 
 impl Drop for CudaEngine {
@@ -220,86 +130,6 @@ impl Drop for CudaEngine {
 }
 
 impl CudaEngine {
-    /// Put `model` on GPU `gpu` with room for `ctx` positions (capped at the model's context),
-    /// bricks timed by `timing`, products run with the kernels `numerics` picks.
-    pub fn new(
-        model: Arc<Model>,
-        gpu: &GpuDesc,
-        ctx: usize,
-        timing: Timing,
-        numerics: Numerics,
-    ) -> Result<CudaEngine, EngineError> {
-        let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
-        // One stream: cudarc's cross-stream event tracking is pure overhead here.
-        // SAFETY: nothing in this engine uses a second stream.
-        unsafe { cx.disable_event_tracking() };
-        // Not the legacy default stream: CUDA graphs cannot be captured from it.
-        let stream = cx.new_stream().map_err(wrap("creating a CUDA stream"))?;
-        let (m, origin) = module::load(&cx, &gpu.arch()).map_err(EngineError::Device)?;
-        let pdl = super::launcher::pdl_for(gpu.compute_capability);
-        let sms = cx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(wrap("reading the multiprocessor count"))?
-            .max(1) as usize;
-        let k = Kernels::load(&m, numerics, cpu_order_fast(&model), pdl, sms)
-            .map_err(EngineError::Device)?;
-        let c = &model.config;
-        if c.head_dim > 128 {
-            return Err(EngineError::Device(format!(
-                "head dimension {} is over the GPU attention kernel's 128 (kernels/attention.cu)",
-                c.head_dim
-            )));
-        }
-        let cap = ctx.clamp(1, c.context_length);
-        let w = GWeights::upload(&stream, &model)?;
-        let kv_len = c.n_layers * cap * c.kv_dim();
-        let kc = stream
-            .alloc_zeros::<u16>(kv_len)
-            .map_err(wrap("allocating the KV cache"))?;
-        let vc = stream
-            .alloc_zeros::<u16>(kv_len)
-            .map_err(wrap("allocating the KV cache"))?;
-        let bufs = Bufs::alloc(&stream, &model, cap, 1, None)?;
-        let rope = upload_vec(&stream, &rope_rows(cap, c.rope_dims, c.rope_base))?;
-        let pos = stream
-            .alloc_zeros::<i32>(1)
-            .map_err(wrap("allocating the position"))?;
-        let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
-            .map_err(wrap("allocating the kernel clock"))?;
-        let split = SplitScratch::new(&stream, c, cap, sms, k.ordered)?;
-        let event = || cx.new_event(None).map_err(wrap("creating a CUDA event"));
-        let done = [event()?, event()?];
-        Ok(CudaEngine {
-            model,
-            gpu: gpu.clone(),
-            stream,
-            ctx: cx,
-            k,
-            w,
-            kc,
-            vc,
-            rope,
-            pos,
-            dev_pos: Some(0),
-            graphs: Default::default(),
-            done,
-            ahead: None,
-            area: 0,
-            cap,
-            len: 0,
-            bufs,
-            timing,
-            numerics,
-            split,
-            clock,
-            nonfinite: 0,
-            on_device: None,
-            module: m,
-            module_origin: origin,
-            trace: StepTrace::from_env(),
-        })
-    }
-
     pub fn model(&self) -> &Model {
         &self.model
     }
@@ -319,7 +149,7 @@ impl CudaEngine {
 
     /// The longest context (positions, the step's own included) at which a decode step gives
     /// the CPU engine's bits: any under exact numerics; under fast numerics 128 where every
-    /// product keeps the CPU's order (`kernels::cpu_order_fast`), else 0.
+    /// product keeps the CPU's order (`kernel_table::cpu_order_fast`), else 0.
     pub fn cpu_bits_upto(&self) -> usize {
         match self.numerics {
             Numerics::Exact => usize::MAX,
@@ -683,201 +513,6 @@ impl CudaEngine {
         }
         rec.add_gaps(r.gaps_ns);
         Ok(Some((r.first_ns, r.first_ns + r.window_ns)))
-    }
-
-    /// Run one brick's launches: their stamps belong to it, or, with `Sync` timing while
-    /// recording, the stream is synchronised around it and the host clock times it.
-    pub(super) fn brick(
-        &mut self,
-        rec: &mut Recorder,
-        brick: impl Into<Brick>,
-        layer: Option<usize>,
-        work: impl FnOnce(&mut Self) -> Result<(), DriverError>,
-    ) -> Result<(), EngineError> {
-        let brick = brick.into();
-        let layer = layer.map(|l| l as u32);
-        let what = |e| device_error(&format!("brick {brick}"), e);
-        if !(rec.enabled() && self.timing == Timing::Sync) {
-            self.clock.enter(Some(Owner { brick, layer }));
-            let r = work(self);
-            self.clock.enter(None);
-            return r.map_err(what);
-        }
-        self.stream.synchronize().map_err(what)?;
-        let t0 = Instant::now();
-        work(self).map_err(what)?;
-        self.stream.synchronize().map_err(what)?;
-        let t1 = Instant::now();
-        rec.push(Span {
-            brick,
-            layer,
-            start_ns: rec.since_origin(t0),
-            dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
-            source: Source::HostSync,
-        });
-        Ok(())
-    }
-
-    /// Put `tokens` and the current position on the device (where they are not already), and
-    /// make the batch buffers big enough.
-    fn prepare(&mut self, tokens: &[u32]) -> Result<(), EngineError> {
-        let n = tokens.len();
-        if n > self.bufs.n {
-            self.bufs = Bufs::alloc(
-                &self.stream,
-                &self.model,
-                self.cap,
-                n,
-                self.k.gemm.as_ref().map(|g| (self.w.largest, g.from)),
-            )?;
-            // The graphs name the old buffers.
-            self.graphs = Default::default();
-            self.on_device = None;
-        }
-        if !(n == 1 && self.on_device == Some(tokens[0])) {
-            self.stream
-                .memcpy_htod(tokens, &mut self.bufs.tok.slice_mut(0..n))
-                .map_err(wrap("uploading token ids"))?;
-        }
-        self.on_device = None;
-        if self.dev_pos != Some(self.len) {
-            let pos = [self.len as i32];
-            self.stream
-                .memcpy_htod(&pos, &mut self.pos)
-                .map_err(wrap("uploading the position"))?;
-            self.dev_pos = Some(self.len);
-        }
-        Ok(())
-    }
-
-    /// The host's record of the position after a step of `n` tokens ran on the device.
-    fn advance_host(&mut self, n: usize) {
-        self.len += n;
-        self.dev_pos = Some(self.len);
-    }
-
-    /// Every launch of a step of `n` tokens (ids in `bufs.tok`, first position in `pos`).
-    fn launch_layers(
-        &mut self,
-        n: usize,
-        want: LogitsFor,
-        rec: &mut Recorder,
-    ) -> Result<usize, EngineError> {
-        let model = self.model.clone();
-        let c = &model.config;
-        let ff = c.n_ff;
-
-        self.brick(rec, B::Embed, None, |s| {
-            let m = &s.w.token_embd;
-            let (rb, cols) = (m.row_bytes as u64, m.cols as i32);
-            let cfg = LaunchConfig {
-                grid_dim: (ceil_div(m.cols, 256), n as u32, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let st = s.clock.stamp();
-            // SAFETY: rows of token_embd for ids checked < vocab; x holds n × n_embd.
-            unsafe {
-                s.k.launch(&s.stream, s.k.embed(m.ty))
-                    .arg(&m.data)
-                    .arg(&rb)
-                    .arg(&cols)
-                    .arg(&s.bufs.tok)
-                    .arg(&mut s.bufs.x)
-                    .arg(&st.ptr)
-                    .launch(cfg)
-            }
-            .map(|_| ())
-        })?;
-
-        const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
-        const ROPE_ATTENTION: &[B] = &[B::Rope, B::Attention];
-        const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
-        for l in 0..c.n_layers {
-            let layer = Some(l);
-            // Each norm also quantizes its output for the first product it feeds.
-            let qkind = s_kind(&self.w, Mat::Q(l));
-            self.brick(rec, B::AttnNorm, layer, |s| {
-                s.rms_norm(0, n, Norm::Attn(l), qkind)
-            })?;
-            self.brick(rec, B::Qkv, layer, |s| {
-                let outs = [
-                    (Mat::Q(l), Which::Q),
-                    (Mat::K(l), Which::K),
-                    (Mat::V(l), Which::V),
-                ];
-                s.products(n, Which::H, &outs, false, Some(qkind))
-            })?;
-            // RoPE runs in the launch that writes K and V to the cache (the attention brick's
-            // KV write), or inside the attention kernel itself: the two bricks are one. One
-            // token's attention also quantizes its output for the output projection.
-            let akind = self.split_quantizes(n, l);
-            self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
-                s.rope_attention(n, l, akind)
-            })?;
-            // The residual add happens in the output projection's epilogue.
-            self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
-                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, akind)
-            })?;
-            let gkind = s_kind(&self.w, Mat::Gate(l));
-            self.brick(rec, B::FfnNorm, layer, |s| {
-                s.rms_norm(0, n, Norm::Ffn(l), gkind)
-            })?;
-            self.brick(rec, B::FfnGateUp, layer, |s| {
-                let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
-                s.products(n, Which::H, &outs, false, Some(gkind))
-            })?;
-            // SwiGLU quantizes its output for the down projection.
-            let dkind = s_kind(&self.w, Mat::Down(l));
-            self.brick(rec, B::FfnAct, layer, |s| {
-                let (len, kind) = ((n * ff) as i32, kind_code(dkind));
-                let st = s.clock.stamp();
-                let b = &mut s.bufs;
-                // SAFETY: n × n_ff values each; the activation buffers hold as many.
-                unsafe {
-                    s.k.launch(&s.stream, &s.k.silu_mul_quant)
-                        .arg(&mut b.gate)
-                        .arg(&b.up)
-                        .arg(&len)
-                        .arg(&kind)
-                        .arg(&mut b.act.xf)
-                        .arg(&mut b.act.q)
-                        .arg(&mut b.act.d)
-                        .arg(&mut b.act.x)
-                        .arg(&st.ptr)
-                        .launch(lin(n * ff))
-                }
-                .map(|_| ())
-            })?;
-            self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
-                s.products(
-                    n,
-                    Which::Gate,
-                    &[(Mat::Down(l), Which::X)],
-                    true,
-                    Some(dkind),
-                )
-            })?;
-        }
-
-        let (first, rows) = match want {
-            LogitsFor::Last => (n - 1, 1),
-            LogitsFor::All => (0, n),
-        };
-        let okind = s_kind(&self.w, Mat::Output);
-        self.brick(rec, B::FinalNorm, None, |s| {
-            s.rms_norm(first, rows, Norm::Output, okind)
-        })?;
-        self.brick(rec, B::LmHead, None, |s| {
-            s.products(
-                rows,
-                Which::Normed,
-                &[(Mat::Output, Which::Logits)],
-                false,
-                Some(okind),
-            )
-        })?;
-        Ok(rows)
     }
 }
 

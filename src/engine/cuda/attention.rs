@@ -1,222 +1,24 @@
-//! The engine's single-kernel launches beyond the embedding: the products of a brick (through
-//! `kernels::product`, or several in one launch under fast numerics), RoPE with the KV write,
-//! RMSNorm, attention, the greedy pick and the position's advance. Each stamps itself on the
-//! kernel clock; `engine.rs`'s launch plan decides which brick they belong to.
+//! The attention launches of a layer: RoPE with the KV-cache store, then decode attention
+//! (the CPU-order kernel, or under fast numerics the split-KV kernel) or prompt attention (on
+//! tensor cores where it takes the batch).
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
 
-use super::buffers::{ActBufs, Which};
+use super::buffers::ActBufs;
 use super::clock::Stamp;
-use super::engine::CudaEngine;
-use super::error::wrap;
-use super::kernels::{
-    ceil_div, kind_code, product, quantize, Epilogue, Kernels, MvfMat, MvfSet, ARGMAX_BLOCKS,
-    FAST_ROWS, MVO_BYTES,
-};
-use super::launcher::PushArg;
-use super::weights::{bias, mat, Mat, Norm};
-use crate::brick::{BrickId as B, Recorder};
+use super::decode::CudaEngine;
+use super::kernel_table::Kernels;
+use super::launch_params::{ceil_div, kind_code};
+use super::pdl_launch::PushArg;
+use super::weights::{mat, Mat};
 use crate::engine::cpu::attention::AttnShape;
-use crate::engine::{EngineError, Numerics};
+use crate::engine::options::Numerics;
 use crate::model::{Config, RopeStyle};
 use crate::quant::ActType;
 
 impl CudaEngine {
-    /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]` and, with the
-    /// row's count of non-finite logits, into `sampled`; the device's position moves on by the
-    /// step's `n` tokens in the same launch.
-    pub(super) fn sample(&mut self, rec: &mut Recorder, n: usize) -> Result<(), EngineError> {
-        let vocab = self.model.weights.output.rows as i32;
-        let nn = n as i32;
-        self.brick(rec, B::Sample, None, |e| {
-            let cfg = |blocks| LaunchConfig {
-                grid_dim: (blocks, 1, 1),
-                block_dim: (1024, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (s1, s2) = (e.clock.stamp(), e.clock.stamp());
-            let sampled = e.clock.sampled_ptr();
-            let b = &mut e.bufs;
-            // SAFETY: argmax_blocks reads `vocab` logits and writes ARGMAX_BLOCKS (128) triples
-            // into `part`; argmax_final reads them, writes tok[0], the clock's two sampled u32 and adds n to
-            // pos[0].
-            unsafe {
-                e.k.launch(&e.stream, &e.k.argmax_blocks)
-                    .arg(&b.logits)
-                    .arg(&vocab)
-                    .arg(&mut b.part)
-                    .arg(&s1.ptr)
-                    .launch(cfg(ARGMAX_BLOCKS))?;
-                e.k.launch(&e.stream, &e.k.argmax_final)
-                    .arg(&b.part)
-                    .arg(&mut b.tok)
-                    .arg(&sampled)
-                    .arg(&mut e.pos)
-                    .arg(&nn)
-                    .arg(&s2.ptr)
-                    .launch(cfg(1))
-            }
-            .map(|_| ())
-        })
-    }
-
-    /// The position moves on by `n` tokens on the device (a kernel, so a graph can hold it).
-    pub(super) fn advance_device(&mut self, n: usize) -> Result<(), EngineError> {
-        let nn = n as i32;
-        let st = self.clock.stamp();
-        // SAFETY: pos holds one i32.
-        unsafe {
-            self.k
-                .launch(&self.stream, &self.k.advance)
-                .arg(&mut self.pos)
-                .arg(&nn)
-                .arg(&st.ptr)
-                .launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (1, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map(|_| ())
-        .map_err(wrap("advancing the position"))
-    }
-
-    /// `out = M · input` for each (M, out) of `outs`, quantizing `input` once per run of
-    /// matrices sharing an activation format; `accumulate` adds into `out` (a fused residual).
-    /// Q/K/V biases are added in the products' epilogue.
-    pub(super) fn products(
-        &mut self,
-        n: usize,
-        input: Which,
-        outs: &[(Mat, Which)],
-        accumulate: bool,
-        pre: Option<ActType>,
-    ) -> Result<(), DriverError> {
-        if let Some(kind) = self.one_launch_kind(n, outs) {
-            return self.products_multi(input, outs, accumulate, pre == Some(kind), kind);
-        }
-        let mut last = pre;
-        let mut f16 = false;
-        for &(which, output) in outs {
-            let m = mat(&self.w, which);
-            let kind = ActType::for_weights(m.ty);
-            let bias = bias(&self.w, which);
-            let ep = Epilogue {
-                quantized: last == Some(kind),
-                bias,
-                accumulate,
-                f16,
-            };
-            let act: *mut ActBufs = &mut self.bufs.act;
-            let (x, out) = self.bufs.pair(input, output);
-            // SAFETY: `act` is a field distinct from both buffers `pair` returned.
-            let act = unsafe { &mut *act };
-            let held = product(
-                &self.stream,
-                &self.k,
-                m,
-                n,
-                x,
-                act,
-                out,
-                ep,
-                &mut self.clock,
-            )?;
-            last = held.quantized.then_some(kind);
-            f16 = held.f16;
-        }
-        Ok(())
-    }
-
-    /// The activation format shared by `outs` when the fast products can take them all in one
-    /// launch (one token, two or three quantized matrices, one format).
-    fn one_launch_kind(&self, n: usize, outs: &[(Mat, Which)]) -> Option<ActType> {
-        if self.numerics != Numerics::Fast || n != 1 || !(2..=3).contains(&outs.len()) {
-            return None;
-        }
-        let kind = ActType::for_weights(mat(&self.w, outs[0].0).ty);
-        outs.iter()
-            .all(|&(m, _)| {
-                let ty = mat(&self.w, m).ty;
-                ty.is_quantized() && ActType::for_weights(ty) == kind
-            })
-            .then_some(kind)
-    }
-
-    /// `out = M · input` for two or three matrices of one token in one launch
-    /// (kernels/matvec_fast.cu `mvf_multi`), the input quantized first unless `quantized`.
-    fn products_multi(
-        &mut self,
-        input: Which,
-        outs: &[(Mat, Which)],
-        accumulate: bool,
-        quantized: bool,
-        kind: ActType,
-    ) -> Result<(), DriverError> {
-        let cols = mat(&self.w, outs[0].0).cols;
-        if !quantized {
-            let act: *mut ActBufs = &mut self.bufs.act;
-            let x = self.bufs.get(input);
-            // SAFETY: `act` is a field distinct from the input buffer.
-            let act = unsafe { &mut *act };
-            quantize(
-                &self.stream,
-                &self.k,
-                x,
-                1,
-                cols,
-                kind,
-                act,
-                &mut self.clock,
-            )?;
-        }
-        let mut set = MvfSet::default();
-        let mut blocks = 0usize;
-        for (i, &(which, output)) in outs.iter().enumerate() {
-            let m = mat(&self.w, which);
-            let bias = bias(&self.w, which);
-            let s = &self.stream;
-            set.m[i] = MvfMat {
-                w: m.data.device_ptr(s).0,
-                row_bytes: m.row_bytes as u64,
-                bias: bias.map_or(0, |b| b.device_ptr(s).0),
-                out: self.bufs.get(output).device_ptr(s).0,
-                rows: m.rows as i32,
-                ty: m.ty.id() as i32,
-                first_block: blocks as i32,
-                pad: 0,
-            };
-            blocks += m.rows.div_ceil(FAST_ROWS);
-        }
-        set.count = outs.len() as i32;
-        set.ordered = i32::from(self.k.ordered);
-        let shared = if self.k.ordered { MVO_BYTES } else { 0 };
-        let (cols, acc) = (cols as i32, i32::from(accumulate));
-        let st = self.clock.stamp();
-        let a = &self.bufs.act;
-        // SAFETY: each matrix's rows × row_bytes of weights against `cols` quantized
-        // activations; each output (a distinct buffer of the engine) gets its `rows` values.
-        unsafe {
-            self.k
-                .launch(&self.stream, &self.k.mvf_multi)
-                .arg(&set)
-                .arg(&cols)
-                .arg(&a.q)
-                .arg(&a.d)
-                .arg(&a.x)
-                .arg(&acc)
-                .arg(&st.ptr)
-                .launch(LaunchConfig {
-                    grid_dim: (blocks as u32, 1, 1),
-                    block_dim: (128, 1, 1),
-                    shared_mem_bytes: shared,
-                })
-        }
-        .map(|_| ())
-    }
-
     /// RoPE on Q and K, and K and V of `n` tokens into layer `l`'s cache rows at the device's
     /// position: one launch (kernels/rope.cu `rope_store`), the attention brick's KV write with
     /// the rotation.
@@ -252,60 +54,6 @@ impl CudaEngine {
                 .arg(&self.pos)
                 .arg(&self.rope)
                 .arg(&h.neox)
-                .arg(&st.ptr)
-                .launch(cfg)
-        }
-        .map(|_| ())
-    }
-
-    /// Rows `first..first + n` of X normed into H (the final norm: into Normed), and quantized
-    /// as `kind` into the activation buffers for the product that follows.
-    pub(super) fn rms_norm(
-        &mut self,
-        first: usize,
-        n: usize,
-        norm: Norm,
-        kind: ActType,
-    ) -> Result<(), DriverError> {
-        let c = &self.model.config;
-        let (cols, eps) = (c.n_embd, c.norm_eps);
-        let w = match norm {
-            Norm::Attn(l) => &self.w.layers[l].attn_norm,
-            Norm::Ffn(l) => &self.w.layers[l].ffn_norm,
-            Norm::Output => &self.w.output_norm,
-        };
-        // A block per 1024 values of each row (kernels/rmsnorm.cu); 1024 threads, so the sum
-        // of squares adds in the order the exact numerics were checked with. (256-thread
-        // blocks under fast numerics were measured slower on the H100: the 3b's attn_norm
-        // brick 138.6 us per token against 108.7.)
-        let cfg = LaunchConfig {
-            grid_dim: (ceil_div(cols, 1024), n as u32, 1),
-            block_dim: (1024, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (c, kind) = (cols as i32, kind_code(kind));
-        let st = self.clock.stamp();
-        let b = &mut self.bufs;
-        let x = b.x.slice(first * cols..);
-        let out = if norm == Norm::Output {
-            &mut b.normed
-        } else {
-            &mut b.h
-        };
-        // SAFETY: n rows of `cols` values in and out; the activation buffers hold as many.
-        unsafe {
-            self.k
-                .launch(&self.stream, &self.k.rms_norm_quant)
-                .arg(&x)
-                .arg(w)
-                .arg(&c)
-                .arg(&eps)
-                .arg(out)
-                .arg(&kind)
-                .arg(&mut b.act.xf)
-                .arg(&mut b.act.q)
-                .arg(&mut b.act.d)
-                .arg(&mut b.act.x)
                 .arg(&st.ptr)
                 .launch(cfg)
         }

@@ -1,0 +1,33 @@
+//! One parsed command line to the subcommand that runs it.
+
+use super::args::{Cli, Command};
+use super::device::{resolve_device, setup_threads};
+use super::error::CliError;
+use super::{compare, doctor, generate, headless, inspect, live, schema, synth, tokenize};
+
+/// Run a parsed command line.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Some(Command::Inspect(a)) => inspect::run(a),
+        Some(Command::Tokenize(a)) => tokenize::run(a),
+        Some(Command::Generate(a)) => {
+            setup_threads(&a.engine)?;
+            generate::run(a)
+        }
+        Some(Command::Synth(a)) => synth::run(a),
+        Some(Command::Compare(a)) => compare::run(a),
+        Some(Command::Schema) => schema::run(),
+        Some(Command::Doctor) => doctor::run(),
+        None if cli.profile.headless => headless::run_headless(cli.profile),
+        None => {
+            // Arguments, then the model, then the device (DESIGN.md): a bad model is one error
+            // line before any probing. The live view runs the engine `--device` picks, as
+            // headless does; a fallback from auto to the CPU is said in the status line
+            // (stderr is hidden behind the view).
+            setup_threads(&cli.profile.engine)?;
+            let src = headless::load_model(cli.profile.model_path.as_deref())?;
+            let (device, note) = resolve_device(&cli.profile.engine, true)?;
+            live::run(cli.profile, src, device, note)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The CPU engine: a model, its KV cache and the forward pass's scratch buffers, evaluating
+//! tokens after what is cached (a whole prompt at once, or one at a time). The reference the
+//! GPU engine (`cuda::CudaEngine`) is checked against.
+
+use std::sync::Arc;
+
+use super::forward::{self, Scratch};
+use super::kv_cache::KvCache;
+use crate::brick::Recorder;
+use crate::engine::error::EngineError;
+use crate::engine::options::LogitsFor;
+use crate::model::Model;
+
+/// A model with a KV cache, ready to evaluate tokens on the CPU.
+pub struct CpuEngine {
+    model: Arc<Model>,
+    kv: KvCache,
+    /// Boxed: `Backend` holds a `CpuEngine` by value beside a boxed CUDA engine.
+    scratch: Box<Scratch>,
+}
+
+impl CpuEngine {
+    /// An engine with room for `ctx` positions (capped at the model's context length).
+    pub fn new(model: Arc<Model>, ctx: usize) -> CpuEngine {
+        let c = &model.config;
+        let ctx = ctx.clamp(1, c.context_length);
+        let kv = KvCache::new(c.n_layers, c.kv_dim(), ctx);
+        CpuEngine {
+            model,
+            kv,
+            scratch: Box::default(),
+        }
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Positions used so far.
+    pub fn position(&self) -> usize {
+        self.kv.len()
+    }
+
+    /// Context capacity.
+    pub fn context(&self) -> usize {
+        self.kv.capacity()
+    }
+
+    /// Drop the cache and start over.
+    pub fn reset(&mut self) {
+        self.kv.clear();
+    }
+
+    /// Evaluate `tokens` after what is cached; logits for the last or every token.
+    pub fn eval(&mut self, tokens: &[u32], want: LogitsFor) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.eval_recorded(tokens, want, &mut Recorder::off())
+    }
+
+    /// `eval`, handing each brick's span to `rec` (when it is enabled).
+    pub fn eval_recorded(
+        &mut self,
+        tokens: &[u32],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
+        if tokens.is_empty() {
+            return Err(EngineError::Empty);
+        }
+        let vocab = self.model.config.vocab_size;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(EngineError::BadToken { id, vocab });
+        }
+        if self.kv.len() + tokens.len() > self.kv.capacity() {
+            return Err(EngineError::ContextFull {
+                ctx: self.kv.capacity(),
+                used: self.kv.len(),
+                asked: tokens.len(),
+            });
+        }
+        let m = &self.model;
+        Ok(forward::forward(
+            &m.config,
+            &m.weights,
+            &mut self.kv,
+            tokens,
+            want,
+            rec,
+            &mut self.scratch,
+        ))
+    }
+}

@@ -1,0 +1,215 @@
+//! The per-layer launch plan of a step: which kernels run for each brick, in order, from the
+//! embedding to the sampled token, and the brick bookkeeping around them (kernel stamps, or
+//! host syncs under `Sync` timing).
+
+use std::time::Instant;
+
+use cudarc::driver::{DriverError, LaunchConfig};
+
+use super::buffers::{Bufs, Which};
+use super::clock::Owner;
+use super::decode::CudaEngine;
+use super::error::{device_error, wrap};
+use super::launch_params::{ceil_div, kind_code, lin};
+use super::pdl_launch::PushArg;
+use super::weights::{s_kind, Mat, Norm};
+use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
+use crate::engine::error::EngineError;
+use crate::engine::options::{LogitsFor, Timing};
+
+impl CudaEngine {
+    /// Run one brick's launches: their stamps belong to it, or, with `Sync` timing while
+    /// recording, the stream is synchronised around it and the host clock times it.
+    pub(super) fn brick(
+        &mut self,
+        rec: &mut Recorder,
+        brick: impl Into<Brick>,
+        layer: Option<usize>,
+        work: impl FnOnce(&mut Self) -> Result<(), DriverError>,
+    ) -> Result<(), EngineError> {
+        let brick = brick.into();
+        let layer = layer.map(|l| l as u32);
+        let what = |e| device_error(&format!("brick {brick}"), e);
+        if !(rec.enabled() && self.timing == Timing::Sync) {
+            self.clock.enter(Some(Owner { brick, layer }));
+            let r = work(self);
+            self.clock.enter(None);
+            return r.map_err(what);
+        }
+        self.stream.synchronize().map_err(what)?;
+        let t0 = Instant::now();
+        work(self).map_err(what)?;
+        self.stream.synchronize().map_err(what)?;
+        let t1 = Instant::now();
+        rec.push(Span {
+            brick,
+            layer,
+            start_ns: rec.since_origin(t0),
+            dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,
+            source: Source::HostSync,
+        });
+        Ok(())
+    }
+
+    /// Put `tokens` and the current position on the device (where they are not already), and
+    /// make the batch buffers big enough.
+    pub(super) fn prepare(&mut self, tokens: &[u32]) -> Result<(), EngineError> {
+        let n = tokens.len();
+        if n > self.bufs.n {
+            self.bufs = Bufs::alloc(
+                &self.stream,
+                &self.model,
+                self.cap,
+                n,
+                self.k.gemm.as_ref().map(|g| (self.w.largest, g.from)),
+            )?;
+            // The graphs name the old buffers.
+            self.graphs = Default::default();
+            self.on_device = None;
+        }
+        if !(n == 1 && self.on_device == Some(tokens[0])) {
+            self.stream
+                .memcpy_htod(tokens, &mut self.bufs.tok.slice_mut(0..n))
+                .map_err(wrap("uploading token ids"))?;
+        }
+        self.on_device = None;
+        if self.dev_pos != Some(self.len) {
+            let pos = [self.len as i32];
+            self.stream
+                .memcpy_htod(&pos, &mut self.pos)
+                .map_err(wrap("uploading the position"))?;
+            self.dev_pos = Some(self.len);
+        }
+        Ok(())
+    }
+
+    /// The host's record of the position after a step of `n` tokens ran on the device.
+    pub(super) fn advance_host(&mut self, n: usize) {
+        self.len += n;
+        self.dev_pos = Some(self.len);
+    }
+
+    /// Every launch of a step of `n` tokens (ids in `bufs.tok`, first position in `pos`).
+    pub(super) fn launch_layers(
+        &mut self,
+        n: usize,
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<usize, EngineError> {
+        let model = self.model.clone();
+        let c = &model.config;
+        let ff = c.n_ff;
+
+        self.brick(rec, B::Embed, None, |s| {
+            let m = &s.w.token_embd;
+            let (rb, cols) = (m.row_bytes as u64, m.cols as i32);
+            let cfg = LaunchConfig {
+                grid_dim: (ceil_div(m.cols, 256), n as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let st = s.clock.stamp();
+            // SAFETY: rows of token_embd for ids checked < vocab; x holds n × n_embd.
+            unsafe {
+                s.k.launch(&s.stream, s.k.embed(m.ty))
+                    .arg(&m.data)
+                    .arg(&rb)
+                    .arg(&cols)
+                    .arg(&s.bufs.tok)
+                    .arg(&mut s.bufs.x)
+                    .arg(&st.ptr)
+                    .launch(cfg)
+            }
+            .map(|_| ())
+        })?;
+
+        const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
+        const ROPE_ATTENTION: &[B] = &[B::Rope, B::Attention];
+        const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
+        for l in 0..c.n_layers {
+            let layer = Some(l);
+            // Each norm also quantizes its output for the first product it feeds.
+            let qkind = s_kind(&self.w, Mat::Q(l));
+            self.brick(rec, B::AttnNorm, layer, |s| {
+                s.rms_norm(0, n, Norm::Attn(l), qkind)
+            })?;
+            self.brick(rec, B::Qkv, layer, |s| {
+                let outs = [
+                    (Mat::Q(l), Which::Q),
+                    (Mat::K(l), Which::K),
+                    (Mat::V(l), Which::V),
+                ];
+                s.products(n, Which::H, &outs, false, Some(qkind))
+            })?;
+            // RoPE runs in the launch that writes K and V to the cache (the attention brick's
+            // KV write), or inside the attention kernel itself: the two bricks are one. One
+            // token's attention also quantizes its output for the output projection.
+            let akind = self.split_quantizes(n, l);
+            self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
+                s.rope_attention(n, l, akind)
+            })?;
+            // The residual add happens in the output projection's epilogue.
+            self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
+                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, akind)
+            })?;
+            let gkind = s_kind(&self.w, Mat::Gate(l));
+            self.brick(rec, B::FfnNorm, layer, |s| {
+                s.rms_norm(0, n, Norm::Ffn(l), gkind)
+            })?;
+            self.brick(rec, B::FfnGateUp, layer, |s| {
+                let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
+                s.products(n, Which::H, &outs, false, Some(gkind))
+            })?;
+            // SwiGLU quantizes its output for the down projection.
+            let dkind = s_kind(&self.w, Mat::Down(l));
+            self.brick(rec, B::FfnAct, layer, |s| {
+                let (len, kind) = ((n * ff) as i32, kind_code(dkind));
+                let st = s.clock.stamp();
+                let b = &mut s.bufs;
+                // SAFETY: n × n_ff values each; the activation buffers hold as many.
+                unsafe {
+                    s.k.launch(&s.stream, &s.k.silu_mul_quant)
+                        .arg(&mut b.gate)
+                        .arg(&b.up)
+                        .arg(&len)
+                        .arg(&kind)
+                        .arg(&mut b.act.xf)
+                        .arg(&mut b.act.q)
+                        .arg(&mut b.act.d)
+                        .arg(&mut b.act.x)
+                        .arg(&st.ptr)
+                        .launch(lin(n * ff))
+                }
+                .map(|_| ())
+            })?;
+            self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
+                s.products(
+                    n,
+                    Which::Gate,
+                    &[(Mat::Down(l), Which::X)],
+                    true,
+                    Some(dkind),
+                )
+            })?;
+        }
+
+        let (first, rows) = match want {
+            LogitsFor::Last => (n - 1, 1),
+            LogitsFor::All => (0, n),
+        };
+        let okind = s_kind(&self.w, Mat::Output);
+        self.brick(rec, B::FinalNorm, None, |s| {
+            s.rms_norm(first, rows, Norm::Output, okind)
+        })?;
+        self.brick(rec, B::LmHead, None, |s| {
+            s.products(
+                rows,
+                Which::Normed,
+                &[(Mat::Output, Which::Logits)],
+                false,
+                Some(okind),
+            )
+        })?;
+        Ok(rows)
+    }
+}

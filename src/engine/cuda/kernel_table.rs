@@ -1,0 +1,207 @@
+//! The kernel table: every function of the compiled module the engine launches, looked up
+//! once, and the one place where a weight type's product kernels are chosen for the numerics.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
+
+use super::gemm::GemmKernels;
+use super::launch_params::{FAST_ROWS, MVO_BYTES};
+use super::module;
+use super::pdl_launch::Launch;
+use crate::engine::options::Numerics;
+use crate::quant::GgmlType;
+
+/// A weight type's product kernels: one for float weights, or one for a single token and
+/// one for batches of up to 8 for quantized weights (kernels/common.cuh). The single-token
+/// kernel takes `one_rows` weight rows per block: 1 per 128 threads for the exact kernels,
+/// `FAST_ROWS` for the fast ones (a warp per row, kernels/matvec_fast.cu; more for very tall
+/// matrices, `fast_rows_for`), with `one_shared` bytes of dynamic shared memory per
+/// `FAST_ROWS` rows (the fast legacy kernels' CPU-order fold).
+pub(super) enum Product {
+    Float(CudaFunction),
+    Quant {
+        one: CudaFunction,
+        one_rows: usize,
+        one_shared: u32,
+        batch: CudaFunction,
+    },
+}
+
+/// Every kernel the engine launches, looked up once in the compiled module.
+pub(super) struct Kernels {
+    /// (product, embed) per weight type.
+    pub(super) typed: Vec<(GgmlType, Product, CudaFunction)>,
+    pub(super) attention: CudaFunction,
+    /// RoPE and the KV-cache store in one launch (kernels/rope.cu).
+    pub(super) rope_store: CudaFunction,
+    /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu).
+    pub(super) attention_split: CudaFunction,
+    /// Fast numerics: up to three products of one input in one launch.
+    pub(super) mvf_multi: CudaFunction,
+    /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
+    /// products' `mvo` kernels, and CPU-order decode attention at short contexts.
+    pub(super) ordered: bool,
+    pub(super) silu_mul_quant: CudaFunction,
+    pub(super) rms_norm_quant: CudaFunction,
+    pub(super) argmax_blocks: CudaFunction,
+    pub(super) argmax_final: CudaFunction,
+    pub(super) act_quant: CudaFunction,
+    pub(super) advance: CudaFunction,
+    /// Launches carry programmatic dependent launch (launcher.rs).
+    pub(super) pdl: bool,
+    /// Fast numerics: prompt products on tensor cores (gemm.rs).
+    pub(super) gemm: Option<GemmKernels>,
+    /// Fast numerics: prompt attention on tensor cores for head sizes 64 and 128
+    /// (kernels/attention_prefill.cu).
+    attention_prefill: Option<[CudaFunction; 2]>,
+}
+
+impl Kernels {
+    /// Every kernel of module `m`, the products chosen for `numerics` and `ordered`
+    /// (`product_kernels`).
+    pub(super) fn load(
+        m: &Arc<CudaModule>,
+        numerics: Numerics,
+        ordered: bool,
+        pdl: bool,
+        sms: usize,
+    ) -> Result<Kernels, String> {
+        let f = |n: &str| module::function(m, n);
+        let mut typed = Vec::new();
+        for ty in GgmlType::ALL {
+            let name = ty.name().to_lowercase();
+            let product = product_kernels(&f, ty, numerics, ordered)?;
+            typed.push((ty, product, f(&format!("embed_{name}"))?));
+        }
+        Ok(Kernels {
+            typed,
+            attention: f("attention")?,
+            rope_store: f("rope_store")?,
+            attention_split: f("attention_split")?,
+            mvf_multi: f("mvf_multi")?,
+            ordered: ordered && numerics == Numerics::Fast,
+            silu_mul_quant: f("silu_mul_quant")?,
+            rms_norm_quant: f("rms_norm_quant")?,
+            argmax_blocks: f("argmax_blocks")?,
+            argmax_final: f("argmax_final")?,
+            act_quant: f("act_quant")?,
+            advance: f("advance")?,
+            pdl,
+            gemm: match numerics {
+                Numerics::Fast => Some(GemmKernels::load(&f, sms)?),
+                Numerics::Exact => None,
+            },
+            attention_prefill: match numerics {
+                Numerics::Fast => Some([f("attention_prefill_64")?, f("attention_prefill_128")?]),
+                Numerics::Exact => None,
+            },
+        })
+    }
+
+    /// The tensor-core prompt attention for a batch of `n` queries over `c`'s heads, when
+    /// it takes them (`flash_prompt_from`).
+    pub(super) fn attention_prefill(
+        &self,
+        c: &crate::model::Config,
+        n: usize,
+    ) -> Option<&CudaFunction> {
+        let [f64_, f128] = self.attention_prefill.as_ref()?;
+        let from = flash_prompt_from(c, self.gemm.as_ref().map(|g| g.from))?;
+        (n >= from).then_some(if c.head_dim == 64 { f64_ } else { f128 })
+    }
+
+    /// A launch of `f` (one of this table's kernels) on `s`.
+    pub(super) fn launch<'a>(&'a self, s: &'a CudaStream, f: &'a CudaFunction) -> Launch<'a> {
+        Launch::new(s, f, self.pdl)
+    }
+
+    pub(super) fn product(&self, ty: GgmlType) -> &Product {
+        &self
+            .typed
+            .iter()
+            .find(|t| t.0 == ty)
+            .expect("every type has kernels")
+            .1
+    }
+
+    pub(super) fn embed(&self, ty: GgmlType) -> &CudaFunction {
+        &self
+            .typed
+            .iter()
+            .find(|t| t.0 == ty)
+            .expect("every type has kernels")
+            .2
+    }
+}
+
+/// The product kernels for weight type `ty` under `numerics`: the one place where the matrix
+/// product's kernel set is chosen. Exact: kernels that reproduce the CPU's float order
+/// (kernels/common.cuh). Fast: a token's product on quantized weights takes the bandwidth-
+/// shaped kernels of kernels/matvec_fast.cu (`ordered`: the legacy types' in the CPU's
+/// order); prompt batches and float weights keep the exact kernels.
+fn product_kernels(
+    f: &impl Fn(&str) -> Result<CudaFunction, String>,
+    ty: GgmlType,
+    numerics: Numerics,
+    ordered: bool,
+) -> Result<Product, String> {
+    let name = ty.name().to_lowercase();
+    if !ty.is_quantized() {
+        return Ok(Product::Float(f(&format!("matvec_{name}"))?));
+    }
+    let (one, one_rows, one_shared) = match numerics {
+        Numerics::Exact => (f(&format!("qmv1_{name}"))?, 1, 0),
+        Numerics::Fast if ordered && is_legacy(ty) => {
+            (f(&format!("mvo_{name}"))?, FAST_ROWS, MVO_BYTES)
+        }
+        Numerics::Fast => (f(&format!("mvf_{name}"))?, FAST_ROWS, 0),
+    };
+    Ok(Product::Quant {
+        one,
+        one_rows,
+        one_shared,
+        batch: f(&format!("qmv8_{name}"))?,
+    })
+}
+
+/// The smallest batch the tensor-core prompt attention takes for `c`'s heads under fast
+/// numerics, whose tensor-core products start at `gemm_from` tokens (None: exact numerics),
+/// or None where it takes none: head size 64 or 128, whole query groups per KV head, and
+/// batches as large as the tensor-core products'. Smaller batches, and exact numerics, run
+/// the CPU-order kernel (attention.cu), whose score rows the batch buffers size from this.
+pub(super) fn flash_prompt_from(
+    c: &crate::model::Config,
+    gemm_from: Option<usize>,
+) -> Option<usize> {
+    let fits = matches!(c.head_dim, 64 | 128)
+        && c.n_kv_heads > 0
+        && c.n_heads.is_multiple_of(c.n_kv_heads);
+    gemm_from.filter(|_| fits)
+}
+
+/// The legacy 32-weight quantized types, whose fast products have a CPU-order kernel.
+fn is_legacy(ty: GgmlType) -> bool {
+    ty.is_quantized() && ty.block_size() == 32
+}
+
+/// Whether fast numerics keep the CPU's float order for `model`'s decode steps: where every
+/// decode product can (legacy and float weights; the k-quants' fast kernels sum freely), the
+/// legacy products take their CPU-order kernels and decode attention its CPU-order path up to
+/// 128 positions, so a short decode gives the CPU engine's bits, as `--numerics exact` does
+/// (SmolLM2 Q4_1's greedy tokens are then llama.cpp's CPU's). Where some product reorders
+/// anyway, order buys nothing and the free kernels are faster. `CBTOP_FAST_CPU_ORDER=0` turns
+/// it off (for measuring what it costs).
+pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
+    if std::env::var("CBTOP_FAST_CPU_ORDER").is_ok_and(|v| v == "0") {
+        return false;
+    }
+    let w = &model.weights;
+    let products = w
+        .layers
+        .iter()
+        .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+    std::iter::once(&w.output)
+        .chain(products)
+        .all(|m| !m.ty.is_quantized() || is_legacy(m.ty))
+}

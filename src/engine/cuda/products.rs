@@ -1,0 +1,280 @@
+//! The matrix-product launches every projection goes through: activation quantization, then
+//! the weight type's product kernel with its epilogue (or the tensor cores for a large batch
+//! under fast numerics), and under fast numerics up to three products of one input in one
+//! launch.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
+
+use super::buffers::{ActBufs, Which};
+use super::clock::KernelClock;
+use super::decode::CudaEngine;
+use super::gemm;
+use super::kernel_table::{Kernels, Product};
+use super::launch_params::{
+    ceil_div, fast_rows_for, kind_code, Epilogue, Held, MvfMat, MvfSet, FAST_ROWS, MVO_BYTES,
+};
+use super::pdl_launch::PushArg;
+use super::weights::{bias, mat, GMat, Mat};
+use crate::engine::options::Numerics;
+use crate::quant::ActType;
+
+/// `n` rows of `cols` values of `x` into the activation buffers in format `kind`
+/// (kernels/act_quant.cu).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn quantize(
+    s: &Arc<CudaStream>,
+    k: &Kernels,
+    x: &CudaSlice<f32>,
+    n: usize,
+    cols: usize,
+    kind: ActType,
+    act: &mut ActBufs,
+    clock: &mut KernelClock,
+) -> Result<(), DriverError> {
+    let (total, kind) = ((n * cols) as i32, kind_code(kind));
+    let st = clock.stamp();
+    // SAFETY: n × cols values from x into the activation buffers (sized for the widest row).
+    unsafe {
+        k.launch(s, &k.act_quant)
+            .arg(x)
+            .arg(&total)
+            .arg(&kind)
+            .arg(&mut act.xf)
+            .arg(&mut act.q)
+            .arg(&mut act.d)
+            .arg(&mut act.x)
+            .arg(&st.ptr)
+            .launch(LaunchConfig {
+                grid_dim: (ceil_div(n * cols, 256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+    }
+    .map(|_| ())
+}
+
+/// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
+/// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel
+/// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
+/// reproduce the CPU's float order, kernels/common.cuh). Under fast numerics a large batch
+/// goes to the tensor cores instead (gemm.rs). `x` and `act` hold at least `n × cols` values,
+/// `out` `n × rows`. Returns what `act` now holds of `x` (for the next product of the same
+/// input).
+// The operands are distinct borrows of the engine's fields; bundling them would only move
+// the list into a struct literal at each call.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product(
+    s: &Arc<CudaStream>,
+    k: &Kernels,
+    m: &GMat,
+    n: usize,
+    x: &CudaSlice<f32>,
+    act: &mut ActBufs,
+    out: &mut CudaSlice<f32>,
+    ep: Epilogue,
+    clock: &mut KernelClock,
+) -> Result<Held, DriverError> {
+    if gemm::applies(k.gemm.as_ref(), act.f16.as_ref(), m, n) {
+        let g = k.gemm.as_ref().expect("applies() checked");
+        let b = act.f16.as_mut().expect("applies() checked");
+        gemm::gemm_product(s, g, k.pdl, m, n, x, b, out, ep, clock)?;
+        return Ok(Held {
+            quantized: false,
+            f16: true,
+        });
+    }
+    if !ep.quantized {
+        quantize(s, k, x, n, m.cols, ActType::for_weights(m.ty), act, clock)?;
+    }
+    let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
+    let accumulate = i32::from(ep.accumulate);
+    let null = 0u64;
+    // Float weights: 16 rows per block of 128 threads (8 per row), up to 8 tokens; quantized
+    // weights: `one_rows` rows per block for one token, or a row and up to 8 tokens.
+    let (f, grid, threads, shared, quantized) = match k.product(m.ty) {
+        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), 128, 0, false),
+        Product::Quant {
+            one,
+            one_rows,
+            one_shared,
+            ..
+        } if n == 1 => {
+            // The fast kernels: a warp per row.
+            let (rows, threads) = match *one_rows {
+                1 => (1, 128),
+                _ => {
+                    let r = fast_rows_for(m.rows);
+                    (r, 32 * r as u32)
+                }
+            };
+            let shared = *one_shared / FAST_ROWS as u32 * rows as u32;
+            (one, (ceil_div(m.rows, rows), 1, 1), threads, shared, true)
+        }
+        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), 128, 0, true),
+    };
+    let cfg = LaunchConfig {
+        grid_dim: grid,
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: shared,
+    };
+    let st = clock.stamp();
+    // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or
+    // int8 values with their scales and sums), writes n × rows.
+    unsafe {
+        let mut l = k.launch(s, f);
+        l.arg(&m.data).arg(&rb).arg(&rows).arg(&cols);
+        if quantized {
+            l.arg(&act.q).arg(&act.d).arg(&act.x);
+        } else {
+            l.arg(&act.xf);
+        }
+        l.arg(&nn);
+        match ep.bias {
+            Some(b) => l.arg(b),
+            None => l.arg(&null),
+        };
+        l.arg(&accumulate).arg(out).arg(&st.ptr).launch(cfg)
+    }?;
+    Ok(Held {
+        quantized: true,
+        f16: false,
+    })
+}
+
+impl CudaEngine {
+    /// `out = M · input` for each (M, out) of `outs`, quantizing `input` once per run of
+    /// matrices sharing an activation format; `accumulate` adds into `out` (a fused residual).
+    /// Q/K/V biases are added in the products' epilogue.
+    pub(super) fn products(
+        &mut self,
+        n: usize,
+        input: Which,
+        outs: &[(Mat, Which)],
+        accumulate: bool,
+        pre: Option<ActType>,
+    ) -> Result<(), DriverError> {
+        if let Some(kind) = self.one_launch_kind(n, outs) {
+            return self.products_multi(input, outs, accumulate, pre == Some(kind), kind);
+        }
+        let mut last = pre;
+        let mut f16 = false;
+        for &(which, output) in outs {
+            let m = mat(&self.w, which);
+            let kind = ActType::for_weights(m.ty);
+            let bias = bias(&self.w, which);
+            let ep = Epilogue {
+                quantized: last == Some(kind),
+                bias,
+                accumulate,
+                f16,
+            };
+            let act: *mut ActBufs = &mut self.bufs.act;
+            let (x, out) = self.bufs.pair(input, output);
+            // SAFETY: `act` is a field distinct from both buffers `pair` returned.
+            let act = unsafe { &mut *act };
+            let held = product(
+                &self.stream,
+                &self.k,
+                m,
+                n,
+                x,
+                act,
+                out,
+                ep,
+                &mut self.clock,
+            )?;
+            last = held.quantized.then_some(kind);
+            f16 = held.f16;
+        }
+        Ok(())
+    }
+
+    /// The activation format shared by `outs` when the fast products can take them all in one
+    /// launch (one token, two or three quantized matrices, one format).
+    fn one_launch_kind(&self, n: usize, outs: &[(Mat, Which)]) -> Option<ActType> {
+        if self.numerics != Numerics::Fast || n != 1 || !(2..=3).contains(&outs.len()) {
+            return None;
+        }
+        let kind = ActType::for_weights(mat(&self.w, outs[0].0).ty);
+        outs.iter()
+            .all(|&(m, _)| {
+                let ty = mat(&self.w, m).ty;
+                ty.is_quantized() && ActType::for_weights(ty) == kind
+            })
+            .then_some(kind)
+    }
+
+    /// `out = M · input` for two or three matrices of one token in one launch
+    /// (kernels/matvec_fast.cu `mvf_multi`), the input quantized first unless `quantized`.
+    fn products_multi(
+        &mut self,
+        input: Which,
+        outs: &[(Mat, Which)],
+        accumulate: bool,
+        quantized: bool,
+        kind: ActType,
+    ) -> Result<(), DriverError> {
+        let cols = mat(&self.w, outs[0].0).cols;
+        if !quantized {
+            let act: *mut ActBufs = &mut self.bufs.act;
+            let x = self.bufs.get(input);
+            // SAFETY: `act` is a field distinct from the input buffer.
+            let act = unsafe { &mut *act };
+            quantize(
+                &self.stream,
+                &self.k,
+                x,
+                1,
+                cols,
+                kind,
+                act,
+                &mut self.clock,
+            )?;
+        }
+        let mut set = MvfSet::default();
+        let mut blocks = 0usize;
+        for (i, &(which, output)) in outs.iter().enumerate() {
+            let m = mat(&self.w, which);
+            let bias = bias(&self.w, which);
+            let s = &self.stream;
+            set.m[i] = MvfMat {
+                w: m.data.device_ptr(s).0,
+                row_bytes: m.row_bytes as u64,
+                bias: bias.map_or(0, |b| b.device_ptr(s).0),
+                out: self.bufs.get(output).device_ptr(s).0,
+                rows: m.rows as i32,
+                ty: m.ty.id() as i32,
+                first_block: blocks as i32,
+                pad: 0,
+            };
+            blocks += m.rows.div_ceil(FAST_ROWS);
+        }
+        set.count = outs.len() as i32;
+        set.ordered = i32::from(self.k.ordered);
+        let shared = if self.k.ordered { MVO_BYTES } else { 0 };
+        let (cols, acc) = (cols as i32, i32::from(accumulate));
+        let st = self.clock.stamp();
+        let a = &self.bufs.act;
+        // SAFETY: each matrix's rows × row_bytes of weights against `cols` quantized
+        // activations; each output (a distinct buffer of the engine) gets its `rows` values.
+        unsafe {
+            self.k
+                .launch(&self.stream, &self.k.mvf_multi)
+                .arg(&set)
+                .arg(&cols)
+                .arg(&a.q)
+                .arg(&a.d)
+                .arg(&a.x)
+                .arg(&acc)
+                .arg(&st.ptr)
+                .launch(LaunchConfig {
+                    grid_dim: (blocks as u32, 1, 1),
+                    block_dim: (128, 1, 1),
+                    shared_mem_bytes: shared,
+                })
+        }
+        .map(|_| ())
+    }
+}
