@@ -8,7 +8,8 @@
 #   512- and 2048-token prefills,
 # and prints tok/s side by side with the ratio cbtop / llama.cpp per row.
 #
-#   CBTOP=path/to/cbtop [SMOLLM2=file.gguf] [NUMERICS="fast exact"] bash bench/gpu-vs-llama.sh
+#   CBTOP=path/to/cbtop [SMOLLM2=file.gguf] [NUMERICS="fast exact"] [REUSE_PEER=1] \
+#       bash bench/gpu-vs-llama.sh
 #
 # PEER is the folder holding the llama.cpp source tarball and build-llama.sh (default
 # ../shared/peer, else shared/peer; what it is and how to make it: docs/benchmarks.md);
@@ -39,8 +40,12 @@ for s in $SHAPES; do models+=("$s=$MODELS/$s.gguf"); done
 for entry in "${models[@]}"; do
     name=${entry%%=*}
     file=${entry#*=}
-    "$bench" -m "$file" -ngl 99 -fa 1 -p 512,2048 -n "$TOKENS" -d 0,1024 -r "$REPS" -o json \
-        >"$OUT/$name-llama.json" 2>"$OUT/$name-llama.log"
+    # REUSE_PEER=1 keeps llama.cpp's figures already in $REPORTS (two cbtop builds against one
+    # measurement of the peer, in one call on the GPU machine).
+    if [ -z "${REUSE_PEER:-}" ] || [ ! -s "$OUT/$name-llama.json" ]; then
+        "$bench" -m "$file" -ngl 99 -fa 1 -p 512,2048 -n "$TOKENS" -d 0,1024 -r "$REPS" -o json \
+            >"$OUT/$name-llama.json" 2>"$OUT/$name-llama.log"
+    fi
     for num in $NUMERICS; do
         run() { "$CBTOP" --headless --json --device cuda --timing off --numerics "$num" \
             --model-path "$file" "$@"; }

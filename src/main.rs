@@ -1,5 +1,5 @@
 //! The `cbtop` binary: parse arguments, run, and turn every failure into one line on stderr
-//! and DESIGN.md's exit code.
+//! and docs/DESIGN.md's exit code.
 
 use std::io::Write;
 
@@ -44,7 +44,7 @@ fn main() {
 }
 
 /// A command line clap rejects: help and version print as clap prints them; anything else is
-/// one line naming the flag and exit 2 (DESIGN.md: errors are one sentence).
+/// one line naming the flag and exit 2 (docs/DESIGN.md: errors are one sentence).
 fn usage_error(e: clap::Error) -> ! {
     if matches!(
         e.kind(),

@@ -1,4 +1,4 @@
-//! The order of checks (DESIGN.md): arguments, then the model file, then the device. A bad
+//! The order of checks (docs/DESIGN.md): arguments, then the model file, then the device. A bad
 //! model is exactly one `cbtop: error:` line naming the file, exit 2, with no device probing
 //! or fallback notice before it; the `--device auto` fallback is one `note:` line only when
 //! the run goes ahead, and the report records it.

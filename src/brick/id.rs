@@ -1,4 +1,4 @@
-//! Brick ids: the canonical names of the logical steps of one decode step (DESIGN.md
+//! Brick ids: the canonical names of the logical steps of one decode step (docs/DESIGN.md
 //! "Bricks"). They are the vocabulary shared by the engine's recorder, the JSON report,
 //! profiles and the TUI, so they live in one place.
 

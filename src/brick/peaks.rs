@@ -195,9 +195,9 @@ unsafe fn fma_chains_avx2(iters: usize, seed: f32) -> f32 {
 /// `vpmaddubsw` + `vpmaddwd` + `vpaddd` (32 byte pairs into 8 lanes). None without AVX2: the
 /// products then run scalar code, for which the FMA peak stands. One peak stands for all
 /// quantized types: where only Q5_0's prompt kernel uses `vpdpbusd` (the k-quants take
-/// `vpmaddubsw`), the roof of the others is the CPU's int8 ceiling, not their instruction's. Quantized products were
-/// judged against the float FMA peak before, which put the Xeon's Q5_0 gate/up projection of a
-/// 64-token prompt at 91-100% of its roof while the integer units had room to spare.
+/// `vpmaddubsw`), the roof of the others is the CPU's int8 ceiling, not their instruction's.
+/// The float FMA peak understates the integer units: against it a quantized product can sit at
+/// its roof with the integer units far from busy (docs/measurements/cpu-engine.md).
 pub fn cpu_int8_dot_throughput() -> Option<Peak> {
     const ITERS: usize = 1_000_000;
     let (pairs, source) = int8_kind()?;

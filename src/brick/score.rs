@@ -1,4 +1,4 @@
-//! Budgets, gap factors, scores and grades (DESIGN.md "Scores and budgets"). Pure functions of
+//! Budgets, gap factors, scores and grades (docs/DESIGN.md "Scores and budgets"). Pure functions of
 //! measured times and the roofline, so every formula is checked on hand-computed cases.
 
 /// Default share of the roofline a brick is expected to reach.

@@ -1,4 +1,4 @@
-//! Where a number came from (DESIGN.md "Measurement rules"): every time shown is labelled by
+//! Where a number came from (docs/DESIGN.md "Measurement rules"): every time shown is labelled by
 //! its source, so a reader knows what was measured and what was computed.
 
 use schemars::JsonSchema;

@@ -1,4 +1,4 @@
-//! Command-line arguments, as DESIGN.md's CLI section lists them.
+//! Command-line arguments, as docs/DESIGN.md's CLI section lists them.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -62,7 +62,7 @@ impl From<TimingArg> for Timing {
     }
 }
 
-/// Floating-point numerics on the GPU (DESIGN.md "Numerics").
+/// Floating-point numerics on the GPU (docs/DESIGN.md "Numerics").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum NumericsArg {
     /// Kernels may reorder floating-point sums (held to llama.cpp's CUDA-vs-CPU spread).

@@ -20,7 +20,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Doctor) => doctor::run(),
         None if cli.profile.headless => headless::run_headless(cli.profile),
         None => {
-            // Arguments, then the model, then the device (DESIGN.md): a bad model is one error
+            // Arguments, then the model, then the device (docs/DESIGN.md): a bad model is one error
             // line before any probing. The live view runs the engine `--device` picks, as
             // headless does; a fallback from auto to the CPU is said in the status line
             // (stderr is hidden behind the view).

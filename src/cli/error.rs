@@ -1,8 +1,8 @@
-//! How a command fails: DESIGN.md's exit codes, and `CliError`, one sentence with its code.
+//! How a command fails: docs/DESIGN.md's exit codes, and `CliError`, one sentence with its code.
 
 use std::fmt::Display;
 
-/// Exit codes (DESIGN.md).
+/// Exit codes (docs/DESIGN.md).
 pub mod exit {
     pub const OK: i32 = 0;
     pub const GATE_FAILED: i32 = 1;

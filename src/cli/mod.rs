@@ -1,5 +1,5 @@
 //! The command line: argument definitions (clap) and one module per subcommand. Every failure
-//! becomes a `CliError` with DESIGN.md's exit code and one sentence.
+//! becomes a `CliError` with docs/DESIGN.md's exit code and one sentence.
 
 pub mod args;
 mod compare;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::brick::Source;
 
-/// Per-brick timing method (DESIGN.md "Measurement rules"). On the CPU only `Off` differs:
+/// Per-brick timing method (docs/DESIGN.md "Measurement rules"). On the CPU only `Off` differs:
 /// the other two both time bricks with the host clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Timing {
@@ -30,7 +30,7 @@ impl Timing {
     }
 }
 
-/// How closely the GPU reproduces the CPU reference's floating-point results (DESIGN.md
+/// How closely the GPU reproduces the CPU reference's floating-point results (docs/DESIGN.md
 /// "Numerics"). The CPU engine is the reference and always `Exact`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -146,10 +146,10 @@ impl GgufFile {
     /// Map every page of the file now, so the first pass over the weights does not take a
     /// page fault per page it reads. The CPU engine reads its weights straight from the map,
     /// and its first forward pass (a timed prefill under `--timing off`) otherwise paid for
-    /// mapping them: on the 2-core EPYC, 91k minor faults in a run of the synthetic 0.5b;
-    /// llama-bench's warm-up run keeps that out of its figures, so ours must too. Linux maps
-    /// them in one `MADV_POPULATE_READ` call; elsewhere (or on a kernel before 5.14) one byte
-    /// of each page is read. Held in memory: a no-op.
+    /// mapping them (docs/measurements/cpu-engine.md); llama-bench's warm-up run keeps that
+    /// out of its figures, so ours must too. Linux maps them in one `MADV_POPULATE_READ` call;
+    /// elsewhere (or on a kernel before 5.14) one byte of each page is read. Held in memory: a
+    /// no-op.
     pub fn prefault(&self) {
         let Bytes::Mapped(map) = &self.bytes else {
             return;

@@ -36,6 +36,57 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// A Markdown summary: header, throughput, brick table with `other`, bottleneck, gates.
 pub fn to_markdown(r: &Report) -> String {
     let mut s = String::new();
+    header_markdown(&mut s, r);
+    bricks_markdown(&mut s, r);
+    if let Some(b) = &r.bottleneck {
+        let _ = writeln!(
+            s,
+            "Bottleneck: **{}** — {:.1} us against a budget of {:.1} us (gap {:.2}x). Top 3 over budget: {}.\n",
+            b.id,
+            b.actual_us,
+            b.budget_us,
+            b.gap_factor,
+            b.top3
+                .iter()
+                .map(|e| format!("{} (+{:.1} us)", e.id, e.over_us))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let Some(p) = &r.prefill {
+        prefill_markdown(&mut s, p);
+    }
+    let tel = &r.telemetry;
+    if !tel.available {
+        let _ = writeln!(
+            s,
+            "Telemetry: none ({}).\n",
+            tel.reason.as_deref().unwrap_or("unavailable")
+        );
+    } else {
+        let _ = writeln!(s, "{}\n", telemetry_line(tel));
+    }
+    if !r.gates.is_empty() {
+        let _ = writeln!(
+            s,
+            "| gate | threshold | actual | result |\n|---|---:|---:|---|"
+        );
+        for g in &r.gates {
+            let _ = writeln!(
+                s,
+                "| {} | {:.3} | {:.3} | {} |",
+                g.name,
+                g.threshold,
+                g.actual,
+                if g.pass { "pass" } else { "FAIL" }
+            );
+        }
+    }
+    s
+}
+
+/// The report's heading and its summary lines: model, hardware, run, throughput, score.
+fn header_markdown(s: &mut String, r: &Report) {
     let t = &r.throughput;
     let h = &r.hardware;
     let _ = writeln!(s, "# cbtop report: {}\n", model_label(r));
@@ -122,6 +173,10 @@ pub fn to_markdown(r: &Report) -> String {
             Status::Interrupted => "INTERRUPTED",
         }
     );
+}
+
+/// The decode brick table, with `gaps`, `other` and the token's total.
+fn bricks_markdown(s: &mut String, r: &Report) {
     if r.bricks.is_empty() {
         let _ = writeln!(s, "Per-brick timing was off: no brick table.\n");
     } else {
@@ -179,51 +234,6 @@ pub fn to_markdown(r: &Report) -> String {
             r.token_us
         );
     }
-    if let Some(b) = &r.bottleneck {
-        let _ = writeln!(
-            s,
-            "Bottleneck: **{}** — {:.1} us against a budget of {:.1} us (gap {:.2}x). Top 3 over budget: {}.\n",
-            b.id,
-            b.actual_us,
-            b.budget_us,
-            b.gap_factor,
-            b.top3
-                .iter()
-                .map(|e| format!("{} (+{:.1} us)", e.id, e.over_us))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    if let Some(p) = &r.prefill {
-        prefill_markdown(&mut s, p);
-    }
-    let tel = &r.telemetry;
-    if !tel.available {
-        let _ = writeln!(
-            s,
-            "Telemetry: none ({}).\n",
-            tel.reason.as_deref().unwrap_or("unavailable")
-        );
-    } else {
-        let _ = writeln!(s, "{}\n", telemetry_line(tel));
-    }
-    if !r.gates.is_empty() {
-        let _ = writeln!(
-            s,
-            "| gate | threshold | actual | result |\n|---|---:|---:|---|"
-        );
-        for g in &r.gates {
-            let _ = writeln!(
-                s,
-                "| {} | {:.3} | {:.3} | {} |",
-                g.name,
-                g.threshold,
-                g.actual,
-                if g.pass { "pass" } else { "FAIL" }
-            );
-        }
-    }
-    s
 }
 
 /// The prompt's brick table.

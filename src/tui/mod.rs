@@ -1,13 +1,13 @@
-//! The live view (DESIGN.md "TUI"): three threads. The engine thread decodes through a profiled
-//! `Session` and publishes plain `Snapshot`s; the telemetry thread samples NVML and the host at
-//! about 10 Hz; this (UI) thread reads the latest of both, renders at most 30 frames a second
-//! and polls keys every 33 ms or less, so it never waits on a token being decoded.
+//! The live view (docs/DESIGN.md "TUI"): three threads. The engine thread decodes through a
+//! profiled `Session` and publishes plain `Snapshot`s; the telemetry thread samples NVML and the
+//! host at about 10 Hz; this (UI) thread reads the latest of both, renders at most 30 frames a
+//! second and polls keys every 33 ms or less, so it never waits on a token being decoded.
 //!
 //! Modules: `app` (keys → state), `snapshot` (the data views draw), `collect` (profiler →
-//! snapshot), `engine` (the engine thread), `views` (one module per screen), `terminal`
-//! (raw mode, restore on drop, on panic and on SIGINT/SIGTERM/SIGHUP), `export` (the `e` key), `kernels` (what runs each
-//! brick). The command-line glue (flags → `EngineConfig`, `LiveError` → exit code) is
-//! `cli::live`; nothing here knows about the command line.
+//! snapshot), `worker` (the engine thread), `views` (one module per screen), `terminal` (raw
+//! mode, restore on drop, on panic and on SIGINT/SIGTERM/SIGHUP), `export` (the `e` key),
+//! `kernel_list` (what runs each brick). The command-line glue (flags → `EngineConfig`,
+//! `LiveError` → exit code) is `cli::live`; nothing here knows about the command line.
 
 pub mod app;
 mod collect;

@@ -127,10 +127,10 @@ pub struct Snapshot {
     pub throughput: Throughput,
     /// In pipeline order.
     pub bricks: Vec<BrickView>,
-    /// Step time no brick covers.
     /// GPU idle time between kernels per token, where measured (kernel timestamps).
     pub gaps_us: Option<f64>,
     pub gaps_share_pct: Option<f64>,
+    /// Step time no brick covers.
     pub other_us: f64,
     pub other_share_pct: f64,
     pub token_us: f64,

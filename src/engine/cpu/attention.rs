@@ -134,10 +134,9 @@ pub fn attention(
     });
 }
 
-/// (Query, head) pairs per pool task: about `TASKS_PER_THREAD` tasks per thread. One pair per
-/// task made a 64-token prompt's attention on the 0.5b (896 pairs per layer, each a microsecond
-/// or two) wait mostly on the pool's shared task counter at 16 threads: 378 us per layer on
-/// the Xeon where its work is ~75.
+/// (Query, head) pairs per pool task: about `TASKS_PER_THREAD` tasks per thread. A pair is a
+/// microsecond or two of work, so one pair per task left a prompt's attention waiting mostly
+/// on the pool's shared task counter at many threads (docs/measurements/cpu-engine.md).
 fn pairs_per_task(pairs: usize, threads: usize) -> usize {
     const TASKS_PER_THREAD: usize = 8;
     pairs.div_ceil(TASKS_PER_THREAD * threads.max(1)).max(1)

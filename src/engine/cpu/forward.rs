@@ -2,7 +2,7 @@
 //! attention and feed-forward blocks with residuals, then the final norm and the output head.
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
 //!
-//! Each brick (DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
+//! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
 use super::attention::{attention, AttnShape};

@@ -56,10 +56,7 @@ impl KvCache {
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let range = pos * self.kv_dim..(pos + 1) * self.kv_dim;
         // The slice conversion: F16C eight at a time where the CPU has it, the same
-        // round-to-nearest-even as `f16::from_f32`, which checks the CPU's features per value
-        // (SmolLM2, 64-token prompt, 2 threads on the 2-core EPYC, three prefill runs each
-        // before and after the commit that brought this and forward.rs's `per_row`: attention
-        // brick 9.5-10.1 -> 8.3-9.0 ms over 30 layers).
+        // round-to-nearest-even as `f16::from_f32`, which checks the CPU's features per value.
         self.k[layer][range.clone()].convert_from_f32_slice(&k[..self.kv_dim]);
         self.v[layer][range].convert_from_f32_slice(&v[..self.kv_dim]);
     }

@@ -13,8 +13,8 @@
 //! results go straight to `out[token][row]`. Q5_0 rows, whose 5-bit unpacking is a third of a
 //! block's work, are unpacked once per task instead and taken against eight tokens at a time
 //! (AVX2), or sixteen, two per register (AVX-512 VNNI, `quant::x86_vnni`). (The same for the
-//! k-quants measured slower than their four-token kernels, which keep a block's levels in
-//! registers: 9.5 against 8.4 ns per block and token for Q4_K on the 2-core EPYC.)
+//! k-quants ran slower than their four-token kernels, which keep a block's levels in
+//! registers; docs/measurements/cpu-engine.md.)
 
 use super::fma::with_fma;
 use super::pool;
@@ -29,10 +29,9 @@ use std::cell::RefCell;
 
 /// Tasks per thread for one token. A token's product streams its weights from memory once, and
 /// small interleaved tasks (the threads taking 16-row pieces in turn) broke each thread's
-/// stream every few kilobytes, so the hardware prefetchers kept restarting. Measured on the
-/// 2-core EPYC dev machine, SmolLM2 decode with 2 threads, tasks per thread 1/2/4/8/64:
-/// 157/154/153/140/112 tok/s (the 16-row pieces were ~100). Two contiguous tasks per thread
-/// keep the streams long and still let a thread that starts late hand over half its share.
+/// stream every few kilobytes, so the hardware prefetchers kept restarting. Two contiguous
+/// tasks per thread keep the streams long and still let a thread that starts late hand over
+/// half its share (docs/measurements/cpu-engine.md has the sweep).
 const TASKS_PER_THREAD_ONE_TOKEN: usize = 2;
 
 /// Fewest rows in a one-token task.

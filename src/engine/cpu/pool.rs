@@ -9,18 +9,17 @@
 //! One job at a time: the caller publishes `n` chunk indices and the threads (the caller is
 //! thread 0) run them. At 16 threads a decode region is a few microseconds of work, and what
 //! the threads share costs as much when they all touch it at once (one cache line passed
-//! between 16 cores a claim at a time): 4.4-7.1 us per region over its work with two chunks
-//! per thread, measured on the GPU machine's Xeon, against 2.6-3.4 us now
-//! (`tests::region_cost`). So:
+//! between 16 cores a claim at a time; `tests::region_cost` measures a region's cost,
+//! docs/measurements/cpu-engine.md has its figures). So:
 //! - Chunk `t` is first thread `t`'s: it claims it on a line of its own. A late thread's first
 //!   chunk (still unclaimed a moment after the caller has run out of work) is taken over by
 //!   the caller, so no thread's lateness stalls a job.
 //! - The chunks from `threads` on go to whoever asks first, for balance, from one counter that
 //!   holds the job's generation, its chunk count and the next index together: one `fetch_add`
 //!   (no compare-and-swap retries) returns one job's state whole, so a claim never pairs an
-//!   index with another job's count. (The count once lived in its own atomic: a worker could
+//!   index with another job's count. (With the count in an atomic of its own, a worker could
 //!   read the finished job's last index with the next job's larger count and run a chunk past
-//!   the end; seen on the 16-core GPU machine as an attention index out of bounds.)
+//!   the end.)
 //! - A thread reports the chunks it ran on its own line (once per job, but for a late worker's
 //!   second look, whose report adds to its first), and the caller adds the reports up;
 //!   nothing counts up one shared word chunk by chunk.
@@ -487,7 +486,7 @@ mod tests {
     /// What one parallel region costs: `CBTOP_TEST_THREADS` (default: every core) threads,
     /// regions of two or eight chunks per thread that each spin for a given time, timed over
     /// many regions.
-    /// A measuring aid for the pool (issue 13), not a check: `cargo test --release --lib
+    /// A measuring aid for the pool, not a check: `cargo test --release --lib
     /// region_cost -- --ignored --nocapture`.
     #[test]
     #[ignore = "measurement, prints the cost of a parallel region"]

@@ -68,12 +68,12 @@ impl CudaEngine {
 
     /// RoPE, the KV write and attention of `n` queries over layer `l`'s cache: one token
     /// under fast numerics is one launch of the split-KV kernel (RoPE inside); a batch that
-    /// `kernels::flash_prompt_from` admits (fast numerics, 64 tokens or more, a head size
-    /// with a kernel) is `rope_store`, then flash attention on tensor cores; otherwise `rope_store`, then the
-    /// kernel in the CPU's order. Below that size the CPU-order kernel takes microseconds, and
-    /// keeps short prompts free of the flash kernel's f16 rounding of Q and of the softmax
-    /// weights (measured on SmolLM2's 8 fixture prompts, all short: 150 of 231 greedy tokens
-    /// matched llama.cpp's CPU with the flash kernel, 180 without).
+    /// `kernel_table::flash_prompt_from` admits (fast numerics, 64 tokens or more, a head size
+    /// with a kernel) is `rope_store`, then flash attention on tensor cores; otherwise
+    /// `rope_store`, then the kernel in the CPU's order. Below that size the CPU-order kernel
+    /// takes microseconds, and keeps short prompts free of the flash kernel's f16 rounding of Q
+    /// and of the softmax weights, which cost greedy tokens that match llama.cpp's CPU on
+    /// SmolLM2's short fixture prompts (docs/measurements/gpu-engine.md).
     ///
     /// `out_kind`: the split kernel also quantizes its output as this for the output
     /// projection (`split_quantizes`); the other paths take none.

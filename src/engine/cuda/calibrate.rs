@@ -45,7 +45,7 @@ pub struct TimingCheck {
     stream: Arc<CudaStream>,
     ctx: Arc<CudaContext>,
     spin: CudaFunction,
-    /// Launched as the engine launches (launcher.rs).
+    /// Launched as the engine launches (pdl_launch.rs).
     pdl: bool,
     clock: KernelClock,
     tok: PinnedBuf<u32>,

@@ -1,14 +1,15 @@
-//! Per-brick timing on the GPU that does not change what it times (DESIGN.md "Measurement
-//! rules"). Host-issued events between launches kept the step out of a CUDA graph and cost a
-//! token 30-60%; here every kernel stamps itself instead. Each launch gets a slot; the kernel
-//! writes its first block's start and its last block's end on the GPU's `%globaltimer` into
-//! that slot (`STAMP_GUARD` in kernels/common.cuh), so a decode step replayed as one graph is
-//! timed kernel by kernel with nothing added between the launches. The slots come back to
-//! pinned host memory in the same copy as the step's token id (the buffer's first value holds
-//! it, so a stamped greedy step adds no copy to the unstamped one's), and `resolve` folds them
-//! into one span per brick (the busy time of its kernels) and the GPU's idle time between
-//! kernels (`gaps`). Each step stamps one of `AREAS` buffers, alternately, so a step can run
-//! while the host still reads the one before it (engine.rs's pipelined decode).
+//! Per-brick timing on the GPU that does not change what it times (docs/DESIGN.md "Measurement
+//! rules"). Host-issued events between launches kept the step out of a CUDA graph and slowed
+//! every token (docs/measurements/gpu-engine.md); here every kernel stamps itself instead.
+//! Each launch gets a slot; the kernel writes its first block's start and its last block's end
+//! on the GPU's `%globaltimer` into that slot (`STAMP_GUARD` in kernels/common.cuh), so a
+//! decode step replayed as one graph is timed kernel by kernel with nothing added between the
+//! launches. The slots come back to pinned host memory in the same copy as the step's token id
+//! (the buffer's first value holds it, so a stamped greedy step adds no copy to the unstamped
+//! one's), and `resolve` folds them into one span per brick (the busy time of its kernels) and
+//! the GPU's idle time between kernels (`gaps`). Each step stamps one of `AREAS` buffers,
+//! alternately, so a step can run while the host still reads the one before it (decode.rs's
+//! pipelined decode).
 
 use std::sync::Arc;
 
@@ -25,9 +26,8 @@ const HEADER: usize = 1;
 
 /// The trailing argument of every kernel: the address of its launch's slot in the stamp
 /// buffer (0: timing off). The host forms the address, so a kernel stamps without computing
-/// one (measured on the H100 against the kernel forming it from a slot index: a stamped 0.5b
-/// step ~4 us shorter, the synthetic SmolLM2-shape's unchanged; its bricks +14 us and gaps
-/// -12 us per token, each start stamped sooner after the kernel's release).
+/// one and each start is stamped sooner after the kernel's release
+/// (docs/measurements/gpu-engine.md).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stamp {
     pub ptr: u64,
@@ -116,7 +116,7 @@ struct Area {
 }
 
 /// Stamp areas a clock holds: a step may be launched while the one before it still runs
-/// (the decode loop's pipelining, engine.rs), so consecutive steps stamp alternate areas.
+/// (the decode loop's pipelining, decode.rs), so consecutive steps stamp alternate areas.
 pub const AREAS: usize = 2;
 
 /// The stamp buffers of a step and who owns each slot, behind the step's sampled token.

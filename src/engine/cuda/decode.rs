@@ -2,7 +2,7 @@
 //! once in their GGUF types, a GPU KV cache (f16, as the CPU's), activations kept on the device,
 //! and greedy sampling on the GPU so a decode step copies back one token id.
 //!
-//! Per-brick timing (DESIGN.md): `Events` (the default) has every kernel stamp its own start
+//! Per-brick timing (docs/DESIGN.md): `Events` (the default) has every kernel stamp its own start
 //! and end on the GPU's clock (`clock.rs`), so a decode step still replays as one CUDA graph;
 //! `Sync` synchronises the stream around each brick and times with the host clock (the
 //! independent cross-check); `Off` launches the kernels and nothing else.

@@ -50,10 +50,8 @@ const PART_FLOATS: usize = 1 << 23;
 /// Most pieces a product's K is split into.
 const MAX_SPLITS: usize = 8;
 /// Fewest 64-wide k steps a piece of a split K keeps. With 4, SmolLM2's 576-wide products
-/// split in two on the 128 x 128 tile instead of taking 72 blocks of 64 x 64, and its 512-token
-/// prefill fell from 97.3k to 71.9k tok/s on the H100 (the f16 expansion's new shape, one
-/// group of 32 per thread, contributed too: a 576-wide row leaves 110 of a block's 128 threads
-/// idle); with 8, products of K < 1024 are not split.
+/// split in two on the 128 x 128 tile instead of taking 72 blocks of 64 x 64, and its prefill
+/// got slower (docs/measurements/gpu-engine.md); with 8, products of K < 1024 are not split.
 const MIN_STEPS_PER_SPLIT: usize = 8;
 
 /// Weight rows of the scratch's slices come in multiples of this (the largest tile's).
@@ -134,10 +132,9 @@ impl GemmKernels {
     /// Tile and K split for an m x n output over k values with room for `part_len` partial
     /// sums: the largest tile when it gives two blocks per multiprocessor; else the largest
     /// tile with K split so the blocks fill one such wave (a split keeps at least
-    /// MIN_STEPS_PER_SPLIT k steps);
-    /// else, where K is too short to split, the largest tile giving two blocks per
-    /// multiprocessor or the smallest. (ncu, 7B at 512 tokens: a 3584 x 3584 product ran its
-    /// tensor pipes 22% busy on 448 64 x 64 blocks, the 128 x 128 tile 44%.)
+    /// MIN_STEPS_PER_SPLIT k steps); else, where K is too short to split, the largest tile
+    /// giving two blocks per multiprocessor or the smallest. Small tiles keep the tensor pipes
+    /// far less busy than the large one (docs/measurements/gpu-engine.md).
     fn plan(&self, m: usize, n: usize, k: usize, part_len: usize) -> (&Tile, usize) {
         let big = &self.tiles[0];
         let base = m.div_ceil(big.bm) * n.div_ceil(big.bn);

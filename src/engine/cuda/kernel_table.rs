@@ -48,7 +48,7 @@ pub(super) struct Kernels {
     pub(super) argmax_final: CudaFunction,
     pub(super) act_quant: CudaFunction,
     pub(super) advance: CudaFunction,
-    /// Launches carry programmatic dependent launch (launcher.rs).
+    /// Launches carry programmatic dependent launch (pdl_launch.rs).
     pub(super) pdl: bool,
     /// Fast numerics: prompt products on tensor cores (gemm.rs).
     pub(super) gemm: Option<GemmKernels>,

@@ -13,14 +13,9 @@ pub(super) const FAST_ROWS: usize = 4;
 /// The most blocks a fast one-token product launches at `FAST_ROWS` rows per block; a taller
 /// matrix (a 151936-word vocabulary's output projection) takes twice the rows per block.
 /// Under `--timing events` every block's thread 0 stamps its exit, and the cost of those
-/// stamps grows faster than the block count (bench/cuda/stamp_cost.cu: 29 us per step with
-/// 117k blocks of 128 threads, 6.5 us with 60k of 256). Measured on the H100 (synthetic
-/// qwen2.5-0.5b, `--prefill 1 --warmup 8`, events 256 tokens / off 512): eight rows per
-/// block took the output projection's stamped time from 58.7 to 47.2 us and the stamped
-/// step from 1293-1295 to 1313-1315 tok/s, unstamped unchanged (1370-1372). Eight rows for
-/// the two- and three-matrix launches too slowed the unstamped step to 1348-1355 tok/s (the
-/// 2432-block gate/up launch timed 113 -> 133 us); for SmolLM2's 49152-row output, 8, 16 or
-/// 32 rows bought nothing or lost.
+/// stamps grows faster than the block count (bench/cuda/stamp_cost.cu), so only the tallest
+/// launches halve their blocks: shorter matrices run their unstamped steps faster at
+/// `FAST_ROWS` (docs/measurements/gpu-engine.md).
 const FAST_BLOCKS_MAX: usize = 16384;
 
 /// Weight rows per block of a fast one-token product of `rows` rows.

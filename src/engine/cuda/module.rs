@@ -4,7 +4,7 @@
 //! runs skip the compile. A corrupt or stale cache entry is recompiled.
 //!
 //! Measuring aid: `CBTOP_KERNEL_DEFINES` (comma-separated `NAME` or `NAME=VALUE`, value `1`
-//! when absent) selects kernel variants for A/B runs on the GPU machine without a rebuild;
+//! when absent) selects kernel variants for A/B runs on a GPU machine without a rebuild;
 //! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
 //! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/matvec_fast.cu),

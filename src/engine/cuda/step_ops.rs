@@ -90,8 +90,7 @@ impl CudaEngine {
         };
         // A block per 1024 values of each row (kernels/rmsnorm.cu); 1024 threads, so the sum
         // of squares adds in the order the exact numerics were checked with. (256-thread
-        // blocks under fast numerics were measured slower on the H100: the 3b's attn_norm
-        // brick 138.6 us per token against 108.7.)
+        // blocks under fast numerics were slower; docs/measurements/gpu-engine.md.)
         let cfg = LaunchConfig {
             grid_dim: (ceil_div(cols, 1024), n as u32, 1),
             block_dim: (1024, 1, 1),

@@ -2,11 +2,10 @@
 //! decode step with the host's times around it and, for a stamped step, its first kernel's
 //! start and last kernel's end on the GPU's clock. The report sees a step as one number (token
 //! arrival to token arrival); this shows where the host was meanwhile and how long the GPU sat
-//! idle between consecutive stamped steps. It found a 4-5 ms host stall inside the first
-//! measured step (the bricks' histograms being made there, `Stats::prepare`), which a mean
-//! over 256 steps had turned into a seeming ~30-45 us late start after every stamped step.
-//! `bench/step-trace.py FILE` summarises a trace. Off (no file named) it costs one branch per
-//! step.
+//! idle between consecutive stamped steps: a stall in one step shows as that step, where a
+//! mean over many steps spreads it thin (docs/measurements/profiler.md has the stall it
+//! found). `bench/step-trace.py FILE` summarises a trace. Off (no file named) it costs one
+//! branch per step.
 
 use std::io::Write;
 use std::time::Instant;
