@@ -10,8 +10,8 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::fma::with_fma;
 use crate::quant::float::dot_lanes;
+use crate::quant::fma::with_fma;
 use crate::quant::simd_order::dot_f16_f32;
 
 /// Head widths whose decode buffers live on the stack.

@@ -16,9 +16,9 @@
 //! k-quants measured slower than their four-token kernels, which keep a block's levels in
 //! registers: 9.5 against 8.4 ns per block and token for Q4_K on the 2-core EPYC.)
 
-use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
+use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::BiasedPair;
 use crate::quant::{

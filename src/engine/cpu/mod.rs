@@ -5,7 +5,6 @@ pub mod attention;
 #[cfg(target_arch = "x86_64")]
 pub mod attention_x86;
 pub mod expf;
-pub mod fma;
 pub mod matmul;
 pub mod ops;
 #[cfg(target_arch = "x86_64")]

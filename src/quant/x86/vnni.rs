@@ -26,13 +26,14 @@
 
 use std::arch::x86_64::*;
 
-use super::legacy::BlockQ8_0;
-use super::simd_order::Lanes8;
-use super::x86;
+use super::loads::f16_pair;
+use super::q5_0::q5_0_unsigned;
+use crate::quant::blocks::BlockQ8_0;
+use crate::quant::simd_order::Lanes8;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
-    super::x86::available()
+    super::features::available()
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
@@ -67,7 +68,7 @@ impl Q5_0Rows {
         self.neg_bias.clear();
         self.d.clear();
         for b in rows.chunks_exact(22) {
-            let level = _mm256_sub_epi8(x86::q5_0_unsigned(b), _mm256_set1_epi8(16));
+            let level = _mm256_sub_epi8(q5_0_unsigned(b), _mm256_set1_epi8(16));
             let fours = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(_mm256_set1_epi8(1), level),
                 _mm256_set1_epi16(1),
@@ -78,7 +79,7 @@ impl Q5_0Rows {
             _mm256_storeu_si256(nb.as_mut_ptr() as *mut __m256i, neg_bias);
             self.levels.push(l);
             self.neg_bias.push(nb);
-            self.d.push(x86::f16_pair(b, 0).0);
+            self.d.push(f16_pair(b, 0).0);
         }
     }
 

@@ -18,8 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kquants::{BlockQ8K, PAIR_ORDER, QK_K};
-use super::legacy::{BlockQ8_0, BlockQ8_1};
+use crate::quant::blocks::{round_f16, BlockQ8K, BlockQ8_0, BlockQ8_1, PAIR_ORDER, QK_K};
 
 /// Values per Q8_0/Q8_1 block.
 const QK: usize = 32;
@@ -106,7 +105,7 @@ pub unsafe fn quantize_q8_0(x: &[f32], out: &mut Vec<BlockQ8_0>) {
         let s = _mm256_slli_epi32::<4>(sums_of_four(q));
         _mm256_storeu_si256(sums16.as_mut_ptr() as *mut __m256i, s);
         out.push(BlockQ8_0 {
-            d: super::legacy::round_f16(amax / 127.0),
+            d: round_f16(amax / 127.0),
             qs: store_qs(q),
             sums16,
         });
@@ -130,8 +129,8 @@ pub unsafe fn quantize_q8_1(x: &[f32], out: &mut Vec<BlockQ8_1>) {
         let sum: i32 = lanes.iter().sum();
         let d = amax / 127.0;
         out.push(BlockQ8_1 {
-            d: super::legacy::round_f16(d),
-            s: super::legacy::round_f16(d * sum as f32),
+            d: round_f16(d),
+            s: round_f16(d * sum as f32),
             qs: store_qs(pack32(r)),
         });
     }
@@ -199,7 +198,8 @@ pub unsafe fn quantize_q8_k(x: &[f32], out: &mut Vec<BlockQ8K>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{kquants, legacy, x86};
+    use crate::quant::x86::available;
+    use crate::quant::{kquants, legacy};
     use crate::rng::SplitMix64;
 
     /// Rows that exercise the rounding and the scale: random values of several magnitudes,
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn avx2_activation_quantizers_equal_the_scalar_references_bit_for_bit() {
-        if !x86::available() {
+        if !available() {
             eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
             return;
         }

@@ -20,12 +20,12 @@
 
 use std::arch::x86_64::*;
 
-use super::kquants::BlockQ8K;
-use super::x86_kquants::{block_bytes, fold, min_sum, unpack, Kind, Unpacked};
+use super::kquants::{block_bytes, fold, min_sum, unpack, Kind, Unpacked};
+use crate::quant::blocks::BlockQ8K;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
-    super::x86::available()
+    super::features::available()
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
 }
