@@ -6,10 +6,7 @@
 //! their dot products are 0 either way; llama.cpp's AVX2 quantizer converts as this does).
 //!
 //! Every product quantizes its input row first, on one thread for a decode step, so the scalar
-//! loops were a token's serial time: measured on the 2-core EPYC, a Q8_0 row of 896 values
-//! took ~4.4 us and a Q8_K row of 4864 ~31 us, about 1 ms of the synthetic qwen2.5-0.5b's
-//! 24 ms decode step; in a 64-token prompt at 16 threads on the Xeon, a Q8_K quantization of
-//! the down projection's input cost 161-167 us per layer. The steps are those of llama.cpp's
+//! loops were a measurable share of a token's serial time. The steps are those of llama.cpp's
 //! AVX2 `quantize_row_q8_0`/`q8_1` (largest magnitude, one scale, round to nearest even,
 //! saturating packs), and of `quantize_row_q8_K_ref` for Q8_K (the signed value of largest
 //! magnitude, the first on ties; `min(127, nearest_int(iscale * x))`).

@@ -1,6 +1,6 @@
 //! AVX2 kernels for the legacy-quant dot products (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights with
-//! Q8_0/Q8_1 activations), the decode hot loop, and for the integer core of the k-quant dots
-//! (`kquant_lane_sums`).
+//! Q8_0/Q8_1 activations), the decode hot loop, one row at a time, in pairs, or against four
+//! activation rows.
 //!
 //! They compute exactly what the scalar reference in `legacy` computes, bit for bit, because
 //! the reference already follows the order of llama.cpp's x86 kernels (`simd_order`): per block,
@@ -57,12 +57,8 @@ unsafe fn one_row<B>(
 /// The prefetches walk the pair's bytes in address order: step `i` asks for the lines
 /// `PREFETCH_AHEAD` past the pair's blocks `2i` and `2i + 1`, counting through row 0 and then
 /// row 1 as one stream. Asking past each row's own block `i` instead (two ranges a row apart,
-/// interleaved) made Q8_0 streamed from memory 1.4x slower than one row at a time.
-/// 2-core EPYC, `cargo bench --bench cpu_kernels -- Q8_0 --bench` and `-- Q4_1`, row loop,
-/// best of five runs alternating with the one-row loop's binary: Q4_1 (576 columns) in L2
-/// 2.37 -> 1.65 ns/block, streamed 2.22 -> 2.11; Q8_0 (896) in L2 1.83 -> 1.46, streamed
-/// 3.09 -> 2.96 (each row's own prefetch: 4.28). Used for Q4_1 alone (`rows_q4_1_q8_1` says
-/// why).
+/// interleaved) made Q8_0 streamed from memory slower than one row at a time. Used for Q4_1
+/// alone (`rows_q4_1_q8_1` says why).
 #[inline(always)]
 unsafe fn two_rows<B>(
     w: [&[u8]; 2],
@@ -143,10 +139,8 @@ unsafe fn q4_0_block(b: &[u8], y: &BlockQ8_0, acc: &mut __m256, _summs: &mut f32
 
 /// `R` Q5_0 weight rows against `T` activation rows: each weight block unpacked once for the
 /// `T` tokens, each (row, token) pair its own accumulator. Every result is exactly the
-/// single-row kernel's: the same operations per pair in the same block order. (Two rows for
-/// one token, R = 2 here with each row's own lines prefetched, measured no faster in L2 and
-/// 1.7x slower streamed; through `two_rows` they were faster in L2 but slower in the engine,
-/// see `rows_q4_1_q8_1`. R stays 1 in use.)
+/// single-row kernel's: the same operations per pair in the same block order. (R stays 1 in
+/// use: two rows for one token gained nothing in the engine, see `rows_q4_1_q8_1`.)
 #[inline(always)]
 unsafe fn q5_0_tile<const R: usize, const T: usize>(
     w: [&[u8]; R],
@@ -313,14 +307,9 @@ pub unsafe fn vec_dot_q8_0_q8_0_x4(w: &[u8], a: [&[BlockQ8_0]; 4]) -> [f32; 4] {
 /// `out[r] = vec_dot_q4_1_q8_1(row r, a)` for every row of `rows`, two rows at a time
 /// (`row_pairs`).
 ///
-/// Q4_1 alone goes in pairs: in the engine (2-core EPYC, 2 threads, six runs alternating with
-/// one row at a time, brick p50s) SmolLM2's Q4_1 products ran faster in pairs (qkv 916 -> 852
-/// us, gate/up 2529 -> 2273, attn_out 590 -> 550; ffn_down level) but its Q8_0 output
-/// projection slower (1640 -> 1778), and the 0.5b's Q5_0 products slower too (qkv 1183 ->
-/// 1422, gate/up 9052 -> 9691), though the kernel bench had them faster (Q5_0 in L2 2.41 ->
-/// 2.11 ns/block, streamed level; Q8_0 as in `two_rows`): streamed by two threads at once, the
-/// pairs' heavier block steps gained nothing from the second chain. Q4_0 and Q5_1 were not
-/// measured in the engine.
+/// Q4_1 alone goes in pairs: in the engine its products gained from the second chain, while
+/// the other types' heavier block steps, streamed by two threads at once, gained nothing or
+/// lost, though the kernel bench had them faster.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`available()`).

@@ -10,7 +10,7 @@ use crate::quant::simd_order::Lanes8;
 /// the same, f16 to f32 being exact). One 32-bit load (`vmovd`, which clears the register's
 /// upper lanes): a 16-bit load became `vpinsrw` into whatever register the compiler liked, in
 /// the q4_1 loop the `summs` accumulator, chaining every block's scale behind the previous
-/// block's sum (a third of the kernel's time on a 2-core EPYC).
+/// block's sum.
 /// The `vmovd` is written out: where only `d` is used, LLVM narrows `_mm_cvtsi32_si128` of a
 /// loaded value back to a 16-bit `vpinsrw` into an arbitrary register (the loop's `acc`).
 #[inline(always)]

@@ -19,8 +19,8 @@
 //! by side, each half its token's accumulator): per block and pair of tokens one `vpdpbusd`,
 //! one conversion, one multiply and one FMA, against about eight instructions per block and
 //! token in the AVX2 kernel. (One token's two consecutive blocks per register instead needed an
-//! extract and two FMAs per pair, the reference's block order being sequential; measured on the
-//! H100 machine's Xeon, 0.96 ns per block and token against 1.11 for AVX2.)
+//! extract and two FMAs per pair, the reference's block order being sequential, and was
+//! slower.)
 
 #![cfg(target_arch = "x86_64")]
 
@@ -101,9 +101,8 @@ impl BiasedPair {
     /// Tokens `a` and `b` (the same length); for an odd token out, pass it twice.
     pub fn new(a: &[BlockQ8_0], b: &[BlockQ8_0]) -> BiasedPair {
         assert_eq!(a.len(), b.len(), "activation rows differ in length");
-        // Plain loops over the two halves: the compiler makes them a few vector moves. (Built
-        // with a per-byte `array::from_fn` choosing its half, a 64-token prompt's pairs took
-        // 113-118 us per product on the Xeon, on one thread, beside 160-220 us of products.)
+        // Plain loops over the two halves: the compiler makes them a few vector moves (a
+        // per-byte `array::from_fn` choosing its half cost about as much as the products).
         let mut qs = vec![[0u8; 64]; a.len()];
         let mut d = vec![[0f32; 16]; a.len()];
         for (((q, s), x), y) in qs.iter_mut().zip(&mut d).zip(a).zip(b) {
