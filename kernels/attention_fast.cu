@@ -1,4 +1,4 @@
-// The `fast` numerics' decode attention (one query per head, DESIGN.md "Numerics"):
+// The `fast` numerics' decode attention (one query per head, docs/DESIGN.md "Numerics"):
 // split-KV flash decoding over the f16 KV cache, so its time grows with the context only
 // through the bytes it reads.
 //

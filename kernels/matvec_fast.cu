@@ -1,5 +1,5 @@
 // The `fast` numerics' decode product (one token): out[r] = W[r] . x for quantized W, shaped
-// for memory bandwidth instead of the CPU's float order (DESIGN.md "Numerics"); for the legacy
+// for memory bandwidth instead of the CPU's float order (docs/DESIGN.md "Numerics"); for the legacy
 // types also a kernel of the same shape in the CPU's order (`mvo_one`, below).
 //
 // One warp per weight row, four rows per block of 128 threads. A row is cut into units (a

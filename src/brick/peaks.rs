@@ -9,7 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::cost::Roof;
-use crate::engine::cpu::fma::with_fma;
+use crate::quant::fma::with_fma;
 
 /// Probe buffer: far beyond any last-level cache.
 const PROBE_BYTES: usize = 256 << 20;

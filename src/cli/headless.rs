@@ -2,7 +2,7 @@
 //! CSV), evaluate CI gates, optionally export a Chrome/Perfetto trace. stdout carries only the
 //! report; progress (for runs over a second) and errors go to stderr.
 //!
-//! Checks come in DESIGN.md's order: arguments, then the model, then the device. SIGINT and
+//! Checks come in docs/DESIGN.md's order: arguments, then the model, then the device. SIGINT and
 //! SIGTERM stop the run at the next step boundary and write what was measured (`interrupt`).
 
 use std::io::Write;

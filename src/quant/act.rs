@@ -89,9 +89,9 @@ pub fn quantize_act_into(kind: ActType, x: &[f32], out: &mut QuantizedAct) {
         // SAFETY: AVX2, FMA and F16C were detected; the results are the references' bits.
         unsafe {
             match out {
-                QuantizedAct::Q8_0(v) => return super::x86_act::quantize_q8_0(x, v),
-                QuantizedAct::Q8_1(v) => return super::x86_act::quantize_q8_1(x, v),
-                QuantizedAct::Q8_K(v) => return super::x86_act::quantize_q8_k(x, v),
+                QuantizedAct::Q8_0(v) => return super::x86::act::quantize_q8_0(x, v),
+                QuantizedAct::Q8_1(v) => return super::x86::act::quantize_q8_1(x, v),
+                QuantizedAct::Q8_K(v) => return super::x86::act::quantize_q8_k(x, v),
                 _ => {}
             }
         }
@@ -140,8 +140,8 @@ type KRows4 = unsafe fn(&[u8], usize, [&[super::kquants::BlockQ8K]; 4], [&mut [f
 /// give the same bits.
 #[cfg(target_arch = "x86_64")]
 fn kquant_x4() -> ([KDot4; 3], [KRows4; 3]) {
-    use super::x86_kquants as k;
-    use super::x86_kquants512 as k512;
+    use super::x86::kquants as k;
+    use super::x86::kquants512 as k512;
     if k512::available() {
         (
             [
@@ -224,7 +224,7 @@ pub fn vec_dot_rows(
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
         use super::x86 as l;
-        use super::x86_kquants as k;
+        use super::x86::kquants as k;
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
         // SAFETY: AVX2, FMA and F16C were just detected.
         unsafe {
@@ -318,13 +318,13 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
                     return super::x86::vec_dot_q5_1_q8_1(w, a)
                 }
                 (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => {
-                    return super::x86_kquants::vec_dot_q4_k_q8_k(w, a)
+                    return super::x86::kquants::vec_dot_q4_k_q8_k(w, a)
                 }
                 (GgmlType::Q5_K, QuantizedAct::Q8_K(a)) => {
-                    return super::x86_kquants::vec_dot_q5_k_q8_k(w, a)
+                    return super::x86::kquants::vec_dot_q5_k_q8_k(w, a)
                 }
                 (GgmlType::Q6_K, QuantizedAct::Q8_K(a)) => {
-                    return super::x86_kquants::vec_dot_q6_k_q8_k(w, a)
+                    return super::x86::kquants::vec_dot_q6_k_q8_k(w, a)
                 }
                 _ => {}
             }

@@ -1,4 +1,4 @@
-//! The headless report, `schema_version` 1 (DESIGN.md "Headless report"). Plain serde data:
+//! The headless report, `schema_version` 1 (docs/DESIGN.md "Headless report"). Plain serde data:
 //! the profiler fills it, `cbtop schema` derives its JSON Schema from these types, and the
 //! formats, gates and `compare` read it back. Field names are the public contract: renaming
 //! one is a schema version bump.

@@ -11,7 +11,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::attention_tiled::{tiled_head_scalar, TiledRows};
-use super::fma::with_fma;
+use crate::quant::fma::with_fma;
 use crate::quant::simd_order::dot_f16_f32;
 
 /// Head widths whose decode buffers live on the stack.

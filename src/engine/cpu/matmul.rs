@@ -16,9 +16,9 @@
 //! k-quants ran slower than their four-token kernels, which keep a block's levels in
 //! registers; docs/measurements/cpu-engine.md.)
 
-use super::fma::with_fma;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
+use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::BiasedPair;
 use crate::quant::{

@@ -8,7 +8,6 @@ pub mod attention_tiled;
 pub mod attention_x86;
 pub mod decode;
 pub mod expf;
-pub mod fma;
 pub mod forward;
 pub mod kv_cache;
 pub mod matmul;

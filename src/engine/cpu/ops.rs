@@ -1,9 +1,9 @@
 //! Element-wise and per-row operations of a transformer layer on the CPU, with llama.cpp's
 //! arithmetic (f32 values, f64 sums where ggml uses them).
 
-use super::fma::with_fma;
 use crate::engine::sampler::first_max;
 use crate::model::RopeStyle;
+use crate::quant::fma::with_fma;
 use crate::quant::simd_order::silu;
 
 /// `out = x / rms(x) * w` for one row, as ggml's rms_norm followed by mul.

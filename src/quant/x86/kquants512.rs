@@ -1,10 +1,8 @@
 //! AVX-512 form of a prompt's Q4_K, Q5_K and Q6_K products (four tokens against each weight
 //! row, `x86_kquants::vec_dot_q*_k_q8_k_x4`), used where the CPU has AVX-512 F and BW
 //! (detected at run time; never AMX). A q4_k_m Qwen2.5-0.5b's ffn_down (4864 columns, its one
-//! product whose row length is a multiple of 256) is a quarter to a third of its prefill on
-//! the H100 machine's Xeon, and it was AVX2 only. There, 4864-column rows against four tokens
-//! (`cargo bench --bench cpu_kernels -- --bench prompt`), ns per block and token, AVX2 against
-//! this: Q4_K 12.17 / 8.75, Q5_K 14.53 / 10.41, Q6_K 13.23 / 9.92.
+//! product whose row length is a multiple of 256) is a large share of its prefill and was AVX2
+//! only.
 //!
 //! Same bits as the AVX2 kernels, hence as `kquants::vec_dot_q*_k_q8_k`: every step of
 //! `x86_kquants::lanes` works within 128-bit lanes (`maddubs`, `unpacklo/hi_epi16`, `madd`)
@@ -20,12 +18,12 @@
 
 use std::arch::x86_64::*;
 
-use super::kquants::BlockQ8K;
-use super::x86_kquants::{block_bytes, fold, min_sum, unpack, Kind, Unpacked};
+use super::kquants::{block_bytes, fold, min_sum, unpack, Kind, Unpacked};
+use crate::quant::blocks::BlockQ8K;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
-    super::x86::available()
+    super::features::available()
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
 }
@@ -102,8 +100,7 @@ unsafe fn lanes2(w: &Wide, x: &Paired, q6: bool) -> __m512i {
 /// AVX2 kernel's (and the reference's) for its row. `pairs`: the tokens' blocks paired
 /// beforehand (block `i`'s tokens 0 and 1 at `2i`, 2 and 3 at `2i + 1`), else paired here.
 /// (No closures: a closure defined in a function without this module's target features (the
-/// `#[inline(always)]` helpers here) does not get them, so the intrinsics in it were calls;
-/// that made this kernel 35 times slower.)
+/// `#[inline(always)]` helpers here) does not get them, so the intrinsics in it become calls.)
 #[inline(always)]
 unsafe fn dot_rows4(
     w: &[u8],

@@ -6,10 +6,7 @@
 //! their dot products are 0 either way; llama.cpp's AVX2 quantizer converts as this does).
 //!
 //! Every product quantizes its input row first, on one thread for a decode step, so the scalar
-//! loops were a token's serial time: measured on the 2-core EPYC, a Q8_0 row of 896 values
-//! took ~4.4 us and a Q8_K row of 4864 ~31 us, about 1 ms of the synthetic qwen2.5-0.5b's
-//! 24 ms decode step; in a 64-token prompt at 16 threads on the Xeon, a Q8_K quantization of
-//! the down projection's input cost 161-167 us per layer. The steps are those of llama.cpp's
+//! loops were a measurable share of a token's serial time. The steps are those of llama.cpp's
 //! AVX2 `quantize_row_q8_0`/`q8_1` (largest magnitude, one scale, round to nearest even,
 //! saturating packs), and of `quantize_row_q8_K_ref` for Q8_K (the signed value of largest
 //! magnitude, the first on ties; `min(127, nearest_int(iscale * x))`).
@@ -18,8 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kquants::{BlockQ8K, PAIR_ORDER, QK_K};
-use super::legacy::{BlockQ8_0, BlockQ8_1};
+use crate::quant::blocks::{round_f16, BlockQ8K, BlockQ8_0, BlockQ8_1, PAIR_ORDER, QK_K};
 
 /// Values per Q8_0/Q8_1 block.
 const QK: usize = 32;
@@ -106,7 +102,7 @@ pub unsafe fn quantize_q8_0(x: &[f32], out: &mut Vec<BlockQ8_0>) {
         let s = _mm256_slli_epi32::<4>(sums_of_four(q));
         _mm256_storeu_si256(sums16.as_mut_ptr() as *mut __m256i, s);
         out.push(BlockQ8_0 {
-            d: super::legacy::round_f16(amax / 127.0),
+            d: round_f16(amax / 127.0),
             qs: store_qs(q),
             sums16,
         });
@@ -130,8 +126,8 @@ pub unsafe fn quantize_q8_1(x: &[f32], out: &mut Vec<BlockQ8_1>) {
         let sum: i32 = lanes.iter().sum();
         let d = amax / 127.0;
         out.push(BlockQ8_1 {
-            d: super::legacy::round_f16(d),
-            s: super::legacy::round_f16(d * sum as f32),
+            d: round_f16(d),
+            s: round_f16(d * sum as f32),
             qs: store_qs(pack32(r)),
         });
     }
@@ -199,7 +195,8 @@ pub unsafe fn quantize_q8_k(x: &[f32], out: &mut Vec<BlockQ8K>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{kquants, legacy, x86};
+    use crate::quant::x86::available;
+    use crate::quant::{kquants, legacy};
     use crate::rng::SplitMix64;
 
     /// Rows that exercise the rounding and the scale: random values of several magnitudes,
@@ -243,7 +240,7 @@ mod tests {
 
     #[test]
     fn avx2_activation_quantizers_equal_the_scalar_references_bit_for_bit() {
-        if !x86::available() {
+        if !available() {
             eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
             return;
         }

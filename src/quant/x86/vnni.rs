@@ -19,20 +19,21 @@
 //! by side, each half its token's accumulator): per block and pair of tokens one `vpdpbusd`,
 //! one conversion, one multiply and one FMA, against about eight instructions per block and
 //! token in the AVX2 kernel. (One token's two consecutive blocks per register instead needed an
-//! extract and two FMAs per pair, the reference's block order being sequential; measured on the
-//! H100 machine's Xeon, 0.96 ns per block and token against 1.11 for AVX2.)
+//! extract and two FMAs per pair, the reference's block order being sequential, and was
+//! slower.)
 
 #![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::*;
 
-use super::legacy::BlockQ8_0;
-use super::simd_order::Lanes8;
-use super::x86;
+use super::loads::f16_pair;
+use super::q5_0::q5_0_unsigned;
+use crate::quant::blocks::BlockQ8_0;
+use crate::quant::simd_order::Lanes8;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
-    super::x86::available()
+    super::features::available()
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
@@ -67,7 +68,7 @@ impl Q5_0Rows {
         self.neg_bias.clear();
         self.d.clear();
         for b in rows.chunks_exact(22) {
-            let level = _mm256_sub_epi8(x86::q5_0_unsigned(b), _mm256_set1_epi8(16));
+            let level = _mm256_sub_epi8(q5_0_unsigned(b), _mm256_set1_epi8(16));
             let fours = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(_mm256_set1_epi8(1), level),
                 _mm256_set1_epi16(1),
@@ -78,7 +79,7 @@ impl Q5_0Rows {
             _mm256_storeu_si256(nb.as_mut_ptr() as *mut __m256i, neg_bias);
             self.levels.push(l);
             self.neg_bias.push(nb);
-            self.d.push(x86::f16_pair(b, 0).0);
+            self.d.push(f16_pair(b, 0).0);
         }
     }
 
@@ -100,9 +101,8 @@ impl BiasedPair {
     /// Tokens `a` and `b` (the same length); for an odd token out, pass it twice.
     pub fn new(a: &[BlockQ8_0], b: &[BlockQ8_0]) -> BiasedPair {
         assert_eq!(a.len(), b.len(), "activation rows differ in length");
-        // Plain loops over the two halves: the compiler makes them a few vector moves. (Built
-        // with a per-byte `array::from_fn` choosing its half, a 64-token prompt's pairs took
-        // 113-118 us per product on the Xeon, on one thread, beside 160-220 us of products.)
+        // Plain loops over the two halves: the compiler makes them a few vector moves (a
+        // per-byte `array::from_fn` choosing its half cost about as much as the products).
         let mut qs = vec![[0u8; 64]; a.len()];
         let mut d = vec![[0f32; 16]; a.len()];
         for (((q, s), x), y) in qs.iter_mut().zip(&mut d).zip(a).zip(b) {

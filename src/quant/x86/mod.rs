@@ -1,0 +1,33 @@
+//! x86-64 kernels: AVX2 (and AVX-512 where the CPU has it), each bit for bit what its scalar
+//! reference computes, used only after run-time feature detection (`available`).
+//!
+//! Files: `features` (the detection), `row_loops` and `prefetch` (shared by the row kernels),
+//! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders),
+//! `legacy` and `q5_0` (the legacy-quant dots), `kquants` and `kquants512` (the k-quant dots),
+//! `vnni` (a prompt's Q5_0 products on AVX-512 VNNI), `act` (the activation quantizers).
+
+#[macro_use]
+mod row_loops;
+
+pub(super) mod act;
+mod features;
+mod kquant_core;
+pub mod kquants;
+pub mod kquants512;
+mod legacy;
+mod loads;
+mod prefetch;
+mod q5_0;
+#[cfg(test)]
+mod tests;
+pub mod vnni;
+
+pub use features::available;
+pub use kquant_core::{kquant_lane_sums, q45_levels, q6_levels};
+pub use legacy::{
+    rows_q4_0_q8_0, rows_q4_1_q8_1, rows_q4_1_q8_1_x4, rows_q5_0_q8_0, rows_q5_0_q8_0_x4,
+    rows_q5_1_q8_1, rows_q8_0_q8_0, rows_q8_0_q8_0_x4, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1,
+    vec_dot_q4_1_q8_1_x4, vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1,
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4,
+};
+pub use q5_0::{rows_q5_0_unpacked, unpack_q5_0, Q5_0Unpacked};

@@ -1,0 +1,363 @@
+//! Unit tests of the x86 kernels that compare them with the reference through the dispatch
+//! (`quantize_act`, `vec_dot`, `vec_dot_rows`, `vec_dot_x4`), which sits above the kernels.
+
+/// The legacy-quant kernels (`legacy`, `q5_0`).
+mod legacy_kernels {
+    use super::super::legacy::*;
+    use super::super::q5_0::*;
+    use crate::quant::blocks::BlockQ8_0;
+    use crate::quant::legacy::LEGACY;
+    use crate::quant::x86::available;
+    use crate::quant::{legacy, quantize_act, ActType, GgmlType, QuantizedAct};
+    use half::f16;
+
+    use crate::rng::SplitMix64 as Rng;
+
+    /// The scalar reference dot (`legacy`) of a row of legacy type `ty` with `act`.
+    fn reference(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
+        match (act, ty) {
+            (QuantizedAct::Q8_0(a), GgmlType::Q4_0) => legacy::vec_dot_q4_0_q8_0(w, a),
+            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => legacy::vec_dot_q5_0_q8_0(w, a),
+            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => legacy::vec_dot_q8_0_q8_0(w, a),
+            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => legacy::vec_dot_q4_1_q8_1(w, a),
+            (QuantizedAct::Q8_1(a), GgmlType::Q5_1) => legacy::vec_dot_q5_1_q8_1(w, a),
+            _ => panic!("{ty} with these activations has no reference here"),
+        }
+    }
+
+    /// A random row: random quant bytes, finite f16 scale fields.
+    fn row(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
+        let bytes = ty.block_bytes();
+        let mut out = Vec::with_capacity(blocks * bytes);
+        for _ in 0..blocks {
+            let mut b: Vec<u8> = (0..bytes).map(|_| rng.next_u64() as u8).collect();
+            let scales = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                2
+            } else {
+                1
+            };
+            for s in 0..scales {
+                let v = f16::from_f32(rng.next_signed() * 0.05).to_le_bytes();
+                b[2 * s..2 * s + 2].copy_from_slice(&v);
+            }
+            out.extend(b);
+        }
+        out
+    }
+
+    #[test]
+    fn row_loops_equal_the_reference_bit_for_bit() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA");
+            return;
+        }
+        let mut rng = Rng::new(13);
+        for ty in LEGACY {
+            // Odd and even row counts: pairs of rows and a lone last one.
+            for (rows, blocks) in [(1usize, 1usize), (2, 3), (5, 18), (6, 7)] {
+                let w: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng, ty, blocks)).collect();
+                let x: Vec<f32> = (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
+                let act = quantize_act(ActType::for_weights(ty), &x);
+                let rb = blocks * ty.block_bytes();
+                let mut out = vec![f32::NAN; rows];
+                crate::quant::vec_dot_rows(ty, &w, rb, &act, &mut out);
+                for (r, wr) in w.chunks_exact(rb).enumerate() {
+                    let want = reference(ty, wr, &act);
+                    assert_eq!(
+                        out[r].to_bits(),
+                        want.to_bits(),
+                        "{ty}: {rows} rows of {blocks} blocks, row {r}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn four_row_kernels_equal_the_single_row_kernels_bit_for_bit() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA");
+            return;
+        }
+        let mut rng = Rng::new(11);
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+            for blocks in [1usize, 3, 18, 28] {
+                for _ in 0..20 {
+                    let w = row(&mut rng, ty, blocks);
+                    let acts: Vec<QuantizedAct> = (0..4)
+                        .map(|_| {
+                            let x: Vec<f32> =
+                                (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
+                            quantize_act(ActType::for_weights(ty), &x)
+                        })
+                        .collect();
+                    let got = crate::quant::vec_dot_x4(ty, &w, std::array::from_fn(|t| &acts[t]))
+                        .expect("a four-row kernel for this type");
+                    for (t, a) in acts.iter().enumerate() {
+                        let want = crate::quant::vec_dot(ty, &w, a);
+                        let slow = reference(ty, &w, a);
+                        assert_eq!(got[t].to_bits(), want.to_bits(), "{ty} x {blocks}, row {t}");
+                        assert_eq!(got[t].to_bits(), slow.to_bits(), "{ty} x {blocks}, row {t}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unpacked_q5_0_rows_equal_the_reference_bit_for_bit() {
+        use crate::quant::test_rows::{assert_q5_0_products, q5_0_rows_and_acts};
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA");
+            return;
+        }
+        let mut rng = Rng::new(29);
+        for blocks in [1usize, 3, 28] {
+            let rows = 5;
+            let (w, acts) = q5_0_rows_and_acts(&mut rng, rows, blocks);
+            let mut unpacked = Vec::new();
+            let mut eight = vec![vec![0f32; rows]; 8];
+            let mut one = vec![0f32; rows];
+            // SAFETY: the features were just detected; `w` holds whole rows.
+            unsafe {
+                unpack_q5_0(&w, &mut unpacked);
+                let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
+                    unreachable!()
+                };
+                let a = std::array::from_fn(|t| acts[t].as_slice());
+                rows_q5_0_unpacked::<8>(&unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
+                rows_q5_0_unpacked::<1>(&unpacked, blocks, [&acts[3]], [&mut one]);
+            }
+            let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
+            let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
+            assert_q5_0_products(&w, blocks, &all, &outs, "eight tokens");
+            assert_q5_0_products(&w, blocks, &[&acts[3]], &[&one], "one token");
+        }
+    }
+
+    #[test]
+    fn avx2_kernels_equal_the_reference_bit_for_bit() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA");
+            return;
+        }
+        let mut rng = Rng::new(7);
+        for ty in LEGACY {
+            for blocks in [1usize, 2, 7, 18, 48] {
+                for _ in 0..20 {
+                    let w = row(&mut rng, ty, blocks);
+                    let x: Vec<f32> = (0..blocks * 32).map(|_| rng.next_signed() * 3.0).collect();
+                    let act = quantize_act(ActType::for_weights(ty), &x);
+                    // SAFETY: the features were just detected.
+                    let fast = unsafe {
+                        match (&act, ty) {
+                            (QuantizedAct::Q8_0(a), GgmlType::Q4_0) => vec_dot_q4_0_q8_0(&w, a),
+                            (QuantizedAct::Q8_0(a), GgmlType::Q5_0) => vec_dot_q5_0_q8_0(&w, a),
+                            (QuantizedAct::Q8_0(a), GgmlType::Q8_0) => vec_dot_q8_0_q8_0(&w, a),
+                            (QuantizedAct::Q8_1(a), GgmlType::Q4_1) => vec_dot_q4_1_q8_1(&w, a),
+                            (QuantizedAct::Q8_1(a), GgmlType::Q5_1) => vec_dot_q5_1_q8_1(&w, a),
+                            _ => unreachable!(),
+                        }
+                    };
+                    let slow = reference(ty, &w, &act);
+                    assert_eq!(
+                        fast.to_bits(),
+                        slow.to_bits(),
+                        "{ty} x {blocks}: {fast} vs {slow}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The k-quant kernels (`kquants`, `kquants512`).
+mod kquant_kernels {
+    use super::super::kquants::*;
+    use crate::quant::blocks::BlockQ8K;
+    use crate::quant::kquants::{self, quantize_act_q8_k, QK_K};
+    use crate::quant::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+    use crate::quant::x86::available;
+    use half::f16;
+
+    use crate::rng::SplitMix64 as Rng;
+
+    fn put_f16(b: &mut [u8], at: usize, v: f32) {
+        b[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+    }
+
+    /// A random row: random quant and scale bytes, finite f16 `d` (and `dmin`) of either sign.
+    fn row(rng: &mut Rng, bytes: usize, blocks: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = (0..blocks * bytes).map(|_| rng.next_u64() as u8).collect();
+        for b in out.chunks_exact_mut(bytes) {
+            if bytes == Q6_K_BYTES {
+                put_f16(b, 208, rng.next_signed() * 0.05);
+            } else {
+                put_f16(b, 0, rng.next_signed() * 0.05);
+                put_f16(b, 2, rng.next_signed() * 0.05);
+            }
+        }
+        out
+    }
+
+    /// Activations: mostly moderate, some blocks with one large value, some all zero, some at
+    /// the extremes (every q8 at ±127).
+    fn acts(rng: &mut Rng, blocks: usize) -> Vec<BlockQ8K> {
+        let mut x: Vec<f32> = (0..blocks * QK_K)
+            .map(|_| rng.next_signed() * 3.0)
+            .collect();
+        for blk in x.chunks_exact_mut(QK_K) {
+            match rng.next_u64() % 6 {
+                0 => blk[(rng.next_u64() % 256) as usize] = 40.0,
+                1 => blk.fill(0.0),
+                2 => blk
+                    .iter_mut()
+                    .for_each(|v| *v = if *v < 0.0 { -1.0 } else { 1.0 }),
+                _ => {}
+            }
+        }
+        quantize_act_q8_k(&x)
+    }
+
+    type Kernel = unsafe fn(&[u8], &[BlockQ8K]) -> f32;
+    type Kernel4 = unsafe fn(&[u8], [&[BlockQ8K]; 4]) -> [f32; 4];
+    type Reference = fn(&[u8], &[BlockQ8K]) -> f32;
+
+    #[test]
+    fn k_quant_kernels_equal_the_scalar_reference_bit_for_bit() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA/F16C");
+            return;
+        }
+        let cases: [(&str, usize, Kernel, Kernel4, Reference); 3] = [
+            (
+                "Q4_K",
+                Q4_K_BYTES,
+                vec_dot_q4_k_q8_k,
+                vec_dot_q4_k_q8_k_x4,
+                kquants::vec_dot_q4_k_q8_k,
+            ),
+            (
+                "Q5_K",
+                Q5_K_BYTES,
+                vec_dot_q5_k_q8_k,
+                vec_dot_q5_k_q8_k_x4,
+                kquants::vec_dot_q5_k_q8_k,
+            ),
+            (
+                "Q6_K",
+                Q6_K_BYTES,
+                vec_dot_q6_k_q8_k,
+                vec_dot_q6_k_q8_k_x4,
+                kquants::vec_dot_q6_k_q8_k,
+            ),
+        ];
+        let mut rng = Rng::new(0x6b71);
+        for (name, bytes, one, four, reference) in cases {
+            for blocks in [1usize, 2, 3, 19] {
+                for _ in 0..40 {
+                    let w = row(&mut rng, bytes, blocks);
+                    let a: Vec<Vec<BlockQ8K>> = (0..4).map(|_| acts(&mut rng, blocks)).collect();
+                    // SAFETY: the features were just detected; the shapes match.
+                    let got4 = unsafe { four(&w, std::array::from_fn(|t| &a[t][..])) };
+                    for (t, a) in a.iter().enumerate() {
+                        let want = reference(&w, a);
+                        // SAFETY: as above.
+                        let got = unsafe { one(&w, a) };
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{name} x {blocks}: {got} vs {want}"
+                        );
+                        assert_eq!(
+                            got4[t].to_bits(),
+                            want.to_bits(),
+                            "{name} x {blocks}, row {t}"
+                        );
+                        // and through the dispatch the engine uses
+                        let act = crate::quant::QuantizedAct::Q8_K(a.clone());
+                        let ty = match name {
+                            "Q4_K" => crate::quant::GgmlType::Q4_K,
+                            "Q5_K" => crate::quant::GgmlType::Q5_K,
+                            _ => crate::quant::GgmlType::Q6_K,
+                        };
+                        let via = crate::quant::vec_dot(ty, &w, &act);
+                        assert_eq!(via.to_bits(), want.to_bits(), "{name} via vec_dot");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn avx512_k_quant_prompt_kernels_equal_the_scalar_reference_bit_for_bit() {
+        use crate::quant::x86_kquants512 as k512;
+        if !k512::available() {
+            eprintln!(
+                "skipped: this CPU has no AVX-512 F/BW (the kernels run on the GPU machine's Xeon)"
+            );
+            return;
+        }
+        type Rows4 = unsafe fn(&[u8], usize, [&[BlockQ8K]; 4], [&mut [f32]; 4]);
+        let cases: [(&str, usize, Kernel4, Rows4, Reference); 3] = [
+            (
+                "Q4_K",
+                Q4_K_BYTES,
+                k512::vec_dot_q4_k_q8_k_x4,
+                k512::rows_q4_k_q8_k_x4,
+                kquants::vec_dot_q4_k_q8_k,
+            ),
+            (
+                "Q5_K",
+                Q5_K_BYTES,
+                k512::vec_dot_q5_k_q8_k_x4,
+                k512::rows_q5_k_q8_k_x4,
+                kquants::vec_dot_q5_k_q8_k,
+            ),
+            (
+                "Q6_K",
+                Q6_K_BYTES,
+                k512::vec_dot_q6_k_q8_k_x4,
+                k512::rows_q6_k_q8_k_x4,
+                kquants::vec_dot_q6_k_q8_k,
+            ),
+        ];
+        let mut rng = Rng::new(0x5120);
+        for (name, bytes, four, rows4, reference) in cases {
+            for blocks in [1usize, 2, 3, 19] {
+                // a few rows at once (the prompt path pairs the tokens once for all of them)
+                let n_rows = 5;
+                for _ in 0..10 {
+                    let w: Vec<u8> = (0..n_rows)
+                        .flat_map(|_| row(&mut rng, bytes, blocks))
+                        .collect();
+                    let a: Vec<Vec<BlockQ8K>> = (0..4).map(|_| acts(&mut rng, blocks)).collect();
+                    let mut out = vec![vec![0f32; n_rows]; 4];
+                    let [o0, o1, o2, o3] = &mut out[..] else {
+                        unreachable!()
+                    };
+                    let rb = bytes * blocks;
+                    // SAFETY: the features were just detected; the shapes match.
+                    unsafe { rows4(&w, rb, std::array::from_fn(|t| &a[t][..]), [o0, o1, o2, o3]) };
+                    for (r, wr) in w.chunks_exact(rb).enumerate() {
+                        // SAFETY: as above.
+                        let got = unsafe { four(wr, std::array::from_fn(|t| &a[t][..])) };
+                        for (t, a) in a.iter().enumerate() {
+                            let want = reference(wr, a).to_bits();
+                            assert_eq!(
+                                got[t].to_bits(),
+                                want,
+                                "{name} x {blocks}, row {r}, token {t}"
+                            );
+                            assert_eq!(
+                                out[t][r].to_bits(),
+                                want,
+                                "{name} x {blocks} rows, row {r}, token {t}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
