@@ -21,7 +21,7 @@
 // Short contexts (`ordered_upto` positions or fewer, at most ATTF_ORDERED_MAX) take
 // attention.cu's CPU-order arithmetic instead, in this same launch (RoPE and the cache write
 // as above): the engine asks for it where every decode product is in the CPU's order too, so
-// that a short decode gives the CPU's bits (src/engine/cuda/kernels.rs `cpu_order_fast`).
+// that a short decode gives the CPU's bits (src/engine/cuda/kernel_table.rs `cpu_order_fast`).
 // Its serial order costs decode speed (measured: docs/measurements/kernels.md).
 
 #define ATTF_THREADS 256

@@ -97,7 +97,7 @@ __device__ __forceinline__ u64 globaltimer() {
     return t;
 }
 
-// Programmatic dependent launch (Hopper and later; src/engine/cuda/launcher.rs): a kernel
+// Programmatic dependent launch (Hopper and later; src/engine/cuda/pdl_launch.rs): a kernel
 // launched with it may start while the kernel before it in the stream is still running, and
 // `pdl_wait` holds it until that kernel has finished and its writes are visible. Every kernel
 // waits before it reads or writes anything (in `STAMP_GUARD`), then lets the next kernel of the
@@ -125,7 +125,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p, u64 bytes, int t, int
 }
 
 // Whether this is block 0's thread 0, the thread that stamps a kernel's start. Every launch has
-// one-dimensional blocks (src/engine/cuda/launcher.rs asserts it in test builds), so thread 0 is
+// one-dimensional blocks (src/engine/cuda/pdl_launch.rs asserts it in test builds), so thread 0 is
 // the one with threadIdx.x 0, and the test starts from threadIdx.x and blockIdx.x, which the
 // kernels read anyway. blockIdx.y/z are read in PTX: ptxas then reads them into uniform
 // registers (S2UR, once per warp) in stamped and unstamped steps alike, where in plain C++ it

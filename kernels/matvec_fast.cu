@@ -415,13 +415,13 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
 // lane) block after block; hsum_float_8 of the lanes plus the in-order sum of m_w * s_a) at
 // the fast kernels' shape: a warp per row, a block per thread, so one token's legacy products
 // give the CPU's bits. The engine takes them where every decode product can keep the CPU's
-// order (src/engine/cuda/kernels.rs `cpu_order_fast`); elsewhere `mvf_one` sums freely, as
+// order (src/engine/cuda/kernel_table.rs `cpu_order_fast`); elsewhere `mvf_one` sums freely, as
 // the serial fold costs time (measured: docs/measurements/kernels.md).
 // Lane sums of 32 blocks at a time go through shared memory; lanes 0..7 then fold them in
 // block order while the next 32 blocks' loads are in flight.
 
 // One warp's share of the launch's dynamic shared memory (the host gives a `MvoWarp` per warp,
-// `MVO_BYTES` in src/engine/cuda/kernels.rs): the eight lane sums of 32 blocks as
+// `MVO_BYTES` in src/engine/cuda/launch_params.rs): the eight lane sums of 32 blocks as
 // floats ([lane][block]; rows 36 apart, so a lane's 16-byte reads and the blocks' writes hit
 // distinct banks), and each block's d_w * d_a and m_w * s_a.
 struct __align__(16) MvoWarp {

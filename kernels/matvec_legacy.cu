@@ -1,4 +1,5 @@
-// The 32-weight legacy blocks: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (layouts in src/quant/legacy.rs).
+// The 32-weight legacy blocks: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (layouts in
+// src/quant/legacy/layout.rs).
 // Weight i of a block: the low nibble of qs[i] for i < 16, the high nibble of qs[i - 16] after;
 // Q5 adds bit i of the little-endian u32 qh as the fifth bit.
 //

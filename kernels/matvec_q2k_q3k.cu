@@ -1,6 +1,6 @@
 // Q2_K (84-byte blocks: 16 scale/min bytes, 64 bytes of 2-bit levels, d, dmin) and Q3_K
 // (110 bytes: 32 bytes of high-bit masks, 64 bytes of 2-bit levels, 12 packed 6-bit scales,
-// d), as src/quant/kquants.rs.
+// d), as src/quant/kquants/.
 
 struct DeqQ2_K {
     static const bool HAS_MIN = false;

@@ -1,5 +1,5 @@
 // Q4_K (144-byte blocks of 256: d, dmin, 12 packed 6-bit scales/mins, 128 bytes of nibbles)
-// and Q5_K (176 bytes: the same plus 32 bytes of fifth bits), as src/quant/kquants.rs.
+// and Q5_K (176 bytes: the same plus 32 bytes of fifth bits), as src/quant/kquants/.
 
 // ggml's get_scale_min_k4: sub-block j's 6-bit scale and min.
 __device__ __forceinline__ void scale_min_k4(int j, const u8* q, int* sc, int* m) {

@@ -1,5 +1,5 @@
 // Q6_K: 210-byte blocks of 256 weights: 128 bytes of low nibbles, 64 bytes of 2-bit highs,
-// 16 int8 scales, f16 d; value d * scale * (q - 32), as src/quant/kquants.rs.
+// 16 int8 scales, f16 d; value d * scale * (q - 32), as src/quant/kquants/.
 
 struct DeqQ6_K {
     static const bool HAS_MIN = false;

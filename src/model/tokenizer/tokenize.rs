@@ -83,6 +83,125 @@ pub struct Tokenizer {
     clean_spaces: bool,
 }
 
+/// The vocabulary's size, once the per-token arrays are checked to cover it.
+fn check_lengths(data: &TokenizerData) -> Result<usize, TokenizerError> {
+    let n = data.tokens.len();
+    if n == 0 {
+        return Err(TokenizerError::EmptyVocab);
+    }
+    if n > u32::MAX as usize {
+        return Err(TokenizerError::LengthMismatch {
+            key: "tokenizer.ggml.tokens",
+            got: n,
+            want: u32::MAX as usize,
+        });
+    }
+    if !data.scores.is_empty() && data.scores.len() < n {
+        return Err(TokenizerError::LengthMismatch {
+            key: "tokenizer.ggml.scores",
+            got: data.scores.len(),
+            want: n,
+        });
+    }
+    if !data.token_types.is_empty() && data.token_types.len() < n {
+        return Err(TokenizerError::LengthMismatch {
+            key: "tokenizer.ggml.token_type",
+            got: data.token_types.len(),
+            want: n,
+        });
+    }
+    Ok(n)
+}
+
+/// Token and merge texts as llama.cpp reads them, and the map from a token's text to its id.
+fn index_tokens(data: &mut TokenizerData) -> Result<HashMap<String, u32>, TokenizerError> {
+    let n = data.tokens.len();
+    // Token texts and the reverse map. llama.cpp reads token and merge strings as C strings
+    // (cut at the first NUL) and renames empty tokens.
+    for s in data.tokens.iter_mut().chain(data.merges.iter_mut()) {
+        if let Some(nul) = s.find('\0') {
+            s.truncate(nul);
+        }
+    }
+    for (i, t) in data.tokens.iter_mut().enumerate() {
+        if t.is_empty() {
+            *t = format!("[EMPTY_{i}]");
+        }
+    }
+    let mut token_to_id = HashMap::with_capacity(n);
+    for (i, t) in data.tokens.iter().enumerate() {
+        if let Some(first) = token_to_id.insert(t.clone(), i as u32) {
+            return Err(TokenizerError::DuplicateToken {
+                id: i as u32,
+                first,
+                text: t.clone(),
+            });
+        }
+    }
+    Ok(token_to_id)
+}
+
+/// Each token's llama.cpp attributes from its GGUF type; byte tokens must name a byte.
+fn attributes(data: &TokenizerData) -> Result<Vec<u16>, TokenizerError> {
+    let n = data.tokens.len();
+    let attrs: Vec<u16> = if data.token_types.is_empty() {
+        vec![attr::NORMAL; n]
+    } else {
+        data.token_types[..n]
+            .iter()
+            .map(|&t| vocab::attr_of_type(t))
+            .collect()
+    };
+    for (i, &a) in attrs.iter().enumerate() {
+        if a & attr::BYTE != 0 && vocab::parse_byte_token(&data.tokens[i]).is_none() {
+            return Err(TokenizerError::BadByteToken {
+                id: i as u32,
+                text: data.tokens[i].clone(),
+            });
+        }
+    }
+    Ok(attrs)
+}
+
+/// The algorithm for `kind`, its pre-tokenizer, and llama.cpp's defaults for the model type.
+fn algorithm(
+    kind: TokenizerKind,
+    data: &TokenizerData,
+) -> Result<(Algo, Option<&'static str>, Defaults), TokenizerError> {
+    Ok(match kind {
+        TokenizerKind::Bpe => {
+            let cfg = PreConfig::for_name(data.pre.as_deref())?;
+            let pre = PreTokenizer::new(data.pre.as_deref().unwrap_or("default"), cfg.regexes)?;
+            let ranks = bpe::Ranks::new(&data.merges)?;
+            let def = Defaults {
+                bos: if cfg.no_default_bos { None } else { Some(11) },
+                eos: Some(11),
+                unk: None,
+                add_bos: cfg.add_bos,
+                add_space_prefix: false,
+                clean_spaces: cfg.clean_spaces,
+            };
+            let algo = Algo::Bpe {
+                ranks,
+                pre,
+                ignore_merges: cfg.ignore_merges,
+            };
+            (algo, Some(cfg.kind), def)
+        }
+        TokenizerKind::Spm => {
+            let def = Defaults {
+                bos: Some(1),
+                eos: Some(2),
+                unk: Some(0),
+                add_bos: true,
+                add_space_prefix: true,
+                clean_spaces: false,
+            };
+            (Algo::Spm, None, def)
+        }
+    })
+}
+
 impl Tokenizer {
     /// Validate `data` and build the tokenizer, applying llama.cpp's per-model defaults.
     pub fn new(data: TokenizerData) -> Result<Tokenizer, TokenizerError> {
@@ -91,106 +210,12 @@ impl Tokenizer {
             "llama" => TokenizerKind::Spm,
             other => return Err(TokenizerError::UnsupportedModel(other.to_string())),
         };
-        let n = data.tokens.len();
-        if n == 0 {
-            return Err(TokenizerError::EmptyVocab);
-        }
-        if n > u32::MAX as usize {
-            return Err(TokenizerError::LengthMismatch {
-                key: "tokenizer.ggml.tokens",
-                got: n,
-                want: u32::MAX as usize,
-            });
-        }
-        if !data.scores.is_empty() && data.scores.len() < n {
-            return Err(TokenizerError::LengthMismatch {
-                key: "tokenizer.ggml.scores",
-                got: data.scores.len(),
-                want: n,
-            });
-        }
-        if !data.token_types.is_empty() && data.token_types.len() < n {
-            return Err(TokenizerError::LengthMismatch {
-                key: "tokenizer.ggml.token_type",
-                got: data.token_types.len(),
-                want: n,
-            });
-        }
-
-        // Token texts and the reverse map. llama.cpp reads token and merge strings as C strings
-        // (cut at the first NUL) and renames empty tokens.
+        let n = check_lengths(&data)?;
         let mut data = data;
-        for s in data.tokens.iter_mut().chain(data.merges.iter_mut()) {
-            if let Some(nul) = s.find('\0') {
-                s.truncate(nul);
-            }
-        }
-        for (i, t) in data.tokens.iter_mut().enumerate() {
-            if t.is_empty() {
-                *t = format!("[EMPTY_{i}]");
-            }
-        }
-        let mut token_to_id = HashMap::with_capacity(n);
-        for (i, t) in data.tokens.iter().enumerate() {
-            if let Some(first) = token_to_id.insert(t.clone(), i as u32) {
-                return Err(TokenizerError::DuplicateToken {
-                    id: i as u32,
-                    first,
-                    text: t.clone(),
-                });
-            }
-        }
-
-        let mut attrs: Vec<u16> = if data.token_types.is_empty() {
-            vec![attr::NORMAL; n]
-        } else {
-            data.token_types[..n]
-                .iter()
-                .map(|&t| vocab::attr_of_type(t))
-                .collect()
-        };
-        for (i, &a) in attrs.iter().enumerate() {
-            if a & attr::BYTE != 0 && vocab::parse_byte_token(&data.tokens[i]).is_none() {
-                return Err(TokenizerError::BadByteToken {
-                    id: i as u32,
-                    text: data.tokens[i].clone(),
-                });
-            }
-        }
-
+        let token_to_id = index_tokens(&mut data)?;
+        let mut attrs = attributes(&data)?;
         // Model-type defaults (llama.cpp `load`), then the metadata.
-        let (algo, pre_kind, def) = match kind {
-            TokenizerKind::Bpe => {
-                let cfg = PreConfig::for_name(data.pre.as_deref())?;
-                let pre = PreTokenizer::new(data.pre.as_deref().unwrap_or("default"), cfg.regexes)?;
-                let ranks = bpe::Ranks::new(&data.merges)?;
-                let def = Defaults {
-                    bos: if cfg.no_default_bos { None } else { Some(11) },
-                    eos: Some(11),
-                    unk: None,
-                    add_bos: cfg.add_bos,
-                    add_space_prefix: false,
-                    clean_spaces: cfg.clean_spaces,
-                };
-                let algo = Algo::Bpe {
-                    ranks,
-                    pre,
-                    ignore_merges: cfg.ignore_merges,
-                };
-                (algo, Some(cfg.kind), def)
-            }
-            TokenizerKind::Spm => {
-                let def = Defaults {
-                    bos: Some(1),
-                    eos: Some(2),
-                    unk: Some(0),
-                    add_bos: true,
-                    add_space_prefix: true,
-                    clean_spaces: false,
-                };
-                (Algo::Spm, None, def)
-            }
-        };
+        let (algo, pre_kind, def) = algorithm(kind, &data)?;
         let in_range = |id: Option<u32>| id.filter(|&i| (i as usize) < n);
         let explicit =
             |key: &'static str, id: Option<u32>| -> Result<Option<u32>, TokenizerError> {
