@@ -1,6 +1,7 @@
 //! `cbtop synth`: same seed, same bytes; a different seed, different weights; every mix and
 //! both architectures write files that pass `inspect` and run in the engine with finite
-//! logits. A tiny shape (a TOML file, as `--shape` accepts) keeps each file small.
+//! logits. A tiny shape (a TOML file, as `--shape` accepts) keeps each file small. Every mix
+//! places the tensor types llama-quantize gives the same shape (tests/fixtures/quant-mixes/).
 
 mod common;
 
@@ -8,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use common::{cbtop, stderr};
 
+use cbtop::profile::Profile;
+use cbtop::synth::{self as synthesis, QuantMix};
 use serde_json::Value;
 
 fn tmp(name: &str) -> PathBuf {
@@ -51,7 +54,7 @@ fn synth(shape: &Path, quant: &str, seed: &str, out: &Path) {
 fn same_seed_same_bytes_and_files_load_and_run() {
     for arch in ["qwen2", "llama"] {
         let shape = shape_file(arch);
-        for quant in ["q4_k_m", "q8_0", "q4_0", "f16"] {
+        for quant in QuantMix::ALL.map(|m| m.name()) {
             let (a, b, c) = (
                 tmp(&format!("{arch}-{quant}-a.gguf")),
                 tmp(&format!("{arch}-{quant}-b.gguf")),
@@ -145,4 +148,59 @@ fn real_shapes_have_their_published_sizes() {
     let p = info["parameters"].as_u64().unwrap();
     assert!((130_000_000..140_000_000).contains(&p), "{p}");
     let _ = std::fs::remove_file(out);
+}
+
+/// llama-quantize's per-tensor types (tests/fixtures/quant-mixes/SHAPE.tsv: mix, tensor, type
+/// per line, from an f16 synth file of the shape quantized to each mix) against the types
+/// `synth` places for the same shape and mix: the same tensors, the same type each.
+#[test]
+fn every_mix_places_the_types_llama_quantize_chooses() {
+    let dir = common::fixture("quant-mixes");
+    for (shape_name, file) in [
+        ("smollm2-135m", "smollm2-135m"),
+        ("qwen2.5-0.5b", "qwen2.5-0.5b"),
+        ("llama-3.2-1b", "llama-3.2-1b"),
+        (
+            dir.join("tiny-untied.toml").to_str().unwrap(),
+            "tiny-untied",
+        ),
+    ] {
+        let shape = Profile::shape(shape_name).unwrap_or_else(|e| panic!("{e}"));
+        let text = std::fs::read_to_string(dir.join(format!("{file}.tsv"))).unwrap();
+        let mut seen = 0;
+        for mix in QuantMix::ALL {
+            let want: Vec<(&str, &str)> = text
+                .lines()
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split('\t').collect();
+                    (f[0].eq_ignore_ascii_case(mix.name())).then_some((f[1], f[2]))
+                })
+                .collect();
+            assert!(!want.is_empty(), "{file}: no rows for {}", mix.name());
+            let mut got: Vec<(String, String)> = synthesis::tensors(&shape, mix)
+                .into_iter()
+                .map(|t| (t.name, t.ty.name().to_string()))
+                .collect();
+            let mut want: Vec<(String, String)> = want
+                .into_iter()
+                .map(|(n, t)| (n.to_string(), t.to_string()))
+                .collect();
+            got.sort();
+            want.sort();
+            let diff: Vec<_> = want
+                .iter()
+                .zip(&got)
+                .filter(|(w, g)| w != g)
+                .take(5)
+                .collect();
+            assert_eq!(got.len(), want.len(), "{file} {}: tensor count", mix.name());
+            assert!(
+                diff.is_empty(),
+                "{file} {}: (llama-quantize, synth) {diff:?}",
+                mix.name()
+            );
+            seen += 1;
+        }
+        assert_eq!(seen, QuantMix::ALL.len());
+    }
 }

@@ -157,7 +157,8 @@ pub struct SynthArgs {
     /// Model shape: a name from profiles/ (e.g. qwen2.5-0.5b) or a TOML file.
     #[arg(long)]
     pub shape: String,
-    /// Weight mix: q4_k_m, q8_0, q4_0 or f16.
+    /// Weight mix, as llama-quantize names them: q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k_m,
+    /// q4_k_m, q5_k_m, q6_k, f16 or bf16.
     #[arg(long)]
     pub quant: String,
     /// Output GGUF file.

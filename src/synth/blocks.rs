@@ -5,7 +5,7 @@
 //! chosen so every weight lies in `[-amax, amax]` with a mean near zero (checked in tests by
 //! dequantizing), which keeps activations of a many-layer random model finite.
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::quant::GgmlType;
 use crate::rng::SplitMix64;
@@ -27,6 +27,11 @@ pub fn fill(ty: GgmlType, amax: f32, rng: &mut SplitMix64, out: &mut [u8]) {
         GgmlType::F16 => {
             for c in out.chunks_exact_mut(2) {
                 put_f16(c, amax * rng.next_signed());
+            }
+        }
+        GgmlType::BF16 => {
+            for c in out.chunks_exact_mut(2) {
+                c.copy_from_slice(&bf16::from_f32(amax * rng.next_signed()).to_le_bytes());
             }
         }
         _ => {
@@ -52,6 +57,20 @@ fn block(ty: GgmlType, amax: f32, rng: &mut SplitMix64, b: &mut [u8]) {
             put_f16(&mut b[0..2], amax / 8.0);
             rng.fill(&mut b[2..18]);
         }
+        // d, m, qs[16] (nibbles): w = d * q + m; m = -7.5 d centres q's 0..15
+        GgmlType::Q4_1 => {
+            let d = amax / 7.5;
+            put_f16(&mut b[0..2], d);
+            put_f16(&mut b[2..4], -7.5 * d);
+            rng.fill(&mut b[4..20]);
+        }
+        // d, m, qh[4], qs[16]: w = d * q + m, q 5 bits; m = -15.5 d centres q's 0..31
+        GgmlType::Q5_1 => {
+            let d = amax / 15.5;
+            put_f16(&mut b[0..2], d);
+            put_f16(&mut b[2..4], -15.5 * d);
+            rng.fill(&mut b[4..24]);
+        }
         // d, qh[4], qs[16]: w = d * (q - 16), q 5 bits
         GgmlType::Q5_0 => {
             put_f16(&mut b[0..2], amax / 16.0);
@@ -71,6 +90,48 @@ fn block(ty: GgmlType, amax: f32, rng: &mut SplitMix64, b: &mut [u8]) {
             }
             pack_k4_scales(&sc, &m, &mut b[4..16]);
             rng.fill(&mut b[16..144]);
+        }
+        // scales[16] (4-bit sc, 4-bit m), qs[64] (2 bits), d, dmin: w = d*sc*q - dmin*m.
+        // With dmin = d and m = 3sc/2 (rounded down), w ≈ d*sc*(q - 1.5): centred, |w| <= 15.5 d.
+        GgmlType::Q2_K => {
+            for s in &mut b[0..16] {
+                let sc = rng.range(6, 10) as u8;
+                *s = sc | ((3 * sc / 2) << 4);
+            }
+            rng.fill(&mut b[16..80]);
+            let d = amax / 15.5;
+            put_f16(&mut b[80..82], d);
+            put_f16(&mut b[82..84], d);
+        }
+        // hmask[32], qs[64], scales[12] (6-bit, stored + 32), d: w = d * sc * q, q in -4..3.
+        // One scale per block, its sign drawn, so the blocks' -0.5 mean level cancels out.
+        GgmlType::Q3_K => {
+            rng.fill(&mut b[0..96]);
+            let mag = rng.range(8, 12) as u8;
+            let s = if rng.range(0, 1) == 0 {
+                32 - mag
+            } else {
+                32 + mag
+            };
+            let (lo, hi) = (s & 0xF, s >> 4);
+            b[96..104].fill(lo | (lo << 4));
+            b[104..108].fill(hi * 0x55);
+            put_f16(&mut b[108..110], amax / 48.0);
+        }
+        // d, dmin, scales[12], qh[32], qs[128]: as Q4_K with 5-bit q; dmin = 31 d and m = sc/2
+        // give w ≈ d*sc*(q - 15.5): centred, |w| <= 992 d.
+        GgmlType::Q5_K => {
+            let d = amax / 992.0;
+            put_f16(&mut b[0..2], d);
+            put_f16(&mut b[2..4], 31.0 * d);
+            let mut sc = [0u8; 8];
+            let mut m = [0u8; 8];
+            for j in 0..8 {
+                sc[j] = rng.range(32, 63) as u8;
+                m[j] = sc[j] / 2;
+            }
+            pack_k4_scales(&sc, &m, &mut b[4..16]);
+            rng.fill(&mut b[16..176]);
         }
         // ql[128], qh[64], scales[16] (i8), d: w = d * sc * (q - 32), q 6 bits.
         GgmlType::Q6_K => {
@@ -93,14 +154,20 @@ pub fn pack_k4_scales(sc: &[u8; 8], m: &[u8; 8], out: &mut [u8]) {
     }
 }
 
-/// Block types `fill` can draw.
-pub const DRAWABLE: [GgmlType; 7] = [
+/// Block types `fill` can draw: every type a synthetic mix places.
+pub const DRAWABLE: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::BF16,
     GgmlType::Q8_0,
     GgmlType::Q4_0,
+    GgmlType::Q4_1,
     GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
+    GgmlType::Q5_K,
     GgmlType::Q6_K,
 ];
 
@@ -143,6 +210,23 @@ mod tests {
         for j in 0..8 {
             let want = sc[j] as f32 - 0.5 * m[j] as f32;
             assert_eq!(w[j * 32], want, "sub-block {j}");
+        }
+    }
+
+    #[test]
+    fn q3_k_blocks_carry_one_scale_for_all_sixteen_sub_blocks() {
+        // With every level at +3 (high bit set, low bits 3) each weight is d * (s - 32) * 3:
+        // the same in all sixteen sub-blocks only if the scale's 12-byte packing is right.
+        let mut rng = SplitMix64::new(3);
+        for _ in 0..32 {
+            let mut b = vec![0u8; 110];
+            block(GgmlType::Q3_K, 0.1, &mut rng, &mut b);
+            b[0..96].fill(0xFF);
+            let mut w = vec![0f32; 256];
+            dequantize_row(GgmlType::Q3_K, &b, &mut w);
+            let mag = (w[0] / (3.0 * f16::from_le_bytes([b[108], b[109]]).to_f32())).abs();
+            assert!((8.0..=12.0).contains(&mag), "scale {mag}");
+            assert!(w.iter().all(|&x| x == w[0]), "{:?}", &w[..32]);
         }
     }
 }

@@ -62,11 +62,22 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
     let hd = shape.head_dim();
     let (qd, kvd) = (shape.n_heads * hd, shape.n_kv_heads * hd);
     let tied = shape.tied_embeddings;
+    let n_gqa = shape.n_heads / shape.n_kv_heads.max(1);
     let weight = |name: String, role: Role, layer: usize, ncols: usize, nrows: usize| {
         TensorSpec {
             name,
             dims: vec![ncols as u64, nrows as u64],
-            ty: placement::weight_type(mix, role, layer, nl, ncols, tied),
+            ty: placement::weight_type(
+                mix,
+                placement::Place {
+                    role,
+                    layer,
+                    n_layers: nl,
+                    ncols,
+                    tied,
+                    n_gqa,
+                },
+            ),
             // uniform in ±amax has std amax/√3: 0.5/√ncols keeps a normalised input's
             // projection at std ~0.5 in every layer
             fill: Fill::Weight {
