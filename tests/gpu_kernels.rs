@@ -56,7 +56,17 @@ fn every_type_matches_the_cpu_dequantization() {
     let mut failures = Vec::new();
     // One token (the decode kernel) and a batch of 11 (two tiles of the batch kernel); a
     // short row and a long one (past the product's 64-block chunk for the 32-weight types).
-    for (rows, cols, n, seed) in [(37, 512, 1, 7), (37, 512, 11, 8), (5, 2560, 3, 9)] {
+    // Types whose blocks do not divide a shape's rows skip it.
+    // Rows of the float types only: a last tile half full (520), rows whose f16 bytes are not
+    // whole 16-byte chunks (36: the batch kernel takes them), a long row (4864).
+    for (rows, cols, n, seed) in [
+        (37, 512, 1, 7),
+        (37, 512, 11, 8),
+        (5, 2560, 3, 9),
+        (7, 520, 1, 10),
+        (3, 36, 1, 11),
+        (9, 4864, 1, 12),
+    ] {
         check_shape(&k, rows, cols, n, seed, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -190,7 +200,10 @@ fn check_shape(
     failures: &mut Vec<String>,
 ) {
     let mut rng = SplitMix64::new(seed);
-    for ty in GgmlType::ALL {
+    for ty in GgmlType::ALL
+        .into_iter()
+        .filter(|t| cols.is_multiple_of(t.block_size()))
+    {
         let rb = ty.row_bytes(cols).unwrap();
         let w = random_rows(ty, rows, cols, &mut rng);
         let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();

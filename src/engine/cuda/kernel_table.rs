@@ -12,14 +12,19 @@ use super::pdl_launch::Launch;
 use crate::engine::options::Numerics;
 use crate::quant::GgmlType;
 
-/// A weight type's product kernels: one for float weights, or one for a single token and
-/// one for batches of up to 8 for quantized weights (kernels/common.cuh). The single-token
+/// A weight type's product kernels: for a single token and for batches of up to 8
+/// (kernels/common.cuh, kernels/matvec_float.cu). The single-token
 /// kernel takes `one_rows` weight rows per block: 1 per 128 threads for the exact kernels,
 /// `FAST_ROWS` for the fast ones (a warp per row, kernels/matvec_fast.cu; more for very tall
 /// matrices, `fast_rows_for`), with `one_shared` bytes of dynamic shared memory per
 /// `FAST_ROWS` rows (the fast legacy kernels' CPU-order fold).
 pub(super) enum Product {
-    Float(CudaFunction),
+    /// Float weights: `batch` for any number of tokens, `one` for a single token whose rows are
+    /// whole 16-byte chunks (kernels/matvec_float.cu); both in the CPU's order.
+    Float {
+        batch: CudaFunction,
+        one: CudaFunction,
+    },
     Quant {
         one: CudaFunction,
         one_rows: usize,
@@ -148,7 +153,10 @@ fn product_kernels(
 ) -> Result<Product, String> {
     let name = ty.name().to_lowercase();
     if !ty.is_quantized() {
-        return Ok(Product::Float(f(&format!("matvec_{name}"))?));
+        return Ok(Product::Float {
+            batch: f(&format!("matvec_{name}"))?,
+            one: f(&format!("mvo_{name}"))?,
+        });
     }
     let (one, one_rows, one_shared) = match numerics {
         Numerics::Exact => (f(&format!("qmv1_{name}"))?, 1, 0),

@@ -91,10 +91,21 @@ pub(super) fn product(
     let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
     let accumulate = i32::from(ep.accumulate);
     let null = 0u64;
-    // Float weights: 16 rows per block of 128 threads (8 per row), up to 8 tokens; quantized
-    // weights: `one_rows` rows per block for one token, or a row and up to 8 tokens.
+    // Float weights: four rows per one-warp block for one token, else 16 rows per block of 128
+    // threads (8 per row) and up to 8 tokens; quantized weights: `one_rows` rows per block for
+    // one token, or a row and up to 8 tokens.
     let (f, grid, threads, shared, quantized) = match k.product(m.ty) {
-        Product::Float(f) => (f, (ceil_div(m.rows, 16), ceil_div(n, 8), 1), 128, 0, false),
+        // One token: four rows per one-warp block, 16-byte loads.
+        Product::Float { one, .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
+            (one, (ceil_div(m.rows, 4), 1, 1), 32, 0, false)
+        }
+        Product::Float { batch, .. } => (
+            batch,
+            (ceil_div(m.rows, 16), ceil_div(n, 8), 1),
+            128,
+            0,
+            false,
+        ),
         Product::Quant {
             one,
             one_rows,
