@@ -27,10 +27,13 @@ struct DeqBF16 {
 
 // One token's float product in the CPU's order (the lanes of matvec_impl: lane l = i % 8 adds
 // w[i] * x[i] unfused in index order, the lanes folded from 0.0 up), shaped for bandwidth: a
-// row goes to eight threads, which load it in 128-byte tiles of 16 bytes each (MVO_F_UNROLL
-// tiles in flight), and a shared-memory pass gives lane l its own weights of each tile. Four
-// rows per one-warp block. Rows must be a whole number of 16-byte chunks (the host checks).
-#define MVO_F_UNROLL 4
+// row goes to eight threads, which load it in 128-byte tiles of 16 bytes each (the next
+// MVO_F_UNROLL tiles in flight while these are summed), and a shared-memory pass gives lane l
+// its own weights of each tile. Four rows per one-warp block. Rows must be a whole number of
+// 16-byte chunks (the host checks). MVO_F_UNROLL may be set through CBTOP_KERNEL_DEFINES.
+#ifndef MVO_F_UNROLL
+#define MVO_F_UNROLL 8
+#endif
 
 template <typename D, int EB>
 __device__ __forceinline__ void mvo_float_impl(const u8* __restrict__ w, u64 row_bytes, int rows,
@@ -43,17 +46,22 @@ __device__ __forceinline__ void mvo_float_impl(const u8* __restrict__ w, u64 row
     // Every thread runs every tile (the warp syncs inside); a row past the end reads the last.
     const u8* row = w + (u64)min(r, rows - 1) * row_bytes;
     const int chunks = (int)(row_bytes / 16), ntiles = (cols + TE - 1) / TE;
-    float acc = 0.0f;
-    for (int t0 = 0; t0 < ntiles; t0 += MVO_F_UNROLL) {
-        uint4 v[MVO_F_UNROLL];
+    // The next tiles' loads are issued before this set's arithmetic, so they overlap it.
+    auto load = [&](uint4* v, int t0) {
 #pragma unroll
         for (int u = 0; u < MVO_F_UNROLL; u++) {
             const int c = (t0 + u) * 8 + l;
             v[u] = c < chunks ? __ldg((const uint4*)(row + 16 * (u64)c)) : make_uint4(0, 0, 0, 0);
         }
+    };
+    uint4 cur[MVO_F_UNROLL], next[MVO_F_UNROLL];
+    load(cur, 0);
+    float acc = 0.0f;
+    for (int t0 = 0; t0 < ntiles; t0 += MVO_F_UNROLL) {
+        load(next, t0 + MVO_F_UNROLL);
         __syncwarp();
 #pragma unroll
-        for (int u = 0; u < MVO_F_UNROLL; u++) tiles[g][u][l] = v[u];
+        for (int u = 0; u < MVO_F_UNROLL; u++) tiles[g][u][l] = cur[u];
         __syncwarp();
 #pragma unroll
         for (int u = 0; u < MVO_F_UNROLL; u++) {
@@ -65,6 +73,8 @@ __device__ __forceinline__ void mvo_float_impl(const u8* __restrict__ w, u64 row
                 if (i < cols) acc = __fadd_rn(acc, __fmul_rn(D::get(tile, j), x[i]));
             }
         }
+#pragma unroll
+        for (int u = 0; u < MVO_F_UNROLL; u++) cur[u] = next[u];
     }
     float lane[8];
 #pragma unroll
