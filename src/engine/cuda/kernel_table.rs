@@ -24,6 +24,9 @@ pub(super) enum Product {
     Float {
         batch: CudaFunction,
         one: CudaFunction,
+        /// Fast numerics where the model's products need not keep the CPU's order: one token
+        /// in any order, a warp per row.
+        free: Option<CudaFunction>,
     },
     Quant {
         one: CudaFunction,
@@ -156,6 +159,10 @@ fn product_kernels(
         return Ok(Product::Float {
             batch: f(&format!("matvec_{name}"))?,
             one: f(&format!("mvo_{name}"))?,
+            free: match numerics {
+                Numerics::Fast if !ordered => Some(f(&format!("mvf_{name}"))?),
+                _ => None,
+            },
         });
     }
     let (one, one_rows, one_shared) = match numerics {
@@ -194,12 +201,13 @@ fn is_legacy(ty: GgmlType) -> bool {
 }
 
 /// Whether fast numerics keep the CPU's float order for `model`'s decode steps: where every
-/// decode product can (legacy and float weights; the k-quants' fast kernels sum freely), the
-/// legacy products take their CPU-order kernels and decode attention its CPU-order path up to
-/// 128 positions, so a short decode gives the CPU engine's bits, as `--numerics exact` does
-/// (SmolLM2 Q4_1's greedy tokens are then llama.cpp's CPU's). Where some product reorders
-/// anyway, order buys nothing and the free kernels are faster. `CBTOP_FAST_CPU_ORDER=0` turns
-/// it off (for measuring what it costs).
+/// decode product is of a legacy type (their CPU-order kernels cost little; the k-quants' and
+/// the float weights' free kernels are much faster than any in that order), the legacy products
+/// take their CPU-order kernels and decode attention its CPU-order path up to 128 positions, so
+/// a short decode gives the CPU engine's bits, as `--numerics exact` does (SmolLM2 Q4_1's greedy
+/// tokens are then llama.cpp's CPU's). Where some product reorders anyway, order buys nothing
+/// and the free kernels are faster. `CBTOP_FAST_CPU_ORDER=0` turns it off (for measuring what
+/// it costs).
 pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
     if std::env::var("CBTOP_FAST_CPU_ORDER").is_ok_and(|v| v == "0") {
         return false;
@@ -211,5 +219,5 @@ pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
         .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
     std::iter::once(&w.output)
         .chain(products)
-        .all(|m| !m.ty.is_quantized() || is_legacy(m.ty))
+        .all(|m| is_legacy(m.ty))
 }

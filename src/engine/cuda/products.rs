@@ -95,7 +95,11 @@ pub(super) fn product(
     // threads (8 per row) and up to 8 tokens; quantized weights: `one_rows` rows per block for
     // one token, or a row and up to 8 tokens.
     let (f, grid, threads, shared, quantized) = match k.product(m.ty) {
-        // One token: four rows per one-warp block, 16-byte loads.
+        // One token: a warp per row in any order, four rows per block (fast numerics), else four
+        // rows per one-warp block in the CPU's order; 16-byte loads either way.
+        Product::Float { free: Some(f), .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
+            (f, (ceil_div(m.rows, 4), 1, 1), 128, 0, false)
+        }
         Product::Float { one, .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
             (one, (ceil_div(m.rows, 4), 1, 1), 32, 0, false)
         }
