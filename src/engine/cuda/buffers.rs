@@ -1,6 +1,7 @@
 //! The activations on the device: one buffer per intermediate of a step, sized for a batch of
 //! up to `n` tokens, and the product input in its vec-dot format. `Which` names a buffer so the
-//! launch plan can say "from H into Q" and get two distinct borrows.
+//! launch plan can say "from H into Q" and get two distinct borrows. Also the split-KV decode
+//! attention's scratch.
 
 use std::sync::Arc;
 

@@ -1,6 +1,8 @@
-//! The forward pass on the GPU, brick by brick like the CPU's `forward.rs`: weights uploaded
-//! once in their GGUF types, a GPU KV cache (f16, as the CPU's), activations kept on the device,
-//! and greedy sampling on the GPU so a decode step copies back one token id.
+//! The CUDA engine (`CudaEngine`) and its decode loop, the GPU twin of `cpu::decode`: weights
+//! uploaded once in their GGUF types, a GPU KV cache (f16, as the CPU's), activations kept on
+//! the device, and greedy sampling on the GPU so a decode step copies back one token id.
+//! `setup` builds it, `forward` is the launch plan each step runs; here are evaluation, the
+//! decode step and its CUDA graphs (captured once per kind of step, then replayed).
 //!
 //! Per-brick timing (docs/DESIGN.md): `Events` (the default) has every kernel stamp its own start
 //! and end on the GPU's clock (`clock.rs`), so a decode step still replays as one CUDA graph;
