@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cbtop's CPU engine beside llama.cpp's CPU backend on the same files and cores, in one run
-# (docs/benchmarks.md): builds llama.cpp (CPU) from the peer source once, makes the synthetic
-# qwen2.5-0.5b q4_k_m with `cbtop synth`, then for SmolLM2 (when $SMOLLM2 names its file) and the
-# 0.5b runs, for each thread count, REPS rounds (default 3) of
+# (docs/benchmarks.md): builds llama.cpp (CPU) from the peer source once, makes each synthetic
+# shape of $SHAPES (default qwen2.5-0.5b) in each weight mix of $QUANTS (default q4_k_m; any mix
+# `cbtop synth --quant` writes) with `cbtop synth`, then for SmolLM2 (when $SMOLLM2 names its
+# file) and each of those models runs, for each thread count, REPS rounds (default 3) of
 #   llama-bench -t T -p 64 -n 64 -r 1
 #   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
 # and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
@@ -10,7 +11,8 @@
 # machine falls on both (run one side's rounds after the other's and a drop in the machine's
 # memory bandwidth during one side's runs alone moves the ratio by 20% or more).
 #
-#   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" bash bench/cpu-vs-llama.sh
+#   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" \
+#       [SHAPES="qwen2.5-0.5b"] [QUANTS="q4_k_m q8_0 ..."] bash bench/cpu-vs-llama.sh
 #
 # PEER: the folder with the llama.cpp source tarball and build-llama.sh (default ../shared/peer,
 # else shared/peer; what it is and how to make it: docs/benchmarks.md); LLAMA_DIR: where it
@@ -20,18 +22,24 @@ CBTOP=${CBTOP:-target/release/cbtop}
 MODELS=${MODELS:-/tmp/cbtop-models}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
+SHAPES=${SHAPES:-qwen2.5-0.5b}
+QUANTS=${QUANTS:-q4_k_m}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/llama-cpu}
 OUT=${REPORTS:-/tmp/cbtop-cpu-vs-llama}
 mkdir -p "$MODELS" "$OUT"
 
 . "$(dirname "$0")/llama-peer.sh"
 bench=$(llama_bench cpu "$LLAMA_DIR")
-[ -f "$MODELS/qwen2.5-0.5b.gguf" ] ||
-    "$CBTOP" synth --shape qwen2.5-0.5b --quant q4_k_m -o "$MODELS/qwen2.5-0.5b.gguf" >/dev/null
 
 models=()
 [ -n "${SMOLLM2:-}" ] && [ -f "$SMOLLM2" ] && models+=("smollm2-135m=$SMOLLM2")
-models+=("qwen2.5-0.5b=$MODELS/qwen2.5-0.5b.gguf")
+for s in $SHAPES; do
+    for q in $QUANTS; do
+        f=$MODELS/$s-$q.gguf
+        [ -f "$f" ] || "$CBTOP" synth --shape "$s" --quant "$q" -o "$f" >/dev/null
+        models+=("$s-$q=$f")
+    done
+done
 
 for entry in "${models[@]}"; do
     name=${entry%%=*}
@@ -51,7 +59,13 @@ python3 - "$OUT" "$THREADS" "$REPS" "${models[@]}" <<'PY'
 import json, statistics, sys
 out, threads, reps = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 models = [m.split("=")[0] for m in sys.argv[4:]]
-print(f"{'model':<14}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}")
+cpu = open("/proc/cpuinfo").read()
+model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("model name")), "?")
+flags = set(next((l.split(":", 1)[1].split() for l in cpu.splitlines() if l.startswith("flags")), []))
+isa = [f for f in ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16") if f in flags]
+print(f"CPU: {model}; ISA: {' '.join(isa) or 'none of AVX2/AVX-512'}")
+w = max([len(m) for m in models] + [5]) + 2
+print(f"{'model':<{w}}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}")
 for name in models:
     for t in threads:
         lls = [json.load(open(f"{out}/{name}-t{t}-llama-r{r}.json")) for r in range(1, reps + 1)]
@@ -65,7 +79,7 @@ for name in models:
         for work, a, b in (("decode", peer(0, 64), mean("tokens_per_sec")),
                            ("prefill", peer(64, 0), mean("prefill_tokens_per_sec"))):
             ratio = f"{b / a:.2f}x" if a and b else "-"
-            print(f"{name:<14}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
+            print(f"{name:<{w}}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
 print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama-bench -t T"
       " -p 64 -n 64 -r 1 (plain build of the peer, docs/benchmarks.md; repacking as it defaults); cbtop:"
       " --headless --device cpu --timing off, 64 decode steps after a 64-token prompt")

@@ -232,6 +232,15 @@ pub fn vec_dot_rows(
                 (GgmlType::Q4_0, Q8_0(a)) => return l::rows_q4_0_q8_0(rows, row_bytes, a, out),
                 (GgmlType::Q5_0, Q8_0(a)) => return l::rows_q5_0_q8_0(rows, row_bytes, a, out),
                 (GgmlType::Q8_0, Q8_0(a)) => return l::rows_q8_0_q8_0(rows, row_bytes, a, out),
+                (GgmlType::F32, QuantizedAct::F32(x)) => {
+                    return l::float::rows_f32(rows, row_bytes, x, out)
+                }
+                (GgmlType::F16, QuantizedAct::F16(x)) => {
+                    return l::float::rows_f16(rows, row_bytes, x, out)
+                }
+                (GgmlType::BF16, QuantizedAct::BF16(x)) => {
+                    return l::float::rows_bf16(rows, row_bytes, x, out)
+                }
                 (GgmlType::Q4_1, Q8_1(a)) => return l::rows_q4_1_q8_1(rows, row_bytes, a, out),
                 (GgmlType::Q5_1, Q8_1(a)) => return l::rows_q5_1_q8_1(rows, row_bytes, a, out),
                 (GgmlType::Q4_K, Q8_K(a)) => return k::rows_q4_k_q8_k(rows, row_bytes, a, out),
@@ -325,6 +334,15 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
                 }
                 (GgmlType::Q6_K, QuantizedAct::Q8_K(a)) => {
                     return super::x86::kquants::vec_dot_q6_k_q8_k(w, a)
+                }
+                (GgmlType::F32, QuantizedAct::F32(x)) => {
+                    return super::x86::float::dot_f32_row(w, x)
+                }
+                (GgmlType::F16, QuantizedAct::F16(x)) => {
+                    return super::x86::float::dot_f16_row(w, x)
+                }
+                (GgmlType::BF16, QuantizedAct::BF16(x)) => {
+                    return super::x86::float::dot_bf16_row(w, x)
                 }
                 _ => {}
             }

@@ -4,13 +4,15 @@
 //! Files: `features` (the detection), `row_loops` and `prefetch` (shared by the row kernels),
 //! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders),
 //! `legacy` and `q5_0` (the legacy-quant dots), `kquants` and `kquants512` (the k-quant dots),
-//! `vnni` (a prompt's Q5_0 products on AVX-512 VNNI), `act` (the activation quantizers).
+//! `vnni` (a prompt's Q5_0 products on AVX-512 VNNI), `act` (the activation quantizers),
+//! `float` (the F32/F16/BF16 dots).
 
 #[macro_use]
 mod row_loops;
 
 pub(super) mod act;
 mod features;
+pub mod float;
 mod kquant_core;
 pub mod kquants;
 pub mod kquants512;
