@@ -76,12 +76,15 @@ fn block(ty: GgmlType, amax: f32, rng: &mut SplitMix64, b: &mut [u8]) {
             put_f16(&mut b[0..2], amax / 16.0);
             rng.fill(&mut b[2..22]);
         }
-        // d, dmin, scales[12] (6-bit sc and m per 32), qs[128]: w = d*sc*q - dmin*m.
-        // With m = sc/2 (rounded down) and dmin = 15 d, w ≈ d*sc*(q - 7.5): centred, |w| <= 480 d.
-        GgmlType::Q4_K => {
-            let d = amax / 480.0;
+        // Q4_K: d, dmin, scales[12] (6-bit sc and m per 32), qs[128]: w = d*sc*q - dmin*m, q 4
+        // bits; Q5_K the same with qh[32] for a fifth bit. With m = sc/2 (rounded down) and
+        // dmin = 2h d (h = 7.5 or 15.5, half the top level), w ≈ d*sc*(q - h): centred,
+        // |w| <= 64h d.
+        GgmlType::Q4_K | GgmlType::Q5_K => {
+            let h = if ty == GgmlType::Q4_K { 7.5 } else { 15.5 };
+            let d = amax / (64.0 * h);
             put_f16(&mut b[0..2], d);
-            put_f16(&mut b[2..4], 15.0 * d);
+            put_f16(&mut b[2..4], 2.0 * h * d);
             let mut sc = [0u8; 8];
             let mut m = [0u8; 8];
             for j in 0..8 {
@@ -89,7 +92,7 @@ fn block(ty: GgmlType, amax: f32, rng: &mut SplitMix64, b: &mut [u8]) {
                 m[j] = sc[j] / 2;
             }
             pack_k4_scales(&sc, &m, &mut b[4..16]);
-            rng.fill(&mut b[16..144]);
+            rng.fill(&mut b[16..]);
         }
         // scales[16] (4-bit sc, 4-bit m), qs[64] (2 bits), d, dmin: w = d*sc*q - dmin*m.
         // With dmin = d and m = 3sc/2 (rounded down), w ≈ d*sc*(q - 1.5): centred, |w| <= 15.5 d.
@@ -117,21 +120,6 @@ fn block(ty: GgmlType, amax: f32, rng: &mut SplitMix64, b: &mut [u8]) {
             b[96..104].fill(lo | (lo << 4));
             b[104..108].fill(hi * 0x55);
             put_f16(&mut b[108..110], amax / 48.0);
-        }
-        // d, dmin, scales[12], qh[32], qs[128]: as Q4_K with 5-bit q; dmin = 31 d and m = sc/2
-        // give w ≈ d*sc*(q - 15.5): centred, |w| <= 992 d.
-        GgmlType::Q5_K => {
-            let d = amax / 992.0;
-            put_f16(&mut b[0..2], d);
-            put_f16(&mut b[2..4], 31.0 * d);
-            let mut sc = [0u8; 8];
-            let mut m = [0u8; 8];
-            for j in 0..8 {
-                sc[j] = rng.range(32, 63) as u8;
-                m[j] = sc[j] / 2;
-            }
-            pack_k4_scales(&sc, &m, &mut b[4..16]);
-            rng.fill(&mut b[16..176]);
         }
         // ql[128], qh[64], scales[16] (i8), d: w = d * sc * (q - 32), q 6 bits.
         GgmlType::Q6_K => {
