@@ -31,15 +31,7 @@ mkdir -p "$MODELS" "$OUT"
 . "$(dirname "$0")/llama-peer.sh"
 bench=$(llama_bench cpu "$LLAMA_DIR")
 
-models=()
-[ -n "${SMOLLM2:-}" ] && [ -f "$SMOLLM2" ] && models+=("smollm2-135m=$SMOLLM2")
-for s in $SHAPES; do
-    for q in $QUANTS; do
-        f=$MODELS/$s-$q.gguf
-        [ -f "$f" ] || "$CBTOP" synth --shape "$s" --quant "$q" -o "$f" >/dev/null
-        models+=("$s-$q=$f")
-    done
-done
+bench_models
 
 for entry in "${models[@]}"; do
     name=${entry%%=*}

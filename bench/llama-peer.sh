@@ -2,7 +2,9 @@
 # the peer's llama.cpp source (PEER/build-llama.sh KIND DIR, KIND cpu or cuda), building it
 # first unless DIR already holds a build. PEER names the folder with the source tarball and
 # build-llama.sh (default ../shared/peer, else shared/peer). The peer, what it is and how to
-# make the folder: docs/benchmarks.md.
+# make the folder: docs/benchmarks.md. `bench_models` fills `models` (NAME=FILE entries) with
+# SmolLM2 when $SMOLLM2 names its file and each $SHAPES shape in each $QUANTS mix, writing the
+# synthetic files into $MODELS with $CBTOP where they are not there yet.
 llama_bench() {
     local kind=$1 dir=$2 peer=${PEER:-} bin="$2/llama.cpp/build/bin/llama-bench"
     if [ ! -x "$bin" ]; then
@@ -31,4 +33,17 @@ llama_bench() {
         echo "built llama.cpp ($kind) in $(($(date +%s) - t0)) s" >&2
     fi
     echo "$bin"
+}
+
+bench_models() {
+    local s q f
+    models=()
+    [ -n "${SMOLLM2:-}" ] && [ -f "$SMOLLM2" ] && models+=("smollm2-135m=$SMOLLM2")
+    for s in $SHAPES; do
+        for q in $QUANTS; do
+            f=$MODELS/$s-$q.gguf
+            [ -f "$f" ] || "$CBTOP" synth --shape "$s" --quant "$q" -o "$f" >/dev/null
+            models+=("$s-$q=$f")
+        done
+    done
 }
