@@ -2,6 +2,13 @@
 // split-KV flash decoding over the f16 KV cache, so its time grows with the context only
 // through the bytes it reads.
 //
+// Two kernels: `attention_split`, a block per query head (described below), and
+// `attention_group` for long contexts of grouped-query models (2 to ATTF_GROUP_MAX query
+// heads per KV head): a block per KV head and chunk, the group's queries together, so the
+// cache is read once per group, not once per query head (`attention_group_block`). Each
+// has its own registers: the grouped one's G accumulators per thread would halve the
+// one-head kernel's occupancy. The engine picks by the context (`CudaEngine::grouped_at`).
+//
 // Grid (n_heads, splits): block (h, s) takes query head h against chunk s of the positions
 // 0..=pos (chunks of max(ATTF_MIN_CHUNK, ceil(positions / splits)); blocks past the last chunk
 // leave at once, so the grid can be sized for the whole context when a graph is captured):
@@ -29,6 +36,10 @@
 // block's V pass is one round of loads per thread (`unroll 8` below).
 #define ATTF_MIN_CHUNK 128
 #define ATTF_MAX_SPLITS 256
+// Most query heads per KV head the grouped path takes (more: one block per query head), and
+// most chunks it splits a context into (the combine's weights fit the scratch `red`).
+#define ATTF_GROUP_MAX 8
+#define ATTF_GROUP_SPLITS 128
 // Longest context the CPU-order path takes: one chunk, so one block per head has it all.
 // CBTOP_KERNEL_DEFINES=ATTF_ORDERED_MAX=0 turns the path off for A/B runs.
 #ifndef ATTF_ORDERED_MAX
@@ -49,6 +60,11 @@ struct AttfShared {
     float cur[2][128];
     // The step's own K and V rows as f16 bits (the CPU-order path).
     u16 curh[2][128];
+    // The grouped path: RoPE's cos/sin pairs at the position, each head's chunk maximum and
+    // sum of exponentials.
+    float2 cs[64];
+    float gm[ATTF_GROUP_MAX];
+    float gl[ATTF_GROUP_MAX];
     int last;
 };
 
@@ -65,6 +81,22 @@ __device__ __forceinline__ void attf_quant_head(const float* __restrict__ out, i
         bool ok = d < hd;
         u64 i = (u64)h * hd + d;
         act_quant_warp(ok ? out[i] : 0.0f, ok, i, kind, xf, aq, ad, ax);
+    }
+}
+
+// Values i0 .. i0 + count of `out` (written by this block, all of whose threads call this)
+// quantized as `kind` like `attf_quant_head`; i0 a multiple of 32 where the kind groups 32.
+__device__ __forceinline__ void attf_quant_range(const float* __restrict__ out, u64 i0,
+                                                 int count, int kind, float* __restrict__ xf,
+                                                 i8* __restrict__ aq, float* __restrict__ ad,
+                                                 float* __restrict__ ax) {
+    if (kind < 0) return;
+    __syncthreads();
+    // Whole warps every round (blockDim.x and the padded count are multiples of 32).
+    int padded = (count + 31) & ~31;
+    for (int t = threadIdx.x; t < padded; t += blockDim.x) {
+        bool ok = t < count;
+        act_quant_warp(ok ? out[i0 + t] : 0.0f, ok, i0 + t, kind, xf, aq, ad, ax);
     }
 }
 
@@ -288,6 +320,270 @@ __device__ __forceinline__ void attention_split_block(
     attf_quant_head(out, h, hd, akind, axf, aq, ad, ax);
 }
 
+// Positions per chunk for a context of n_ctx split `splits` ways: at least ATTF_MIN_CHUNK;
+// on the grouped path a multiple of it, rounded down (the scores take ATTF_MIN_CHUNK
+// positions a pass, so no pass runs part-full), which makes up to 2 x splits chunks.
+__device__ __forceinline__ int attf_chunk(int n_ctx, int splits, bool grouped) {
+    if (grouped) return max(ATTF_MIN_CHUNK, n_ctx / splits / ATTF_MIN_CHUNK * ATTF_MIN_CHUNK);
+    return max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
+}
+
+// The grouped path: block (g, sp) takes every query head of KV head g (G of them, at most
+// ATTF_GROUP_MAX) against chunk sp of the positions, so each K and V row of the chunk is read
+// once for the group rather than once per query head. The same steps as the block above, G
+// queries at a time: scores (two threads per position, the half row of K held in registers
+// against each query), a warp per head for the chunk's maximum and weights, the V pass with
+// G accumulators per thread, then the last block of the group combines the chunks of all G
+// heads, a thread per output value. `splits` is the group's own count of chunks.
+template <int HD>
+__device__ __forceinline__ void attention_group_block(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
+    int pos0, float rc, float rs, int n_rot, int neox, int g, int sp, int splits, float scale,
+    float* __restrict__ part, int* __restrict__ tickets, float* __restrict__ out, int akind,
+    float* __restrict__ axf, i8* __restrict__ aq, float* __restrict__ ad,
+    float* __restrict__ ax, AttfShared& sh) {
+    const int hd = HD ? HD : hd_rt;
+    const int G = n_heads / n_kv_heads;
+    extern __shared__ float sm[];
+    int n_ctx = pos0 + 1;
+    int chunk = attf_chunk(n_ctx, splits, true);
+    int active = (n_ctx + chunk - 1) / chunk;
+    if (sp >= active) return;
+    float* qs = sm;           // [G][hd]
+    float* sc = sm + G * hd;  // [G][chunk]
+    int j0 = sp * chunk, len = min(n_ctx, j0 + chunk) - j0;
+    bool mine_pos = j0 + len == n_ctx;
+    int kv_dim = n_kv_heads * hd, h0 = g * G;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int pairs = n_rot / 2;
+
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = q[(u64)h0 * hd + i];
+    if (threadIdx.x < pairs) sh.cs[threadIdx.x] = make_float2(rc, rs);
+    if (mine_pos)
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            sh.cur[0][d] = k[(u64)g * hd + d];
+            sh.cur[1][d] = h2f(f2h(v[(u64)g * hd + d]));
+        }
+    __syncthreads();
+    // RoPE on the G queries and (in the chunk holding this step's position) the step's K.
+    for (int i = threadIdx.x; i < (G + 1) * pairs; i += blockDim.x) {
+        int hh = i / pairs, p = i - hh * pairs;
+        float2 cs = sh.cs[p];
+        if (hh < G) rope_pair(qs + hh * hd, p, n_rot, cs.x, cs.y, neox);
+        else if (mine_pos) rope_pair(sh.cur[0], p, n_rot, cs.x, cs.y, neox);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] *= scale;
+    if (mine_pos)
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            u16 kh = f2h(sh.cur[0][d]);
+            sh.cur[0][d] = h2f(kh);
+            kc[(u64)pos0 * kv_dim + g * hd + d] = kh;
+            vc[(u64)pos0 * kv_dim + g * hd + d] = f2h(sh.cur[1][d]);
+        }
+    __syncthreads();
+
+    // Scores: the pair's two threads take alternate 16-byte pieces of the row (so at each
+    // step they read the queries from different banks), all loaded before any is used, and
+    // the queries in 16-byte broadcasts.
+    const u16* kb = kc + g * hd + (u64)j0 * kv_dim;
+    const int n8 = hd / 8, half = threadIdx.x & 1;
+    const int cn = (n8 - half + 1) / 2;
+    for (int base = 0; base < len; base += blockDim.x / 2) {
+        int j = base + (threadIdx.x >> 1);
+        float s[ATTF_GROUP_MAX];
+#pragma unroll
+        for (int hh = 0; hh < ATTF_GROUP_MAX; hh++) s[hh] = 0.0f;
+        if (j < len) {
+            uint4 kr[8];
+            bool own = j0 + j == pos0;
+            const uint4* src = (const uint4*)(kb + (u64)j * kv_dim) + half;
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                if (c < cn && !own) kr[c] = __ldg(src + 2 * c);
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                if (c >= cn) break;
+                const int col = 8 * (2 * c + half);
+                float kf[8];
+                if (own) {
+#pragma unroll
+                    for (int e = 0; e < 8; e++) kf[e] = sh.cur[0][col + e];
+                } else {
+                    kf[0] = lo_h(kr[c].x), kf[1] = hi_h(kr[c].x);
+                    kf[2] = lo_h(kr[c].y), kf[3] = hi_h(kr[c].y);
+                    kf[4] = lo_h(kr[c].z), kf[5] = hi_h(kr[c].z);
+                    kf[6] = lo_h(kr[c].w), kf[7] = hi_h(kr[c].w);
+                }
+#pragma unroll
+                for (int hh = 0; hh < ATTF_GROUP_MAX; hh++) {
+                    if (hh >= G) break;
+                    const float4* qq = (const float4*)(qs + hh * hd + col);
+                    float4 qa = qq[0], qb = qq[1];
+                    float a0 = fmaf(kf[0], qa.x, __fmul_rn(kf[1], qa.y));
+                    float a1 = fmaf(kf[2], qa.z, __fmul_rn(kf[3], qa.w));
+                    float a2 = fmaf(kf[4], qb.x, __fmul_rn(kf[5], qb.y));
+                    float a3 = fmaf(kf[6], qb.z, __fmul_rn(kf[7], qb.w));
+                    s[hh] += (a0 + a1) + (a2 + a3);
+                }
+            }
+        }
+#pragma unroll
+        for (int hh = 0; hh < ATTF_GROUP_MAX; hh++) {
+            if (hh >= G) break;
+            float t = s[hh] + __shfl_xor_sync(0xffffffffu, s[hh], 1);
+            if (j < len && !half) sc[hh * chunk + j] = t;
+        }
+    }
+    __syncthreads();
+    // A warp per head: the chunk's maximum, then its weights exp(s - max) and their sum.
+    for (int hh = warp; hh < G; hh += nw) {
+        float* row = sc + hh * chunk;
+        float m = -INFINITY;
+        for (int j = lane; j < len; j += 32) m = fmaxf(m, row[j]);
+        m = warp_max(m);
+        float l = 0.0f;
+        for (int j = lane; j < len; j += 32) {
+            float e = __expf(row[j] - m);
+            row[j] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            sh.gm[hh] = m;
+            sh.gl[hh] = l;
+        }
+    }
+    __syncthreads();
+
+    // V: thread (group gi, column c) sums 8 dimensions of every head over positions gi,
+    // gi + groups, ...
+    int per_row = hd / 8, groups = blockDim.x / per_row;
+    int gi = threadIdx.x / per_row, c = threadIdx.x % per_row;
+    float acc[ATTF_GROUP_MAX][8];
+#pragma unroll
+    for (int hh = 0; hh < ATTF_GROUP_MAX; hh++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[hh][e] = 0.0f;
+    if (gi < groups) {
+        const uint4* vb = (const uint4*)(vc + g * hd + (u64)j0 * kv_dim) + c;
+        int stop = mine_pos ? len - 1 : len;
+#pragma unroll 8
+        for (int j = gi; j < stop; j += groups) {
+            uint4 vv = __ldg(vb + (u64)j * (kv_dim / 8));
+            float vf[8] = {lo_h(vv.x), hi_h(vv.x), lo_h(vv.y), hi_h(vv.y),
+                           lo_h(vv.z), hi_h(vv.z), lo_h(vv.w), hi_h(vv.w)};
+#pragma unroll
+            for (int hh = 0; hh < ATTF_GROUP_MAX; hh++) {
+                if (hh >= G) break;
+                float p = sc[hh * chunk + j];
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[hh][e] = fmaf(p, vf[e], acc[hh][e]);
+            }
+        }
+        if (mine_pos && (len - 1) % groups == gi) {
+#pragma unroll
+            for (int hh = 0; hh < ATTF_GROUP_MAX; hh++) {
+                if (hh >= G) break;
+                float p = sc[hh * chunk + len - 1];
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[hh][e] += p * sh.cur[1][8 * c + e];
+            }
+        }
+    }
+    // The groups' sums: within a warp by shuffles (a warp holds 32 / per_row groups), then
+    // head by head across the warps in shared memory. `part` rows are hd + 4 floats here
+    // (16-byte aligned for the combine's loads): the sums, then max and sum of exponentials.
+    // Head sizes whose row is not a power-of-two count of threads skip the shuffles: every
+    // group keeps its own slot (groups x hd values fit `red`).
+    const int stride = hd + 4;
+    bool pow2 = (per_row & (per_row - 1)) == 0 && per_row <= 32;
+    if (pow2)
+        for (int o = per_row; o < 32; o <<= 1)
+#pragma unroll
+            for (int hh = 0; hh < ATTF_GROUP_MAX; hh++)
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc[hh][e] += __shfl_xor_sync(0xffffffffu, acc[hh][e], o);
+    int slots = pow2 ? nw : groups, slot = pow2 ? warp : gi;
+    bool writes = gi < groups && (!pow2 || lane < per_row);
+#pragma unroll
+    for (int hh = 0; hh < ATTF_GROUP_MAX; hh++) {
+        if (hh >= G) break;
+        if (writes)
+#pragma unroll
+            for (int e = 0; e < 8; e++) sh.red[slot * hd + 8 * c + e] = acc[hh][e];
+        __syncthreads();
+        int h = h0 + hh;
+        float* mine = part + ((u64)h * 2 * splits + sp) * stride;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float a = 0.0f;
+            for (int w = 0; w < slots; w++) a += sh.red[w * hd + d];
+            if (active == 1) out[(u64)h * hd + d] = a / sh.gl[hh];
+            else mine[d] = a;
+        }
+        if (active > 1 && threadIdx.x == 0) {
+            mine[hd] = sh.gm[hh];
+            mine[hd + 1] = sh.gl[hh];
+        }
+        __syncthreads();
+    }
+    if (active == 1) {
+        attf_quant_range(out, (u64)h0 * hd, G * hd, akind, axf, aq, ad, ax);
+        return;
+    }
+
+    // The last chunk of this group to finish combines them all.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) sh.last = atomicAdd(tickets + g, 1) == active - 1;
+    __syncthreads();
+    if (!sh.last) return;
+    __threadfence();
+    // Each chunk's weight per head, exp(max_s - max) / total (a warp per head; sc, free
+    // again, holds G x active of them), then a thread per four output values sums the chunks.
+    for (int hh = warp; hh < G; hh += nw) {
+        const float* all = part + (u64)(h0 + hh) * 2 * splits * stride + hd;
+        float mx = -INFINITY;
+        for (int s = lane; s < active; s += 32) {
+            float m = __ldcg(all + (u64)s * stride);
+            sc[hh * active + s] = m;
+            mx = fmaxf(mx, m);
+        }
+        mx = warp_max(mx);
+        float total = 0.0f;
+        for (int s = lane; s < active; s += 32) {
+            float e = __expf(sc[hh * active + s] - mx);
+            sc[hh * active + s] = e;
+            total += __ldcg(all + (u64)s * stride + 1) * e;
+        }
+        total = warp_sum(total);
+        __syncwarp();
+        for (int s = lane; s < active; s += 32) sc[hh * active + s] /= total;
+    }
+    __syncthreads();
+    const int q4 = hd / 4;
+    for (int i = threadIdx.x; i < G * q4; i += blockDim.x) {
+        int hh = i / q4, d4 = i - hh * q4;
+        const float4* all = (const float4*)(part + (u64)(h0 + hh) * 2 * splits * stride) + d4;
+        const float* w = sc + hh * active;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+        for (int s = 0; s < active; s++) {
+            float4 x = __ldcg(all + (u64)s * (stride / 4));
+            float ws = w[s];
+            a.x += x.x * ws;
+            a.y += x.y * ws;
+            a.z += x.z * ws;
+            a.w += x.w * ws;
+        }
+        *((float4*)(out + (u64)(h0 + hh) * hd) + d4) = a;
+    }
+    if (threadIdx.x == 0) tickets[g] = 0;
+    attf_quant_range(out, (u64)h0 * hd, G * hd, akind, axf, aq, ad, ax);
+}
+
 // Before waiting on the kernel ahead (the QKV product), bring this block's chunk of K and V
 // rows into L2: the rows before this step's position were written by earlier steps, so only
 // the position (set by the previous step's `advance`) is read. Rows are hd f16 each, one
@@ -299,16 +595,16 @@ __device__ __forceinline__ void attention_split_block(
 #ifndef ATTF_PREFETCH
 #define ATTF_PREFETCH 1
 #endif
-__device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc,
-                                                         int n_heads, int n_kv_heads, int hd,
-                                                         int pos0, int splits) {
+__device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc, int head,
+                                                         int per_kv, int sp, int kv_dim, int hd,
+                                                         int pos0, int splits, bool grouped) {
 #if ATTF_PREFETCH
+    int g = head / per_kv;
     int n_ctx = pos0 + 1;
-    int chunk = max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
-    int j0 = blockIdx.y * chunk;
+    int chunk = attf_chunk(n_ctx, splits, grouped);
+    int j0 = sp * chunk;
     if (j0 >= n_ctx) return;
     int len = min(n_ctx - 1, j0 + chunk) - j0;  // the step's own row is not in the cache yet
-    int g = blockIdx.x / (n_heads / n_kv_heads), kv_dim = n_kv_heads * hd;
     int lines = (hd + 63) / 64;
     u64 off = (u64)j0 * kv_dim + g * hd;
     for (int i = threadIdx.x; i < len * lines; i += blockDim.x) {
@@ -321,26 +617,33 @@ __device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* 
 
 // One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
 // RoPE table (rope.cu). head_dim a multiple of 8 (16-byte rows), at most 128; ATTF_THREADS
-// threads.
-extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+// threads. The position (set by the previous step's `advance`, finished before the kernel
+// ahead began) and this thread's RoPE cos/sin at it are read before waiting on the kernel
+// ahead.
+#define ATTF_PROLOGUE                                                                        \
+    int pos0 = __ldg(pos);                                                                   \
+    float rc = 0.0f, rs = 0.0f;                                                              \
+    if (threadIdx.x < n_rot / 2) {                                                           \
+        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);     \
+        rc = cs.x;                                                                           \
+        rs = cs.y;                                                                           \
+    }
+
+// A block per query head and chunk: grid (n_heads, splits); `part` holds
+// n_heads x splits x (head_dim + 2) floats, `tickets` n_heads counters. Registers for four
+// blocks a multiprocessor (64 a thread).
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS, 4)
     attention_split(const float* __restrict__ q, const float* __restrict__ k,
                     const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
                     int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
                     const float* __restrict__ table, int n_rot, int neox, int splits,
-                    float scale, int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
-                    float* __restrict__ out, int akind, float* __restrict__ axf,
-                    i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax,
-                    STAMP_PARAMS) {
-    // The position (set by the previous step's `advance`, finished before the kernel ahead
-    // began) and this thread's RoPE cos/sin at it are read before waiting on the kernel ahead.
-    int pos0 = __ldg(pos);
-    float rc = 0.0f, rs = 0.0f;
-    if (threadIdx.x < n_rot / 2) {
-        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);
-        rc = cs.x;
-        rs = cs.y;
-    }
-    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
+                    float scale, int ordered_upto, float* __restrict__ part,
+                    int* __restrict__ tickets, float* __restrict__ out, int akind,
+                    float* __restrict__ axf, i8* __restrict__ aq, float* __restrict__ ad,
+                    float* __restrict__ ax, STAMP_PARAMS) {
+    ATTF_PROLOGUE
+    attention_split_prefetch(kc, vc, blockIdx.x, n_heads / n_kv_heads, blockIdx.y,
+                             n_kv_heads * hd, hd, pos0, splits, false);
     STAMP_GUARD;
     __shared__ AttfShared sh;
     int upto = min(ordered_upto, ATTF_ORDERED_MAX);
@@ -350,4 +653,30 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     else if (hd == 128) attention_split_block<128>(ATTF_ARGS);
     else attention_split_block<0>(ATTF_ARGS);
 #undef ATTF_ARGS
+}
+
+// A block per KV head and chunk, the head's 2 to ATTF_GROUP_MAX query heads together: grid
+// (n_kv_heads, 2 x splits) (chunks rounded down, `attf_chunk`); `part` holds
+// n_heads x 2 splits x (head_dim + 4) floats, `tickets` n_kv_heads counters.
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+    attention_group(const float* __restrict__ q, const float* __restrict__ k,
+                    const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
+                    int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
+                    const float* __restrict__ table, int n_rot, int neox, int splits,
+                    float scale, float* __restrict__ part, int* __restrict__ tickets,
+                    float* __restrict__ out, int akind, float* __restrict__ axf,
+                    i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax,
+                    STAMP_PARAMS) {
+    ATTF_PROLOGUE
+    attention_split_prefetch(kc, vc, blockIdx.x, 1, blockIdx.y, n_kv_heads * hd, hd, pos0,
+                             splits, true);
+    STAMP_GUARD;
+    __shared__ AttfShared sh;
+#define ATTG_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, \
+                  blockIdx.x, blockIdx.y, splits, scale, part, tickets, out, akind, axf, aq, ad, \
+                  ax, sh
+    if (hd == 64) attention_group_block<64>(ATTG_ARGS);
+    else if (hd == 128) attention_group_block<128>(ATTG_ARGS);
+    else attention_group_block<0>(ATTG_ARGS);
+#undef ATTG_ARGS
 }

@@ -310,7 +310,10 @@ fn f16_bits(x: &[half::f16]) -> Vec<u16> {
 /// Asked to keep the CPU's order up to 128 positions (as the engine asks for models whose
 /// products all keep it), contexts that short give the CPU's output bits. Contexts of one chunk and of
 /// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
-/// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE.
+/// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE. Each step also runs
+/// on the grouped path (a KV head's query heads in one block: groups of 3, 7, 3 and 8 query
+/// heads here), held to the same bound; one head per KV head and 16 per KV head take the
+/// one-head blocks either way.
 #[test]
 fn fast_decode_attention_matches_the_cpu() {
     use cbtop::engine::cpu::attention::{attention, AttnShape};
@@ -324,10 +327,15 @@ fn fast_decode_attention_matches_the_cpu() {
     };
     let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
     let mut failures = Vec::new();
-    for (n_heads, n_kv_heads, head_dim, neox) in
-        [(9, 3, 64, false), (14, 2, 128, true), (6, 2, 80, true)]
-    {
-        for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999] {
+    for (n_heads, n_kv_heads, head_dim, neox) in [
+        (9, 3, 64, false),
+        (14, 2, 128, true),
+        (6, 2, 80, true),
+        (16, 2, 128, false),
+        (4, 4, 64, true),
+        (16, 1, 64, true),
+    ] {
+        for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999, 4200] {
             let shape = AttnShape {
                 n_heads,
                 n_kv_heads,
@@ -355,8 +363,13 @@ fn fast_decode_attention_matches_the_cpu() {
             };
             // Eight splits keep chunks of 128 positions; two make longer ones past 256.
             let splits = if pos % 2 == 0 { 8 } else { 2 };
-            let got = kc.decode_attention(&step, splits, 0, None).unwrap();
-            let ordered = kc.decode_attention(&step, splits, 128, None).unwrap();
+            let got = kc.decode_attention(&step, splits, 0, 0, None).unwrap();
+            let ordered = kc.decode_attention(&step, splits, 0, 128, None).unwrap();
+            // The grouped path: many chunks, or few long ones.
+            let group_splits = if pos % 2 == 0 { 64 } else { 3 };
+            let grouped = kc
+                .decode_attention(&step, splits, group_splits, 0, None)
+                .unwrap();
 
             let table = rope_table(pos, head_dim, 10000.0);
             let style = if neox {
@@ -375,7 +388,7 @@ fn fast_decode_attention_matches_the_cpu() {
             let what = format!(
                 "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, {splits} splits"
             );
-            for out in [&got, &ordered] {
+            for out in [&got, &ordered, &grouped] {
                 if out.key_row != bits(&keys[pos * kv_dim..])
                     || out.value_row != bits(&values[pos * kv_dim..])
                 {
@@ -407,17 +420,21 @@ fn fast_decode_attention_matches_the_cpu() {
                 ));
             }
             let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-            let worst = got
-                .out
-                .iter()
-                .zip(&want)
-                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-            eprintln!("{what}: max |gpu - cpu| = {worst:.2e} (largest output {top:.2e})");
             let bound = (1.0 + ((pos + 1) as f32).sqrt()) / 2048.0;
-            if worst > bound * top {
-                failures.push(format!(
-                    "{what}: {worst:.2e} off, over {bound:.2e} of {top:.2e}"
-                ));
+            for (path, out) in [("one head a block", &got), ("grouped", &grouped)] {
+                let worst = out
+                    .out
+                    .iter()
+                    .zip(&want)
+                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                eprintln!(
+                    "{what}, {path}: max |gpu - cpu| = {worst:.2e} (largest output {top:.2e})"
+                );
+                if worst > bound * top {
+                    failures.push(format!(
+                        "{what}, {path}: {worst:.2e} off, over {bound:.2e} of {top:.2e}"
+                    ));
+                }
             }
         }
     }
@@ -427,7 +444,7 @@ fn fast_decode_attention_matches_the_cpu() {
 /// The decode attention quantizes its output for the output projection (the engine then runs
 /// no act_quant launch before attn_out): in every format it does that in, the bits are the
 /// CPU quantizer's of the kernel's own float output. One chunk, several combined, and the
-/// CPU-order path; head sizes 64 and 128.
+/// CPU-order path, and the grouped path (one chunk and several); head sizes 64 and 128.
 #[test]
 fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
     use cbtop::engine::cpu::attention::AttnShape;
@@ -440,7 +457,13 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
     let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
     let mut failures = Vec::new();
     for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128)] {
-        for (pos, splits, ordered_upto) in [(0usize, 8, 0), (300, 8, 0), (57, 2, 128)] {
+        for (pos, splits, group_splits, ordered_upto) in [
+            (0usize, 8, 0, 0),
+            (300, 8, 0, 0),
+            (57, 2, 0, 128),
+            (300, 8, 1, 0),
+            (1000, 8, 4, 0),
+        ] {
             let shape = AttnShape {
                 n_heads,
                 n_kv_heads,
@@ -465,12 +488,15 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
                 ActType::BF16,
                 ActType::F32,
             ] {
-                let what = format!("{n_heads} heads x {head_dim}, position {pos}, {kind:?}");
+                let what = format!(
+                    "{n_heads} heads x {head_dim}, position {pos}, {group_splits} grouped \
+                     chunks, {kind:?}"
+                );
                 let got = kc
-                    .decode_attention(&step, splits, ordered_upto, Some(kind))
+                    .decode_attention(&step, splits, group_splits, ordered_upto, Some(kind))
                     .unwrap();
                 let plain = kc
-                    .decode_attention(&step, splits, ordered_upto, None)
+                    .decode_attention(&step, splits, group_splits, ordered_upto, None)
                     .unwrap();
                 if got.out != plain.out {
                     failures.push(format!("{what}: quantizing changed the float output"));

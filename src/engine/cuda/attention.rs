@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
 
-use super::buffers::ActBufs;
+use super::buffers::{ActBufs, GROUP_MAX};
 use super::clock::Stamp;
 use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
@@ -215,6 +215,7 @@ impl CudaEngine {
                 pos: &self.pos,
                 rope: &self.rope,
                 splits: sp.splits,
+                group_splits: if self.grouped_now { sp.group_splits } else { 0 },
                 shared_bytes: sp.shared_bytes,
                 ordered_upto: sp.ordered_upto,
                 part: &mut sp.part,
@@ -242,12 +243,16 @@ pub(super) struct SplitArgs<'a, 'c> {
     pub(super) pos: &'a CudaSlice<i32>,
     pub(super) rope: &'a CudaSlice<f32>,
     pub(super) splits: usize,
+    /// Launch the grouped kernel with this many chunks (`buffers::group_splits`; 0, or a
+    /// model it does not serve: the kernel with a block per query head).
+    pub(super) group_splits: usize,
     /// Dynamic shared memory for the split's chunk (`engine::split_shared_bytes`).
     pub(super) shared_bytes: usize,
     /// Contexts of this many positions or fewer take the CPU-order arithmetic (at most the
     /// kernel's ATTF_ORDERED_MAX; 0: never), as `SplitScratch::ordered_upto`.
     pub(super) ordered_upto: i32,
-    /// n_heads × splits × (head_dim + 2) partial sums; n_heads zeroed counters (left zeroed).
+    /// n_heads × max(splits, 2 group_splits) × (head_dim + 4) partial sums; n_heads zeroed
+    /// counters (left zeroed).
     pub(super) part: &'a mut CudaSlice<f32>,
     pub(super) tickets: &'a mut CudaSlice<i32>,
     /// q_dim output values.
@@ -264,12 +269,8 @@ pub(super) fn attention_split(
     st: Stamp,
 ) -> Result<(), DriverError> {
     let h = &a.head;
-    let cfg = LaunchConfig {
-        grid_dim: (h.heads as u32, a.splits as u32, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: a.shared_bytes as u32,
-    };
     let splits = a.splits as i32;
+    let group_splits = a.group_splits as i32;
     // The activation buffers as raw device pointers (none: a kind of -1 and null pointers,
     // which the kernel then never touches).
     let (akind, [axf, aq, ad, ax]) = match &a.quant {
@@ -283,6 +284,51 @@ pub(super) fn attention_split(
             ],
         ),
         None => (-1, [0; 4]),
+    };
+    let shared_mem_bytes = a.shared_bytes as u32;
+    let group = (h.heads / h.kv_heads.max(1)) as usize;
+    if a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group) {
+        // Chunks rounded down to whole passes: up to twice group_splits of them.
+        let cfg = LaunchConfig {
+            grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes,
+        };
+        // SAFETY: as below; the part buffer holds n_heads × 2 group_splits × (head_dim + 4)
+        // values, and 2 to GROUP_MAX query heads share a KV head (checked above).
+        return unsafe {
+            k.launch(stream, &k.attention_group)
+                .arg(a.q)
+                .arg(a.k)
+                .arg(a.v)
+                .arg(a.kc)
+                .arg(a.vc)
+                .arg(&h.heads)
+                .arg(&h.kv_heads)
+                .arg(&h.head_dim)
+                .arg(a.pos)
+                .arg(a.rope)
+                .arg(&h.rope_dims)
+                .arg(&h.neox)
+                .arg(&group_splits)
+                .arg(&h.scale)
+                .arg(a.part)
+                .arg(a.tickets)
+                .arg(a.out)
+                .arg(&akind)
+                .arg(&axf)
+                .arg(&aq)
+                .arg(&ad)
+                .arg(&ax)
+                .arg(&st.ptr)
+                .launch(cfg)
+        }
+        .map(|_| ());
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (h.heads as u32, a.splits as u32, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes,
     };
     // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
     // to 128; the activation buffers hold q_dim values (the engine's, sized for every

@@ -11,6 +11,7 @@ use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernel_table::flash_prompt_from;
 use super::launch_params::ARGMAX_BLOCKS;
+use crate::engine::cpu::attention::AttnShape;
 use crate::engine::error::EngineError;
 use crate::model::Model;
 
@@ -170,14 +171,65 @@ impl Bufs {
 
 /// The split decode attention's dynamic shared memory for chunks of `chunk` positions: the
 /// query and a chunk's scores (kernels/attention_fast.cu), or, with CPU-order short contexts
-/// (`ordered`), the query and up to `ORDERED_ATTENTION_MAX` f16 V rows if that is more.
-pub(super) fn split_shared_bytes(head_dim: usize, chunk: usize, ordered: bool) -> usize {
-    let split = (head_dim + chunk) * 4;
+/// (`ordered`), the query and up to `ORDERED_ATTENTION_MAX` f16 V rows if that is more; and,
+/// with grouped chunks of up to `group_chunk` positions (`group` query heads per KV head,
+/// none: no grouped path), the group's queries and their scores if that is more.
+pub(super) fn split_shared_bytes(
+    head_dim: usize,
+    chunk: usize,
+    ordered: bool,
+    group: Option<(usize, usize)>,
+) -> usize {
+    let mut bytes = (head_dim + chunk) * 4;
     if ordered {
-        split.max(head_dim * 4 + ORDERED_ATTENTION_MAX as usize * head_dim * 2)
-    } else {
-        split
+        bytes = bytes.max(head_dim * 4 + ORDERED_ATTENTION_MAX as usize * head_dim * 2);
     }
+    if let Some((g, group_chunk)) = group {
+        bytes = bytes.max(g * (head_dim + group_chunk) * 4);
+    }
+    bytes
+}
+
+/// Positions a chunk of the split attention holds at least (ATTF_MIN_CHUNK).
+pub(super) const MIN_CHUNK: usize = 128;
+/// Most query heads per KV head the grouped path takes (ATTF_GROUP_MAX in
+/// kernels/attention_fast.cu), and most chunks it is asked for: its chunks, rounded down, come
+/// to up to twice that (ATTF_GROUP_SPLITS), and the last block of a group sums them all, so
+/// fewer chunks keep that tail short.
+pub(super) const GROUP_MAX: usize = 8;
+const GROUP_SPLITS: usize = 64;
+/// Dynamic shared memory a launch may ask for without opting in (48 KB), less the kernel's
+/// static `AttfShared`.
+const SHARED_BUDGET: usize = 36 * 1024;
+
+/// The grouped path's count of chunks for contexts up to `cap` (0: the model takes one block
+/// per query head): about two blocks per multiprocessor, chunks of at least `MIN_CHUNK`
+/// positions, and few enough positions per chunk that the group's scores fit `SHARED_BUDGET`.
+pub(super) fn group_splits(shape: AttnShape, cap: usize, sms: usize) -> usize {
+    let g = shape.n_heads / shape.n_kv_heads.max(1);
+    if !(2..=GROUP_MAX).contains(&g) || !shape.n_heads.is_multiple_of(shape.n_kv_heads) {
+        return 0;
+    }
+    let Some(max_chunk) = (SHARED_BUDGET / 4 / g).checked_sub(shape.head_dim) else {
+        return 0;
+    };
+    let splits = (2 * sms)
+        .div_ceil(shape.n_kv_heads)
+        .min(GROUP_SPLITS)
+        .min(cap.div_ceil(MIN_CHUNK))
+        .max(cap.div_ceil(max_chunk.max(1)))
+        .max(1);
+    if splits > GROUP_SPLITS {
+        0
+    } else {
+        splits
+    }
+}
+
+/// Most positions a grouped chunk holds for contexts up to `cap` split `group_splits` ways
+/// (kernels/attention_fast.cu `attf_chunk` rounds down to a multiple of MIN_CHUNK).
+pub(super) fn group_chunk(cap: usize, group_splits: usize) -> usize {
+    (cap / group_splits.max(1) / MIN_CHUNK * MIN_CHUNK).max(MIN_CHUNK)
 }
 
 /// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
@@ -186,6 +238,8 @@ pub(super) struct SplitScratch {
     pub(super) part: CudaSlice<f32>,
     pub(super) tickets: CudaSlice<i32>,
     pub(super) splits: usize,
+    /// The grouped path's chunks (`group_splits`; 0: none).
+    pub(super) group_splits: usize,
     pub(super) shared_bytes: usize,
     /// Contexts this short take the CPU-order attention (`ORDERED_ATTENTION_MAX` when the
     /// kernels keep the CPU's order, else 0).
@@ -199,7 +253,7 @@ const ORDERED_ATTENTION_MAX: i32 = 128;
 impl SplitScratch {
     /// Splits for about four blocks per multiprocessor, at most one per 128 positions of the
     /// context (ATTF_MIN_CHUNK) and 256 (ATTF_MAX_SPLITS), and enough that a split's scores
-    /// fit in 32 KB of shared memory.
+    /// fit in 32 KB of shared memory; and the grouped path's (`group_splits`).
     pub(super) fn new(
         s: &Arc<CudaStream>,
         c: &crate::model::Config,
@@ -207,7 +261,6 @@ impl SplitScratch {
         sms: usize,
         ordered: bool,
     ) -> Result<SplitScratch, EngineError> {
-        const MIN_CHUNK: usize = 128;
         const MAX_SPLITS: usize = 256;
         const MAX_CHUNK: usize = 8192;
         let splits = (4 * sms)
@@ -223,14 +276,23 @@ impl SplitScratch {
             )));
         }
         let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
+        let shape = AttnShape {
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+        };
+        let group_splits = group_splits(shape, cap, sms);
+        let group =
+            (group_splits > 0).then(|| (c.n_heads / c.n_kv_heads, group_chunk(cap, group_splits)));
         let what = || wrap("allocating attention scratch");
         Ok(SplitScratch {
             part: s
-                .alloc_zeros::<f32>(c.n_heads * splits * (c.head_dim + 2))
+                .alloc_zeros::<f32>(c.n_heads * splits.max(2 * group_splits) * (c.head_dim + 4))
                 .map_err(what())?,
             tickets: s.alloc_zeros::<i32>(c.n_heads).map_err(what())?,
             splits,
-            shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered),
+            group_splits,
+            shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered, group),
             ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
         })
     }

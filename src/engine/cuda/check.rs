@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::attention::{attention_split, HeadArgs, SplitArgs};
-use super::buffers::{split_shared_bytes, ActBufs};
+use super::buffers::{group_chunk, split_shared_bytes, ActBufs, MIN_CHUNK};
 use super::clock::{KernelClock, Stamp};
 use super::error::wrap;
 use super::gemm::GemmBufs;
@@ -202,14 +202,17 @@ impl KernelCheck {
 
     /// The fast numerics' decode attention (kernels/attention_fast.cu: RoPE on the query and
     /// the step's K, the step's cache rows written, attention over positions `0..=pos`) as the
-    /// engine launches it, with `splits` splits of the context; contexts of `ordered_upto`
-    /// positions or fewer (at most 128) in the CPU's order, as the engine asks for models whose
-    /// products all keep it. With `quant`, the kernel also quantizes its output in that
-    /// format, as the engine asks for before an output projection taking it.
+    /// engine launches it, with `splits` splits of the context (and `group_splits` chunks on
+    /// the grouped path, which takes a KV head's query heads together; 0: a block per query
+    /// head); contexts of `ordered_upto` positions or fewer (at most 128) in the CPU's order,
+    /// as the engine asks for models whose products all keep it. With `quant`, the kernel
+    /// also quantizes its output in that format, as the engine asks for before an output
+    /// projection taking it.
     pub fn decode_attention(
         &self,
         step: &DecodeStep,
         splits: usize,
+        group_splits: usize,
         ordered_upto: usize,
         quant: Option<ActType>,
     ) -> Result<DecodeOut, EngineError> {
@@ -240,7 +243,7 @@ impl KernelCheck {
         let dpos = s.clone_htod(&[pos as i32]).map_err(w())?;
         let rope = s.clone_htod(&table).map_err(w())?;
         let mut part = s
-            .alloc_zeros::<f32>(n_heads * splits * (head_dim + 2))
+            .alloc_zeros::<f32>(n_heads * splits.max(2 * group_splits) * (head_dim + 4))
             .map_err(w())?;
         let mut tickets = s.alloc_zeros::<i32>(n_heads).map_err(w())?;
         let mut out = s.alloc_zeros::<f32>(n_heads * head_dim).map_err(w())?;
@@ -261,11 +264,14 @@ impl KernelCheck {
                 pos: &dpos,
                 rope: &rope,
                 splits,
-                // The engine's chunk: a split's scores in shared memory (SplitScratch).
+                group_splits,
+                // The engine's chunks: a split's scores in shared memory (SplitScratch).
                 shared_bytes: split_shared_bytes(
                     head_dim,
-                    (pos + 1).div_ceil(splits).max(128),
+                    (pos + 1).div_ceil(splits).max(MIN_CHUNK),
                     ordered_upto > 0,
+                    (group_splits > 0)
+                        .then(|| (n_heads / n_kv_heads, group_chunk(pos + 1, group_splits))),
                 ),
                 ordered_upto: ordered_upto.min(i32::MAX as usize) as i32,
                 part: &mut part,

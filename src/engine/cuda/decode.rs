@@ -75,6 +75,11 @@ fn graph_of_next(next: Option<bool>, timing: Timing) -> Option<bool> {
     }
 }
 
+/// Shortest context the grouped decode attention takes (kernels/attention_fast.cu
+/// `attention_group`): below it the kernel with a block per query head was as fast or faster
+/// on Qwen2.5 0.5B/7B and Llama 3.2 1B (docs/measurements/gpu-engine.md).
+const GROUP_FROM: usize = 8192;
+
 /// Captured decode steps by [stamped][clock area].
 pub(super) type Graphs = [[Option<Step>; AREAS]; 2];
 
@@ -97,6 +102,10 @@ pub struct CudaEngine {
     /// The captured decode step (one token, argmax included), unstamped [0] and stamped [1],
     /// for each clock area, replayed unless bricks are timed with host syncs.
     pub(super) graphs: Graphs,
+    /// The graphs launch the grouped decode attention (`grouped_at` their steps' positions).
+    pub(super) graphs_grouped: bool,
+    /// The launches being recorded take the grouped decode attention.
+    pub(super) grouped_now: bool,
     /// Recorded behind each area's last step: the host waits for its step, not the one after.
     pub(super) done: [CudaEvent; AREAS],
     /// The step launched ahead of the host's asking, if one is on the device.
@@ -254,6 +263,7 @@ impl CudaEngine {
         self.settle();
         let t0 = Instant::now();
         let n = tokens.len();
+        self.grouped_now = self.grouped_at(self.len);
         self.prepare(tokens)?;
         self.clock.arm(self.stamped(rec), self.area);
         let rows = self.launch_layers(n, want, rec)?;
@@ -316,11 +326,20 @@ impl CudaEngine {
             return self.decode(tail, rec, next);
         }
         let t0 = Instant::now();
-        // The step after this one, launched ahead: graphed, and with room in the cache.
-        let then = graph_of_next(next, self.timing).filter(|_| !synced && self.len + n < self.cap);
+        let grouped = self.grouped_at(self.len);
+        // The step after this one, launched ahead: graphed, with room in the cache, and taking
+        // the same attention kernel (the graphs hold one).
+        let then = graph_of_next(next, self.timing).filter(|_| {
+            !synced && self.len + n < self.cap && self.grouped_at(self.len + n) == grouped
+        });
         if graphed || then.is_some() {
+            if self.graphs_grouped != grouped {
+                self.graphs = Default::default();
+                self.graphs_grouped = grouped;
+            }
             self.ensure_graphs(graphed.then_some(stamped), then)?;
         }
+        self.grouped_now = grouped;
         let (area, owners) = match self.ahead.take() {
             Some(a) if taken => (a.area, None),
             _ => {
@@ -372,6 +391,12 @@ impl CudaEngine {
             ahead: taken,
             arrived,
         })
+    }
+
+    /// Whether a decode step at position `pos` takes the grouped attention kernel: from
+    /// `GROUP_FROM` positions of context, for models it serves (`SplitScratch::group_splits`).
+    pub(super) fn grouped_at(&self, pos: usize) -> bool {
+        self.split.group_splits > 0 && pos + 1 >= GROUP_FROM
     }
 
     /// Record `done[area]` behind the step just launched in clock area `area`; the next step
@@ -474,6 +499,7 @@ impl CudaEngine {
         self.stream
             .begin_capture(mode)
             .map_err(wrap("starting a CUDA graph capture"))?;
+        self.grouped_now = self.graphs_grouped;
         let recorded = self.record_step(1, stamped, area, &mut Recorder::off());
         let graph = self
             .stream

@@ -43,8 +43,10 @@ pub(super) struct Kernels {
     pub(super) attention: CudaFunction,
     /// RoPE and the KV-cache store in one launch (kernels/rope.cu).
     pub(super) rope_store: CudaFunction,
-    /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu).
+    /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu), a block per
+    /// query head, and the grouped kernel long contexts take.
     pub(super) attention_split: CudaFunction,
+    pub(super) attention_group: CudaFunction,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
@@ -87,6 +89,7 @@ impl Kernels {
             attention: f("attention")?,
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
+            attention_group: f("attention_group")?,
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,

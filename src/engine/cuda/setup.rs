@@ -100,6 +100,8 @@ impl CudaEngine {
             pos,
             dev_pos: Some(0),
             graphs: Default::default(),
+            graphs_grouped: false,
+            grouped_now: false,
             done,
             ahead: None,
             area: 0,
