@@ -595,18 +595,38 @@ __device__ __forceinline__ void attention_group_block(
 #ifndef ATTF_PREFETCH
 #define ATTF_PREFETCH 1
 #endif
-__device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc, int head,
-                                                         int per_kv, int sp, int kv_dim, int hd,
-                                                         int pos0, int splits, bool grouped) {
+__device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* vc,
+                                                         int n_heads, int n_kv_heads, int hd,
+                                                         int pos0, int splits) {
 #if ATTF_PREFETCH
-    int g = head / per_kv;
     int n_ctx = pos0 + 1;
-    int chunk = attf_chunk(n_ctx, splits, grouped);
-    int j0 = sp * chunk;
+    int chunk = attf_chunk(n_ctx, splits, false);
+    int j0 = blockIdx.y * chunk;
     if (j0 >= n_ctx) return;
     int len = min(n_ctx - 1, j0 + chunk) - j0;  // the step's own row is not in the cache yet
+    int g = blockIdx.x / (n_heads / n_kv_heads), kv_dim = n_kv_heads * hd;
     int lines = (hd + 63) / 64;
     u64 off = (u64)j0 * kv_dim + g * hd;
+    for (int i = threadIdx.x; i < len * lines; i += blockDim.x) {
+        u64 at = off + (u64)(i / lines) * kv_dim + 64 * (i % lines);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + at));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + at));
+    }
+#endif
+}
+
+// The same for a block of the grouped kernel (KV head blockIdx.x, grouped chunk blockIdx.y).
+__device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* vc,
+                                                         int n_kv_heads, int hd, int pos0,
+                                                         int splits) {
+#if ATTF_PREFETCH
+    int n_ctx = pos0 + 1;
+    int chunk = attf_chunk(n_ctx, splits, true);
+    int j0 = blockIdx.y * chunk;
+    if (j0 >= n_ctx) return;
+    int len = min(n_ctx - 1, j0 + chunk) - j0;
+    int kv_dim = n_kv_heads * hd, lines = (hd + 63) / 64;
+    u64 off = (u64)j0 * kv_dim + blockIdx.x * hd;
     for (int i = threadIdx.x; i < len * lines; i += blockDim.x) {
         u64 at = off + (u64)(i / lines) * kv_dim + 64 * (i % lines);
         asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + at));
@@ -630,9 +650,8 @@ __device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* 
     }
 
 // A block per query head and chunk: grid (n_heads, splits); `part` holds
-// n_heads x splits x (head_dim + 2) floats, `tickets` n_heads counters. Registers for four
-// blocks a multiprocessor (64 a thread).
-extern "C" __global__ void __launch_bounds__(ATTF_THREADS, 4)
+// n_heads x splits x (head_dim + 2) floats, `tickets` n_heads counters.
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     attention_split(const float* __restrict__ q, const float* __restrict__ k,
                     const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
                     int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
@@ -642,8 +661,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS, 4)
                     float* __restrict__ axf, i8* __restrict__ aq, float* __restrict__ ad,
                     float* __restrict__ ax, STAMP_PARAMS) {
     ATTF_PROLOGUE
-    attention_split_prefetch(kc, vc, blockIdx.x, n_heads / n_kv_heads, blockIdx.y,
-                             n_kv_heads * hd, hd, pos0, splits, false);
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
     STAMP_GUARD;
     __shared__ AttfShared sh;
     int upto = min(ordered_upto, ATTF_ORDERED_MAX);
@@ -668,8 +686,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                     i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax,
                     STAMP_PARAMS) {
     ATTF_PROLOGUE
-    attention_split_prefetch(kc, vc, blockIdx.x, 1, blockIdx.y, n_kv_heads * hd, hd, pos0,
-                             splits, true);
+    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits);
     STAMP_GUARD;
     __shared__ AttfShared sh;
 #define ATTG_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, \
