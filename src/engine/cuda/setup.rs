@@ -7,7 +7,7 @@ use cudarc::driver::{sys, CudaContext};
 
 use super::buffers::{Bufs, SplitScratch};
 use super::clock::KernelClock;
-use super::decode::CudaEngine;
+use super::decode::{prefill_chunk, CudaEngine};
 use super::error::wrap;
 use super::kernel_table::{cpu_order_fast, Kernels};
 use super::module;
@@ -107,6 +107,7 @@ impl CudaEngine {
             area: 0,
             cap,
             len: 0,
+            prefill_chunk: prefill_chunk().map_err(EngineError::Device)?,
             bufs,
             timing,
             numerics,
