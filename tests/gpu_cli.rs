@@ -107,3 +107,54 @@ fn headless_on_the_gpu_records_the_numerics() {
         assert_eq!(r["config"]["numerics"], want, "--numerics {asked:?}");
     }
 }
+
+/// A prompt longer than the prefill chunk, evaluated in chunks (`CBTOP_PREFILL_CHUNK=64`: 300
+/// tokens as four chunks of 64 and one of 44, each chunk's products and attention on tensor
+/// cores, attending to the cache the chunks before it wrote) gives the logits of the same
+/// prompt in one batch (the default chunk is larger than the prompt), within the conformance
+/// bound, at the prompt's last token and the greedy steps after it.
+#[test]
+fn a_prompt_in_chunks_gives_the_logits_of_one_batch() {
+    let Some(g) = gpu::gpu("gpu_cli::chunks") else {
+        return;
+    };
+    let (_, reference, bound) = common::conformance_case(NAME);
+    let base = common::ids(&reference["prompt_ids"]);
+    let ids: Vec<String> = base.iter().cycle().take(300).map(u32::to_string).collect();
+    let (m, device, ids) = (model(), format!("cuda:{}", g.ordinal), ids.join(" "));
+    let run = |chunk: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_cbtop"));
+        c.args([
+            "generate",
+            "--model-path",
+            &m,
+            "--ids",
+            &ids,
+            "--max-tokens",
+            "4",
+            "--greedy",
+            "--ignore-eos",
+            "--json",
+            "--full-logits",
+            "--device",
+            &device,
+            "--numerics",
+            "fast",
+        ]);
+        if let Some(n) = chunk {
+            c.env("CBTOP_PREFILL_CHUNK", n);
+        }
+        let o = c.output().expect("run cbtop");
+        assert_eq!(o.status.code(), Some(0), "chunk {chunk:?}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["steps"].as_array().unwrap().clone()
+    };
+    let (whole, chunked) = (run(None), run(Some("64")));
+    assert_eq!(whole.len(), 4);
+    assert_eq!(chunked.len(), 4);
+    for (i, (a, b)) in whole.iter().zip(&chunked).enumerate() {
+        let d = common::max_abs_diff(&common::floats(&a["logits"]), &common::floats(&b["logits"]));
+        eprintln!("step {i}: max |logit diff|, chunks of 64 against one batch: {d:.2e}");
+        assert!(d <= bound, "step {i}: |logit diff| {d} > {bound}");
+    }
+}
