@@ -124,6 +124,11 @@ __device__ __forceinline__ float mvf_word(float acc, u32 a, u32 b, const float* 
     return fmaf(w.y, x[1], fmaf(w.x, x[0], acc));
 }
 
+// Chunks each lane has in flight (CBTOP_KERNEL_DEFINES for A/B runs).
+#ifndef MVF_UNROLL
+#define MVF_UNROLL 8
+#endif
+
 template <typename W>
 __device__ __forceinline__ void mvf_float_impl(const u8* __restrict__ w, u64 row_bytes, int rows,
                                                const float* __restrict__ x, const float* bias,
@@ -134,7 +139,7 @@ __device__ __forceinline__ void mvf_float_impl(const u8* __restrict__ w, u64 row
     const int chunks = (int)(row_bytes / 16);
     constexpr int E = W::PACKED ? 8 : 4;  // weights per chunk
     float acc = 0.0f;
-#pragma unroll 4
+#pragma unroll MVF_UNROLL
     for (int c = lane; c < chunks; c += 32) {
         const uint4 v = __ldg((const uint4*)(row + 16 * (u64)c));
         const float* xc = x + (u64)c * E;

@@ -8,8 +8,8 @@
 //! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
 //! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/matvec_fast.cu),
-//! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu), `MVO_F_UNROLL`
-//! (kernels/matvec_float.cu).
+//! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu), `MVO_F_UNROLL` and
+//! `MVF_UNROLL` (kernels/matvec_float.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
