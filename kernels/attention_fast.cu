@@ -8,6 +8,8 @@
 // cache is read once per group, not once per query head (`attention_group_block`). Each
 // has its own registers: the grouped one's G accumulators per thread would halve the
 // one-head kernel's occupancy. The engine picks by the context (`CudaEngine::grouped_at`).
+// Head sizes 64 and 128 take the grouped path on tensor cores instead
+// (attention_group_mma.cu), which ends with this file's `attg_combine`.
 //
 // Grid (n_heads, splits): block (h, s) takes query head h against chunk s of the positions
 // 0..=pos (chunks of max(ATTF_MIN_CHUNK, ceil(positions / splits)); blocks past the last chunk
@@ -320,6 +322,67 @@ __device__ __forceinline__ void attention_split_block(
     attf_quant_head(out, h, hd, akind, axf, aq, ad, ax);
 }
 
+// The grouped kernels' end, after a block wrote its chunk's partial sums for the G query
+// heads of KV head g (rows of hd + 4 floats in `part`, 2 x splits chunks a head: the
+// exponential-weighted sums, then max and sum of exponentials, in the natural-log domain):
+// the last chunk of the group to finish combines them all into the output. Each chunk's
+// weight per head, exp(max_s - max) / total (a warp per head, into `w`: G x active floats of
+// shared memory), then a thread per four output values sums the chunks.
+__device__ __forceinline__ void attg_combine(const float* __restrict__ part,
+                                             int* __restrict__ tickets, float* __restrict__ out,
+                                             int g, int G, int hd, int splits, int active,
+                                             float* w, int& last, int akind,
+                                             float* __restrict__ axf, i8* __restrict__ aq,
+                                             float* __restrict__ ad, float* __restrict__ ax) {
+    const int stride = hd + 4, h0 = g * G;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(tickets + g, 1) == active - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int hh = warp; hh < G; hh += nw) {
+        const float* all = part + (u64)(h0 + hh) * 2 * splits * stride + hd;
+        float mx = -INFINITY;
+        for (int s = lane; s < active; s += 32) {
+            float m = __ldcg(all + (u64)s * stride);
+            w[hh * active + s] = m;
+            mx = fmaxf(mx, m);
+        }
+        mx = warp_max(mx);
+        float total = 0.0f;
+        for (int s = lane; s < active; s += 32) {
+            float e = __expf(w[hh * active + s] - mx);
+            w[hh * active + s] = e;
+            total += __ldcg(all + (u64)s * stride + 1) * e;
+        }
+        total = warp_sum(total);
+        __syncwarp();
+        for (int s = lane; s < active; s += 32) w[hh * active + s] /= total;
+    }
+    __syncthreads();
+    const int q4 = hd / 4;
+    for (int i = threadIdx.x; i < G * q4; i += blockDim.x) {
+        int hh = i / q4, d4 = i - hh * q4;
+        const float4* all = (const float4*)(part + (u64)(h0 + hh) * 2 * splits * stride) + d4;
+        const float* ws = w + hh * active;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+        for (int s = 0; s < active; s++) {
+            float4 x = __ldcg(all + (u64)s * (stride / 4));
+            float f = ws[s];
+            a.x += x.x * f;
+            a.y += x.y * f;
+            a.z += x.z * f;
+            a.w += x.w * f;
+        }
+        *((float4*)(out + (u64)(h0 + hh) * hd) + d4) = a;
+    }
+    if (threadIdx.x == 0) tickets[g] = 0;
+    attf_quant_range(out, (u64)h0 * hd, G * hd, akind, axf, aq, ad, ax);
+}
+
 // Positions per chunk for a context of n_ctx split `splits` ways: at least ATTF_MIN_CHUNK;
 // on the grouped path a multiple of it, rounded down (the scores take ATTF_MIN_CHUNK
 // positions a pass, so no pass runs part-full), which makes up to 2 x splits chunks.
@@ -534,54 +597,8 @@ __device__ __forceinline__ void attention_group_block(
         return;
     }
 
-    // The last chunk of this group to finish combines them all.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) sh.last = atomicAdd(tickets + g, 1) == active - 1;
-    __syncthreads();
-    if (!sh.last) return;
-    __threadfence();
-    // Each chunk's weight per head, exp(max_s - max) / total (a warp per head; sc, free
-    // again, holds G x active of them), then a thread per four output values sums the chunks.
-    for (int hh = warp; hh < G; hh += nw) {
-        const float* all = part + (u64)(h0 + hh) * 2 * splits * stride + hd;
-        float mx = -INFINITY;
-        for (int s = lane; s < active; s += 32) {
-            float m = __ldcg(all + (u64)s * stride);
-            sc[hh * active + s] = m;
-            mx = fmaxf(mx, m);
-        }
-        mx = warp_max(mx);
-        float total = 0.0f;
-        for (int s = lane; s < active; s += 32) {
-            float e = __expf(sc[hh * active + s] - mx);
-            sc[hh * active + s] = e;
-            total += __ldcg(all + (u64)s * stride + 1) * e;
-        }
-        total = warp_sum(total);
-        __syncwarp();
-        for (int s = lane; s < active; s += 32) sc[hh * active + s] /= total;
-    }
-    __syncthreads();
-    const int q4 = hd / 4;
-    for (int i = threadIdx.x; i < G * q4; i += blockDim.x) {
-        int hh = i / q4, d4 = i - hh * q4;
-        const float4* all = (const float4*)(part + (u64)(h0 + hh) * 2 * splits * stride) + d4;
-        const float* w = sc + hh * active;
-        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-        for (int s = 0; s < active; s++) {
-            float4 x = __ldcg(all + (u64)s * (stride / 4));
-            float ws = w[s];
-            a.x += x.x * ws;
-            a.y += x.y * ws;
-            a.z += x.z * ws;
-            a.w += x.w * ws;
-        }
-        *((float4*)(out + (u64)(h0 + hh) * hd) + d4) = a;
-    }
-    if (threadIdx.x == 0) tickets[g] = 0;
-    attf_quant_range(out, (u64)h0 * hd, G * hd, akind, axf, aq, ad, ax);
+    attg_combine(part, tickets, out, g, G, hd, splits, active, sc, sh.last, akind, axf, aq, ad,
+                 ax);
 }
 
 // Before waiting on the kernel ahead (the QKV product), bring this block's chunk of K and V

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
 
-use super::buffers::{ActBufs, GROUP_MAX};
+use super::buffers::{group_mma_shared_bytes, ActBufs, GROUP_MAX};
 use super::clock::Stamp;
 use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
@@ -288,16 +288,27 @@ pub(super) fn attention_split(
     let shared_mem_bytes = a.shared_bytes as u32;
     let group = (h.heads / h.kv_heads.max(1)) as usize;
     if a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group) {
-        // Chunks rounded down to whole passes: up to twice group_splits of them.
+        // Chunks rounded down to whole passes: up to twice group_splits of them. Head sizes
+        // 64 and 128 take the tensor-core kernel, with its own block and shared memory.
+        let mma = matches!(h.head_dim, 64 | 128);
         let cfg = LaunchConfig {
             grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes,
+            block_dim: (if mma { 128 } else { 256 }, 1, 1),
+            shared_mem_bytes: if mma {
+                group_mma_shared_bytes(h.head_dim as usize, group)
+            } else {
+                shared_mem_bytes
+            },
+        };
+        let f = if mma {
+            &k.attention_group_mma
+        } else {
+            &k.attention_group
         };
         // SAFETY: as below; the part buffer holds n_heads × 2 group_splits × (head_dim + 4)
         // values, and 2 to GROUP_MAX query heads share a KV head (checked above).
         return unsafe {
-            k.launch(stream, &k.attention_group)
+            k.launch(stream, f)
                 .arg(a.q)
                 .arg(a.k)
                 .arg(a.v)

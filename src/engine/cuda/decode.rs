@@ -93,10 +93,24 @@ fn graph_of_next(next: Option<bool>, timing: Timing) -> Option<bool> {
     }
 }
 
-/// Shortest context the grouped decode attention takes (kernels/attention_fast.cu
-/// `attention_group`): below it the kernel with a block per query head was as fast or faster
-/// on Qwen2.5 0.5B/7B and Llama 3.2 1B (docs/measurements/gpu-engine.md).
-const GROUP_FROM: usize = 8192;
+/// Shortest context the grouped decode attention takes for a model with `n_kv_heads` KV
+/// heads on `sms` multiprocessors: where its launch has about one block per two
+/// multiprocessors (a KV head's chunks are 128 positions or more). Below that, the kernel
+/// with a block per query head was as fast or faster: on one H100 the tensor-core grouped
+/// kernel lost 3-6% at depth 1024 on Qwen2.5 0.5B/1.5B (2 KV heads) and won 9-55% at depth
+/// 4096 on Qwen2.5 7B and Llama 3.2 1B (4 and 8), 15-55% at 16384 on all four
+/// (docs/measurements/kernels.md). Or the environment's `CBTOP_ATTN_GROUP_FROM` (a
+/// measuring aid); a value that is not a number is refused by name.
+pub(super) fn group_from(n_kv_heads: usize, sms: usize) -> Result<usize, String> {
+    const VAR: &str = "CBTOP_ATTN_GROUP_FROM";
+    match std::env::var(VAR) {
+        Err(_) => Ok((sms / 2).max(1).div_ceil(n_kv_heads.max(1)) * 128),
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{VAR}={v:?}: expected a number of positions")),
+    }
+}
 
 /// Captured decode steps by [stamped][clock area].
 pub(super) type Graphs = [[Option<Step>; AREAS]; 2];
@@ -134,6 +148,8 @@ pub struct CudaEngine {
     pub(super) len: usize,
     /// Largest batch one step evaluates under fast numerics (`prefill_chunk`).
     pub(super) prefill_chunk: usize,
+    /// Shortest context the grouped decode attention takes (`group_from`).
+    pub(super) group_from: usize,
     pub(super) bufs: Bufs,
     pub(super) timing: Timing,
     pub(super) numerics: Numerics,
@@ -415,9 +431,9 @@ impl CudaEngine {
     }
 
     /// Whether a decode step at position `pos` takes the grouped attention kernel: from
-    /// `GROUP_FROM` positions of context, for models it serves (`SplitScratch::group_splits`).
+    /// `group_from` positions of context, for models it serves (`SplitScratch::group_splits`).
     pub(super) fn grouped_at(&self, pos: usize) -> bool {
-        self.split.group_splits > 0 && pos + 1 >= GROUP_FROM
+        self.split.group_splits > 0 && pos + 1 >= self.group_from
     }
 
     /// Record `done[area]` behind the step just launched in clock area `area`; the next step

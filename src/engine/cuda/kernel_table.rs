@@ -47,6 +47,9 @@ pub(super) struct Kernels {
     /// query head, and the grouped kernel long contexts take.
     pub(super) attention_split: CudaFunction,
     pub(super) attention_group: CudaFunction,
+    /// The grouped kernel on tensor cores, head sizes 64 and 128
+    /// (kernels/attention_group_mma.cu).
+    pub(super) attention_group_mma: CudaFunction,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
@@ -90,6 +93,7 @@ impl Kernels {
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
             attention_group: f("attention_group")?,
+            attention_group_mma: f("attention_group_mma")?,
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,

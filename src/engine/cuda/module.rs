@@ -63,6 +63,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "attention_fast.cu",
         include_str!("../../../kernels/attention_fast.cu"),
     ),
+    (
+        "attention_group_mma.cu",
+        include_str!("../../../kernels/attention_group_mma.cu"),
+    ),
     ("swiglu.cu", include_str!("../../../kernels/swiglu.cu")),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
     ("peaks.cu", include_str!("../../../kernels/peaks.cu")),

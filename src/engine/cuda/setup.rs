@@ -7,7 +7,7 @@ use cudarc::driver::{sys, CudaContext};
 
 use super::buffers::{Bufs, SplitScratch};
 use super::clock::KernelClock;
-use super::decode::{prefill_chunk, CudaEngine};
+use super::decode::{group_from, prefill_chunk, CudaEngine};
 use super::error::wrap;
 use super::kernel_table::{cpu_order_fast, Kernels};
 use super::module;
@@ -85,6 +85,7 @@ impl CudaEngine {
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
         let split = SplitScratch::new(&stream, c, cap, sms, k.ordered)?;
+        let group_from = group_from(c.n_kv_heads, sms).map_err(EngineError::Device)?;
         let event = || cx.new_event(None).map_err(wrap("creating a CUDA event"));
         let done = [event()?, event()?];
         Ok(CudaEngine {
@@ -108,6 +109,7 @@ impl CudaEngine {
             cap,
             len: 0,
             prefill_chunk: prefill_chunk().map_err(EngineError::Device)?,
+            group_from,
             bufs,
             timing,
             numerics,
