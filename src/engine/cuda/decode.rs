@@ -22,6 +22,7 @@ use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSli
 
 use super::buffers::{Bufs, SplitScratch};
 use super::clock::{self, KernelClock, Owner, AREAS};
+use super::env_counts::env_count;
 use super::error::wrap;
 use super::kernel_table::Kernels;
 use super::module;
@@ -36,23 +37,16 @@ use crate::model::Model;
 /// Largest batch one step evaluates under fast numerics: longer prompts go in chunks, so the
 /// batch buffers (and the tensor-core products' operands) stay this size whatever the prompt.
 /// Each chunk expands every weight matrix to f16 again and runs its products as GEMMs of this
-/// many rows, so larger chunks are faster: 4096 against 512 made a 4096-token prompt 35-74%
-/// faster on Qwen2.5 0.5B-7B (docs/measurements/gpu-engine.md), for activations of
-/// 4096 x n_ff x 8 bytes (620 MB on the 7B).
+/// many rows, so larger chunks are faster (docs/measurements/gpu-engine.md), for activations
+/// of chunk x n_ff x 8 bytes.
 const PREFILL_CHUNK: usize = 4096;
 
 /// `PREFILL_CHUNK`, or the environment's `CBTOP_PREFILL_CHUNK` (a measuring aid: the chunk
 /// size's cost in prompt speed and memory; at least 64, the tensor cores' smallest batch); a
 /// value that is not such a number is refused by name.
 pub(super) fn prefill_chunk() -> Result<usize, String> {
-    const VAR: &str = "CBTOP_PREFILL_CHUNK";
-    match std::env::var(VAR) {
-        Err(_) => Ok(PREFILL_CHUNK),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n >= 64 => Ok(n),
-            _ => Err(format!("{VAR}={v:?}: expected a batch size of 64 or more")),
-        },
-    }
+    let n = env_count("CBTOP_PREFILL_CHUNK", 64, "a batch size of 64 or more")?;
+    Ok(n.unwrap_or(PREFILL_CHUNK))
 }
 
 /// A captured decode step and the bricks its stamped launches belong to.
@@ -95,21 +89,13 @@ fn graph_of_next(next: Option<bool>, timing: Timing) -> Option<bool> {
 
 /// Shortest context the grouped decode attention takes for a model with `n_kv_heads` KV
 /// heads on `sms` multiprocessors: where its launch has about one block per two
-/// multiprocessors (a KV head's chunks are 128 positions or more). Below that, the kernel
-/// with a block per query head was as fast or faster: on one H100 the tensor-core grouped
-/// kernel lost 3-6% at depth 1024 on Qwen2.5 0.5B/1.5B (2 KV heads) and won 9-55% at depth
-/// 4096 on Qwen2.5 7B and Llama 3.2 1B (4 and 8), 15-55% at 16384 on all four
-/// (docs/measurements/kernels.md). Or the environment's `CBTOP_ATTN_GROUP_FROM` (a
-/// measuring aid); a value that is not a number is refused by name.
+/// multiprocessors (a KV head's chunks are 128 positions or more). Below that, fewer blocks
+/// than that left the grouped launch slower than the kernel with a block per query head
+/// (docs/measurements/kernels.md). Or the environment's `CBTOP_ATTN_GROUP_FROM` (a measuring
+/// aid); a value that is not a number is refused by name.
 pub(super) fn group_from(n_kv_heads: usize, sms: usize) -> Result<usize, String> {
-    const VAR: &str = "CBTOP_ATTN_GROUP_FROM";
-    match std::env::var(VAR) {
-        Err(_) => Ok((sms / 2).max(1).div_ceil(n_kv_heads.max(1)) * 128),
-        Ok(v) => v
-            .trim()
-            .parse::<usize>()
-            .map_err(|_| format!("{VAR}={v:?}: expected a number of positions")),
-    }
+    let n = env_count("CBTOP_ATTN_GROUP_FROM", 0, "a number of positions")?;
+    Ok(n.unwrap_or_else(|| (sms / 2).max(1).div_ceil(n_kv_heads.max(1)) * 128))
 }
 
 /// Captured decode steps by [stamped][clock area].

@@ -13,6 +13,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
 
 use super::clock::KernelClock;
+use super::env_counts::env_count;
 use super::error::wrap;
 use super::launch_params::{ceil_div, lin, Epilogue};
 use super::pdl_launch::{Launch, PushArg};
@@ -31,14 +32,8 @@ pub(super) const GEMM_MIN_TOKENS: usize = 64;
 /// prompts (tests/gpu_conformance.rs, bench/teacher-forced.py); a value that is not a number
 /// is refused by name.
 pub(super) fn tensor_cores_from() -> Result<usize, String> {
-    const VAR: &str = "CBTOP_TENSOR_CORES_FROM";
-    match std::env::var(VAR) {
-        Err(_) => Ok(GEMM_MIN_TOKENS),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n >= 2 => Ok(n),
-            _ => Err(format!("{VAR}={v:?}: expected a batch size of 2 or more")),
-        },
-    }
+    let n = env_count("CBTOP_TENSOR_CORES_FROM", 2, "a batch size of 2 or more")?;
+    Ok(n.unwrap_or(GEMM_MIN_TOKENS))
 }
 
 /// Largest weight scratch, in f16 values (256 MiB, a 7B model's largest layer matrix):

@@ -11,7 +11,7 @@
 //!   kernels' parameter structs), `pdl_launch` (the launch builder), `weights`, `buffers`,
 //!   `clock` (per-kernel stamps): what the launches are made with.
 //! - `probe`, `module`, `hardware`, `error`: the device, its compiled kernels, its description
-//!   and peaks, and its errors; `step_trace` a measuring aid.
+//!   and peaks, and its errors; `step_trace` and `env_counts` measuring aids.
 //! - With the `test-support` feature, `check` (single kernels against the CPU reference) and
 //!   `calibrate` (the kernel clock against work of known length) for the GPU tests.
 
@@ -23,6 +23,7 @@ pub mod calibrate;
 mod check;
 pub mod clock;
 mod decode;
+mod env_counts;
 mod error;
 mod forward;
 mod gemm;
