@@ -287,10 +287,13 @@ pub(super) fn attention_split(
     };
     let shared_mem_bytes = a.shared_bytes as u32;
     let group = (h.heads / h.kv_heads.max(1)) as usize;
-    if a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group) {
-        // Chunks rounded down to whole passes: up to twice group_splits of them. Head sizes
-        // 64 and 128 take the tensor-core kernel, with its own block and shared memory.
-        let mma = matches!(h.head_dim, 64 | 128);
+    let grouped =
+        a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group);
+    // The grouped kernels: chunks rounded down to whole passes, up to twice group_splits of
+    // them; head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
+    // memory.
+    let mma = grouped && matches!(h.head_dim, 64 | 128);
+    let (f, cfg) = if grouped {
         let cfg = LaunchConfig {
             grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
             block_dim: (if mma { 128 } else { 256 }, 1, 1),
@@ -305,74 +308,49 @@ pub(super) fn attention_split(
         } else {
             &k.attention_group
         };
-        // SAFETY: as below; the part buffer holds n_heads × 2 group_splits × (head_dim + 4)
-        // values, and 2 to GROUP_MAX query heads share a KV head (checked above).
-        return unsafe {
-            k.launch(stream, f)
-                .arg(a.q)
-                .arg(a.k)
-                .arg(a.v)
-                .arg(a.kc)
-                .arg(a.vc)
-                .arg(&h.heads)
-                .arg(&h.kv_heads)
-                .arg(&h.head_dim)
-                .arg(a.pos)
-                .arg(a.rope)
-                .arg(&h.rope_dims)
-                .arg(&h.neox)
-                .arg(&group_splits)
-                .arg(&h.scale)
-                .arg(a.part)
-                .arg(a.tickets)
-                .arg(a.out)
-                .arg(&akind)
-                .arg(&axf)
-                .arg(&aq)
-                .arg(&ad)
-                .arg(&ax)
-                .arg(&st.ptr)
-                .launch(cfg)
-        }
-        .map(|_| ());
-    }
-    let cfg = LaunchConfig {
-        grid_dim: (h.heads as u32, a.splits as u32, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes,
+        (f, cfg)
+    } else {
+        let cfg = LaunchConfig {
+            grid_dim: (h.heads as u32, a.splits as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes,
+        };
+        (&k.attention_split, cfg)
     };
+    // The kernels share their parameters but for the chunk count (and the one-head kernel's
+    // CPU-order limit after the scale).
+    let mut l = k.launch(stream, f);
+    l.arg(a.q)
+        .arg(a.k)
+        .arg(a.v)
+        .arg(a.kc)
+        .arg(a.vc)
+        .arg(&h.heads)
+        .arg(&h.kv_heads)
+        .arg(&h.head_dim)
+        .arg(a.pos)
+        .arg(a.rope)
+        .arg(&h.rope_dims)
+        .arg(&h.neox);
+    if grouped {
+        l.arg(&group_splits).arg(&h.scale);
+    } else {
+        l.arg(&splits).arg(&h.scale).arg(&a.ordered_upto);
+    }
+    l.arg(a.part)
+        .arg(a.tickets)
+        .arg(a.out)
+        .arg(&akind)
+        .arg(&axf)
+        .arg(&aq)
+        .arg(&ad)
+        .arg(&ax)
+        .arg(&st.ptr);
     // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
     // to 128; the activation buffers hold q_dim values (the engine's, sized for every
-    // product's input).
-    unsafe {
-        k.launch(stream, &k.attention_split)
-            .arg(a.q)
-            .arg(a.k)
-            .arg(a.v)
-            .arg(a.kc)
-            .arg(a.vc)
-            .arg(&h.heads)
-            .arg(&h.kv_heads)
-            .arg(&h.head_dim)
-            .arg(a.pos)
-            .arg(a.rope)
-            .arg(&h.rope_dims)
-            .arg(&h.neox)
-            .arg(&splits)
-            .arg(&h.scale)
-            .arg(&a.ordered_upto)
-            .arg(a.part)
-            .arg(a.tickets)
-            .arg(a.out)
-            .arg(&akind)
-            .arg(&axf)
-            .arg(&aq)
-            .arg(&ad)
-            .arg(&ax)
-            .arg(&st.ptr)
-            .launch(cfg)
-    }
-    .map(|_| ())
+    // product's input). The grouped kernels: the part buffer holds n_heads × 2 group_splits
+    // × (head_dim + 4) values, and 2 to GROUP_MAX query heads share a KV head (checked above).
+    unsafe { l.launch(cfg) }.map(|_| ())
 }
 
 /// The head-shape arguments the RoPE and attention kernels take, from the model's
