@@ -11,6 +11,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::attention_tiled::{tiled_head_scalar, TiledRows};
+use crate::model::Config;
 use crate::quant::fma::with_fma;
 use crate::quant::simd_order::dot_f16_f32;
 
@@ -26,6 +27,17 @@ pub struct AttnShape {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
+}
+
+impl AttnShape {
+    /// The attention shape of a model.
+    pub fn of(c: &Config) -> AttnShape {
+        AttnShape {
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+        }
+    }
 }
 
 /// Attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions `pos0..pos0+n`,

@@ -70,11 +70,7 @@ pub fn forward(
     let pos0 = kv.len();
     let (e, qd, kvd, ff) = (cfg.n_embd, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
     let style = cfg.arch.rope_style();
-    let shape = AttnShape {
-        n_heads: cfg.n_heads,
-        n_kv_heads: cfg.n_kv_heads,
-        head_dim: cfg.head_dim,
-    };
+    let shape = AttnShape::of(cfg);
 
     let Scratch {
         x,

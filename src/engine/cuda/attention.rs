@@ -368,12 +368,11 @@ pub(super) struct HeadArgs {
 
 impl HeadArgs {
     fn of(c: &Config) -> HeadArgs {
-        let shape = AttnShape {
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-        };
-        HeadArgs::new(shape, c.rope_dims, c.arch.rope_style() == RopeStyle::Neox)
+        HeadArgs::new(
+            AttnShape::of(c),
+            c.rope_dims,
+            c.arch.rope_style() == RopeStyle::Neox,
+        )
     }
 
     /// Heads of `shape`, `rope_dims` of each rotated in NEOX pairs or NORM pairs.

@@ -284,12 +284,7 @@ impl SplitScratch {
             )));
         }
         let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
-        let shape = AttnShape {
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-        };
-        let group_splits = group_splits(shape, cap, sms);
+        let group_splits = group_splits(AttnShape::of(c), cap, sms);
         let group =
             (group_splits > 0).then(|| (c.n_heads / c.n_kv_heads, group_chunk(cap, group_splits)));
         let what = || wrap("allocating attention scratch");
