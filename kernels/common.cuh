@@ -475,3 +475,63 @@ __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
         STAMP_GUARD;                                                                         \
         embed_impl<D>(w, row_bytes, cols, tokens, out);                                      \
     }
+
+// ---- The fast decode products' shared pieces (kernels/matvec_fast.cu for the quantized
+// weights, kernels/matvec_fast_float.cu for the float ones).
+
+// One matrix of a fast one-token product: its weights, row stride, bias (or null), output,
+// rows, GGML type id and (in `mvf_multi`) its first block of the launch.
+struct MvfMat {
+    const u8* w;
+    u64 row_bytes;
+    const float* bias;
+    float* out;
+    int rows;
+    int ty;
+    int first_block;
+    // Float matrices (kernels/matvec_fast_float.cu): rows per warp + 16 * warps per row (the
+    // quantized kernels take 0x11: a warp per row).
+    int shape;
+};
+
+// Rows of m one block of a fast product takes.
+__device__ __forceinline__ int mvf_block_rows(const MvfMat& m) {
+    return (int)(blockDim.x >> 5) * (m.shape & 15) / (m.shape >> 4);
+}
+
+// Which blocks prefetch their weight row before waiting on the previous kernel (`mvf_prefetch`):
+// 2 (default): only the launch's first 2 * nsm blocks (`blockIdx.x`, launch-wide, not
+// `mvf_multi`'s per-matrix index; nsm from `sm_count`), roughly the blocks that can start beside
+// the previous kernel; 1: every block; 0: none. 2 measured best or level on the decode shapes: the
+// later blocks' prefetches only add L2 traffic (docs/measurements/kernels.md). Other values are
+// for A/B runs through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs).
+#ifndef CBTOP_PREFETCH
+#define CBTOP_PREFETCH 2
+#endif
+#if CBTOP_PREFETCH != 0 && CBTOP_PREFETCH != 1 && CBTOP_PREFETCH != 2
+#error "CBTOP_PREFETCH must be 0, 1 or 2"
+#endif
+
+// The number of SM identifiers (%nsmid). It bounds %smid, which need not be contiguous, so it
+// can exceed the SMs actually present: good enough for a block threshold.
+__device__ __forceinline__ u32 sm_count() {
+    u32 n;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return n;
+}
+
+// This block's weight rows into L2 before the kernel waits for its input (`prefetch_l2`): with
+// programmatic dependent launch the blocks that fit beside the previous kernel fetch their
+// weights while it finishes.
+__device__ __forceinline__ void mvf_prefetch(const MvfMat& m, int block) {
+#if CBTOP_PREFETCH != 0
+#if CBTOP_PREFETCH == 2
+    if (blockIdx.x >= 2 * sm_count()) return;
+#endif
+    const int n = mvf_block_rows(m), r = block * n;
+    if (r < m.rows) {
+        const u64 bytes = (u64)min(n, m.rows - r) * m.row_bytes;
+        prefetch_l2(m.w + (u64)r * m.row_bytes, bytes, threadIdx.x, blockDim.x);
+    }
+#endif
+}

@@ -357,21 +357,11 @@ struct FQ2_K {
 };
 
 // ---- Several products of one input in one launch (Q, K, V; gate and up) -----------------
-// Up to three matrices of any quantized types whose activation format is the same (the
-// engine checks), each with its own output and bias; matrix i takes blocks
+// Up to three matrices whose activation format is the same (the engine checks: quantized
+// types against `aq`/`ad`/`ax`, or float types of one rounding against `xf`, whole 16-byte
+// rows), each with its own output and bias; matrix i takes blocks
 // first_block[i]..first_block[i + 1] (four rows per block). `ty`, a GGML type id
 // (GGML_TYPE_*, common.cuh), selects the unit.
-struct MvfMat {
-    const u8* w;
-    u64 row_bytes;
-    const float* bias;
-    float* out;
-    int rows;
-    int ty;
-    int first_block;
-    int pad_;
-};
-
 struct MvfSet {
     MvfMat m[3];
     int count;
@@ -527,43 +517,10 @@ __device__ __forceinline__ float mvf_bias(const MvfMat& m, int block) {
     return m.bias && r < m.rows && (threadIdx.x & 31) == 0 ? __ldg(m.bias + r) : 0.0f;
 }
 
-// Which blocks prefetch their weight row before waiting on the previous kernel (`mvf_prefetch`):
-// 2 (default): only the launch's first 2 * nsm blocks (`blockIdx.x`, launch-wide, not
-// `mvf_multi`'s per-matrix index; nsm from `sm_count`), roughly the blocks that can start beside
-// the previous kernel; 1: every block; 0: none. 2 measured best or level on the decode shapes: the
-// later blocks' prefetches only add L2 traffic (docs/measurements/kernels.md). Other values are
-// for A/B runs through CBTOP_KERNEL_DEFINES (src/engine/cuda/module.rs).
-#ifndef CBTOP_PREFETCH
-#define CBTOP_PREFETCH 2
-#endif
-#if CBTOP_PREFETCH != 0 && CBTOP_PREFETCH != 1 && CBTOP_PREFETCH != 2
-#error "CBTOP_PREFETCH must be 0, 1 or 2"
-#endif
-
-// The number of SM identifiers (%nsmid). It bounds %smid, which need not be contiguous, so it
-// can exceed the SMs actually present: good enough for a block threshold.
-__device__ __forceinline__ u32 sm_count() {
-    u32 n;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
-    return n;
-}
-
-// This warp's weight row into L2 before the kernel waits for its input (`prefetch_l2`): with
-// programmatic dependent launch the blocks that fit beside the previous kernel fetch their
-// weights while it finishes.
-__device__ __forceinline__ void mvf_prefetch(const MvfMat& m, int block) {
-#if CBTOP_PREFETCH != 0
-#if CBTOP_PREFETCH == 2
-    if (blockIdx.x >= 2 * sm_count()) return;
-#endif
-    int r = block * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r < m.rows) prefetch_l2(m.w + (u64)r * m.row_bytes, m.row_bytes, threadIdx.x & 31, 32);
-#endif
-}
-
 extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict__ aq,
                                      const float* __restrict__ ad,
-                                     const float* __restrict__ ax, int accumulate,
+                                     const float* __restrict__ ax,
+                                     const float* __restrict__ xf, int accumulate,
                                      STAMP_PARAMS) {
     int b = blockIdx.x;
     // The matrix this block belongs to, chosen field by field (no run-time index into the
@@ -586,6 +543,9 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
     case GGML_TYPE_Q4_K: MVF_K(FQ4_K);
     case GGML_TYPE_Q5_K: MVF_K(FQ5_K);
     case GGML_TYPE_Q6_K: MVF_K(FQ6_K);
+    case GGML_TYPE_F32: mvf_float_one<WideF32>(m, block, xf, accumulate, stamp_start_); break;
+    case GGML_TYPE_F16: mvf_float_one<WideF16>(m, block, xf, accumulate, stamp_start_); break;
+    case GGML_TYPE_BF16: mvf_float_one<WideBF16>(m, block, xf, accumulate, stamp_start_); break;
     default:
         if (threadIdx.x == 0) stamp_start_.end();
         break;
@@ -599,7 +559,7 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
                                           const i8* aq, const float* ad, const float* ax,    \
                                           int n, const float* bias, int acc, float* out,     \
                                           STAMP_PARAMS) {                                    \
-        MvfMat m = {w, rb, bias, out, rows, 0, 0, 0};                                        \
+        MvfMat m = {w, rb, bias, out, rows, 0, 0, 0x11};                                      \
         mvf_prefetch(m, blockIdx.x);                                                         \
         STAMP_START;                                                                         \
         ONE<F, false>(m, blockIdx.x, cols, aq, ad, ax, acc, 0.0f, stamp_start_);             \

@@ -1,6 +1,6 @@
 // Plain float weights: F32, F16 and BF16 rows: the product in the CPU's order (matvec_impl in
 // common.cuh for any batch, mvo_float below for one token at the memory's pace) and the
-// embedding gather.
+// embedding gather. The fast numerics' one-token product is kernels/matvec_fast_float.cu.
 
 struct DeqF32 {
     static const bool HAS_MIN = false;
@@ -95,80 +95,6 @@ __device__ __forceinline__ void mvo_float_impl(const u8* __restrict__ w, u64 row
         mvo_float_impl<D, EB>(w, row_bytes, rows, cols, x, bias, acc, out);                  \
     }
 
-// One token's float product in any order (`fast` numerics where the model's products need not
-// keep the CPU's): a warp per row, each lane 16-byte chunks of it strided by the warp, fused
-// multiply-adds, a shuffle reduction. Rows must be a whole number of 16-byte chunks.
-struct WideF32 {
-    __device__ static float2 pair(u32 lo, u32 hi) {
-        return make_float2(__int_as_float((int)lo), __int_as_float((int)hi));
-    }
-    static const bool PACKED = false;
-};
-struct WideF16 {
-    __device__ static float2 pair(u32 w, u32) {
-        return make_float2(h2f((u16)w), h2f((u16)(w >> 16)));
-    }
-    static const bool PACKED = true;
-};
-struct WideBF16 {
-    __device__ static float2 pair(u32 w, u32) {
-        return make_float2(__int_as_float((int)(w << 16)), __int_as_float((int)(w & 0xffff0000u)));
-    }
-    static const bool PACKED = true;
-};
-
-// Two weights (a pair of words for F32, one word for the 16-bit types) against two inputs.
-template <typename W>
-__device__ __forceinline__ float mvf_word(float acc, u32 a, u32 b, const float* x) {
-    const float2 w = W::pair(a, b);
-    return fmaf(w.y, x[1], fmaf(w.x, x[0], acc));
-}
-
-// Chunks each lane has in flight (CBTOP_KERNEL_DEFINES for A/B runs).
-#ifndef MVF_UNROLL
-#define MVF_UNROLL 8
-#endif
-
-template <typename W>
-__device__ __forceinline__ void mvf_float_impl(const u8* __restrict__ w, u64 row_bytes, int rows,
-                                               const float* __restrict__ x, const float* bias,
-                                               int accumulate, float* out) {
-    const int lane = threadIdx.x & 31, r = blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    const u8* row = w + (u64)r * row_bytes;
-    const int chunks = (int)(row_bytes / 16);
-    constexpr int E = W::PACKED ? 8 : 4;  // weights per chunk
-    float acc = 0.0f;
-#pragma unroll MVF_UNROLL
-    for (int c = lane; c < chunks; c += 32) {
-        const uint4 v = __ldg((const uint4*)(row + 16 * (u64)c));
-        const float* xc = x + (u64)c * E;
-        if (W::PACKED) {
-            acc = mvf_word<W>(acc, v.x, 0, xc);
-            acc = mvf_word<W>(acc, v.y, 0, xc + 2);
-            acc = mvf_word<W>(acc, v.z, 0, xc + 4);
-            acc = mvf_word<W>(acc, v.w, 0, xc + 6);
-        } else {
-            acc = mvf_word<W>(acc, v.x, v.y, xc);
-            acc = mvf_word<W>(acc, v.z, v.w, xc + 2);
-        }
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) store_out(acc, bias, accumulate, rows, r, 0, out);
-}
-
-#define CBTOP_FLOAT_MVF(name, W)                                                             \
-    extern "C" __global__ void mvf_##name(const u8* w, u64 row_bytes, int rows, int cols,    \
-                                          const float* x, int n, const float* bias, int acc, \
-                                          float* out, STAMP_PARAMS) {                        \
-        STAMP_GUARD;                                                                         \
-        mvf_float_impl<W>(w, row_bytes, rows, x, bias, acc, out);                            \
-    }
-
-CBTOP_FLOAT_MVF(f32, WideF32)
-CBTOP_FLOAT_MVF(f16, WideF16)
-CBTOP_FLOAT_MVF(bf16, WideBF16)
 CBTOP_FLOAT_MVO(f32, DeqF32, 4)
 CBTOP_FLOAT_MVO(f16, DeqF16, 2)
 CBTOP_FLOAT_MVO(bf16, DeqBF16, 2)

@@ -8,7 +8,7 @@ work=${WORK:-/tmp/cbtop-matvec-bench}
 mkdir -p "$work"
 : >"$work/all_kernels.cu"
 for f in common.cuh act_quant.cu matvec_float.cu matvec_legacy.cu matvec_q2k_q3k.cu matvec_q4k.cu \
-    matvec_q6k.cu matvec_fast.cu; do
+    matvec_q6k.cu matvec_fast_float.cu matvec_fast.cu; do
     cat "$here/../../kernels/$f" >>"$work/all_kernels.cu"
     echo >>"$work/all_kernels.cu"
 done

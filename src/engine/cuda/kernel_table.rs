@@ -207,24 +207,32 @@ fn is_legacy(ty: GgmlType) -> bool {
     ty.is_quantized() && ty.block_size() == 32
 }
 
+/// The most decode-product weight bytes a model may have for fast numerics to keep the CPU's
+/// float order (`cpu_order_fast`): SmolLM2-135M's ~100 MB and the conformance models are
+/// under it; a step that reads more is bound by bandwidth, where the CPU-order kernels' serial
+/// fold costs a quarter or more of the decode rate (docs/measurements/kernels.md).
+pub const CPU_ORDER_MAX_BYTES: usize = 256 << 20;
+
 /// Whether fast numerics keep the CPU's float order for `model`'s decode steps: where every
-/// decode product is of a legacy type (their CPU-order kernels cost little; the k-quants' and
-/// the float weights' free kernels are much faster than any in that order), the legacy products
-/// take their CPU-order kernels and decode attention its CPU-order path up to 128 positions, so
-/// a short decode gives the CPU engine's bits, as `--numerics exact` does (SmolLM2 Q4_1's greedy
-/// tokens are then llama.cpp's CPU's). Where some product reorders anyway, order buys nothing
-/// and the free kernels are faster. `CBTOP_FAST_CPU_ORDER=0` turns it off (for measuring what
-/// it costs).
+/// decode product is of a legacy type and the products are small (`CPU_ORDER_MAX_BYTES`: their
+/// CPU-order kernels then cost little; the k-quants' and the float weights' free kernels are
+/// much faster than any in that order), the legacy products take their CPU-order kernels and
+/// decode attention its CPU-order path up to 128 positions, so a short decode gives the CPU
+/// engine's bits, as `--numerics exact` does (SmolLM2 Q4_1's greedy tokens are then llama.cpp's
+/// CPU's). Where some product reorders anyway, order buys nothing and the free kernels are
+/// faster. `CBTOP_FAST_CPU_ORDER=0` turns it off (for measuring what it costs).
 pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
     if std::env::var("CBTOP_FAST_CPU_ORDER").is_ok_and(|v| v == "0") {
         return false;
     }
     let w = &model.weights;
-    let products = w
-        .layers
-        .iter()
-        .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
-    std::iter::once(&w.output)
-        .chain(products)
-        .all(|m| is_legacy(m.ty))
+    let products: Vec<_> = std::iter::once(&w.output)
+        .chain(
+            w.layers
+                .iter()
+                .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]),
+        )
+        .collect();
+    let bytes: usize = products.iter().map(|m| m.rows * m.row_bytes()).sum();
+    bytes <= CPU_ORDER_MAX_BYTES && products.iter().all(|m| is_legacy(m.ty))
 }

@@ -27,6 +27,47 @@ pub(super) fn fast_rows_for(rows: usize) -> usize {
     }
 }
 
+/// The fast one-token float product's launch shape for a matrix of `rows` rows of `row_bytes`
+/// bytes (kernels/matvec_fast_float.cu): rows per warp and warps per row. A warp's share should
+/// keep several 16-byte loads per lane in flight and the launch should have warps enough to
+/// fill the GPU: a short matrix of long rows (a down projection) cuts each row among two or
+/// four warps; a tall matrix of short rows gives each warp two rows.
+pub(super) fn float_shape(rows: usize, row_bytes: usize) -> FloatShape {
+    let per_lane = row_bytes / 16 / 32;
+    let (per_warp, split) = match (rows, per_lane) {
+        (..=4096, 16..) => (1, 4),
+        (..=4096, 8..) => (1, 2),
+        (4097.., ..=8) => (2, 1),
+        _ => (1, 1),
+    };
+    FloatShape { per_warp, split }
+}
+
+/// Rows per warp and warps per row of a fast float product (`float_shape`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FloatShape {
+    pub(super) per_warp: usize,
+    pub(super) split: usize,
+}
+
+impl FloatShape {
+    /// A warp per row: the quantized kernels' shape.
+    pub(super) const ONE: FloatShape = FloatShape {
+        per_warp: 1,
+        split: 1,
+    };
+
+    /// Rows one block of `FAST_ROWS` warps takes.
+    pub(super) fn block_rows(self) -> usize {
+        FAST_ROWS * self.per_warp / self.split
+    }
+
+    /// `MvfMat::shape`'s encoding: rows per warp + 16 × warps per row.
+    pub(super) fn code(self) -> i32 {
+        (self.per_warp + 16 * self.split) as i32
+    }
+}
+
 /// Dynamic shared memory of the CPU-order legacy products (kernels/matvec_fast.cu
 /// `mvo_one`) at `rows` rows per block: a `MvoWarp` (8 x 36 + 32 + 32 floats) per warp.
 pub(super) const fn mvo_bytes(rows: usize) -> u32 {
@@ -87,8 +128,9 @@ pub(super) struct Held {
     pub(super) f16: bool,
 }
 
-/// One matrix of `mvf_multi`'s set (kernels/matvec_fast.cu `MvfMat`, field for field):
-/// device addresses, its rows, its GGML type id and its first block in the launch.
+/// One matrix of `mvf_multi`'s set (kernels/common.cuh `MvfMat`, field for field): device
+/// addresses, its rows, its GGML type id, its first block in the launch and its shape
+/// (`FloatShape::code`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(super) struct MvfMat {
@@ -99,7 +141,7 @@ pub(super) struct MvfMat {
     pub(super) rows: i32,
     pub(super) ty: i32,
     pub(super) first_block: i32,
-    pub(super) pad: i32,
+    pub(super) shape: i32,
 }
 
 /// Up to three matrices of one input for `mvf_multi`, passed by value.
@@ -123,7 +165,30 @@ impl<'a, 'b: 'a> PushArg<&'b MvfSet> for Launch<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fast_rows_for, FAST_ROWS};
+    use super::{fast_rows_for, float_shape, FloatShape, FAST_ROWS};
+
+    #[test]
+    fn float_products_cut_long_rows_of_short_matrices_and_pair_short_rows_of_tall_ones() {
+        let shape = |rows: usize, cols: usize| {
+            let s = float_shape(rows, 2 * cols);
+            (s.per_warp, s.split)
+        };
+        // qwen2.5-1.5b F16: down (1536 x 8960), attn_out, gate/up, the output projection.
+        assert_eq!(shape(1536, 8960), (1, 4));
+        assert_eq!(shape(1536, 1536), (1, 1));
+        assert_eq!(shape(8960, 1536), (2, 1));
+        assert_eq!(shape(151936, 1536), (2, 1));
+        // qwen2.5-7b F16: Q and attn_out (3584 x 3584), gate (18944 x 3584).
+        assert_eq!(shape(3584, 3584), (1, 2));
+        assert_eq!(shape(18944, 3584), (1, 1));
+        for (rows, cols) in [(1536, 8960), (3584, 3584), (8960, 1536), (7, 64)] {
+            let s = float_shape(rows, 2 * cols);
+            assert_eq!(s.block_rows() * s.split, FAST_ROWS * s.per_warp);
+            assert_eq!(s.code() & 15, s.per_warp as i32);
+            assert_eq!(s.code() >> 4, s.split as i32);
+        }
+        assert_eq!(FloatShape::ONE.code(), 0x11);
+    }
 
     #[test]
     fn only_very_tall_fast_products_take_more_rows_per_block() {

@@ -7,9 +7,9 @@
 //! when absent) selects kernel variants for A/B runs on a GPU machine without a rebuild;
 //! the defaults are what ships. Each item becomes a `#define NAME VALUE` line before the
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
-//! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/matvec_fast.cu),
-//! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu), `MVO_F_UNROLL` and
-//! `MVF_UNROLL` (kernels/matvec_float.cu).
+//! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/common.cuh),
+//! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu), `MVO_F_UNROLL`
+//! (kernels/matvec_float.cu) and `MVF_UNROLL` (kernels/matvec_fast_float.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,6 +43,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     (
         "matvec_q6k.cu",
         include_str!("../../../kernels/matvec_q6k.cu"),
+    ),
+    (
+        "matvec_fast_float.cu",
+        include_str!("../../../kernels/matvec_fast_float.cu"),
     ),
     (
         "matvec_fast.cu",

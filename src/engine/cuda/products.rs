@@ -1,7 +1,7 @@
 //! The matrix-product launches every projection goes through: activation quantization, then
 //! the weight type's product kernel with its epilogue (or the tensor cores for a large batch
 //! under fast numerics), and under fast numerics up to three products of one input in one
-//! launch.
+//! launch (quantized or float weights).
 
 use std::sync::Arc;
 
@@ -13,7 +13,8 @@ use super::decode::CudaEngine;
 use super::gemm;
 use super::kernel_table::{Kernels, Product};
 use super::launch_params::{
-    ceil_div, fast_rows_for, kind_code, Epilogue, Held, MvfMat, MvfSet, FAST_ROWS, MVO_BYTES,
+    ceil_div, fast_rows_for, float_shape, kind_code, Epilogue, FloatShape, Held, MvfMat, MvfSet,
+    FAST_ROWS, MVO_BYTES,
 };
 use super::pdl_launch::PushArg;
 use super::weights::{bias, mat, GMat, Mat};
@@ -91,14 +92,24 @@ pub(super) fn product(
     let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
     let accumulate = i32::from(ep.accumulate);
     let null = 0u64;
+    // The fast float kernel takes its launch shape where the others take `cols`.
+    let mut free_shape = None;
     // Float weights: four rows per one-warp block for one token, else 16 rows per block of 128
     // threads (8 per row) and up to 8 tokens; quantized weights: `one_rows` rows per block for
     // one token, or a row and up to 8 tokens.
     let (f, grid, threads, shared, quantized) = match k.product(m.ty) {
-        // One token: a warp per row in any order, four rows per block (fast numerics), else four
-        // rows per one-warp block in the CPU's order; 16-byte loads either way.
+        // One token: warps over rows in any order at the matrix's `float_shape` (fast numerics),
+        // else four rows per one-warp block in the CPU's order; 16-byte loads either way.
         Product::Float { free: Some(f), .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
-            (f, (ceil_div(m.rows, 4), 1, 1), 128, 0, false)
+            let shape = float_shape(m.rows, m.row_bytes);
+            free_shape = Some(shape.code());
+            (
+                f,
+                (ceil_div(m.rows, shape.block_rows()), 1, 1),
+                128,
+                0,
+                false,
+            )
         }
         Product::Float { one, .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
             (one, (ceil_div(m.rows, 4), 1, 1), 32, 0, false)
@@ -139,7 +150,11 @@ pub(super) fn product(
     // int8 values with their scales and sums), writes n × rows.
     unsafe {
         let mut l = k.launch(s, f);
-        l.arg(&m.data).arg(&rb).arg(&rows).arg(&cols);
+        l.arg(&m.data).arg(&rb).arg(&rows);
+        match &free_shape {
+            Some(shape) => l.arg(shape),
+            None => l.arg(&cols),
+        };
         if quantized {
             l.arg(&act.q).arg(&act.d).arg(&act.x);
         } else {
@@ -207,7 +222,8 @@ impl CudaEngine {
     }
 
     /// The activation format shared by `outs` when the fast products can take them all in one
-    /// launch (one token, two or three quantized matrices, one format).
+    /// launch (one token, two or three matrices of one format: quantized, or float with whole
+    /// 16-byte rows; not under the CPU's order, which the float kernels do not keep).
     fn one_launch_kind(&self, n: usize, outs: &[(Mat, Which)]) -> Option<ActType> {
         if self.numerics != Numerics::Fast || n != 1 || !(2..=3).contains(&outs.len()) {
             return None;
@@ -215,14 +231,17 @@ impl CudaEngine {
         let kind = ActType::for_weights(mat(&self.w, outs[0].0).ty);
         outs.iter()
             .all(|&(m, _)| {
-                let ty = mat(&self.w, m).ty;
-                ty.is_quantized() && ActType::for_weights(ty) == kind
+                let m = mat(&self.w, m);
+                let fits =
+                    m.ty.is_quantized() || (!self.k.ordered && m.row_bytes.is_multiple_of(16));
+                fits && ActType::for_weights(m.ty) == kind
             })
             .then_some(kind)
     }
 
     /// `out = M · input` for two or three matrices of one token in one launch
-    /// (kernels/matvec_fast.cu `mvf_multi`), the input quantized first unless `quantized`.
+    /// (kernels/matvec_fast.cu `mvf_multi`), the input quantized (or rounded) first unless
+    /// `quantized`.
     fn products_multi(
         &mut self,
         input: Which,
@@ -254,6 +273,11 @@ impl CudaEngine {
             let m = mat(&self.w, which);
             let bias = bias(&self.w, which);
             let s = &self.stream;
+            let shape = if m.ty.is_quantized() {
+                FloatShape::ONE
+            } else {
+                float_shape(m.rows, m.row_bytes)
+            };
             set.m[i] = MvfMat {
                 w: m.data.device_ptr(s).0,
                 row_bytes: m.row_bytes as u64,
@@ -262,9 +286,9 @@ impl CudaEngine {
                 rows: m.rows as i32,
                 ty: m.ty.id() as i32,
                 first_block: blocks as i32,
-                pad: 0,
+                shape: shape.code(),
             };
-            blocks += m.rows.div_ceil(FAST_ROWS);
+            blocks += m.rows.div_ceil(shape.block_rows());
         }
         set.count = outs.len() as i32;
         set.ordered = i32::from(self.k.ordered);
@@ -272,8 +296,9 @@ impl CudaEngine {
         let (cols, acc) = (cols as i32, i32::from(accumulate));
         let st = self.clock.stamp();
         let a = &self.bufs.act;
-        // SAFETY: each matrix's rows × row_bytes of weights against `cols` quantized
-        // activations; each output (a distinct buffer of the engine) gets its `rows` values.
+        // SAFETY: each matrix's rows × row_bytes of weights against `cols` activations
+        // (quantized, or rounded floats in `xf`); each output (a distinct buffer of the engine)
+        // gets its `rows` values.
         unsafe {
             self.k
                 .launch(&self.stream, &self.k.mvf_multi)
@@ -282,6 +307,7 @@ impl CudaEngine {
                 .arg(&a.q)
                 .arg(&a.d)
                 .arg(&a.x)
+                .arg(&a.xf)
                 .arg(&acc)
                 .arg(&st.ptr)
                 .launch(LaunchConfig {
