@@ -2,8 +2,9 @@
 // attention_fast.cu (a block per KV head and chunk of positions, the head's G query heads
 // together) with its scores and weighted sums as mma.sync m16n8k16 products. The G queries
 // are the rows of a 16-row A operand (rows past G are zero), rounded to f16 and scaled by
-// scale * log2(e); the chunk is walked in tiles of 64 positions brought into shared memory by
-// cp.async, each of the four warps taking 16 positions of a tile: S = Q K^T, an online softmax
+// scale * log2(e); the chunk is walked in tiles of AGM_TILE positions brought into shared memory
+// by cp.async, two buffers deep (the first two tiles load while the queries are fetched and
+// rotated), each of the AGM_WARPS warps taking 16 positions of a tile: S = Q K^T, an online softmax
 // in f32 registers (base-2 exponent), O += P V with P rounded to f16, as the prompt kernel
 // (attention_prefill.cu). The warps' maxima, sums and O are merged in shared memory, and the
 // chunk's partial sums go to `part` for `attg_combine` (attention_fast.cu), which the last
@@ -14,12 +15,25 @@
 // (attention_prefill.cu), attf_chunk / attg_combine / attention_group_prefetch
 // (attention_fast.cu), all concatenated before this file.
 
-#define AGM_TILE 64
-#define AGM_THREADS 128
+// Warps per block (CBTOP_KERNEL_DEFINES for A/B runs; the host reads the count off the launch
+// bounds). Each warp takes 16 positions of a tile.
+#ifndef AGM_WARPS
+#define AGM_WARPS 8
+#endif
+#define AGM_THREADS (32 * AGM_WARPS)
+#define AGM_TILE (16 * AGM_WARPS)
 
-// Dynamic shared memory: the K and V tiles (2 x 64 rows of HD + 8 halves), then G x
-// max(HD, ATTF_GROUP_SPLITS) floats: the G queries, later the combine's weights; the warps'
-// merge reuses the tiles.
+// Dynamic shared memory: two buffers of K and V tiles (2 x 2 x AGM_TILE rows of HD + 8 halves),
+// then G x max(HD, ATTF_GROUP_SPLITS) floats: the G queries, later the combine's weights; the
+// warps' merge reuses the tiles.
+// The largest of the warps' maxima of row r ([AGM_WARPS][16]).
+__device__ __forceinline__ float mall_of(const float* wm, int r) {
+    float m = -1e30f;
+#pragma unroll
+    for (int w = 0; w < AGM_WARPS; w++) m = fmaxf(m, wm[w * 16 + r]);
+    return m;
+}
+
 template <int HD>
 __device__ void attention_group_mma_impl(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
@@ -29,10 +43,9 @@ __device__ void attention_group_mma_impl(
     i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax) {
     constexpr int LD = HD + 8;
     extern __shared__ __align__(16) u16 agm_smem[];
-    u16* sk = agm_smem;
-    u16* sv = agm_smem + AGM_TILE * LD;
-    float* qs = (float*)(agm_smem + 2 * AGM_TILE * LD);  // [G][HD]
-    __shared__ float2 cs[64];
+    u16* sk = agm_smem;                                  // [2][AGM_TILE][LD]
+    u16* sv = agm_smem + 2 * AGM_TILE * LD;              // [2][AGM_TILE][LD]
+    float* qs = (float*)(agm_smem + 4 * AGM_TILE * LD);  // [G][HD]
     __shared__ float cur[2][HD];
     __shared__ int last;
     const int G = n_heads / n_kv_heads;
@@ -46,22 +59,44 @@ __device__ void attention_group_mma_impl(
     const int kv_dim = n_kv_heads * HD;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
     const int pairs = n_rot / 2;
+    const u16* kb = kc + g * HD;
+    const u16* vb = vc + g * HD;
+
+    // Tile t of the chunk into buffer t % 2 (one cp.async group). The rows come from earlier
+    // steps (this step's own row is taken from `cur` below), so the first two tiles load
+    // while the queries are fetched and rotated.
+    const int ntiles = (len + AGM_TILE - 1) / AGM_TILE;
+    auto issue = [&](int t) {
+        u16* dk = sk + (t & 1) * AGM_TILE * LD;
+        u16* dv = sv + (t & 1) * AGM_TILE * LD;
+        for (int c = threadIdx.x; c < AGM_TILE * (HD / 8); c += blockDim.x) {
+            int r = c / (HD / 8), c8 = c % (HD / 8);
+            int j = t * AGM_TILE + r;
+            bool ok = j < len;
+            u64 off = (u64)(j0 + (ok ? j : 0)) * kv_dim + c8 * 8;
+            cp_async16(smem_u32(dk + r * LD + c8 * 8), kb + off, ok ? 16 : 0);
+            cp_async16(smem_u32(dv + r * LD + c8 * 8), vb + off, ok ? 16 : 0);
+        }
+        cp_async_commit();
+    };
+    issue(0);
+    if (ntiles > 1) issue(1);
 
     // The queries and (in the chunk holding this step's position) the step's K and V, RoPE
     // on them, and the step's rows into the cache before any tile is read.
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) qs[i] = q[(u64)h0 * HD + i];
-    if (threadIdx.x < pairs) cs[threadIdx.x] = make_float2(rc, rs);
+    for (int i = threadIdx.x; i < G * HD / 4; i += blockDim.x)
+        ((float4*)qs)[i] = __ldg((const float4*)(q + (u64)h0 * HD) + i);
     if (mine_pos)
         for (int d = threadIdx.x; d < HD; d += blockDim.x) {
             cur[0][d] = k[(u64)g * HD + d];
             cur[1][d] = v[(u64)g * HD + d];
         }
     __syncthreads();
-    for (int i = threadIdx.x; i < (G + 1) * pairs; i += blockDim.x) {
-        int hh = i / pairs, p = i - hh * pairs;
-        float2 c = cs[p];
-        if (hh < G) rope_pair(qs + hh * HD, p, n_rot, c.x, c.y, neox);
-        else if (mine_pos) rope_pair(cur[0], p, n_rot, c.x, c.y, neox);
+    // Thread p < pairs holds pair p's cosine and sine (ATTF_PROLOGUE): it turns that pair of
+    // every head.
+    if (threadIdx.x < pairs) {
+        for (int hh = 0; hh < G; hh++) rope_pair(qs + hh * HD, threadIdx.x, n_rot, rc, rs, neox);
+        if (mine_pos) rope_pair(cur[0], threadIdx.x, n_rot, rc, rs, neox);
     }
     __syncthreads();
     if (mine_pos)
@@ -91,131 +126,131 @@ __device__ void attention_group_mma_impl(
         for (int e = 0; e < 4; e++) o[d][e] = 0.0f;
     float m0 = -1e30f, l0 = 0.0f;  // row gr's running maximum and this thread's share of its sum
 
-    const u16* kb = kc + g * HD;
-    const u16* vb = vc + g * HD;
-    for (int t0 = 0; t0 < len; t0 += AGM_TILE) {
-        __syncthreads();  // the previous tile is consumed (and the step's rows are written)
-        for (int c = threadIdx.x; c < AGM_TILE * (HD / 8); c += blockDim.x) {
-            int r = c / (HD / 8), c8 = c % (HD / 8);
-            int j = t0 + r;
-            bool ok = j < len;
-            u64 off = (u64)(j0 + (ok ? j : 0)) * kv_dim + c8 * 8;
-            cp_async16(smem_u32(sk + r * LD + c8 * 8), kb + off, ok ? 16 : 0);
-            cp_async16(smem_u32(sv + r * LD + c8 * 8), vb + off, ok ? 16 : 0);
-        }
-        cp_async_commit();
-        cp_async_wait<0>();
+    for (int t = 0; t < ntiles; t++) {
+        const int t0 = t * AGM_TILE;
+        const u16* tk = sk + (t & 1) * AGM_TILE * LD;
+        const u16* tv = sv + (t & 1) * AGM_TILE * LD;
+        if (t + 1 < ntiles) cp_async_wait<1>();
+        else cp_async_wait<0>();
         __syncthreads();
-        // The tile holding the step's own position (the chunk's last) takes its rows from
-        // `cur`, not from the cache this block has just written.
+        // The tile holding the step's own position (the chunk's last) takes its row from
+        // `cur`, not from the cache this block writes.
         if (mine_pos && t0 + AGM_TILE >= len) {
             int r = len - 1 - t0;
             for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-                sk[r * LD + d] = f2h(cur[0][d]);
-                sv[r * LD + d] = f2h(cur[1][d]);
+                ((u16*)tk)[r * LD + d] = f2h(cur[0][d]);
+                ((u16*)tv)[r * LD + d] = f2h(cur[1][d]);
             }
             __syncthreads();
         }
         const int pb = warp * 16;  // this warp's 16 positions of the tile
-        if (t0 + pb >= len) continue;
-
-        float s[2][4];
+        if (t0 + pb < len) {
+            float s[2][4];
 #pragma unroll
-        for (int jt = 0; jt < 2; jt++)
+            for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) s[jt][e] = 0.0f;
+                for (int e = 0; e < 4; e++) s[jt][e] = 0.0f;
 #pragma unroll
-        for (int c = 0; c < HD / 16; c++) {
-            u32 b[4];
-            int row = pb + (lane >> 4) * 8 + (lane & 7);
-            ldmatrix_x4(b, smem_u32(sk + row * LD + c * 16 + ((lane >> 3) & 1) * 8));
-            mma_16816(s[0], qf[c], b);
-            mma_16816(s[1], qf[c], b + 2);
-        }
-        // Positions past the chunk are masked; rows past G are never read.
-        float mx = m0;
-#pragma unroll
-        for (int jt = 0; jt < 2; jt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int j = t0 + pb + jt * 8 + 2 * t4 + e;
-                if (j >= len) s[jt][e] = -INFINITY;
-                mx = fmaxf(mx, s[jt][e]);
+            for (int c = 0; c < HD / 16; c++) {
+                u32 b[4];
+                int row = pb + (lane >> 4) * 8 + (lane & 7);
+                ldmatrix_x4(b, smem_u32(tk + row * LD + c * 16 + ((lane >> 3) & 1) * 8));
+                mma_16816(s[0], qf[c], b);
+                mma_16816(s[1], qf[c], b + 2);
             }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float a0 = exp2f(m0 - mx);
-        m0 = mx;
-        float sum = 0.0f;
+            // Positions past the chunk are masked; rows past G are never read.
+            float mx = m0;
 #pragma unroll
-        for (int jt = 0; jt < 2; jt++) {
-            s[jt][0] = exp2f(s[jt][0] - m0);
-            s[jt][1] = exp2f(s[jt][1] - m0);
-            s[jt][2] = 0.0f;
-            s[jt][3] = 0.0f;
-            sum += s[jt][0] + s[jt][1];
-        }
-        l0 = l0 * a0 + sum;
+            for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
-            o[d][0] *= a0;
-            o[d][1] *= a0;
-        }
-        u32 pa[4] = {pack_f16x2(s[0][0], s[0][1]), pack_f16x2(s[0][2], s[0][3]),
-                     pack_f16x2(s[1][0], s[1][1]), pack_f16x2(s[1][2], s[1][3])};
+                for (int e = 0; e < 2; e++) {
+                    int j = t0 + pb + jt * 8 + 2 * t4 + e;
+                    if (j >= len) s[jt][e] = -INFINITY;
+                    mx = fmaxf(mx, s[jt][e]);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float a0 = exp2f(m0 - mx);
+            m0 = mx;
+            float sum = 0.0f;
 #pragma unroll
-        for (int d = 0; d < HD / 8; d += 2) {
-            u32 b[4];
-            int row = pb + (lane & 7) + ((lane >> 3) & 1) * 8;
-            ldmatrix_x4_trans(b, smem_u32(sv + row * LD + (d + (lane >> 4)) * 8));
-            mma_16816(o[d], pa, b);
-            mma_16816(o[d + 1], pa, b + 2);
+            for (int jt = 0; jt < 2; jt++) {
+                s[jt][0] = exp2f(s[jt][0] - m0);
+                s[jt][1] = exp2f(s[jt][1] - m0);
+                s[jt][2] = 0.0f;
+                s[jt][3] = 0.0f;
+                sum += s[jt][0] + s[jt][1];
+            }
+            l0 = l0 * a0 + sum;
+#pragma unroll
+            for (int d = 0; d < HD / 8; d++) {
+                o[d][0] *= a0;
+                o[d][1] *= a0;
+            }
+            u32 pa[4] = {pack_f16x2(s[0][0], s[0][1]), pack_f16x2(s[0][2], s[0][3]),
+                         pack_f16x2(s[1][0], s[1][1]), pack_f16x2(s[1][2], s[1][3])};
+#pragma unroll
+            for (int d = 0; d < HD / 8; d += 2) {
+                u32 b[4];
+                int row = pb + (lane & 7) + ((lane >> 3) & 1) * 8;
+                ldmatrix_x4_trans(b, smem_u32(tv + row * LD + (d + (lane >> 4)) * 8));
+                mma_16816(o[d], pa, b);
+                mma_16816(o[d + 1], pa, b + 2);
+            }
         }
+        __syncthreads();  // buffer t % 2 is consumed: tile t + 2 may go there
+        if (t + 2 < ntiles) issue(t + 2);
     }
     cp_async_wait<0>();
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
 
     // Merge the four warps (each saw its own positions): maxima and sums per head first, then
-    // every warp's O scaled to the common maximum, summed in shared memory (the tiles).
+    // every warp's O scaled to the common maximum into its own slab of shared memory (the
+    // tiles' space), added across the slabs below.
     __syncthreads();
-    float* wm = (float*)agm_smem;         // [4][16] maxima
-    float* wl = wm + 4 * 16;              // [4][16] sums
-    float* wo = wl + 4 * 16;              // [16][HD] the merged O (rows < G)
+    float* wm = (float*)agm_smem;          // [AGM_WARPS][16] maxima
+    float* wl = wm + AGM_WARPS * 16;       // [AGM_WARPS][16] sums
+    float* ht = wl + AGM_WARPS * 16;       // [16][2] each head's maximum and total weight
+    float* wo = ht + 32;                   // [AGM_WARPS][G][HD] each warp's O (rows < G)
     if (t4 == 0) {
         wm[warp * 16 + gr] = m0;
         wl[warp * 16 + gr] = l0;
     }
-    for (int i = threadIdx.x; i < 16 * HD; i += blockDim.x) wo[i] = 0.0f;
     __syncthreads();
-    float mall = -1e30f;
+    const float mall = mall_of(wm, gr);
+    // Each head's maximum and total weight, for the results below.
+    if (threadIdx.x < G) {
+        const float mh = mall_of(wm, threadIdx.x);
+        float tot = 0.0f;
 #pragma unroll
-    for (int w = 0; w < 4; w++) mall = fmaxf(mall, wm[w * 16 + gr]);
-    float f = exp2f(m0 - mall);
-    for (int w = 0; w < 4; w++) {
-        if (w == warp && gr < G)
-#pragma unroll
-            for (int d = 0; d < HD / 8; d++) {
-                float* dst = wo + gr * HD + d * 8 + 2 * t4;
-                dst[0] += o[d][0] * f;
-                dst[1] += o[d][1] * f;
-            }
-        __syncthreads();
+        for (int w = 0; w < AGM_WARPS; w++)
+            tot += wl[w * 16 + threadIdx.x] * exp2f(wm[w * 16 + threadIdx.x] - mh);
+        ht[2 * threadIdx.x] = mh;
+        ht[2 * threadIdx.x + 1] = tot;
     }
+    const float f = exp2f(m0 - mall);
+    if (gr < G)
+#pragma unroll
+        for (int d = 0; d < HD / 8; d++) {
+            float* dst = wo + (warp * G + gr) * HD + d * 8 + 2 * t4;
+            dst[0] = o[d][0] * f;
+            dst[1] = o[d][1] * f;
+        }
+    __syncthreads();
     // Row hh's total weight and the chunk's results (natural-log maximum for attg_combine).
     const int stride = HD + 4;
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
         int hh = i / HD, d = i - hh * HD;
-        float mx = -1e30f, tot = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) mx = fmaxf(mx, wm[w * 16 + hh]);
-#pragma unroll
-        for (int w = 0; w < 4; w++) tot += wl[w * 16 + hh] * exp2f(wm[w * 16 + hh] - mx);
+        const float mx = ht[2 * hh], tot = ht[2 * hh + 1];
         float* mine = part + ((u64)(h0 + hh) * 2 * splits + sp) * stride;
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < AGM_WARPS; w++) sum += wo[(w * G + hh) * HD + d];
         if (active == 1) {
-            out[(u64)(h0 + hh) * HD + d] = wo[hh * HD + d] / tot;
+            out[(u64)(h0 + hh) * HD + d] = sum / tot;
         } else {
-            mine[d] = wo[hh * HD + d];
+            mine[d] = sum;
             if (d == 0) {
                 mine[HD] = mx * 0.6931471805599453f;
                 mine[HD + 1] = tot;

@@ -335,7 +335,7 @@ fn fast_decode_attention_matches_the_cpu() {
         (4, 4, 64, true),
         (16, 1, 64, true),
     ] {
-        for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999, 4200] {
+        for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999, 4200, 4201] {
             let shape = AttnShape {
                 n_heads,
                 n_kv_heads,
@@ -365,7 +365,7 @@ fn fast_decode_attention_matches_the_cpu() {
             let splits = if pos % 2 == 0 { 8 } else { 2 };
             let got = kc.decode_attention(&step, splits, 0, 0, None).unwrap();
             let ordered = kc.decode_attention(&step, splits, 0, 128, None).unwrap();
-            // The grouped path: many chunks, or few long ones.
+            // The grouped path: many chunks, or few long ones (at 4201, chunks of 20 tiles).
             let group_splits = if pos % 2 == 0 { 64 } else { 3 };
             let grouped = kc
                 .decode_attention(&step, splits, group_splits, 0, None)

@@ -296,9 +296,10 @@ pub(super) fn attention_split(
     let (f, cfg) = if grouped {
         let cfg = LaunchConfig {
             grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
-            block_dim: (if mma { 128 } else { 256 }, 1, 1),
+            block_dim: (if mma { k.group_mma_threads } else { 256 }, 1, 1),
             shared_mem_bytes: if mma {
-                group_mma_shared_bytes(h.head_dim as usize, group)
+                let tile = 16 * k.group_mma_threads as usize / 32;
+                group_mma_shared_bytes(h.head_dim as usize, group, tile)
             } else {
                 shared_mem_bytes
             },

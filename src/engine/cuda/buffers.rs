@@ -190,12 +190,14 @@ pub(super) fn split_shared_bytes(
     bytes
 }
 
-/// The tensor-core grouped kernel's dynamic shared memory (kernels/attention_group_mma.cu):
-/// K and V tiles of 64 rows of head_dim + 8 halves, then `group` x max(head_dim, 128) floats
-/// (the queries, later the combine's weights for up to ATTF_GROUP_SPLITS chunks). At most
-/// 38 KB (head_dim 128, 8 heads a group): no opt-in past 48 KB needed.
-pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize) -> u32 {
-    (2 * 64 * (head_dim + 8) * 2 + group * head_dim.max(2 * GROUP_SPLITS) * 4) as u32
+/// The tensor-core grouped kernel's dynamic shared memory (kernels/attention_group_mma.cu) for
+/// tiles of `tile` positions (16 per warp): two buffers of K and V tiles of head_dim + 8 halves
+/// a row, then `group` x max(head_dim, 128) floats (the queries, later the combine's weights
+/// for up to ATTF_GROUP_SPLITS chunks). Past the 48 KB a launch gets without opting in: the
+/// kernel table raises the kernel's limit to the largest case (head_dim 128, `GROUP_MAX` heads
+/// a group).
+pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize, tile: usize) -> u32 {
+    (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(2 * GROUP_SPLITS) * 4) as u32
 }
 
 /// Positions a chunk of the split attention holds at least (ATTF_MIN_CHUNK).

@@ -9,7 +9,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::attention::{attention_split, HeadArgs, SplitArgs};
-use super::buffers::{group_chunk, split_shared_bytes, ActBufs, MIN_CHUNK};
+use super::buffers::{group_chunk, split_shared_bytes, ActBufs, GROUP_MAX, MIN_CHUNK};
 use super::clock::{KernelClock, Stamp};
 use super::error::wrap;
 use super::gemm::GemmBufs;
@@ -270,7 +270,8 @@ impl KernelCheck {
                     head_dim,
                     (pos + 1).div_ceil(splits).max(MIN_CHUNK),
                     ordered_upto > 0,
-                    (group_splits > 0)
+                    // As the engine's scratch: only a group the grouped kernels take.
+                    (group_splits > 0 && (2..=GROUP_MAX).contains(&(n_heads / n_kv_heads)))
                         .then(|| (n_heads / n_kv_heads, group_chunk(pos + 1, group_splits))),
                 ),
                 ordered_upto: ordered_upto.min(i32::MAX as usize) as i32,

@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 
+use super::buffers::{group_mma_shared_bytes, GROUP_MAX};
 use super::gemm::GemmKernels;
 use super::launch_params::{FAST_ROWS, MVO_BYTES};
 use super::module;
@@ -50,6 +52,8 @@ pub(super) struct Kernels {
     /// The grouped kernel on tensor cores, head sizes 64 and 128
     /// (kernels/attention_group_mma.cu).
     pub(super) attention_group_mma: CudaFunction,
+    /// `attention_group_mma`'s threads per block (16 positions of a tile per warp).
+    pub(super) group_mma_threads: u32,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
@@ -87,13 +91,27 @@ impl Kernels {
             let product = product_kernels(&f, ty, numerics, ordered)?;
             typed.push((ty, product, f(&format!("embed_{name}"))?));
         }
+        // The tensor-core grouped attention's block (its launch bounds) and its largest shared
+        // memory (head_dim 128, GROUP_MAX heads a group), which is past the default limit.
+        let agm = f("attention_group_mma")?;
+        let group_mma_threads = agm
+            .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+            .map_err(|e| format!("attention_group_mma: reading its thread count: {e:?}"))?
+            as u32;
+        let most = group_mma_shared_bytes(128, GROUP_MAX, 16 * group_mma_threads as usize / 32);
+        agm.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            most as i32,
+        )
+        .map_err(|e| format!("attention_group_mma: setting its shared memory size: {e:?}"))?;
         Ok(Kernels {
             typed,
             attention: f("attention")?,
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
             attention_group: f("attention_group")?,
-            attention_group_mma: f("attention_group_mma")?,
+            attention_group_mma: agm,
+            group_mma_threads,
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
