@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
 
-use super::buffers::{group_mma_shared_bytes, ActBufs, GROUP_MAX};
+use super::buffers::ActBufs;
 use super::clock::Stamp;
 use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
-use super::launch_params::{ceil_div, kind_code};
+use super::launch_params::{ceil_div, group_mma_shared_bytes, kind_code, GROUP_MAX};
 use super::pdl_launch::PushArg;
 use super::weights::{mat, Mat};
 use crate::engine::cpu::attention::AttnShape;

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernel_table::flash_prompt_from;
-use super::launch_params::ARGMAX_BLOCKS;
+use super::launch_params::{ARGMAX_BLOCKS, GROUP_MAX, GROUP_SPLITS};
 use crate::engine::cpu::attention::AttnShape;
 use crate::engine::error::EngineError;
 use crate::model::Model;
@@ -190,24 +190,8 @@ pub(super) fn split_shared_bytes(
     bytes
 }
 
-/// The tensor-core grouped kernel's dynamic shared memory (kernels/attention_group_mma.cu) for
-/// tiles of `tile` positions (16 per warp): two buffers of K and V tiles of head_dim + 8 halves
-/// a row, then `group` x max(head_dim, 128) floats (the queries, later the combine's weights
-/// for up to ATTF_GROUP_SPLITS chunks). Past the 48 KB a launch gets without opting in: the
-/// kernel table raises the kernel's limit to the largest case (head_dim 128, `GROUP_MAX` heads
-/// a group).
-pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize, tile: usize) -> u32 {
-    (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(2 * GROUP_SPLITS) * 4) as u32
-}
-
 /// Positions a chunk of the split attention holds at least (ATTF_MIN_CHUNK).
 pub(super) const MIN_CHUNK: usize = 128;
-/// Most query heads per KV head the grouped path takes (ATTF_GROUP_MAX in
-/// kernels/attention_fast.cu), and most chunks it is asked for: its chunks, rounded down, come
-/// to up to twice that (ATTF_GROUP_SPLITS), and the last block of a group sums them all, so
-/// fewer chunks keep that tail short.
-pub(super) const GROUP_MAX: usize = 8;
-const GROUP_SPLITS: usize = 64;
 /// Dynamic shared memory a launch may ask for without opting in (48 KB), less the kernel's
 /// static `AttfShared`.
 const SHARED_BUDGET: usize = 36 * 1024;

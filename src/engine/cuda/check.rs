@@ -9,12 +9,12 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
 use super::attention::{attention_split, HeadArgs, SplitArgs};
-use super::buffers::{group_chunk, split_shared_bytes, ActBufs, GROUP_MAX, MIN_CHUNK};
+use super::buffers::{group_chunk, split_shared_bytes, ActBufs, MIN_CHUNK};
 use super::clock::{KernelClock, Stamp};
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernel_table::Kernels;
-use super::launch_params::{ceil_div, Epilogue};
+use super::launch_params::{ceil_div, Epilogue, GROUP_MAX};
 use super::module;
 use super::pdl_launch::{pdl_for, PushArg};
 use super::probe::GpuDesc;

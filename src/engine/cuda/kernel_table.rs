@@ -6,9 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 
-use super::buffers::{group_mma_shared_bytes, GROUP_MAX};
 use super::gemm::GemmKernels;
-use super::launch_params::{FAST_ROWS, MVO_BYTES};
+use super::launch_params::{group_mma_shared_bytes, FAST_ROWS, GROUP_MAX, MVO_BYTES};
 use super::module;
 use super::pdl_launch::Launch;
 use crate::engine::options::Numerics;

@@ -1,6 +1,7 @@
 //! Launch geometry and the parameter structs the kernels take: grid helpers, rows per block of
-//! the fast products, the activation format codes, a product's epilogue, and `mvf_multi`'s
-//! matrix set laid out as kernels/matvec_fast.cu reads it.
+//! the fast products, the grouped decode attention's limits and shared memory, the activation
+//! format codes, a product's epilogue, and `mvf_multi`'s matrix set laid out as
+//! kernels/matvec_fast.cu reads it.
 
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig};
 
@@ -76,6 +77,23 @@ pub(super) const fn mvo_bytes(rows: usize) -> u32 {
 
 /// `mvo_bytes` at `FAST_ROWS`.
 pub(super) const MVO_BYTES: u32 = mvo_bytes(FAST_ROWS);
+
+/// Most query heads per KV head the grouped decode attention takes (ATTF_GROUP_MAX in
+/// kernels/attention_fast.cu), and most chunks it is asked for: its chunks, rounded down, come
+/// to up to twice that (ATTF_GROUP_SPLITS), and the last block of a group sums them all, so
+/// fewer chunks keep that tail short.
+pub(super) const GROUP_MAX: usize = 8;
+pub(super) const GROUP_SPLITS: usize = 64;
+
+/// The tensor-core grouped kernel's dynamic shared memory (kernels/attention_group_mma.cu) for
+/// tiles of `tile` positions (16 per warp): two buffers of K and V tiles of head_dim + 8 halves
+/// a row, then `group` x max(head_dim, 128) floats (the queries, later the combine's weights
+/// for up to ATTF_GROUP_SPLITS chunks). Past the 48 KB a launch gets without opting in: the
+/// kernel table raises the kernel's limit to the largest case (head_dim 128, `GROUP_MAX` heads
+/// a group).
+pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize, tile: usize) -> u32 {
+    (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(2 * GROUP_SPLITS) * 4) as u32
+}
 
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
 pub(super) const ARGMAX_BLOCKS: u32 = 128;
