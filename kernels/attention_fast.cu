@@ -383,12 +383,25 @@ __device__ __forceinline__ void attg_combine(const float* __restrict__ part,
     attf_quant_range(out, (u64)h0 * hd, G * hd, akind, axf, aq, ad, ax);
 }
 
-// Positions per chunk for a context of n_ctx split `splits` ways: at least ATTF_MIN_CHUNK;
-// on the grouped path a multiple of it, rounded down (the scores take ATTF_MIN_CHUNK
-// positions a pass, so no pass runs part-full), which makes up to 2 x splits chunks.
+// Positions per chunk for a context of n_ctx split `splits` ways: at least ATTF_MIN_CHUNK.
+// On the grouped path `splits` is the chunks one wave of blocks takes, and a chunk is a whole
+// number of ATTF_MIN_CHUNK passes (no pass runs part-full): of the chunk sizes that give one
+// wave or (where 2 x splits chunks stay within ATTF_GROUP_SPLITS) two, the one with the least
+// work a block times waves, the single wave on a tie.
 __device__ __forceinline__ int attf_chunk(int n_ctx, int splits, bool grouped) {
-    if (grouped) return max(ATTF_MIN_CHUNK, n_ctx / splits / ATTF_MIN_CHUNK * ATTF_MIN_CHUNK);
-    return max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
+    if (!grouped) return max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
+    const int t = ATTF_MIN_CHUNK;
+    int best = 0, cost = 0;
+    for (int w = 1; w <= (2 * splits <= ATTF_GROUP_SPLITS ? 2 : 1); w++) {
+        int c = (n_ctx + w * splits - 1) / (w * splits);
+        c = max(t, (c + t - 1) / t * t);
+        int waves = ((n_ctx + c - 1) / c + splits - 1) / splits;
+        if (w == 1 || waves * c < cost) {
+            best = c;
+            cost = waves * c;
+        }
+    }
+    return best;
 }
 
 // The grouped path: block (g, sp) takes every query head of KV head g (G of them, at most

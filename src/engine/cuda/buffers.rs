@@ -197,21 +197,23 @@ pub(super) const MIN_CHUNK: usize = 128;
 const SHARED_BUDGET: usize = 36 * 1024;
 
 /// The grouped path's count of chunks for contexts up to `cap` (0: the model takes one block
-/// per query head): about two blocks per multiprocessor, chunks of at least `MIN_CHUNK`
+/// per query head): the chunks of one wave at a block per multiprocessor, chunks of at least `MIN_CHUNK`
 /// positions, and few enough positions per chunk that the group's scores fit `SHARED_BUDGET`.
 pub(super) fn group_splits(shape: AttnShape, cap: usize, sms: usize) -> usize {
     let g = shape.n_heads / shape.n_kv_heads.max(1);
     if !(2..=GROUP_MAX).contains(&g) || !shape.n_heads.is_multiple_of(shape.n_kv_heads) {
         return 0;
     }
-    let Some(max_chunk) = (SHARED_BUDGET / 4 / g).checked_sub(shape.head_dim) else {
+    // Chunks are whole passes of MIN_CHUNK positions, rounded up (`group_chunk`).
+    let max_chunk = (SHARED_BUDGET / 4 / g).saturating_sub(shape.head_dim) / MIN_CHUNK * MIN_CHUNK;
+    if max_chunk == 0 {
         return 0;
-    };
-    let splits = (2 * sms)
+    }
+    let splits = sms
         .div_ceil(shape.n_kv_heads)
         .min(GROUP_SPLITS)
         .min(cap.div_ceil(MIN_CHUNK))
-        .max(cap.div_ceil(max_chunk.max(1)))
+        .max(cap.div_ceil(max_chunk))
         .max(1);
     if splits > GROUP_SPLITS {
         0
@@ -220,10 +222,13 @@ pub(super) fn group_splits(shape: AttnShape, cap: usize, sms: usize) -> usize {
     }
 }
 
-/// Most positions a grouped chunk holds for contexts up to `cap` split `group_splits` ways
-/// (kernels/attention_fast.cu `attf_chunk` rounds down to a multiple of MIN_CHUNK).
+/// Most positions a grouped chunk holds for contexts up to `cap` split `group_splits` ways:
+/// kernels/attention_fast.cu `attf_chunk` takes chunks of one wave (cap / group_splits rounded
+/// up to a multiple of MIN_CHUNK) or of two (smaller).
 pub(super) fn group_chunk(cap: usize, group_splits: usize) -> usize {
-    (cap / group_splits.max(1) / MIN_CHUNK * MIN_CHUNK).max(MIN_CHUNK)
+    cap.div_ceil(group_splits.max(1))
+        .next_multiple_of(MIN_CHUNK)
+        .max(MIN_CHUNK)
 }
 
 /// The split-KV decode attention's scratch (kernels/attention_fast.cu): per head and split the
@@ -284,5 +289,43 @@ impl SplitScratch {
             shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered, group),
             ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
         })
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::{group_chunk, group_splits, MIN_CHUNK};
+    use crate::engine::cpu::attention::AttnShape;
+
+    #[test]
+    fn grouped_chunks_are_whole_passes_one_wave_deep() {
+        // qwen2.5-7b: 28 query heads on 4 KV heads, head_dim 128, on 132 multiprocessors.
+        let shape = AttnShape {
+            n_heads: 28,
+            n_kv_heads: 4,
+            head_dim: 128,
+        };
+        let s = group_splits(shape, 32768, 132);
+        assert_eq!(s, 33);
+        assert_eq!(group_chunk(16385, s), 512);
+        assert_eq!(group_chunk(4097, s), 128);
+        assert!(group_chunk(32768, s).is_multiple_of(MIN_CHUNK));
+        assert!(32768usize.div_ceil(group_chunk(32768, s)) <= s);
+        // Eight query heads to a KV head of 128: the CUDA-core kernel's scores must fit, so
+        // long contexts take more chunks than a wave.
+        let wide = AttnShape {
+            n_heads: 64,
+            n_kv_heads: 8,
+            head_dim: 80,
+        };
+        let s = group_splits(wide, 32768, 132);
+        assert!(8 * (80 + group_chunk(32768, s)) * 4 <= 36 * 1024);
+        // One query head a KV head: no grouped path.
+        let one = AttnShape {
+            n_heads: 8,
+            n_kv_heads: 8,
+            head_dim: 64,
+        };
+        assert_eq!(group_splits(one, 4096, 132), 0);
     }
 }

@@ -79,11 +79,10 @@ pub(super) const fn mvo_bytes(rows: usize) -> u32 {
 pub(super) const MVO_BYTES: u32 = mvo_bytes(FAST_ROWS);
 
 /// Most query heads per KV head the grouped decode attention takes (ATTF_GROUP_MAX in
-/// kernels/attention_fast.cu), and most chunks it is asked for: its chunks, rounded down, come
-/// to up to twice that (ATTF_GROUP_SPLITS), and the last block of a group sums them all, so
-/// fewer chunks keep that tail short.
+/// kernels/attention_fast.cu), and most chunks a wave of its blocks is asked for (its chunks
+/// come to at most ATTF_GROUP_SPLITS, this many or, where that allows, twice as many).
 pub(super) const GROUP_MAX: usize = 8;
-pub(super) const GROUP_SPLITS: usize = 64;
+pub(super) const GROUP_SPLITS: usize = 128;
 
 /// The tensor-core grouped kernel's dynamic shared memory (kernels/attention_group_mma.cu) for
 /// tiles of `tile` positions (16 per warp): two buffers of K and V tiles of head_dim + 8 halves
@@ -92,7 +91,7 @@ pub(super) const GROUP_SPLITS: usize = 64;
 /// kernel table raises the kernel's limit to the largest case (head_dim 128, `GROUP_MAX` heads
 /// a group).
 pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize, tile: usize) -> u32 {
-    (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(2 * GROUP_SPLITS) * 4) as u32
+    (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(GROUP_SPLITS) * 4) as u32
 }
 
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
