@@ -6,7 +6,9 @@
 #   llama-bench -ngl 99 -fa 1: prefills of $PROMPTS tokens, and $TOKENS decode steps at each of
 #   $DEPTHS positions of context
 #   cbtop --headless --timing off: the same decodes and prefills,
-# and prints tok/s side by side with the ratio cbtop / llama.cpp, one row per model, mix and work.
+# and prints tok/s side by side with the ratio cbtop / llama.cpp, one row per model, mix and work;
+# then runs each mix's slowest row again under --timing events and prints its bricks' shares of
+# the time and of their rooflines (bench/brick-shares.py; BRICKS=0 skips that).
 #
 #   CBTOP=path/to/cbtop [SHAPES="qwen2.5-0.5b ..."] [QUANTS="q4_k_m q8_0 ..."]
 #       [DEPTHS="0 1024"] [PROMPTS="512 2048"] [SMOLLM2=file.gguf] [NUMERICS="fast exact"]
@@ -72,6 +74,7 @@ gen = int(os.environ["TOKENS"])
 depths = [int(d) for d in os.environ["DEPTHS"].split()]
 prompts = [int(p) for p in os.environ["PROMPTS"].split()]
 out, numerics, models = sys.argv[1], sys.argv[2].split(), [m.split("=")[0] for m in sys.argv[3:]]
+slowest = []
 w = max([len(m) for m in models] + [5]) + 2
 print(f"{'model':<{w}}{'numerics':<9}{'work':<16}{'llama.cpp':>11}{'cbtop':>11}{'ratio':>9}")
 for name in models:
@@ -96,6 +99,33 @@ for name in models:
             print(f"{name:<{w}}{num:<9}{work:<16}{a or 0:>11.1f}{b or 0:>11.1f}{ratio:>9}")
         for n, t in ttft:
             print(f"{'':<{w}}{num:<9}{f'TTFT {n}':<16}{'':>11}{t or 0:>9.1f}ms")
+        # The row furthest under llama.cpp, for the per-brick pass below.
+        ratios = [(b / a, work) for work, a, b in rows if a and b]
+        if ratios:
+            kind, n = min(ratios)[1].split()
+            slowest.append(f"{name} {num} {kind} {n.lstrip('d')}")
+open(f"{out}/slowest.txt", "w").write("".join(s + "\n" for s in slowest))
 print(f"tok/s; llama.cpp: llama-bench -ngl 99 -fa 1 (pp at depth 0; tg{gen} at each depth);"
       f" cbtop: --headless --timing off, {gen} decode steps after a prompt of the depth's length")
 PY
+
+# Where the slowest row of each mix spends its time: that work again under --timing events, and
+# each brick's share of the step (or prompt), GB/s and share of its roofline (bandwidth or
+# compute, whichever bounds it). BRICKS=0 skips it.
+if [ "${BRICKS:-1}" = 1 ]; then
+    echo
+    echo "per brick, the slowest row of each mix (cbtop --timing events)"
+    while read -r name num kind n; do
+        for entry in "${models[@]}"; do [ "${entry%%=*}" = "$name" ] && file=${entry#*=}; done
+        if [ "$kind" = decode ]; then
+            p=$((n > 0 ? n : 1))
+            args=(--warmup 8 --prefill "$p" --tokens "$TOKENS" --ctx $((p + TOKENS + 80)))
+        else
+            args=(--prefill "$n" --tokens 8 --warmup 2 --ctx $((n + 64)))
+        fi
+        "$CBTOP" --headless --json --device cuda --timing events --numerics "$num" \
+            --model-path "$file" "${args[@]}" >"$OUT/$name-$num-bricks.json"
+        python3 "$(dirname "$0")/brick-shares.py" "$OUT/$name-$num-bricks.json" "$kind" \
+            "$name $num $kind $n"
+    done <"$OUT/slowest.txt"
+fi
