@@ -704,7 +704,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
 }
 
 // A block per KV head and chunk, the head's 2 to ATTF_GROUP_MAX query heads together: grid
-// (n_kv_heads, 2 x splits) (chunks rounded down, `attf_chunk`); `part` holds
+// (n_kv_heads, 2 x splits) (chunks of whole passes, `attf_chunk`); `part` holds
 // n_heads x 2 splits x (head_dim + 4) floats, `tickets` n_kv_heads counters.
 extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     attention_group(const float* __restrict__ q, const float* __restrict__ k,

@@ -205,7 +205,7 @@ __device__ void attention_group_mma_impl(
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
 
-    // Merge the four warps (each saw its own positions): maxima and sums per head first, then
+    // Merge the warps (each saw its own positions): maxima and sums per head first, then
     // every warp's O scaled to the common maximum into its own slab of shared memory (the
     // tiles' space), added across the slabs below.
     __syncthreads();
@@ -265,8 +265,8 @@ __device__ void attention_group_mma_impl(
 }
 
 // One decode token, as `attention_group` (attention_fast.cu) takes it: grid (n_kv_heads,
-// 2 x splits), AGM_THREADS threads, `agm_shared_bytes` of dynamic shared memory (host:
-// `buffers::group_mma_shared_bytes`); head_dim 64 or 128 (the host checks), 2 to
+// 2 x splits), AGM_THREADS threads, dynamic shared memory as the host's
+// `launch_params::group_mma_shared_bytes` sizes it; head_dim 64 or 128 (the host checks), 2 to
 // ATTF_GROUP_MAX query heads per KV head.
 extern "C" __global__ void __launch_bounds__(AGM_THREADS)
     attention_group_mma(const float* __restrict__ q, const float* __restrict__ k,

@@ -289,8 +289,8 @@ pub(super) fn attention_split(
     let group = (h.heads / h.kv_heads.max(1)) as usize;
     let grouped =
         a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group);
-    // The grouped kernels: chunks rounded down to whole passes, up to twice group_splits of
-    // them; head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
+    // The grouped kernels: chunks of whole passes, up to twice group_splits of them
+    // (`attf_chunk`); head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
     // memory.
     let mma = grouped && matches!(h.head_dim, 64 | 128);
     let (f, cfg) = if grouped {
