@@ -703,21 +703,27 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
 #undef ATTF_ARGS
 }
 
+// The grouped kernels' parameters (this file's `attention_group` and attention_group_mma.cu's
+// kernel), in the order the host pushes them (src/engine/cuda/attention.rs), and their opening:
+// the position and RoPE values, the chunk's K and V rows into L2, the wait on the kernel ahead.
+#define ATTG_PARAMS                                                                          \
+    const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,   \
+        u16 *__restrict__ kc, u16 *__restrict__ vc, int n_heads, int n_kv_heads, int hd,     \
+        const int *__restrict__ pos, const float *__restrict__ table, int n_rot, int neox,   \
+        int splits, float scale, float *__restrict__ part, int *__restrict__ tickets,        \
+        float *__restrict__ out, int akind, float *__restrict__ axf, i8 *__restrict__ aq,    \
+        float *__restrict__ ad, float *__restrict__ ax, STAMP_PARAMS
+#define ATTG_OPEN                                                                            \
+    ATTF_PROLOGUE                                                                            \
+    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits);                          \
+    STAMP_GUARD;
+
 // A block per KV head and chunk, the head's 2 to ATTF_GROUP_MAX query heads together: grid
 // (n_kv_heads, 2 x splits) (chunks of whole passes, `attf_chunk`); `part` holds
 // n_heads x 2 splits x (head_dim + 4) floats, `tickets` n_kv_heads counters.
 extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
-    attention_group(const float* __restrict__ q, const float* __restrict__ k,
-                    const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
-                    int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
-                    const float* __restrict__ table, int n_rot, int neox, int splits,
-                    float scale, float* __restrict__ part, int* __restrict__ tickets,
-                    float* __restrict__ out, int akind, float* __restrict__ axf,
-                    i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax,
-                    STAMP_PARAMS) {
-    ATTF_PROLOGUE
-    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits);
-    STAMP_GUARD;
+    attention_group(ATTG_PARAMS) {
+    ATTG_OPEN
     __shared__ AttfShared sh;
 #define ATTG_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, \
                   blockIdx.x, blockIdx.y, splits, scale, part, tickets, out, akind, axf, aq, ad, \

@@ -12,7 +12,7 @@
 // the other decode kernels.
 //
 // Uses cp_async16 / ldmatrix_x4 / mma_16816 (gemm_f16.cu), ldmatrix_x4_trans / pack_f16x2
-// (attention_prefill.cu), attf_chunk / attg_combine / attention_group_prefetch
+// (attention_prefill.cu), attf_chunk / attg_combine / ATTG_PARAMS / ATTG_OPEN
 // (attention_fast.cu), all concatenated before this file.
 
 // Warps per block (CBTOP_KERNEL_DEFINES for A/B runs; the host reads the count off the launch
@@ -268,18 +268,8 @@ __device__ void attention_group_mma_impl(
 // 2 x splits), AGM_THREADS threads, dynamic shared memory as the host's
 // `launch_params::group_mma_shared_bytes` sizes it; head_dim 64 or 128 (the host checks), 2 to
 // ATTF_GROUP_MAX query heads per KV head.
-extern "C" __global__ void __launch_bounds__(AGM_THREADS)
-    attention_group_mma(const float* __restrict__ q, const float* __restrict__ k,
-                        const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
-                        int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
-                        const float* __restrict__ table, int n_rot, int neox, int splits,
-                        float scale, float* __restrict__ part, int* __restrict__ tickets,
-                        float* __restrict__ out, int akind, float* __restrict__ axf,
-                        i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax,
-                        STAMP_PARAMS) {
-    ATTF_PROLOGUE
-    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits);
-    STAMP_GUARD;
+extern "C" __global__ void __launch_bounds__(AGM_THREADS) attention_group_mma(ATTG_PARAMS) {
+    ATTG_OPEN
 #define AGM_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, pos0, rc, rs, n_rot, neox, splits, scale, \
                  part, tickets, out, akind, axf, aq, ad, ax
     if (hd == 128) attention_group_mma_impl<128>(AGM_ARGS);
