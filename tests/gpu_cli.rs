@@ -7,6 +7,7 @@ mod gpu;
 
 use common::{cbtop, stderr};
 use serde_json::Value;
+use std::process::Command;
 
 const NAME: &str = "conf-llama-Q8_0";
 
@@ -14,6 +15,30 @@ fn model() -> String {
     common::fixture(&format!("conformance/models/{NAME}.gguf"))
         .display()
         .to_string()
+}
+
+/// `cbtop generate` of `ids` on `device`: greedy to `max_tokens` steps, every step's logits in
+/// one JSON line.
+fn generate(m: &str, ids: &str, max_tokens: &str, device: &str, numerics: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cbtop"));
+    c.args([
+        "generate",
+        "--model-path",
+        m,
+        "--ids",
+        ids,
+        "--max-tokens",
+        max_tokens,
+        "--greedy",
+        "--ignore-eos",
+        "--json",
+        "--full-logits",
+        "--device",
+        device,
+        "--numerics",
+        numerics,
+    ]);
+    c
 }
 
 #[test]
@@ -30,25 +55,10 @@ fn generate_on_the_gpu_matches_llama_cpp() {
     let (m, device, ids) = (model(), format!("cuda:{}", g.ordinal), prompt.join(" "));
     let max_tokens = ref_steps.len().to_string();
     for numerics in ["exact", "fast"] {
-        let o = cbtop(&[
-            "generate",
-            "--model-path",
-            &m,
-            "--ids",
-            &ids,
-            "--max-tokens",
-            &max_tokens,
-            "--greedy",
-            "--ignore-eos",
-            "--json",
-            "--full-logits",
-            "--top-k-logits",
-            "5",
-            "--device",
-            &device,
-            "--numerics",
-            numerics,
-        ]);
+        let o = generate(&m, &ids, &max_tokens, &device, numerics)
+            .args(["--top-k-logits", "5"])
+            .output()
+            .expect("run cbtop");
         assert_eq!(o.status.code(), Some(0), "{numerics}: {}", stderr(&o));
         let text = String::from_utf8(o.stdout).unwrap();
         assert_eq!(text.trim_end().lines().count(), 1, "one JSON line");
@@ -124,24 +134,7 @@ fn a_prompt_in_chunks_gives_the_logits_of_one_batch() {
     let ids: Vec<String> = base.iter().cycle().take(300).map(u32::to_string).collect();
     let (m, device, ids) = (model(), format!("cuda:{}", g.ordinal), ids.join(" "));
     let run = |chunk: Option<&str>, group_from: Option<&str>| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_cbtop"));
-        c.args([
-            "generate",
-            "--model-path",
-            &m,
-            "--ids",
-            &ids,
-            "--max-tokens",
-            "4",
-            "--greedy",
-            "--ignore-eos",
-            "--json",
-            "--full-logits",
-            "--device",
-            &device,
-            "--numerics",
-            "fast",
-        ]);
+        let mut c = generate(&m, &ids, "4", &device, "fast");
         if let Some(n) = chunk {
             c.env("CBTOP_PREFILL_CHUNK", n);
         }
