@@ -298,8 +298,7 @@ pub(super) fn attention_split(
             grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
             block_dim: (if mma { k.group_mma_threads } else { 256 }, 1, 1),
             shared_mem_bytes: if mma {
-                let tile = 16 * k.group_mma_threads as usize / 32;
-                group_mma_shared_bytes(h.head_dim as usize, group, tile)
+                group_mma_shared_bytes(h.head_dim as usize, group, k.group_mma_threads)
             } else {
                 shared_mem_bytes
             },

@@ -97,7 +97,7 @@ impl Kernels {
             .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
             .map_err(|e| format!("attention_group_mma: reading its thread count: {e:?}"))?
             as u32;
-        let most = group_mma_shared_bytes(128, GROUP_MAX, 16 * group_mma_threads as usize / 32);
+        let most = group_mma_shared_bytes(128, GROUP_MAX, group_mma_threads);
         agm.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             most as i32,
