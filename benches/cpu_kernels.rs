@@ -106,69 +106,90 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
     println!("{line}");
 }
 
-/// A prompt's Q5_0 kernels on a matrix in L2: the rows unpacked once and taken against eight
-/// tokens at a time, AVX2 (`x86::rows_q5_0_unpacked`) and, where the CPU has it, AVX-512
-/// VNNI (`x86_vnni::rows_q5_0`). Prints ns per block and token.
+/// A prompt's Q4_0, Q5_0 and Q8_0 kernels on a matrix in L2: the rows unpacked once and
+/// taken against eight tokens at a time, AVX2 (`x86::prompt_rows`) and, where the CPU has it,
+/// AVX-512 VNNI (`x86_vnni::rows_signed`). Prints ns per block and token.
 #[cfg(target_arch = "x86_64")]
-fn q5_0_prompt(reps: usize) {
+fn legacy_prompt(reps: usize) {
     use cbtop::quant::legacy::BlockQ8_0;
+    use cbtop::quant::x86::prompt_rows::{self, Unpacked};
     use cbtop::quant::{x86, x86_vnni};
     if !x86::available() {
         return;
     }
-    let (cols, rows) = (896, 16);
-    let mut rng = Rng(0x1234_5678_9abc_def1);
-    let m = matrix(GgmlType::Q5_0, rows, cols, &mut rng);
-    let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
-        .into_iter()
-        .map(|a| match a {
-            QuantizedAct::Q8_0(a) => a,
-            _ => unreachable!(),
+    /// Best time of eight tokens against the unpacked rows.
+    fn eight<B: Unpacked>(
+        reps: usize,
+        blocks: &[B],
+        per_row: usize,
+        acts: &[Vec<BlockQ8_0>],
+        out: &mut [Vec<f32>],
+    ) -> f64 {
+        best(reps * 50, || {
+            let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
+                unreachable!()
+            };
+            let a = std::array::from_fn(|t| acts[t].as_slice());
+            let outs = [o0, o1, o2, o3, o4, o5, o6, o7].map(|o| o.as_mut_slice());
+            // SAFETY: AVX2 was detected by the caller.
+            unsafe { prompt_rows::rows_unpacked::<B, 8>(blocks, per_row, a, outs) };
+            out[0][0]
         })
-        .collect();
-    let blocks = (rows * cols / 32 * 8) as f64;
-    let mut out = vec![vec![0f32; rows]; 8];
-    let mut unpacked = Vec::new();
-    // SAFETY: AVX2 was just detected.
-    unsafe { x86::unpack_q5_0(&m, &mut unpacked) };
-    let t = best(reps * 50, || {
-        let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
-            unreachable!()
-        };
-        let a = std::array::from_fn(|t| acts[t].as_slice());
-        // SAFETY: as above.
-        unsafe {
-            x86::rows_q5_0_unpacked::<8>(&unpacked, cols / 32, a, [o0, o1, o2, o3, o4, o5, o6, o7])
-        };
-        out[0][0]
-    });
-    println!(
-        "Q5_0 prompt, unpacked, AVX2        : {:>6.2} ns/block/token",
-        t * 1e9 / blocks
-    );
-    if !x86_vnni::available() {
-        println!("Q5_0 prompt, AVX-512 VNNI          : skipped (no AVX-512 VNNI on this CPU)");
-        return;
     }
-    let pairs: Vec<x86_vnni::BiasedPair> = (0..4)
-        .map(|p| x86_vnni::BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
-        .collect();
-    let mut w = x86_vnni::Q5_0Rows::default();
-    // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
-    unsafe { w.unpack(&m, cols / 32) };
-    let t = best(reps * 50, || {
-        let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
-            unreachable!()
+    let (cols, rows) = (896, 16);
+    for ty in [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0] {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let m = matrix(ty, rows, cols, &mut rng);
+        let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
+            .into_iter()
+            .map(|a| match a {
+                QuantizedAct::Q8_0(a) => a,
+                _ => unreachable!(),
+            })
+            .collect();
+        let blocks = (rows * cols / 32 * 8) as f64;
+        let mut out = vec![vec![0f32; rows]; 8];
+        let t = if ty == GgmlType::Q8_0 {
+            let mut unpacked = Vec::new();
+            // SAFETY: AVX2 was just detected.
+            unsafe { prompt_rows::unpack_signed(&m, &mut unpacked) };
+            eight(reps, &unpacked, cols / 32, &acts, &mut out)
+        } else {
+            let mut unpacked = Vec::new();
+            // SAFETY: AVX2 was just detected.
+            unsafe { prompt_rows::unpack_offset(ty, &m, &mut unpacked) };
+            eight(reps, &unpacked, cols / 32, &acts, &mut out)
         };
-        let a = std::array::from_fn(|p| &pairs[p]);
-        // SAFETY: AVX-512 VNNI was just detected.
-        unsafe { x86_vnni::rows_q5_0::<4>(&w, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]]) };
-        out[0][0]
-    });
-    println!(
-        "Q5_0 prompt, AVX-512 VNNI          : {:>6.2} ns/block/token",
-        t * 1e9 / blocks
-    );
+        println!(
+            "{ty} prompt, unpacked, AVX2        : {:>6.2} ns/block/token",
+            t * 1e9 / blocks
+        );
+        if !x86_vnni::available() {
+            println!("{ty} prompt, AVX-512 VNNI          : skipped (no AVX-512 VNNI on this CPU)");
+            continue;
+        }
+        let pairs: Vec<x86_vnni::BiasedPair> = (0..4)
+            .map(|p| x86_vnni::BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
+            .collect();
+        let mut w = x86_vnni::SignedRows::default();
+        // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
+        unsafe { w.unpack(ty, &m, cols / 32) };
+        let t = best(reps * 50, || {
+            let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
+                unreachable!()
+            };
+            let a = std::array::from_fn(|p| &pairs[p]);
+            // SAFETY: AVX-512 VNNI was just detected.
+            unsafe {
+                x86_vnni::rows_signed::<4>(&w, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]])
+            };
+            out[0][0]
+        });
+        println!(
+            "{ty} prompt, AVX-512 VNNI          : {:>6.2} ns/block/token",
+            t * 1e9 / blocks
+        );
+    }
 }
 
 /// A prompt's k-quant products (four tokens per weight row) on a matrix in L2: the AVX2
@@ -296,7 +317,7 @@ fn main() {
     }
     #[cfg(target_arch = "x86_64")]
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("prompt")) {
-        q5_0_prompt(reps);
+        legacy_prompt(reps);
         kquant_prompt(reps);
     }
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("attention")) {

@@ -20,7 +20,9 @@ use super::pool;
 use crate::model::weights::{Mat, Weights};
 use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
-use crate::quant::x86_vnni::BiasedPair;
+use crate::quant::x86::prompt_rows;
+#[cfg(target_arch = "x86_64")]
+use crate::quant::x86_vnni::{BiasedPair, SignedRows};
 use crate::quant::{
     has_x4, quantize_act, quantize_act_into, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType,
     QuantizedAct,
@@ -107,13 +109,14 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
     }
     let formats = &s.formats;
 
-    // Q5_0's prompt kernel for AVX-512 VNNI takes the activations biased to unsigned bytes,
-    // two tokens side by side, made once per call here (none where it does not run).
+    // The Q4_0/Q5_0/Q8_0 prompt kernel for AVX-512 VNNI takes the activations biased to
+    // unsigned bytes, two tokens side by side, made once per call here (none where it does
+    // not run).
     #[cfg(target_arch = "x86_64")]
     let biased: Vec<BiasedPair> = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
         Some((_, rows))
             if n >= 8
-                && products.iter().any(|(m, _)| m.ty == GgmlType::Q5_0)
+                && products.iter().any(|(m, _)| SignedRows::unpacks(m.ty))
                 && crate::quant::x86_vnni::available() =>
         {
             let q8 = |t: usize| match &rows[t.min(n - 1)] {
@@ -183,13 +186,13 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
             #[inline(always)]
             || {
                 #[cfg(target_arch = "x86_64")]
-                if m.ty == GgmlType::Q5_0 && !biased.is_empty() {
-                    return q5_0_batch_vnni(rows, rb, n, &biased, &out_rows);
+                if SignedRows::unpacks(m.ty) && !biased.is_empty() {
+                    return signed_batch_vnni(m.ty, rows, rb, n, &biased, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
-                if m.ty == GgmlType::Q5_0 && n >= 8 && crate::quant::x86::available() {
+                if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
                     if let [QuantizedAct::Q8_0(_), ..] = acts {
-                        return q5_0_batch(rows, rb, acts, &out_rows);
+                        return unpacked_batch(m.ty, rows, acts, &out_rows);
                     }
                 }
                 let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
@@ -211,70 +214,88 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
     });
 }
 
-/// A batch task's Q5_0 rows against every token: the rows unpacked once (`x86::unpack_q5_0`,
-/// into a buffer each pool thread keeps), then taken against the tokens eight at a time, the
-/// rest one by one; bit for bit `vec_dot`'s results. `acts` are all Q8_0 (the caller checks
-/// the first; a prompt's rows are quantized alike).
+/// A batch task's Q4_0, Q5_0 or Q8_0 rows against every token: the rows unpacked once
+/// (`prompt_rows`, into buffers each pool thread keeps), then taken against the tokens eight
+/// at a time, the rest one by one; bit for bit `vec_dot`'s results. `acts` are all Q8_0 (the
+/// caller checks the first; a prompt's rows are quantized alike).
 #[cfg(target_arch = "x86_64")]
-fn q5_0_batch<'o>(
+fn unpacked_batch<'o>(
+    ty: GgmlType,
     rows: &[u8],
-    row_bytes: usize,
     acts: &[QuantizedAct],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::{rows_q5_0_unpacked, unpack_q5_0, Q5_0Unpacked};
-    use std::cell::RefCell;
-    thread_local! {
-        static UNPACKED: RefCell<Vec<Q5_0Unpacked>> = const { RefCell::new(Vec::new()) };
-    }
-    let q8 = |t: usize| match &acts[t] {
-        QuantizedAct::Q8_0(a) => a.as_slice(),
-        _ => unreachable!("a prompt's activations share one format"),
+    use crate::quant::x86::prompt_rows::{
+        rows_unpacked, unpack_offset, unpack_signed, OffsetBlock, SignedBlock, Unpacked,
     };
-    let n = acts.len();
-    let per_row = row_bytes / 22;
-    UNPACKED.with_borrow_mut(|blocks| {
-        // SAFETY: the caller checked AVX2, FMA and F16C.
-        unsafe { unpack_q5_0(rows, blocks) };
+    thread_local! {
+        static OFFSET: RefCell<Vec<OffsetBlock>> = const { RefCell::new(Vec::new()) };
+        static SIGNED: RefCell<Vec<SignedBlock>> = const { RefCell::new(Vec::new()) };
+    }
+    /// `blocks` against every token of `acts`, eight at a time, then one by one.
+    fn run<'o, B: Unpacked>(
+        blocks: &[B],
+        acts: &[QuantizedAct],
+        out_rows: &impl Fn(usize) -> &'o mut [f32],
+    ) {
+        let q8 = |t: usize| match &acts[t] {
+            QuantizedAct::Q8_0(a) => a.as_slice(),
+            _ => unreachable!("a prompt's activations share one format"),
+        };
+        let (n, per_row) = (acts.len(), q8(0).len());
         for t in (0..n / 8 * 8).step_by(8) {
             let a = std::array::from_fn(|i| q8(t + i));
             let outs = std::array::from_fn(|i| out_rows(t + i));
-            // SAFETY: as above; `blocks` holds whole rows of `per_row` blocks.
-            unsafe { rows_q5_0_unpacked::<8>(blocks, per_row, a, outs) };
+            // SAFETY: `unpacked_batch`'s caller checked AVX2, FMA and F16C; `blocks` holds
+            // whole rows of `per_row` blocks.
+            unsafe { rows_unpacked::<B, 8>(blocks, per_row, a, outs) };
         }
         for t in n / 8 * 8..n {
             // SAFETY: as above.
-            unsafe { rows_q5_0_unpacked::<1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
+            unsafe { rows_unpacked::<B, 1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
         }
-    });
+    }
+    if ty == GgmlType::Q8_0 {
+        SIGNED.with_borrow_mut(|blocks| {
+            // SAFETY: the caller checked AVX2, FMA and F16C.
+            unsafe { unpack_signed(rows, blocks) };
+            run(blocks, acts, out_rows)
+        })
+    } else {
+        OFFSET.with_borrow_mut(|blocks| {
+            // SAFETY: as above.
+            unsafe { unpack_offset(ty, rows, blocks) };
+            run(blocks, acts, out_rows)
+        })
+    }
 }
 
-/// `q5_0_batch` on AVX-512 VNNI (`x86_vnni`) for the `n` tokens, whose activations `pairs`
-/// holds two by two (an odd last one paired with itself); the same bits.
+/// `unpacked_batch` on AVX-512 VNNI (`x86_vnni`) for the `n` tokens, whose activations
+/// `pairs` holds two by two (an odd last one paired with itself); the same bits.
 #[cfg(target_arch = "x86_64")]
-fn q5_0_batch_vnni<'o>(
+fn signed_batch_vnni<'o>(
+    ty: GgmlType,
     rows: &[u8],
     row_bytes: usize,
     n: usize,
     pairs: &[BiasedPair],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86_vnni::{rows_q5_0, Q5_0Rows};
-    use std::cell::RefCell;
+    use crate::quant::x86_vnni::rows_signed;
     /// Token pairs per kernel call: sixteen tokens' accumulators in eight registers.
     const PAIRS: usize = 8;
     thread_local! {
-        static UNPACKED: RefCell<(Q5_0Rows, Vec<f32>)> = RefCell::default();
+        static UNPACKED: RefCell<(SignedRows, Vec<f32>)> = RefCell::default();
     }
     UNPACKED.with_borrow_mut(|(w, spare)| {
         // SAFETY: `pairs` is made only where `x86_vnni::available()` (AVX2 included).
-        unsafe { w.unpack(rows, row_bytes / 22) };
+        unsafe { w.unpack(ty, rows, row_bytes / ty.block_bytes()) };
         let full = n / (2 * PAIRS) * PAIRS;
         for p in (0..full).step_by(PAIRS) {
             let a = std::array::from_fn(|i| &pairs[p + i]);
             let outs = std::array::from_fn(|i| [out_rows(2 * (p + i)), out_rows(2 * (p + i) + 1)]);
             // SAFETY: as above.
-            unsafe { rows_q5_0::<PAIRS>(w, a, outs) };
+            unsafe { rows_signed::<PAIRS>(w, a, outs) };
         }
         for (p, pair) in pairs.iter().enumerate().skip(full) {
             let second = if 2 * p + 1 < n {
@@ -284,7 +305,7 @@ fn q5_0_batch_vnni<'o>(
                 &mut spare[..]
             };
             // SAFETY: as above.
-            unsafe { rows_q5_0::<1>(w, [pair], [[out_rows(2 * p), second]]) };
+            unsafe { rows_signed::<1>(w, [pair], [[out_rows(2 * p), second]]) };
         }
     });
 }

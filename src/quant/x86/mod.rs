@@ -3,8 +3,9 @@
 //!
 //! Files: `features` (the detection), `row_loops` and `prefetch` (shared by the row kernels),
 //! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders),
-//! `legacy` and `q5_0` (the legacy-quant dots), `kquants` and `kquants512` (the k-quant dots),
-//! `vnni` (a prompt's Q5_0 products on AVX-512 VNNI), `act` (the activation quantizers),
+//! `legacy` and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows
+//! unpacked once per task), `kquants` and `kquants512` (the k-quant dots),
+//! `vnni` (those prompt products on AVX-512 VNNI), `act` (the activation quantizers),
 //! `float` (the F32/F16/BF16 dots).
 
 #[macro_use]
@@ -19,6 +20,7 @@ pub mod kquants512;
 mod legacy;
 mod loads;
 mod prefetch;
+pub mod prompt_rows;
 mod q5_0;
 #[cfg(test)]
 mod tests;
@@ -32,4 +34,3 @@ pub use legacy::{
     vec_dot_q4_1_q8_1_x4, vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1,
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4,
 };
-pub use q5_0::{rows_q5_0_unpacked, unpack_q5_0, Q5_0Unpacked};

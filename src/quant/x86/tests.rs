@@ -105,33 +105,55 @@ mod legacy_kernels {
     }
 
     #[test]
-    fn unpacked_q5_0_rows_equal_the_reference_bit_for_bit() {
-        use crate::quant::test_rows::{assert_q5_0_products, q5_0_rows_and_acts};
+    fn unpacked_prompt_rows_equal_the_reference_bit_for_bit() {
+        use crate::quant::x86::prompt_rows::{rows_unpacked, unpack_offset, unpack_signed, Unpacked};
+        use crate::quant::test_rows::{assert_products, rows_and_acts, Q8_0_ACT_TYPES};
         if !available() {
             eprintln!("skipped: this CPU has no AVX2/FMA");
             return;
         }
-        let mut rng = Rng::new(29);
-        for blocks in [1usize, 3, 28] {
-            let rows = 5;
-            let (w, acts) = q5_0_rows_and_acts(&mut rng, rows, blocks);
-            let mut unpacked = Vec::new();
+        /// Eight tokens at once and one alone, against the reference.
+        fn check<B: Unpacked>(
+            spec: (GgmlType, usize),
+            w: &[u8],
+            blocks: usize,
+            acts: &[Vec<BlockQ8_0>],
+            unpacked: &[B],
+        ) {
+            let rows = w.len() / (spec.1 * blocks);
             let mut eight = vec![vec![0f32; rows]; 8];
             let mut one = vec![0f32; rows];
-            // SAFETY: the features were just detected; `w` holds whole rows.
+            let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
+                unreachable!()
+            };
+            let a = std::array::from_fn(|t| acts[t].as_slice());
+            // SAFETY: the caller detected the features; `unpacked` holds whole rows.
             unsafe {
-                unpack_q5_0(&w, &mut unpacked);
-                let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
-                    unreachable!()
-                };
-                let a = std::array::from_fn(|t| acts[t].as_slice());
-                rows_q5_0_unpacked::<8>(&unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
-                rows_q5_0_unpacked::<1>(&unpacked, blocks, [&acts[3]], [&mut one]);
+                rows_unpacked::<B, 8>(unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
+                rows_unpacked::<B, 1>(unpacked, blocks, [&acts[3]], [&mut one]);
             }
             let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
             let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
-            assert_q5_0_products(&w, blocks, &all, &outs, "eight tokens");
-            assert_q5_0_products(&w, blocks, &[&acts[3]], &[&one], "one token");
+            assert_products(spec, w, blocks, &all, &outs, "eight tokens");
+            assert_products(spec, w, blocks, &[&acts[3]], &[&one], "one token");
+        }
+        let mut rng = Rng::new(29);
+        for spec in Q8_0_ACT_TYPES {
+            for blocks in [1usize, 3, 28] {
+                let (w, acts) = rows_and_acts(&mut rng, spec, 5, blocks);
+                // SAFETY: the features were just detected; `w` holds whole rows.
+                unsafe {
+                    if spec.0 == GgmlType::Q8_0 {
+                        let mut unpacked = Vec::new();
+                        unpack_signed(&w, &mut unpacked);
+                        check(spec, &w, blocks, &acts, &unpacked);
+                    } else {
+                        let mut unpacked = Vec::new();
+                        unpack_offset(spec.0, &w, &mut unpacked);
+                        check(spec, &w, blocks, &acts, &unpacked);
+                    }
+                }
+            }
         }
     }
 

@@ -1,7 +1,7 @@
-//! AVX-512 VNNI kernel for a prompt's Q5_0 products (the bulk of a q4_k_m Qwen2.5-0.5b's
-//! prefill: 896 columns are not a multiple of 256, so its Q, K, O, gate and up are Q5_0), used
-//! where the CPU has AVX-512 F/BW/VL and VNNI (detected at run time; never AMX). Same bits as
-//! `legacy::vec_dot_q5_0_q8_0`.
+//! AVX-512 VNNI kernel for a prompt's Q4_0, Q5_0 and Q8_0 products (Q5_0 is the bulk of a
+//! q4_k_m Qwen2.5-0.5b's prefill: 896 columns are not a multiple of 256, so its Q, K, O, gate
+//! and up are Q5_0), used where the CPU has AVX-512 F/BW/VL and VNNI (detected at run time;
+//! never AMX). Same bits as `legacy::vec_dot_q*_0_q8_0`.
 //!
 //! Why the results are the same: the reference's block arithmetic is eight exact integer lane
 //! sums (lane `l` holds the products of weights `4l..4l + 4`), converted to f32, then
@@ -9,12 +9,12 @@
 //! the same eight integers (each 32-bit element sums the products of its four bytes), two
 //! blocks per 512-bit register; the two halves then go through the reference's two FMAs in
 //! block order. Its operands are an unsigned and a signed byte, so the activations are biased
-//! to unsigned (`a + 128`, once per token) and the weights kept signed (`level`, -16..15); the
-//! `128 * Σ level` that the bias adds per lane is subtracted by starting the sum at its
-//! negation (made once per weight block). Every step is exact integer arithmetic until the
-//! conversion, so the integers, and hence the floats, are the reference's.
+//! to unsigned (`a + 128`, once per token) and the weights kept signed (`level`: -8..7,
+//! -16..15 or -128..127); the `128 * Σ level` that the bias adds per lane is subtracted by
+//! starting the sum at its negation (made once per weight block). Every step is exact integer
+//! arithmetic until the conversion, so the integers, and hence the floats, are the reference's.
 //!
-//! A prompt's task unpacks its few rows once (`Q5_0Rows`) and takes them against the tokens
+//! A prompt's task unpacks its few rows once (`SignedRows`) and takes them against the tokens
 //! sixteen at a time, two per 512-bit register (`BiasedPair`: the same block of two tokens side
 //! by side, each half its token's accumulator): per block and pair of tokens one `vpdpbusd`,
 //! one conversion, one multiply and one FMA, against about eight instructions per block and
@@ -26,10 +26,11 @@
 
 use std::arch::x86_64::*;
 
-use super::loads::f16_pair;
+use super::loads::{f16_pair, nibbles};
 use super::q5_0::q5_0_unsigned;
 use crate::quant::blocks::BlockQ8_0;
 use crate::quant::simd_order::Lanes8;
+use crate::quant::GgmlType;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
 pub fn available() -> bool {
@@ -40,35 +41,51 @@ pub fn available() -> bool {
         && is_x86_feature_detected!("avx512vnni")
 }
 
-/// Q5_0 rows unpacked for a prompt's products: per block the 32 signed levels, minus 128 times
-/// their four-weight lane sums (the start of `vpdpbusd`'s sum), and the scale as f32.
+/// Q4_0, Q5_0 or Q8_0 rows unpacked for a prompt's products: per block the 32 signed levels,
+/// minus 128 times their four-weight lane sums (the start of `vpdpbusd`'s sum), and the scale
+/// as f32.
 #[derive(Default)]
-pub struct Q5_0Rows {
+pub struct SignedRows {
     levels: Vec<[i8; 32]>,
     neg_bias: Vec<[i32; 8]>,
     d: Vec<f32>,
     per_row: usize,
 }
 
-impl Q5_0Rows {
-    /// Unpack the whole Q5_0 rows of `rows` (`per_row` blocks each), reusing the buffers:
-    /// the stored values by `x86`'s unpacking, less 16, and their four-weight lane sums
-    /// (`maddubs` by one, then `madd` by one: exact) times -128.
+impl SignedRows {
+    /// Whether `unpack` takes rows of `ty`.
+    pub fn unpacks(ty: GgmlType) -> bool {
+        matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
+    }
+
+    /// Unpack the whole `ty` rows of `rows` (`per_row` blocks each), reusing the buffers: the
+    /// levels (Q4_0: nibble - 8; Q5_0: `x86`'s 5-bit value - 16; Q8_0: as stored) and their
+    /// four-weight lane sums (`maddubs` by one, then `madd` by one: exact) times -128.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn unpack(&mut self, rows: &[u8], per_row: usize) {
+    pub unsafe fn unpack(&mut self, ty: GgmlType, rows: &[u8], per_row: usize) {
+        let bytes = match ty {
+            GgmlType::Q4_0 => 18,
+            GgmlType::Q5_0 => 22,
+            GgmlType::Q8_0 => 34,
+            _ => panic!("{ty} rows do not unpack into signed levels"),
+        };
         assert!(
-            per_row > 0 && rows.len().is_multiple_of(22 * per_row),
-            "whole Q5_0 rows"
+            per_row > 0 && rows.len().is_multiple_of(bytes * per_row),
+            "whole {ty} rows"
         );
         self.per_row = per_row;
         self.levels.clear();
         self.neg_bias.clear();
         self.d.clear();
-        for b in rows.chunks_exact(22) {
-            let level = _mm256_sub_epi8(q5_0_unsigned(b), _mm256_set1_epi8(16));
+        for b in rows.chunks_exact(bytes) {
+            let level = match ty {
+                GgmlType::Q4_0 => _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8)),
+                GgmlType::Q5_0 => _mm256_sub_epi8(q5_0_unsigned(b), _mm256_set1_epi8(16)),
+                _ => _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i),
+            };
             let fours = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(_mm256_set1_epi8(1), level),
                 _mm256_set1_epi16(1),
@@ -120,15 +137,15 @@ impl BiasedPair {
     }
 }
 
-/// `legacy::vec_dot_q5_0_q8_0` of every row of `w` with `P` pairs of activation rows:
+/// `legacy::vec_dot_q*_0_q8_0` of every row of `w` with `P` pairs of activation rows:
 /// `out[p][k][r]` for token `k` of pair `p`. The two halves of each 512-bit accumulator are the
 /// two tokens' eight-lane accumulators, updated block after block as the reference's.
 ///
 /// # Safety
 /// The CPU must support what `available()` checks.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn rows_q5_0<const P: usize>(
-    w: &Q5_0Rows,
+pub unsafe fn rows_signed<const P: usize>(
+    w: &SignedRows,
     a: [&BiasedPair; P],
     out: [[&mut [f32]; 2]; P],
 ) {
@@ -179,42 +196,44 @@ pub unsafe fn rows_q5_0<const P: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::test_rows::{assert_q5_0_products, q5_0_rows_and_acts};
+    use crate::quant::test_rows::{assert_products, rows_and_acts, Q8_0_ACT_TYPES};
     use crate::rng::SplitMix64 as Rng;
 
     #[test]
-    fn vnni_q5_0_rows_equal_the_reference_bit_for_bit() {
+    fn vnni_rows_equal_the_reference_bit_for_bit() {
         if !available() {
             eprintln!("skipped: this CPU has no AVX-512 VNNI (F, BW, VL and VNNI)");
             return;
         }
         let mut rng = Rng::new(31);
-        for blocks in [1usize, 2, 3, 28, 29] {
-            let rows = 5;
-            let (w, acts) = q5_0_rows_and_acts(&mut rng, rows, blocks);
-            let pairs: Vec<BiasedPair> = (0..4)
-                .map(|p| BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
-                .collect();
-            let odd = BiasedPair::new(&acts[2], &acts[2]);
-            let mut unpacked = Q5_0Rows::default();
-            // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
-            unsafe { unpacked.unpack(&w, blocks) };
-            let mut eight = vec![vec![0f32; rows]; 8];
-            let (mut one, mut twin) = (vec![0f32; rows], vec![0f32; rows]);
-            let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
-                unreachable!()
-            };
-            // SAFETY: the features were just detected.
-            unsafe {
-                let a = std::array::from_fn(|p| &pairs[p]);
-                rows_q5_0::<4>(&unpacked, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]]);
-                rows_q5_0::<1>(&unpacked, [&odd], [[&mut one, &mut twin]]);
+        for spec in Q8_0_ACT_TYPES {
+            for blocks in [1usize, 2, 3, 28, 29] {
+                let rows = 5;
+                let (w, acts) = rows_and_acts(&mut rng, spec, rows, blocks);
+                let pairs: Vec<BiasedPair> = (0..4)
+                    .map(|p| BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
+                    .collect();
+                let odd = BiasedPair::new(&acts[2], &acts[2]);
+                let mut unpacked = SignedRows::default();
+                // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
+                unsafe { unpacked.unpack(spec.0, &w, blocks) };
+                let mut eight = vec![vec![0f32; rows]; 8];
+                let (mut one, mut twin) = (vec![0f32; rows], vec![0f32; rows]);
+                let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
+                    unreachable!()
+                };
+                // SAFETY: the features were just detected.
+                unsafe {
+                    let a = std::array::from_fn(|p| &pairs[p]);
+                    rows_signed::<4>(&unpacked, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]]);
+                    rows_signed::<1>(&unpacked, [&odd], [[&mut one, &mut twin]]);
+                }
+                let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
+                let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
+                assert_products(spec, &w, blocks, &all, &outs, "eight tokens in pairs");
+                let odd_one = [acts[2].as_slice(), acts[2].as_slice()];
+                assert_products(spec, &w, blocks, &odd_one, &[&one, &twin], "an odd token");
             }
-            let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
-            let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
-            assert_q5_0_products(&w, blocks, &all, &outs, "eight tokens in pairs");
-            let odd_one = [acts[2].as_slice(), acts[2].as_slice()];
-            assert_q5_0_products(&w, blocks, &odd_one, &[&one, &twin], "an odd token");
         }
     }
 }

@@ -1,0 +1,171 @@
+//! A prompt's Q4_0, Q5_0 and Q8_0 products on AVX2: a task's few weight rows unpacked once
+//! (`unpack_rows`), then taken against the prompt's tokens eight at a time
+//! (`rows_unpacked`), each block's weights loaded once for the eight. Unpacking is a third
+//! of a Q5_0 block's work and a fifth of a Q4_0 block's, and the four-token kernels redid it
+//! for every four tokens.
+//!
+//! Every result is bit for bit the single-row kernel's (`legacy`): per (row, token) the same
+//! eight integer lane sums, the same `fma(d_w * d_a, lanes, acc)` block after block and the
+//! same `hsum_float_8`. The blocks are unpacked in one of two forms:
+//!
+//! - `OffsetBlock` (Q4_0, Q5_0): unsigned values `u` with levels `u - 16`, so a lane sum is
+//!   `maddubs(u, a)` less `16 * Σ a` (`BlockQ8_0::sums16`, made once per activation row), with
+//!   no sign fix-up per token. Q4_0's levels (nibble - 8) are stored doubled (`u = 2 * nibble`)
+//!   with the scale halved: the lane sums come out as exactly twice the reference's (integers
+//!   far below 2^24, so the conversion is exact), and `fma(d / 2, 2 s, acc)` rounds the same
+//!   exact product as `fma(d, s, acc)` (halving a product of two f16 values is exact in f32).
+//! - `SignedBlock` (Q8_0): the levels span a signed byte, whose unsigned offset would overflow
+//!   `maddubs`' 16-bit sums, so the block keeps its levels and their magnitudes and takes
+//!   llama.cpp's sign trick per token.
+
+use std::arch::x86_64::*;
+
+use super::loads::{f16_pair, hsum, lanes_unsigned, load32, nibbles};
+use super::q5_0::{lanes_q5_0, q5_0_unsigned};
+use crate::quant::blocks::BlockQ8_0;
+use crate::quant::GgmlType;
+
+/// One block of a prompt's unpacked weight rows: its lane sums with an activation block and
+/// its scale.
+pub trait Unpacked: Copy + Default {
+    /// The eight lane sums with `y`, as f32, in the scale `d` expects.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 (`available()`).
+    unsafe fn lanes(&self, y: &BlockQ8_0) -> __m256;
+    /// The scale the lane sums are multiplied by (with the activation's).
+    fn d(&self) -> f32;
+}
+
+/// A Q4_0 or Q5_0 block: levels `u - 16` (see the module notes for Q4_0) and the scale.
+#[derive(Clone, Copy, Default)]
+pub struct OffsetBlock {
+    u: [u8; 32],
+    d: f32,
+}
+
+impl Unpacked for OffsetBlock {
+    #[inline(always)]
+    unsafe fn lanes(&self, y: &BlockQ8_0) -> __m256 {
+        lanes_q5_0(_mm256_loadu_si256(self.u.as_ptr() as *const __m256i), y)
+    }
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d
+    }
+}
+
+/// A Q8_0 block: its levels, their magnitudes, and the scale.
+#[derive(Clone, Copy, Default)]
+pub struct SignedBlock {
+    abs: [u8; 32],
+    q: [i8; 32],
+    d: f32,
+}
+
+impl Unpacked for SignedBlock {
+    #[inline(always)]
+    unsafe fn lanes(&self, y: &BlockQ8_0) -> __m256 {
+        let q = load32(&self.q);
+        let abs = _mm256_loadu_si256(self.abs.as_ptr() as *const __m256i);
+        lanes_unsigned(abs, _mm256_sign_epi8(load32(&y.qs), q))
+    }
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d
+    }
+}
+
+/// Whether `rows_unpacked` takes a prompt's `ty` products (the caller then unpacks them into
+/// `OffsetBlock`s for Q4_0/Q5_0 and `SignedBlock`s for Q8_0).
+pub fn unpacks(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
+}
+
+/// Every block of `rows` (whole Q4_0 or Q5_0 rows) unpacked into `out` (cleared first).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack_offset(ty: GgmlType, rows: &[u8], out: &mut Vec<OffsetBlock>) {
+    out.clear();
+    let unpack = |u: __m256i, d: f32| {
+        let mut b = OffsetBlock { u: [0; 32], d };
+        _mm256_storeu_si256(b.u.as_mut_ptr() as *mut __m256i, u);
+        b
+    };
+    match ty {
+        GgmlType::Q4_0 => {
+            assert_eq!(rows.len() % 18, 0, "whole Q4_0 blocks");
+            out.extend(rows.chunks_exact(18).map(|b| {
+                let doubled = _mm256_add_epi8(nibbles(&b[2..18]), nibbles(&b[2..18]));
+                unpack(doubled, f16_pair(b, 0).0 * 0.5)
+            }));
+        }
+        GgmlType::Q5_0 => {
+            assert_eq!(rows.len() % 22, 0, "whole Q5_0 blocks");
+            out.extend(
+                rows.chunks_exact(22)
+                    .map(|b| unpack(q5_0_unsigned(b), f16_pair(b, 0).0)),
+            );
+        }
+        _ => panic!("{ty} does not unpack into offset blocks"),
+    }
+}
+
+/// Every block of `rows` (whole Q8_0 rows) unpacked into `out` (cleared first).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack_signed(rows: &[u8], out: &mut Vec<SignedBlock>) {
+    assert_eq!(rows.len() % 34, 0, "whole Q8_0 blocks");
+    out.clear();
+    out.extend(rows.chunks_exact(34).map(|b| {
+        let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
+        let mut s = SignedBlock {
+            abs: [0; 32],
+            q: [0; 32],
+            d: f16_pair(b, 0).0,
+        };
+        _mm256_storeu_si256(s.q.as_mut_ptr() as *mut __m256i, q);
+        _mm256_storeu_si256(s.abs.as_mut_ptr() as *mut __m256i, _mm256_sign_epi8(q, q));
+        s
+    }));
+}
+
+/// The single-row dot of every row of `blocks` (rows of `per_row` unpacked blocks) with `T`
+/// activation rows: `out[t][r]`. Per (row, token) the single-row kernel's operations in its
+/// block order, so its bits; each block is loaded once for the `T` tokens.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_unpacked<B: Unpacked, const T: usize>(
+    blocks: &[B],
+    per_row: usize,
+    a: [&[BlockQ8_0]; T],
+    out: [&mut [f32]; T],
+) {
+    assert!(per_row > 0 && blocks.len().is_multiple_of(per_row));
+    let rows = blocks.len() / per_row;
+    for t in 0..T {
+        assert_eq!(a[t].len(), per_row, "activation rows differ in length");
+        assert!(out[t].len() >= rows, "an output row is short");
+    }
+    for (r, row) in blocks.chunks_exact(per_row).enumerate() {
+        let mut acc = [_mm256_setzero_ps(); T];
+        for (i, b) in row.iter().enumerate() {
+            let dw = _mm256_set1_ps(b.d());
+            for t in 0..T {
+                // SAFETY: every activation row holds `per_row` blocks (asserted above).
+                let y = unsafe { a[t].get_unchecked(i) };
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(y.d));
+                acc[t] = _mm256_fmadd_ps(d, b.lanes(y), acc[t]);
+            }
+        }
+        for t in 0..T {
+            out[t][r] = hsum(acc[t]);
+        }
+    }
+}
