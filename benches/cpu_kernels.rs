@@ -117,8 +117,8 @@ fn legacy_prompt(reps: usize) {
     if !x86::available() {
         return;
     }
-    /// Best time of eight tokens against the unpacked rows.
-    fn eight<B: Unpacked>(
+    /// Best time of eight tokens against the unpacked rows, `R` rows by `T` tokens a tile.
+    fn eight<B: Unpacked, const R: usize, const T: usize>(
         reps: usize,
         blocks: &[B],
         per_row: usize,
@@ -126,18 +126,43 @@ fn legacy_prompt(reps: usize) {
         out: &mut [Vec<f32>],
     ) -> f64 {
         best(reps * 50, || {
-            let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut out[..] else {
-                unreachable!()
-            };
-            let a = std::array::from_fn(|t| acts[t].as_slice());
-            let outs = [o0, o1, o2, o3, o4, o5, o6, o7].map(|o| o.as_mut_slice());
-            // SAFETY: AVX2 was detected by the caller.
-            unsafe { prompt_rows::rows_unpacked::<B, 8>(blocks, per_row, a, outs) };
+            for t0 in (0..8).step_by(T) {
+                let a = std::array::from_fn(|t| acts[t0 + t].as_slice());
+                let mut rest = &mut out[t0..];
+                let outs = std::array::from_fn(|_| {
+                    let (o, r) = std::mem::take(&mut rest).split_first_mut().expect("8 rows");
+                    rest = r;
+                    o.as_mut_slice()
+                });
+                // SAFETY: AVX2 was detected by the caller.
+                unsafe { prompt_rows::rows_unpacked::<B, R, T>(blocks, per_row, a, outs) };
+            }
             out[0][0]
         })
     }
-    let (cols, rows) = (896, 16);
-    for ty in [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0] {
+    /// The tile shapes tried, as (R, T, seconds).
+    fn shapes<B: Unpacked>(
+        reps: usize,
+        blocks: &[B],
+        per_row: usize,
+        acts: &[Vec<BlockQ8_0>],
+        out: &mut [Vec<f32>],
+    ) -> Vec<(usize, usize, f64)> {
+        vec![
+            (1, 8, eight::<B, 1, 8>(reps, blocks, per_row, acts, out)),
+            (2, 4, eight::<B, 2, 4>(reps, blocks, per_row, acts, out)),
+            (4, 2, eight::<B, 4, 2>(reps, blocks, per_row, acts, out)),
+            (3, 4, eight::<B, 3, 4>(reps, blocks, per_row, acts, out)),
+            (2, 8, eight::<B, 2, 8>(reps, blocks, per_row, acts, out)),
+        ]
+    }
+    for (ty, cols, rows) in [
+        (GgmlType::Q4_0, 896, 16),
+        (GgmlType::Q4_0, 4864, 4),
+        (GgmlType::Q5_0, 896, 16),
+        (GgmlType::Q8_0, 896, 12),
+        (GgmlType::Q8_0, 4864, 4),
+    ] {
         let mut rng = Rng(0x1234_5678_9abc_def1);
         let m = matrix(ty, rows, cols, &mut rng);
         let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
@@ -153,16 +178,20 @@ fn legacy_prompt(reps: usize) {
             let mut unpacked = Vec::new();
             // SAFETY: AVX2 was just detected.
             unsafe { prompt_rows::unpack_signed(&m, &mut unpacked) };
-            eight(reps, &unpacked, cols / 32, &acts, &mut out)
+            shapes(reps, &unpacked, cols / 32, &acts, &mut out)
         } else {
             let mut unpacked = Vec::new();
             // SAFETY: AVX2 was just detected.
             unsafe { prompt_rows::unpack_offset(ty, &m, &mut unpacked) };
-            eight(reps, &unpacked, cols / 32, &acts, &mut out)
+            shapes(reps, &unpacked, cols / 32, &acts, &mut out)
         };
+        let shown: Vec<String> = t
+            .iter()
+            .map(|(r, k, t)| format!("{r}x{k} {:.2}", t * 1e9 / blocks))
+            .collect();
         println!(
-            "{ty} prompt, unpacked, AVX2        : {:>6.2} ns/block/token",
-            t * 1e9 / blocks
+            "{ty} prompt, {cols} cols, unpacked, AVX2, rows x tokens: {} ns/block/token",
+            shown.join(", ")
         );
         if !x86_vnni::available() {
             println!("{ty} prompt, AVX-512 VNNI          : skipped (no AVX-512 VNNI on this CPU)");
@@ -180,9 +209,7 @@ fn legacy_prompt(reps: usize) {
             };
             let a = std::array::from_fn(|p| &pairs[p]);
             // SAFETY: AVX-512 VNNI was just detected.
-            unsafe {
-                x86_vnni::rows_signed::<4>(&w, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]])
-            };
+            unsafe { x86_vnni::rows_signed::<4>(&w, a, [[o0, o1], [o2, o3], [o4, o5], [o6, o7]]) };
             out[0][0]
         });
         println!(

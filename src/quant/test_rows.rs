@@ -7,8 +7,11 @@ use super::{quantize_act, ActType, GgmlType, QuantizedAct};
 use crate::rng::SplitMix64;
 
 /// The types whose prompt kernels take Q8_0 activations, with their block sizes in bytes.
-pub const Q8_0_ACT_TYPES: [(GgmlType, usize); 3] =
-    [(GgmlType::Q4_0, 18), (GgmlType::Q5_0, 22), (GgmlType::Q8_0, 34)];
+pub const Q8_0_ACT_TYPES: [(GgmlType, usize); 3] = [
+    (GgmlType::Q4_0, 18),
+    (GgmlType::Q5_0, 22),
+    (GgmlType::Q8_0, 34),
+];
 
 /// `rows` random `ty` rows of `blocks` blocks (random bytes, finite scales; `bytes` per block)
 /// and eight activation rows quantized to Q8_0, the last with large values.

@@ -248,11 +248,11 @@ fn unpacked_batch<'o>(
             let outs = std::array::from_fn(|i| out_rows(t + i));
             // SAFETY: `unpacked_batch`'s caller checked AVX2, FMA and F16C; `blocks` holds
             // whole rows of `per_row` blocks.
-            unsafe { rows_unpacked::<B, 8>(blocks, per_row, a, outs) };
+            unsafe { rows_unpacked::<B, 1, 8>(blocks, per_row, a, outs) };
         }
         for t in n / 8 * 8..n {
             // SAFETY: as above.
-            unsafe { rows_unpacked::<B, 1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
+            unsafe { rows_unpacked::<B, 1, 1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
         }
     }
     if ty == GgmlType::Q8_0 {

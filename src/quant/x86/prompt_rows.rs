@@ -135,13 +135,15 @@ pub unsafe fn unpack_signed(rows: &[u8], out: &mut Vec<SignedBlock>) {
 }
 
 /// The single-row dot of every row of `blocks` (rows of `per_row` unpacked blocks) with `T`
-/// activation rows: `out[t][r]`. Per (row, token) the single-row kernel's operations in its
-/// block order, so its bits; each block is loaded once for the `T` tokens.
+/// activation rows: `out[t][r]`. Rows are taken `R` at a time (the rest one by one), each
+/// block step loading every token's activation block once for the `R` rows and every row's
+/// block once for the `T` tokens. Per (row, token) the single-row kernel's operations in its
+/// block order, so its bits.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn rows_unpacked<B: Unpacked, const T: usize>(
+pub unsafe fn rows_unpacked<B: Unpacked, const R: usize, const T: usize>(
     blocks: &[B],
     per_row: usize,
     a: [&[BlockQ8_0]; T],
@@ -153,19 +155,43 @@ pub unsafe fn rows_unpacked<B: Unpacked, const T: usize>(
         assert_eq!(a[t].len(), per_row, "activation rows differ in length");
         assert!(out[t].len() >= rows, "an output row is short");
     }
-    for (r, row) in blocks.chunks_exact(per_row).enumerate() {
-        let mut acc = [_mm256_setzero_ps(); T];
-        for (i, b) in row.iter().enumerate() {
-            let dw = _mm256_set1_ps(b.d());
+    let whole = rows / R * R;
+    for r in (0..whole).step_by(R) {
+        let sums = tile::<B, R, T>(&blocks[r * per_row..(r + R) * per_row], per_row, a);
+        for (i, s) in sums.iter().enumerate() {
             for t in 0..T {
-                // SAFETY: every activation row holds `per_row` blocks (asserted above).
-                let y = unsafe { a[t].get_unchecked(i) };
-                let d = _mm256_mul_ps(dw, _mm256_set1_ps(y.d));
-                acc[t] = _mm256_fmadd_ps(d, b.lanes(y), acc[t]);
+                out[t][r + i] = s[t];
             }
         }
+    }
+    for r in whole..rows {
+        let [s] = tile::<B, 1, T>(&blocks[r * per_row..(r + 1) * per_row], per_row, a);
         for t in 0..T {
-            out[t][r] = hsum(acc[t]);
+            out[t][r] = s[t];
         }
     }
+}
+
+/// `R` rows (`R * per_row` blocks) against `T` activation rows of `per_row` blocks (both
+/// checked by the caller): `[row][token]`.
+#[inline(always)]
+unsafe fn tile<B: Unpacked, const R: usize, const T: usize>(
+    blocks: &[B],
+    per_row: usize,
+    a: [&[BlockQ8_0]; T],
+) -> [[f32; T]; R] {
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    for i in 0..per_row {
+        let b: [&B; R] = std::array::from_fn(|r| blocks.get_unchecked(r * per_row + i));
+        let dw: [__m256; R] = std::array::from_fn(|r| _mm256_set1_ps(b[r].d()));
+        for t in 0..T {
+            let y = a[t].get_unchecked(i);
+            let dy = _mm256_set1_ps(y.d);
+            for r in 0..R {
+                let d = _mm256_mul_ps(dw[r], dy);
+                acc[r][t] = _mm256_fmadd_ps(d, b[r].lanes(y), acc[r][t]);
+            }
+        }
+    }
+    std::array::from_fn(|r| std::array::from_fn(|t| hsum(acc[r][t])))
 }

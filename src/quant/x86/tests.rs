@@ -106,8 +106,10 @@ mod legacy_kernels {
 
     #[test]
     fn unpacked_prompt_rows_equal_the_reference_bit_for_bit() {
-        use crate::quant::x86::prompt_rows::{rows_unpacked, unpack_offset, unpack_signed, Unpacked};
         use crate::quant::test_rows::{assert_products, rows_and_acts, Q8_0_ACT_TYPES};
+        use crate::quant::x86::prompt_rows::{
+            rows_unpacked, unpack_offset, unpack_signed, Unpacked,
+        };
         if !available() {
             eprintln!("skipped: this CPU has no AVX2/FMA");
             return;
@@ -129,8 +131,8 @@ mod legacy_kernels {
             let a = std::array::from_fn(|t| acts[t].as_slice());
             // SAFETY: the caller detected the features; `unpacked` holds whole rows.
             unsafe {
-                rows_unpacked::<B, 8>(unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
-                rows_unpacked::<B, 1>(unpacked, blocks, [&acts[3]], [&mut one]);
+                rows_unpacked::<B, 1, 8>(unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
+                rows_unpacked::<B, 1, 1>(unpacked, blocks, [&acts[3]], [&mut one]);
             }
             let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
             let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
