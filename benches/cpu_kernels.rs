@@ -106,6 +106,45 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
     println!("{line}");
 }
 
+/// A prompt's F16 kernel (`x86::float::rows_f16_x4`): a task's rows against four tokens, on
+/// a matrix in L2. Prints GFLOP/s on one thread.
+#[cfg(target_arch = "x86_64")]
+fn float_prompt(reps: usize) {
+    use cbtop::quant::x86;
+    if !x86::available() {
+        return;
+    }
+    for (cols, rows) in [(896, 16), (4864, 6)] {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+            .collect();
+        let mut m = Vec::new();
+        cbtop::quant::float::quantize_f16(&w, &mut m);
+        let x: Vec<Vec<f32>> = (0..4)
+            .map(|_| {
+                (0..cols)
+                    .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                    .collect()
+            })
+            .collect();
+        let mut out = vec![vec![0f32; rows]; 4];
+        let t = best(reps * 50, || {
+            let [o0, o1, o2, o3] = &mut out[..] else {
+                unreachable!()
+            };
+            let a = std::array::from_fn(|t| x[t].as_slice());
+            // SAFETY: AVX2 was just detected.
+            unsafe { x86::float::rows_f16_x4(&m, cols * 2, a, [o0, o1, o2, o3]) };
+            out[0][0]
+        });
+        println!(
+            "F16 prompt, {cols} cols x {rows} rows, four tokens: {:.1} GFLOP/s",
+            (2 * rows * cols * 4) as f64 / t / 1e9
+        );
+    }
+}
+
 /// A prompt's Q4_0, Q5_0 and Q8_0 kernels on a matrix in L2: the rows unpacked once and
 /// taken against eight tokens at a time, AVX2 (`x86::prompt_rows`) and, where the CPU has it,
 /// AVX-512 VNNI (`x86_vnni::rows_signed`). Prints ns per block and token.
@@ -345,6 +384,7 @@ fn main() {
     #[cfg(target_arch = "x86_64")]
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("prompt")) {
         legacy_prompt(reps);
+        float_prompt(reps);
         kquant_prompt(reps);
     }
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("attention")) {

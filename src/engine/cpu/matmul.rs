@@ -43,6 +43,11 @@ const MIN_ROWS_ONE_TOKEN: usize = 16;
 /// activations while the task walks the batch four tokens at a time.
 const BATCH_TASK_BYTES: usize = 12 << 10;
 
+/// Weight bytes of a float-weight batch task's rows: the float kernels stream the rows past
+/// the tokens' values in passes (`x86::float`), so more rows read each token's values from
+/// L1 more often.
+const FLOAT_TASK_BYTES: usize = 64 << 10;
+
 /// One matrix of a `matmuls` call and where its `n × m.rows` results go.
 pub type Product<'a> = (&'a Mat, &'a mut [f32]);
 
@@ -145,6 +150,8 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
             let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
             let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
             m.rows.div_ceil(pieces)
+        } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+            (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         };
@@ -188,6 +195,13 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
                 #[cfg(target_arch = "x86_64")]
                 if SignedRows::unpacks(m.ty) && !biased.is_empty() {
                     return signed_batch_vnni(m.ty, rows, rb, n, &biased, &out_rows);
+                }
+                #[cfg(target_arch = "x86_64")]
+                if matches!(m.ty, GgmlType::F16 | GgmlType::BF16)
+                    && n >= 4
+                    && crate::quant::x86::available()
+                {
+                    return widened_batch(m.ty, rows, m.cols, acts, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
@@ -268,6 +282,42 @@ fn unpacked_batch<'o>(
             run(blocks, acts, out_rows)
         })
     }
+}
+
+/// A batch task's F16 or BF16 rows against every token: the rows widened to f32 once
+/// (`x86::float::widen`, into a buffer each pool thread keeps), then taken against the tokens
+/// four at a time by the F32 kernel, the rest one by one; bit for bit `vec_dot`'s results
+/// (the widening is exact and the F32 kernel keeps the float dots' order).
+#[cfg(target_arch = "x86_64")]
+fn widened_batch<'o>(
+    ty: GgmlType,
+    rows: &[u8],
+    cols: usize,
+    acts: &[QuantizedAct],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86::float::{rows_wide_x4, widen};
+    thread_local! {
+        static WIDE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    }
+    let x = |t: usize| match &acts[t] {
+        QuantizedAct::F16(x) | QuantizedAct::BF16(x) => x.as_slice(),
+        _ => unreachable!("float weights take float activations"),
+    };
+    let mut wide = WIDE.take();
+    // SAFETY: the caller checked AVX2, FMA and F16C.
+    unsafe { widen(ty, rows, &mut wide) };
+    let n = acts.len();
+    for t in (0..n / 4 * 4).step_by(4) {
+        let a = std::array::from_fn(|i| x(t + i));
+        let outs = std::array::from_fn(|i| out_rows(t + i));
+        // SAFETY: as above; `wide` holds whole rows of `cols` weights.
+        unsafe { rows_wide_x4(&wide, cols, a, outs) };
+    }
+    for t in n / 4 * 4..n {
+        vec_dot_rows(ty, rows, 2 * cols, &acts[t], out_rows(t));
+    }
+    WIDE.set(wide);
 }
 
 /// `unpacked_batch` on AVX-512 VNNI (`x86_vnni`) for the `n` tokens, whose activations

@@ -6,7 +6,8 @@
 //! A prompt's products take two rows against four tokens per step (`rows_*_x4`): each pair
 //! keeps its own register in the single dot's order, the rows' weights are widened once for
 //! the four tokens and each token's eight values loaded once for the two rows, and the eight
-//! independent chains hide the add latency that bounds a single dot.
+//! independent chains hide the add latency that bounds a single dot. The rows go in passes of
+//! `PASS` weights so the tokens' values (f32, twice the weights' bytes) are read from L1.
 
 use std::arch::x86_64::*;
 
@@ -76,22 +77,22 @@ unsafe fn dot<T: Wide>(w: &[u8], x: &[f32]) -> f32 {
     lanes.iter().sum()
 }
 
-/// `dot` of `R` rows with `T` activation rows: `[row][token]`, each pair with its own lanes.
+/// Weights per pass of `rows_x4` over a task's rows: four tokens' values for one pass (8 KB)
+/// stay in L1 while every row of the task streams past them.
+const PASS: usize = 512;
+
+/// `R` rows against `T` activation rows over weights `k0..k1` (multiples of 8 within the
+/// rows), adding into the pairs' lanes `acc[row][token]` in index order.
 #[inline(always)]
 unsafe fn tile<W: Wide, const R: usize, const T: usize>(
     w: [&[u8]; R],
     x: [&[f32]; T],
-) -> [[f32; T]; R] {
-    let n = x[0].len();
-    for r in 0..R {
-        assert!(w[r].len() >= n * W::BYTES, "a weight row is short");
-    }
-    for t in 0..T {
-        assert_eq!(x[t].len(), n, "activation rows differ in length");
-    }
-    let mut acc = [[_mm256_setzero_ps(); T]; R];
-    let whole = n / 8 * 8;
-    for i in (0..whole).step_by(8) {
+    k0: usize,
+    k1: usize,
+    lanes: &mut [[__m256; T]; R],
+) {
+    let mut acc = *lanes;
+    for i in (k0..k1).step_by(8) {
         let wv: [__m256; R] = std::array::from_fn(|r| W::load8(w[r].as_ptr().add(i * W::BYTES)));
         for t in 0..T {
             let xv = _mm256_loadu_ps(x[t].as_ptr().add(i));
@@ -100,39 +101,102 @@ unsafe fn tile<W: Wide, const R: usize, const T: usize>(
             }
         }
     }
-    std::array::from_fn(|r| {
-        std::array::from_fn(|t| {
-            let mut lanes = [0f32; 8];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][t]);
-            for i in whole..n {
-                lanes[i % 8] += W::one(w[r], i) * x[t][i];
-            }
-            lanes.iter().sum()
-        })
-    })
+    *lanes = acc;
 }
 
-/// `out[t][r] = dot(row r, x[t])` for every row of `rows` and four tokens, two rows at a
-/// time (`tile`), an odd last row alone.
+/// `dot`'s end for one pair: the lanes, the weights past the last whole eight, the sum.
+#[inline(always)]
+unsafe fn finish<W: Wide>(acc: __m256, w: &[u8], x: &[f32], whole: usize) -> f32 {
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+    for i in whole..x.len() {
+        lanes[i % 8] += W::one(w, i) * x[i];
+    }
+    lanes.iter().sum()
+}
+
+/// `out[t][r] = dot(row r, x[t])` for every row of `rows` and four tokens. The weights go in
+/// passes of `PASS`, each pass over all the rows (two at a time, an odd last one alone), so
+/// the four tokens' values of a pass are read from L1 by every row; each pair's lanes carry
+/// over from pass to pass in index order, so the bits are `dot`'s.
 #[inline(always)]
 unsafe fn rows_x4<W: Wide>(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [&mut [f32]; 4]) {
-    let mut pairs = rows.chunks_exact(2 * row_bytes);
-    let mut r = 0;
-    for p in &mut pairs {
-        let (w0, w1) = p.split_at(row_bytes);
-        let v = tile::<W, 2, 4>([w0, w1], x);
-        for t in 0..4 {
-            (out[t][r], out[t][r + 1]) = (v[0][t], v[1][t]);
-        }
-        r += 2;
+    let n = x[0].len();
+    assert!(row_bytes >= n * W::BYTES, "a weight row is short");
+    for t in 0..4 {
+        assert_eq!(x[t].len(), n, "activation rows differ in length");
     }
-    for w in pairs.remainder().chunks_exact(row_bytes) {
-        let [v] = tile::<W, 1, 4>([w], x);
-        for t in 0..4 {
-            out[t][r] = v[t];
-        }
-        r += 1;
+    let count = rows.len() / row_bytes;
+    let row = |r: usize| &rows[r * row_bytes..(r + 1) * row_bytes];
+    thread_local! {
+        static LANES: std::cell::RefCell<Vec<[[__m256; 4]; 2]>> =
+            const { std::cell::RefCell::new(Vec::new()) };
     }
+    // Taken out of the thread-local, not borrowed in a closure: a closure does not inherit
+    // this function's target features, and the kernels inlined into it would not be AVX2.
+    let mut acc = LANES.take();
+    acc.clear();
+    acc.resize(count.div_ceil(2), [[_mm256_setzero_ps(); 4]; 2]);
+    let whole = n / 8 * 8;
+    for k0 in (0..whole).step_by(PASS) {
+        let k1 = (k0 + PASS).min(whole);
+        for (p, a) in acc.iter_mut().enumerate() {
+            if 2 * p + 1 < count {
+                tile::<W, 2, 4>([row(2 * p), row(2 * p + 1)], x, k0, k1, a);
+            } else {
+                let mut one = [a[0]];
+                tile::<W, 1, 4>([row(2 * p)], x, k0, k1, &mut one);
+                a[0] = one[0];
+            }
+        }
+    }
+    for r in 0..count {
+        for t in 0..4 {
+            out[t][r] = finish::<W>(acc[r / 2][r % 2][t], row(r), x[t], whole);
+        }
+    }
+    LANES.set(acc);
+}
+
+/// F16 or BF16 weights (`ty`) widened to f32 into `out` (cleared first): exact, so a prompt
+/// task's rows can be widened once and then go through the F32 kernel with the same bits.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn widen(ty: crate::quant::GgmlType, w: &[u8], out: &mut Vec<f32>) {
+    use crate::quant::GgmlType;
+    /// Every weight of `w` through `W`'s loads.
+    #[inline(always)]
+    unsafe fn all<W: Wide>(w: &[u8], out: &mut Vec<f32>) {
+        let n = w.len() / W::BYTES;
+        out.clear();
+        out.reserve(n);
+        let whole = n / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            let mut v = [0f32; 8];
+            _mm256_storeu_ps(v.as_mut_ptr(), W::load8(w.as_ptr().add(i * W::BYTES)));
+            out.extend_from_slice(&v);
+        }
+        out.extend((whole..n).map(|i| W::one(w, i)));
+    }
+    match ty {
+        GgmlType::F16 => all::<F16>(w, out),
+        GgmlType::BF16 => all::<BF16>(w, out),
+        _ => panic!("{ty} weights are not widened"),
+    }
+}
+
+/// `rows_f32_x4` on rows already in f32: `out[t][r] = dot(row r, x[t])` for the rows of
+/// `rows` (`row_len` weights each).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_wide_x4(rows: &[f32], row_len: usize, x: [&[f32]; 4], out: [&mut [f32]; 4]) {
+    // SAFETY: any f32 is four initialised bytes; the byte view covers the same memory.
+    let bytes = std::slice::from_raw_parts(rows.as_ptr() as *const u8, rows.len() * 4);
+    rows_x4::<F32>(bytes, row_len * 4, x, out)
 }
 
 /// # Safety
