@@ -205,9 +205,7 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
                 }
                 #[cfg(target_arch = "x86_64")]
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
-                    if let [QuantizedAct::Q8_0(_), ..] = acts {
-                        return unpacked_batch(m.ty, rows, acts, &out_rows);
-                    }
+                    return unpacked_batch(m.ty, rows, acts, &out_rows);
                 }
                 let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
                 for t in (0..fours).step_by(4) {
@@ -228,10 +226,10 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
     });
 }
 
-/// A batch task's Q4_0, Q5_0 or Q8_0 rows against every token: the rows unpacked once
-/// (`prompt_rows`, into buffers each pool thread keeps), then taken against the tokens eight
-/// at a time, the rest one by one; bit for bit `vec_dot`'s results. `acts` are all Q8_0 (the
-/// caller checks the first; a prompt's rows are quantized alike).
+/// A batch task's Q4_0, Q5_0, Q8_0, Q4_1 or Q5_1 rows against every token: the rows unpacked
+/// once (`prompt_rows`, into buffers each pool thread keeps), then taken against the tokens
+/// eight at a time, the rest one by one; bit for bit `vec_dot`'s results. `acts` are in the
+/// type's activation format (a prompt's rows are quantized alike).
 #[cfg(target_arch = "x86_64")]
 fn unpacked_batch<'o>(
     ty: GgmlType,
@@ -240,11 +238,13 @@ fn unpacked_batch<'o>(
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::prompt_rows::{
-        rows_unpacked, unpack_offset, unpack_signed, OffsetBlock, SignedBlock, Unpacked,
+        rows_unpacked, rows_unpacked_q8_1, unpack_min, unpack_offset, unpack_signed, MinBlock,
+        OffsetBlock, SignedBlock, Unpacked,
     };
     thread_local! {
         static OFFSET: RefCell<Vec<OffsetBlock>> = const { RefCell::new(Vec::new()) };
         static SIGNED: RefCell<Vec<SignedBlock>> = const { RefCell::new(Vec::new()) };
+        static MIN: RefCell<Vec<MinBlock>> = const { RefCell::new(Vec::new()) };
     }
     /// `blocks` against every token of `acts`, eight at a time, then one by one.
     fn run<'o, B: Unpacked>(
@@ -269,7 +269,28 @@ fn unpacked_batch<'o>(
             unsafe { rows_unpacked::<B, 1, 1>(blocks, per_row, [q8(t)], [out_rows(t)]) };
         }
     }
-    if ty == GgmlType::Q8_0 {
+    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        let q8 = |t: usize| match &acts[t] {
+            QuantizedAct::Q8_1(a) => a.as_slice(),
+            _ => unreachable!("a prompt's activations share one format"),
+        };
+        let (n, per_row) = (acts.len(), q8(0).len());
+        let mut blocks = MIN.take();
+        // SAFETY: the caller checked AVX2, FMA and F16C; `blocks` then holds whole rows of
+        // `per_row` blocks.
+        unsafe { unpack_min(ty, rows, &mut blocks) };
+        for t in (0..n / 8 * 8).step_by(8) {
+            let a = std::array::from_fn(|i| q8(t + i));
+            let outs = std::array::from_fn(|i| out_rows(t + i));
+            // SAFETY: as above.
+            unsafe { rows_unpacked_q8_1::<8>(&blocks, per_row, a, outs) };
+        }
+        for t in n / 8 * 8..n {
+            // SAFETY: as above.
+            unsafe { rows_unpacked_q8_1::<1>(&blocks, per_row, [q8(t)], [out_rows(t)]) };
+        }
+        MIN.set(blocks);
+    } else if ty == GgmlType::Q8_0 {
         SIGNED.with_borrow_mut(|blocks| {
             // SAFETY: the caller checked AVX2, FMA and F16C.
             unsafe { unpack_signed(rows, blocks) };

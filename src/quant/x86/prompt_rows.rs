@@ -1,8 +1,8 @@
-//! A prompt's Q4_0, Q5_0 and Q8_0 products on AVX2: a task's few weight rows unpacked once
-//! (`unpack_rows`), then taken against the prompt's tokens eight at a time
-//! (`rows_unpacked`), each block's weights loaded once for the eight. Unpacking is a third
-//! of a Q5_0 block's work and a fifth of a Q4_0 block's, and the four-token kernels redid it
-//! for every four tokens.
+//! A prompt's legacy-quant products on AVX2: a task's few weight rows unpacked once, then
+//! taken against the prompt's tokens eight at a time (`rows_unpacked` for Q4_0, Q5_0 and Q8_0
+//! with Q8_0 activations, `rows_unpacked_q8_1` for Q4_1 and Q5_1 with Q8_1 activations), each
+//! block's weights loaded once for the eight. Unpacking is a third of a Q5_0 block's work and
+//! a fifth of a Q4_0 block's, and the four-token kernels redid it for every four tokens.
 //!
 //! Every result is bit for bit the single-row kernel's (`legacy`): per (row, token) the same
 //! eight integer lane sums, the same `fma(d_w * d_a, lanes, acc)` block after block and the
@@ -17,12 +17,14 @@
 //! - `SignedBlock` (Q8_0): the levels span a signed byte, whose unsigned offset would overflow
 //!   `maddubs`' 16-bit sums, so the block keeps its levels and their magnitudes and takes
 //!   llama.cpp's sign trick per token.
+//! - `MinBlock` (Q4_1, Q5_1): the unsigned levels, the scale and the min, whose term
+//!   `m_w * s_a` each pair adds into its own scalar sum block after block, as the reference.
 
 use std::arch::x86_64::*;
 
-use super::loads::{f16_pair, hsum, lanes_unsigned, load32, nibbles};
+use super::loads::{f16_pair, high_bits, hsum, lanes_unsigned, load32, nibbles, u32_at};
 use super::q5_0::{lanes_q5_0, q5_0_unsigned};
-use crate::quant::blocks::BlockQ8_0;
+use crate::quant::blocks::{BlockQ8_0, BlockQ8_1};
 use crate::quant::GgmlType;
 
 /// One block of a prompt's unpacked weight rows: its lane sums with an activation block and
@@ -76,10 +78,86 @@ impl Unpacked for SignedBlock {
     }
 }
 
-/// Whether `rows_unpacked` takes a prompt's `ty` products (the caller then unpacks them into
-/// `OffsetBlock`s for Q4_0/Q5_0 and `SignedBlock`s for Q8_0).
+/// A Q4_1 or Q5_1 block: its unsigned levels, scale and min.
+#[derive(Clone, Copy, Default)]
+pub struct MinBlock {
+    u: [u8; 32],
+    d: f32,
+    m: f32,
+}
+
+/// Whether a prompt's `ty` products are unpacked (`OffsetBlock`s for Q4_0/Q5_0, `SignedBlock`s
+/// for Q8_0, `MinBlock`s for Q4_1/Q5_1).
 pub fn unpacks(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
+    matches!(
+        ty,
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q4_1 | GgmlType::Q5_1
+    )
+}
+
+/// Every block of `rows` (whole Q4_1 or Q5_1 rows) unpacked into `out` (cleared first).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack_min(ty: GgmlType, rows: &[u8], out: &mut Vec<MinBlock>) {
+    let bytes = match ty {
+        GgmlType::Q4_1 => 20,
+        GgmlType::Q5_1 => 24,
+        _ => panic!("{ty} does not unpack into min blocks"),
+    };
+    assert_eq!(rows.len() % bytes, 0, "whole {ty} blocks");
+    out.clear();
+    out.extend(rows.chunks_exact(bytes).map(|b| {
+        let u = if bytes == 20 {
+            nibbles(&b[4..20])
+        } else {
+            _mm256_or_si256(nibbles(&b[8..24]), high_bits(u32_at(b, 4)))
+        };
+        let (d, m) = f16_pair(b, 0);
+        let mut block = MinBlock { u: [0; 32], d, m };
+        _mm256_storeu_si256(block.u.as_mut_ptr() as *mut __m256i, u);
+        block
+    }));
+}
+
+/// `vec_dot_q4_1_q8_1` / `vec_dot_q5_1_q8_1` of every row of `blocks` (rows of `per_row`
+/// unpacked blocks) with `T` activation rows: `out[t][r]`, the single-row kernel's operations
+/// per pair in its block order (lanes by FMA, the min terms in a scalar), so its bits.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_unpacked_q8_1<const T: usize>(
+    blocks: &[MinBlock],
+    per_row: usize,
+    a: [&[BlockQ8_1]; T],
+    out: [&mut [f32]; T],
+) {
+    assert!(per_row > 0 && blocks.len().is_multiple_of(per_row));
+    let rows = blocks.len() / per_row;
+    for t in 0..T {
+        assert_eq!(a[t].len(), per_row, "activation rows differ in length");
+        assert!(out[t].len() >= rows, "an output row is short");
+    }
+    for (r, row) in blocks.chunks_exact(per_row).enumerate() {
+        let mut acc = [_mm256_setzero_ps(); T];
+        let mut summs = [0f32; T];
+        for (i, b) in row.iter().enumerate() {
+            let u = _mm256_loadu_si256(b.u.as_ptr() as *const __m256i);
+            let dw = _mm256_set1_ps(b.d);
+            for t in 0..T {
+                // SAFETY: every activation row holds `per_row` blocks (asserted above).
+                let y = unsafe { a[t].get_unchecked(i) };
+                summs[t] += b.m * y.s;
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(y.d));
+                acc[t] = _mm256_fmadd_ps(d, lanes_unsigned(u, load32(&y.qs)), acc[t]);
+            }
+        }
+        for t in 0..T {
+            out[t][r] = hsum(acc[t]) + summs[t];
+        }
+    }
 }
 
 /// Every block of `rows` (whole Q4_0 or Q5_0 rows) unpacked into `out` (cleared first).

@@ -160,6 +160,68 @@ mod legacy_kernels {
     }
 
     #[test]
+    fn unpacked_q8_1_rows_equal_the_reference_bit_for_bit() {
+        use crate::quant::x86::prompt_rows::{rows_unpacked_q8_1, unpack_min};
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX2/FMA");
+            return;
+        }
+        let mut rng = Rng::new(37);
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_1] {
+            for blocks in [1usize, 3, 28] {
+                let rows = 5;
+                let w: Vec<u8> = (0..rows).flat_map(|_| row(&mut rng, ty, blocks)).collect();
+                let acts: Vec<QuantizedAct> = (0..8)
+                    .map(|k| {
+                        let scale = if k == 7 { 1e4 } else { 3.0 };
+                        let x: Vec<f32> = (0..blocks * 32)
+                            .map(|_| rng.next_signed() * scale)
+                            .collect();
+                        quantize_act(ActType::Q8_1, &x)
+                    })
+                    .collect();
+                let q8: Vec<&[crate::quant::blocks::BlockQ8_1]> = acts
+                    .iter()
+                    .map(|a| match a {
+                        QuantizedAct::Q8_1(a) => a.as_slice(),
+                        _ => unreachable!("Q8_1 activations"),
+                    })
+                    .collect();
+                let mut unpacked = Vec::new();
+                let mut eight = vec![vec![0f32; rows]; 8];
+                let mut one = vec![0f32; rows];
+                // SAFETY: the features were just detected; `w` holds whole rows.
+                unsafe {
+                    unpack_min(ty, &w, &mut unpacked);
+                    let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
+                        unreachable!()
+                    };
+                    let a = std::array::from_fn(|t| q8[t]);
+                    rows_unpacked_q8_1::<8>(&unpacked, blocks, a, [o0, o1, o2, o3, o4, o5, o6, o7]);
+                    rows_unpacked_q8_1::<1>(&unpacked, blocks, [q8[3]], [&mut one]);
+                }
+                let bytes = ty.block_bytes() * blocks;
+                for (r, wr) in w.chunks_exact(bytes).enumerate() {
+                    for t in 0..8 {
+                        let want = reference(ty, wr, &acts[t]).to_bits();
+                        assert_eq!(
+                            eight[t][r].to_bits(),
+                            want,
+                            "{ty} x {blocks}: row {r}, token {t}"
+                        );
+                    }
+                    let want = reference(ty, wr, &acts[3]).to_bits();
+                    assert_eq!(
+                        one[r].to_bits(),
+                        want,
+                        "{ty} x {blocks}: row {r}, one token"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn avx2_kernels_equal_the_reference_bit_for_bit() {
         if !available() {
             eprintln!("skipped: this CPU has no AVX2/FMA");
