@@ -335,8 +335,8 @@ fn widened_batch<'o>(
         // SAFETY: as above; `wide` holds whole rows of `cols` weights.
         unsafe { rows_wide_x4(&wide, cols, a, outs) };
     }
-    for t in n / 4 * 4..n {
-        vec_dot_rows(ty, rows, 2 * cols, &acts[t], out_rows(t));
+    for (t, act) in acts.iter().enumerate().skip(n / 4 * 4) {
+        vec_dot_rows(ty, rows, 2 * cols, act, out_rows(t));
     }
     WIDE.set(wide);
 }

@@ -123,8 +123,8 @@ unsafe fn finish<W: Wide>(acc: __m256, w: &[u8], x: &[f32], whole: usize) -> f32
 unsafe fn rows_x4<W: Wide>(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [&mut [f32]; 4]) {
     let n = x[0].len();
     assert!(row_bytes >= n * W::BYTES, "a weight row is short");
-    for t in 0..4 {
-        assert_eq!(x[t].len(), n, "activation rows differ in length");
+    for xt in &x {
+        assert_eq!(xt.len(), n, "activation rows differ in length");
     }
     let count = rows.len() / row_bytes;
     let row = |r: usize| &rows[r * row_bytes..(r + 1) * row_bytes];
@@ -298,14 +298,15 @@ mod tests {
                 .map(|_| (0..n).map(|_| rng.next_signed()).collect())
                 .collect();
             type Rows4 = unsafe fn(&[u8], usize, [&[f32]; 4], [&mut [f32]; 4]);
-            type Scalar = fn(&[u8], &[f32]) -> f32;
-            let kinds: [(
+            type Kind = (
                 usize,
                 fn(&[f32], &mut Vec<u8>),
                 fn(&[f32]) -> Vec<f32>,
                 Rows4,
                 Scalar,
-            ); 3] = [
+            );
+            type Scalar = fn(&[u8], &[f32]) -> f32;
+            let kinds: [Kind; 3] = [
                 (
                     4,
                     float::quantize_f32,

@@ -4,7 +4,6 @@
 /// The legacy-quant kernels (`legacy`, `q5_0`).
 mod legacy_kernels {
     use super::super::legacy::*;
-    use super::super::q5_0::*;
     use crate::quant::blocks::BlockQ8_0;
     use crate::quant::legacy::LEGACY;
     use crate::quant::x86::available;
