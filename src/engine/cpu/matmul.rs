@@ -7,14 +7,14 @@
 //! (`pool.rs`), so a layer has fewer regions to wait at.
 //!
 //! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
-//! weights stream from memory once). For a batch (a prompt) it is a few rows, taken against
-//! the tokens four at a time with the four-row kernels, so the task's rows and the four
-//! tokens' activations stay in L1 while each weight block is unpacked once per four tokens;
-//! results go straight to `out[token][row]`. Q5_0 rows, whose 5-bit unpacking is a third of a
-//! block's work, are unpacked once per task instead and taken against eight tokens at a time
-//! (AVX2), or sixteen, two per register (AVX-512 VNNI, `quant::x86_vnni`). (The same for the
-//! k-quants ran slower than their four-token kernels, which keep a block's levels in
-//! registers; docs/measurements/cpu-engine.md.)
+//! weights stream from memory once). For a batch (a prompt) it is a few rows, unpacked once
+//! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
+//! Q4_1, Q5_1: `quant::x86::prompt_rows`, eight tokens per block load; on AVX-512 VNNI the
+//! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
+//! once for the float types (`quant::x86::float`), and otherwise taken against the tokens four
+//! at a time with the four-row kernels (the k-quants, whose four-token kernels keep a block's
+//! levels in registers and ran faster than unpacking; docs/measurements/cpu-engine.md).
+//! Results go straight to `out[token][row]`.
 
 use super::pool;
 use crate::model::weights::{Mat, Weights};
