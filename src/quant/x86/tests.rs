@@ -137,6 +137,26 @@ mod legacy_kernels {
             let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
             assert_products(spec, w, blocks, &all, &outs, "eight tokens");
             assert_products(spec, w, blocks, &[&acts[3]], &[&one], "one token");
+            // The engine's tile: four rows (and the rest alone) by two tokens, and by one.
+            let (mut two, mut last) = (vec![vec![0f32; rows]; 2], vec![0f32; rows]);
+            let [t0, t1] = &mut two[..] else {
+                unreachable!()
+            };
+            // SAFETY: as above.
+            unsafe {
+                rows_unpacked::<B, 4, 2>(unpacked, blocks, [&acts[5], &acts[7]], [t0, t1]);
+                rows_unpacked::<B, 4, 1>(unpacked, blocks, [&acts[6]], [&mut last]);
+            }
+            let pair = [acts[5].as_slice(), acts[7].as_slice()];
+            assert_products(
+                spec,
+                w,
+                blocks,
+                &pair,
+                &[&two[0], &two[1]],
+                "four rows by two",
+            );
+            assert_products(spec, w, blocks, &[&acts[6]], &[&last], "four rows by one");
         }
         let mut rng = Rng::new(29);
         for spec in Q8_0_ACT_TYPES {
