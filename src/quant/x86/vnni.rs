@@ -137,9 +137,21 @@ impl BiasedPair {
     }
 }
 
+/// Blocks per pass over a task's rows in `rows_signed`: one pass's activation blocks of eight
+/// pairs (32 blocks of 128 bytes each) stay in L1 while every row of the task takes them; a
+/// row of 4864 weights (152 blocks) would otherwise stream them from L2 once per row.
+const PASS_BLOCKS: usize = 32;
+
+thread_local! {
+    /// `rows_signed`'s accumulators between passes, one per row and pair.
+    static LANES: std::cell::RefCell<Vec<__m512>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// `legacy::vec_dot_q*_0_q8_0` of every row of `w` with `P` pairs of activation rows:
 /// `out[p][k][r]` for token `k` of pair `p`. The two halves of each 512-bit accumulator are the
-/// two tokens' eight-lane accumulators, updated block after block as the reference's.
+/// two tokens' eight-lane accumulators, updated block after block as the reference's; the
+/// blocks go in passes of `PASS_BLOCKS` over all the rows, each accumulator kept between
+/// passes, so the order per pair is unchanged.
 ///
 /// # Safety
 /// The CPU must support what `available()` checks.
@@ -160,29 +172,41 @@ pub unsafe fn rows_signed<const P: usize>(
             "an output row is short"
         );
     }
-    #[allow(clippy::needless_range_loop)] // `r` indexes the weights and every output row
-    for r in 0..rows {
-        let base = r * per_row;
-        let mut acc = [_mm512_setzero_ps(); P];
-        for i in 0..per_row {
-            let levels = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-                w.levels.as_ptr().add(base + i) as *const __m256i,
-            ));
-            let start = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-                w.neg_bias.as_ptr().add(base + i) as *const __m256i,
-            ));
-            let dw = _mm512_set1_ps(*w.d.as_ptr().add(base + i));
-            for p in 0..P {
-                let q = _mm512_loadu_si512(a[p].qs.as_ptr().add(i) as *const _);
-                let lanes = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, q, levels));
-                let d = _mm512_mul_ps(dw, _mm512_loadu_ps(a[p].d.as_ptr().add(i) as *const f32));
-                acc[p] = _mm512_fmadd_ps(d, lanes, acc[p]);
+    // Taken out of the thread-local, not borrowed in a closure: a closure would not inherit
+    // this function's target features.
+    let mut acc = LANES.take();
+    acc.clear();
+    acc.resize(rows * P, _mm512_setzero_ps());
+    for c0 in (0..per_row).step_by(PASS_BLOCKS) {
+        let c1 = (c0 + PASS_BLOCKS).min(per_row);
+        for r in 0..rows {
+            let base = r * per_row;
+            let mut sums: [__m512; P] = std::array::from_fn(|p| acc[r * P + p]);
+            for i in c0..c1 {
+                let levels = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                    w.levels.as_ptr().add(base + i) as *const __m256i,
+                ));
+                let start = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                    w.neg_bias.as_ptr().add(base + i) as *const __m256i,
+                ));
+                let dw = _mm512_set1_ps(*w.d.as_ptr().add(base + i));
+                for p in 0..P {
+                    let q = _mm512_loadu_si512(a[p].qs.as_ptr().add(i) as *const _);
+                    let lanes = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, q, levels));
+                    let d =
+                        _mm512_mul_ps(dw, _mm512_loadu_ps(a[p].d.as_ptr().add(i) as *const f32));
+                    sums[p] = _mm512_fmadd_ps(d, lanes, sums[p]);
+                }
             }
+            acc[r * P..(r + 1) * P].copy_from_slice(&sums);
         }
+    }
+    for r in 0..rows {
         for p in 0..P {
+            let v = acc[r * P + p];
             let halves = [
-                _mm512_castps512_ps256(acc[p]),
-                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p]))),
+                _mm512_castps512_ps256(v),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
             ];
             for (k, h) in halves.into_iter().enumerate() {
                 let mut lanes = [0f32; 8];
@@ -191,6 +215,7 @@ pub unsafe fn rows_signed<const P: usize>(
             }
         }
     }
+    LANES.set(acc);
 }
 
 #[cfg(test)]
@@ -207,7 +232,7 @@ mod tests {
         }
         let mut rng = Rng::new(31);
         for spec in Q8_0_ACT_TYPES {
-            for blocks in [1usize, 2, 3, 28, 29] {
+            for blocks in [1usize, 2, 3, 28, 29, 70] {
                 let rows = 5;
                 let (w, acts) = rows_and_acts(&mut rng, spec, rows, blocks);
                 let pairs: Vec<BiasedPair> = (0..4)
