@@ -9,7 +9,7 @@
 //! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
 //! weights stream from memory once). For a batch (a prompt) it is a few rows, unpacked once
 //! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
-//! Q4_1, Q5_1: `quant::x86::prompt_rows`, eight tokens per block load; on AVX-512 VNNI the
+//! Q4_1, Q5_1: `quant::x86::prompt_rows`, several tokens per block load; on AVX-512 VNNI the
 //! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
 //! once for the float types (`quant::x86::float`), and otherwise taken against the tokens four
 //! at a time with the four-row kernels (the k-quants, whose four-token kernels keep a block's
@@ -228,8 +228,9 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
 
 /// A batch task's Q4_0, Q5_0, Q8_0, Q4_1 or Q5_1 rows against every token: the rows unpacked
 /// once (`prompt_rows`, into buffers each pool thread keeps), then taken against the tokens
-/// eight at a time, the rest one by one; bit for bit `vec_dot`'s results. `acts` are in the
-/// type's activation format (a prompt's rows are quantized alike).
+/// (Q4_0/Q5_0/Q8_0 four rows by two tokens a step, Q4_1/Q5_1 one row by eight tokens, the
+/// rest one by one); bit for bit `vec_dot`'s results. `acts` are in the type's activation
+/// format (a prompt's rows are quantized alike).
 #[cfg(target_arch = "x86_64")]
 fn unpacked_batch<'o>(
     ty: GgmlType,

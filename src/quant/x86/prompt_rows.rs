@@ -1,12 +1,14 @@
 //! A prompt's legacy-quant products on AVX2: a task's few weight rows unpacked once, then
-//! taken against the prompt's tokens eight at a time (`rows_unpacked` for Q4_0, Q5_0 and Q8_0
-//! with Q8_0 activations, `rows_unpacked_q8_1` for Q4_1 and Q5_1 with Q8_1 activations), each
-//! block's weights loaded once for the eight. Unpacking is a third of a Q5_0 block's work and
-//! a fifth of a Q4_0 block's, and the four-token kernels redid it for every four tokens.
+//! taken against the prompt's tokens several at a time (`rows_unpacked` for Q4_0, Q5_0 and
+//! Q8_0 with Q8_0 activations, in tiles of `R` rows by `T` tokens; `rows_unpacked_q8_1` for
+//! Q4_1 and Q5_1 with Q8_1 activations, one row by `T` tokens), each block's weights loaded
+//! once for the tile's tokens and each activation block once for its rows. Unpacking is a
+//! third of a Q5_0 block's work and a fifth of a Q4_0 block's, and the four-token kernels
+//! redid it for every four tokens.
 //!
 //! Every result is bit for bit the single-row kernel's (`legacy`): per (row, token) the same
 //! eight integer lane sums, the same `fma(d_w * d_a, lanes, acc)` block after block and the
-//! same `hsum_float_8`. The blocks are unpacked in one of two forms:
+//! same `hsum_float_8`. The blocks are unpacked in one of three forms:
 //!
 //! - `OffsetBlock` (Q4_0, Q5_0): unsigned values `u` with levels `u - 16`, so a lane sum is
 //!   `maddubs(u, a)` less `16 * Σ a` (`BlockQ8_0::sums16`, made once per activation row), with
