@@ -14,6 +14,12 @@
 #   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" \
 #       [SHAPES="qwen2.5-0.5b"] [QUANTS="q4_k_m q8_0 ..."] bash bench/cpu-vs-llama.sh
 #
+# Then, for each synthetic model whose mix is in $BRICK_QUANTS (default "q4_0 q8_0"; empty
+# skips) and each thread count, it prints cbtop's per-brick prefill table of one 64-token
+# prompt under --timing events (time per brick, GB/s, TFLOP/s and share of the brick's roof,
+# the quantized products' roof being the measured int8 dot peak named in the table's header),
+# first for $CBTOP_BEFORE when set (an earlier build, for a before/after), then for $CBTOP.
+#
 # PEER: the folder with the llama.cpp source tarball and build-llama.sh (default ../shared/peer,
 # else shared/peer; what it is and how to make it: docs/benchmarks.md); LLAMA_DIR: where it
 # builds (default /tmp/llama-cpu; an existing build is reused; about 12 minutes on 2 cores).
@@ -76,3 +82,23 @@ print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama
       " -p 64 -n 64 -r 1 (plain build of the peer, docs/benchmarks.md; repacking as it defaults); cbtop:"
       " --headless --device cpu --timing off, 64 decode steps after a 64-token prompt")
 PY
+
+BRICK_QUANTS=${BRICK_QUANTS-q4_0 q8_0}
+for entry in "${models[@]}"; do
+    name=${entry%%=*}
+    file=${entry#*=}
+    for q in $BRICK_QUANTS; do
+        [ "${name%-"$q"}" != "$name" ] || continue
+        for t in $THREADS; do
+            for build in ${CBTOP_BEFORE:+before} after; do
+                bin=$CBTOP
+                [ "$build" = before ] && bin=$CBTOP_BEFORE
+                echo
+                echo "## $name, $t threads, $build ($bin)"
+                "$bin" --headless --format md --device cpu --threads "$t" --timing events \
+                    --model-path "$file" --tokens 8 --prefill 64 --warmup 2 --ctx 200 |
+                    sed -n '/^Prefill of/,/^Telemetry/p' | grep -v '^Telemetry'
+            done
+        done
+    done
+done
