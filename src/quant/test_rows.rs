@@ -6,21 +6,18 @@ use super::legacy::{self, BlockQ8_0};
 use super::{quantize_act, ActType, GgmlType, QuantizedAct};
 use crate::rng::SplitMix64;
 
-/// The types whose prompt kernels take Q8_0 activations, with their block sizes in bytes.
-pub const Q8_0_ACT_TYPES: [(GgmlType, usize); 3] = [
-    (GgmlType::Q4_0, 18),
-    (GgmlType::Q5_0, 22),
-    (GgmlType::Q8_0, 34),
-];
+/// The types whose prompt kernels take Q8_0 activations.
+pub const Q8_0_ACT_TYPES: [GgmlType; 3] = [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0];
 
-/// `rows` random `ty` rows of `blocks` blocks (random bytes, finite scales; `bytes` per block)
-/// and eight activation rows quantized to Q8_0, the last with large values.
+/// `rows` random `ty` rows of `blocks` blocks (random bytes, finite scales) and eight
+/// activation rows quantized to Q8_0, the last with large values.
 pub fn rows_and_acts(
     rng: &mut SplitMix64,
-    (ty, bytes): (GgmlType, usize),
+    ty: GgmlType,
     rows: usize,
     blocks: usize,
 ) -> (Vec<u8>, Vec<Vec<BlockQ8_0>>) {
+    let bytes = ty.block_bytes();
     let mut w: Vec<u8> = (0..rows * blocks * bytes)
         .map(|_| rng.next_u64() as u8)
         .collect();
@@ -49,7 +46,7 @@ pub fn rows_and_acts(
 
 /// `out[t][r]` is the scalar `legacy::vec_dot_*_q8_0(row r of w, acts[t])`, bit for bit.
 pub fn assert_products(
-    (ty, bytes): (GgmlType, usize),
+    ty: GgmlType,
     w: &[u8],
     blocks: usize,
     acts: &[&[BlockQ8_0]],
@@ -62,7 +59,7 @@ pub fn assert_products(
         GgmlType::Q8_0 => legacy::vec_dot_q8_0_q8_0,
         _ => panic!("{ty} takes no Q8_0 activations"),
     };
-    for (r, wr) in w.chunks_exact(bytes * blocks).enumerate() {
+    for (r, wr) in w.chunks_exact(ty.block_bytes() * blocks).enumerate() {
         for (t, a) in acts.iter().enumerate() {
             assert_eq!(
                 out[t][r].to_bits(),

@@ -103,15 +103,15 @@ pub fn unpacks(ty: GgmlType) -> bool {
 /// The CPU must support AVX2, FMA and F16C (`available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack_min(ty: GgmlType, rows: &[u8], out: &mut Vec<MinBlock>) {
-    let bytes = match ty {
-        GgmlType::Q4_1 => 20,
-        GgmlType::Q5_1 => 24,
-        _ => panic!("{ty} does not unpack into min blocks"),
-    };
+    assert!(
+        matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1),
+        "{ty} does not unpack into min blocks"
+    );
+    let bytes = ty.block_bytes();
     assert_eq!(rows.len() % bytes, 0, "whole {ty} blocks");
     out.clear();
     out.extend(rows.chunks_exact(bytes).map(|b| {
-        let u = if bytes == 20 {
+        let u = if ty == GgmlType::Q4_1 {
             nibbles(&b[4..20])
         } else {
             _mm256_or_si256(nibbles(&b[8..24]), high_bits(u32_at(b, 4)))

@@ -115,13 +115,13 @@ mod legacy_kernels {
         }
         /// Eight tokens at once and one alone, against the reference.
         fn check<B: Unpacked>(
-            spec: (GgmlType, usize),
+            ty: GgmlType,
             w: &[u8],
             blocks: usize,
             acts: &[Vec<BlockQ8_0>],
             unpacked: &[B],
         ) {
-            let rows = w.len() / (spec.1 * blocks);
+            let rows = w.len() / (ty.block_bytes() * blocks);
             let mut eight = vec![vec![0f32; rows]; 8];
             let mut one = vec![0f32; rows];
             let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
@@ -135,8 +135,8 @@ mod legacy_kernels {
             }
             let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
             let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
-            assert_products(spec, w, blocks, &all, &outs, "eight tokens");
-            assert_products(spec, w, blocks, &[&acts[3]], &[&one], "one token");
+            assert_products(ty, w, blocks, &all, &outs, "eight tokens");
+            assert_products(ty, w, blocks, &[&acts[3]], &[&one], "one token");
             // The engine's tile: four rows (and the rest alone) by two tokens, and by one.
             let (mut two, mut last) = (vec![vec![0f32; rows]; 2], vec![0f32; rows]);
             let [t0, t1] = &mut two[..] else {
@@ -149,29 +149,29 @@ mod legacy_kernels {
             }
             let pair = [acts[5].as_slice(), acts[7].as_slice()];
             assert_products(
-                spec,
+                ty,
                 w,
                 blocks,
                 &pair,
                 &[&two[0], &two[1]],
                 "four rows by two",
             );
-            assert_products(spec, w, blocks, &[&acts[6]], &[&last], "four rows by one");
+            assert_products(ty, w, blocks, &[&acts[6]], &[&last], "four rows by one");
         }
         let mut rng = Rng::new(29);
-        for spec in Q8_0_ACT_TYPES {
+        for ty in Q8_0_ACT_TYPES {
             for blocks in [1usize, 3, 28] {
-                let (w, acts) = rows_and_acts(&mut rng, spec, 5, blocks);
+                let (w, acts) = rows_and_acts(&mut rng, ty, 5, blocks);
                 // SAFETY: the features were just detected; `w` holds whole rows.
                 unsafe {
-                    if spec.0 == GgmlType::Q8_0 {
+                    if ty == GgmlType::Q8_0 {
                         let mut unpacked = Vec::new();
                         unpack_signed(&w, &mut unpacked);
-                        check(spec, &w, blocks, &acts, &unpacked);
+                        check(ty, &w, blocks, &acts, &unpacked);
                     } else {
                         let mut unpacked = Vec::new();
-                        unpack_offset(spec.0, &w, &mut unpacked);
-                        check(spec, &w, blocks, &acts, &unpacked);
+                        unpack_offset(ty, &w, &mut unpacked);
+                        check(ty, &w, blocks, &acts, &unpacked);
                     }
                 }
             }

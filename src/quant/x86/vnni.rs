@@ -66,12 +66,11 @@ impl SignedRows {
     /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn unpack(&mut self, ty: GgmlType, rows: &[u8], per_row: usize) {
-        let bytes = match ty {
-            GgmlType::Q4_0 => 18,
-            GgmlType::Q5_0 => 22,
-            GgmlType::Q8_0 => 34,
-            _ => panic!("{ty} rows do not unpack into signed levels"),
-        };
+        assert!(
+            Self::unpacks(ty),
+            "{ty} rows do not unpack into signed levels"
+        );
+        let bytes = ty.block_bytes();
         assert!(
             per_row > 0 && rows.len().is_multiple_of(bytes * per_row),
             "whole {ty} rows"
@@ -231,17 +230,17 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(31);
-        for spec in Q8_0_ACT_TYPES {
+        for ty in Q8_0_ACT_TYPES {
             for blocks in [1usize, 2, 3, 28, 29, 70] {
                 let rows = 5;
-                let (w, acts) = rows_and_acts(&mut rng, spec, rows, blocks);
+                let (w, acts) = rows_and_acts(&mut rng, ty, rows, blocks);
                 let pairs: Vec<BiasedPair> = (0..4)
                     .map(|p| BiasedPair::new(&acts[2 * p], &acts[2 * p + 1]))
                     .collect();
                 let odd = BiasedPair::new(&acts[2], &acts[2]);
                 let mut unpacked = SignedRows::default();
                 // SAFETY: AVX-512 VNNI (so AVX2) was just detected.
-                unsafe { unpacked.unpack(spec.0, &w, blocks) };
+                unsafe { unpacked.unpack(ty, &w, blocks) };
                 let mut eight = vec![vec![0f32; rows]; 8];
                 let (mut one, mut twin) = (vec![0f32; rows], vec![0f32; rows]);
                 let [o0, o1, o2, o3, o4, o5, o6, o7] = &mut eight[..] else {
@@ -255,9 +254,9 @@ mod tests {
                 }
                 let all: Vec<&[BlockQ8_0]> = acts.iter().map(|a| a.as_slice()).collect();
                 let outs: Vec<&[f32]> = eight.iter().map(|o| o.as_slice()).collect();
-                assert_products(spec, &w, blocks, &all, &outs, "eight tokens in pairs");
+                assert_products(ty, &w, blocks, &all, &outs, "eight tokens in pairs");
                 let odd_one = [acts[2].as_slice(), acts[2].as_slice()];
-                assert_products(spec, &w, blocks, &odd_one, &[&one, &twin], "an odd token");
+                assert_products(ty, &w, blocks, &odd_one, &[&one, &twin], "an odd token");
             }
         }
     }
