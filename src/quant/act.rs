@@ -117,8 +117,6 @@ pub fn has_x4(ty: GgmlType) -> bool {
         return matches!(
             ty,
             GgmlType::F32
-                | GgmlType::F16
-                | GgmlType::BF16
                 | GgmlType::Q4_1
                 | GgmlType::Q5_0
                 | GgmlType::Q8_0
@@ -180,8 +178,8 @@ fn kquant_x4() -> ([KDot4; 3], [KRows4; 3]) {
 #[inline(always)]
 pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f32; 4]> {
     #[cfg(target_arch = "x86_64")]
-    if super::x86::available() && matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
-        // The float kernels exist for a task's rows only: one row is such a task.
+    if super::x86::available() && ty == GgmlType::F32 {
+        // The F32 kernel exists for a task's rows only: one row is such a task.
         let mut out = [[0f32; 1]; 4];
         vec_dot_rows_x4(ty, w, w.len(), acts, out.each_mut().map(|o| &mut o[..]));
         return Some(out.map(|o| o[0]));
@@ -280,7 +278,7 @@ pub fn vec_dot_rows_x4(
     #[cfg(target_arch = "x86_64")]
     if super::x86::available() {
         use super::x86 as l;
-        use QuantizedAct::{BF16, F16, F32, Q8_0, Q8_1, Q8_K};
+        use QuantizedAct::{F32, Q8_0, Q8_1, Q8_K};
         let rb = row_bytes;
         let (_, k) = kquant_x4();
         // SAFETY: AVX2, FMA and F16C were just detected (and the k-quant kernels' own
@@ -289,12 +287,6 @@ pub fn vec_dot_rows_x4(
             match (ty, acts) {
                 (GgmlType::F32, [F32(a), F32(b), F32(c), F32(d)]) => {
                     return l::float::rows_f32_x4(rows, rb, [a, b, c, d], out)
-                }
-                (GgmlType::F16, [F16(a), F16(b), F16(c), F16(d)]) => {
-                    return l::float::rows_f16_x4(rows, rb, [a, b, c, d], out)
-                }
-                (GgmlType::BF16, [BF16(a), BF16(b), BF16(c), BF16(d)]) => {
-                    return l::float::rows_bf16_x4(rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q4_1, [Q8_1(a), Q8_1(b), Q8_1(c), Q8_1(d)]) => {
                     return l::rows_q4_1_q8_1_x4(rows, rb, [a, b, c, d], out)

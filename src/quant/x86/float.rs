@@ -3,9 +3,10 @@
 //! separately, in index order), so the bits are the scalar reference's; the lanes are then
 //! summed as it sums them.
 //!
-//! A prompt's products take two rows against four tokens per step (`rows_*_x4`): each pair
-//! keeps its own register in the single dot's order, the rows' weights are widened once for
-//! the four tokens and each token's eight values loaded once for the two rows, and the eight
+//! A prompt's products take two rows against four tokens per step (`rows_f32_x4`, and
+//! `rows_wide_x4` on F16/BF16 rows widened to f32 once per task by `widen`): each pair keeps
+//! its own register in the single dot's order, each token's eight values are loaded once for
+//! the two rows and each row's once for the four tokens, and the eight
 //! independent chains hide the add latency that bounds a single dot. The rows go in passes of
 //! `PASS` weights so the tokens' values (f32, twice the weights' bytes) are read from L1.
 
@@ -209,20 +210,6 @@ pub unsafe fn rows_f32_x4(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [&
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn rows_f16_x4(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [&mut [f32]; 4]) {
-    rows_x4::<F16>(rows, row_bytes, x, out)
-}
-
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn rows_bf16_x4(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [&mut [f32]; 4]) {
-    rows_x4::<BF16>(rows, row_bytes, x, out)
-}
-
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
-#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_f32_row(w: &[u8], x: &[f32]) -> f32 {
     dot::<F32>(w, x)
 }
@@ -291,45 +278,48 @@ mod tests {
             eprintln!("skipped: no AVX2/FMA/F16C");
             return;
         }
+        use crate::quant::GgmlType;
         let mut rng = SplitMix64::new(6);
-        for (rows, n) in [(1usize, 8usize), (2, 9), (3, 64), (5, 250), (4, 896)] {
+        for (rows, n) in [
+            (1usize, 8usize),
+            (2, 9),
+            (3, 64),
+            (5, 250),
+            (4, 896),
+            (3, 1031),
+        ] {
             let w: Vec<f32> = (0..rows * n).map(|_| rng.next_signed() * 3.0).collect();
             let x: Vec<Vec<f32>> = (0..4)
                 .map(|_| (0..n).map(|_| rng.next_signed()).collect())
                 .collect();
-            type Rows4 = unsafe fn(&[u8], usize, [&[f32]; 4], [&mut [f32]; 4]);
+            type Scalar = fn(&[u8], &[f32]) -> f32;
             type Kind = (
-                usize,
+                GgmlType,
                 fn(&[f32], &mut Vec<u8>),
                 fn(&[f32]) -> Vec<f32>,
-                Rows4,
                 Scalar,
             );
-            type Scalar = fn(&[u8], &[f32]) -> f32;
             let kinds: [Kind; 3] = [
                 (
-                    4,
+                    GgmlType::F32,
                     float::quantize_f32,
                     |x| x.to_vec(),
-                    rows_f32_x4,
                     float::dot_f32_row,
                 ),
                 (
-                    2,
+                    GgmlType::F16,
                     float::quantize_f16,
                     float::round_f16,
-                    rows_f16_x4,
                     float::dot_f16_row,
                 ),
                 (
-                    2,
+                    GgmlType::BF16,
                     float::quantize_bf16,
                     float::round_bf16,
-                    rows_bf16_x4,
                     float::dot_bf16_row,
                 ),
             ];
-            for (bytes, quantize, round, kernel, scalar) in kinds {
+            for (ty, quantize, round, scalar) in kinds {
                 let mut m = Vec::new();
                 quantize(&w, &mut m);
                 let xr: Vec<Vec<f32>> = x.iter().map(|v| round(v)).collect();
@@ -337,22 +327,25 @@ mod tests {
                 let [o0, o1, o2, o3] = &mut out[..] else {
                     unreachable!()
                 };
+                let a = std::array::from_fn(|t| xr[t].as_slice());
+                let mut wide = Vec::new();
                 // SAFETY: the features were just checked.
                 unsafe {
-                    kernel(
-                        &m,
-                        n * bytes,
-                        std::array::from_fn(|t| xr[t].as_slice()),
-                        [o0, o1, o2, o3],
-                    )
-                };
-                for (r, row) in m.chunks_exact(n * bytes).enumerate() {
+                    if ty == GgmlType::F32 {
+                        rows_f32_x4(&m, n * 4, a, [o0, o1, o2, o3]);
+                    } else {
+                        widen(ty, &m, &mut wide);
+                        rows_wide_x4(&wide, n, a, [o0, o1, o2, o3]);
+                    }
+                }
+                let row_bytes = m.len() / rows;
+                for (r, row) in m.chunks_exact(row_bytes).enumerate() {
                     for t in 0..4 {
                         let want = scalar(row, &xr[t]);
                         assert_eq!(
                             out[t][r].to_bits(),
                             want.to_bits(),
-                            "{rows}x{n} row {r} token {t}"
+                            "{ty} {rows}x{n} row {r} token {t}"
                         );
                     }
                 }
