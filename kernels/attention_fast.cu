@@ -385,16 +385,17 @@ __device__ __forceinline__ void attg_combine(const float* __restrict__ part,
 
 // Positions per chunk for a context of n_ctx split `splits` ways: at least ATTF_MIN_CHUNK.
 // On the grouped path `splits` is the chunks one wave of blocks takes, and a chunk is a whole
-// number of ATTF_MIN_CHUNK passes (no pass runs part-full): of the chunk sizes that give one
-// wave or (where 2 x splits chunks stay within ATTF_GROUP_SPLITS) two, the one with the least
-// work a block times waves, the single wave on a tie.
-__device__ __forceinline__ int attf_chunk(int n_ctx, int splits, bool grouped) {
+// number of `gran` positions (the CUDA-core kernel: ATTF_MIN_CHUNK, its passes, so none runs
+// part-full; the tensor-core one: a warp's 16): of the chunk sizes that give one wave or
+// (where 2 x splits chunks stay within ATTF_GROUP_SPLITS) two, the one with the least work a
+// block times waves, the single wave on a tie.
+__device__ __forceinline__ int attf_chunk(int n_ctx, int splits, bool grouped,
+                                          int gran = ATTF_MIN_CHUNK) {
     if (!grouped) return max(ATTF_MIN_CHUNK, (n_ctx + splits - 1) / splits);
-    const int t = ATTF_MIN_CHUNK;
     int best = 0, cost = 0;
     for (int w = 1; w <= (2 * splits <= ATTF_GROUP_SPLITS ? 2 : 1); w++) {
         int c = (n_ctx + w * splits - 1) / (w * splits);
-        c = max(t, (c + t - 1) / t * t);
+        c = max(ATTF_MIN_CHUNK, (c + gran - 1) / gran * gran);
         int waves = ((n_ctx + c - 1) / c + splits - 1) / splits;
         if (w == 1 || waves * c < cost) {
             best = c;
@@ -648,10 +649,10 @@ __device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* 
 // The same for a block of the grouped kernel (KV head blockIdx.x, grouped chunk blockIdx.y).
 __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* vc,
                                                          int n_kv_heads, int hd, int pos0,
-                                                         int splits) {
+                                                         int splits, int gran) {
 #if ATTF_PREFETCH
     int n_ctx = pos0 + 1;
-    int chunk = attf_chunk(n_ctx, splits, true);
+    int chunk = attf_chunk(n_ctx, splits, true, gran);
     int j0 = blockIdx.y * chunk;
     if (j0 >= n_ctx) return;
     int len = min(n_ctx - 1, j0 + chunk) - j0;
@@ -705,7 +706,8 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
 
 // The grouped kernels' parameters (this file's `attention_group` and attention_group_mma.cu's
 // kernel), in the order the host pushes them (src/engine/cuda/attention.rs), and their opening:
-// the position and RoPE values, the chunk's K and V rows into L2, the wait on the kernel ahead.
+// the position and RoPE values, the chunk's K and V rows into L2 (chunks of whole `gran`
+// positions, `attf_chunk`), the wait on the kernel ahead.
 #define ATTG_PARAMS                                                                          \
     const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,   \
         u16 *__restrict__ kc, u16 *__restrict__ vc, int n_heads, int n_kv_heads, int hd,     \
@@ -713,9 +715,9 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
         int splits, float scale, float *__restrict__ part, int *__restrict__ tickets,        \
         float *__restrict__ out, int akind, float *__restrict__ axf, i8 *__restrict__ aq,    \
         float *__restrict__ ad, float *__restrict__ ax, STAMP_PARAMS
-#define ATTG_OPEN                                                                            \
+#define ATTG_OPEN(gran)                                                                      \
     ATTF_PROLOGUE                                                                            \
-    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits);                          \
+    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits, gran);                    \
     STAMP_GUARD;
 
 // A block per KV head and chunk, the head's 2 to ATTF_GROUP_MAX query heads together: grid
@@ -723,7 +725,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
 // n_heads x 2 splits x (head_dim + 4) floats, `tickets` n_kv_heads counters.
 extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     attention_group(ATTG_PARAMS) {
-    ATTG_OPEN
+    ATTG_OPEN(ATTF_MIN_CHUNK)
     __shared__ AttfShared sh;
 #define ATTG_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, \
                   blockIdx.x, blockIdx.y, splits, scale, part, tickets, out, akind, axf, aq, ad, \

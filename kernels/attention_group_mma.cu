@@ -22,6 +22,9 @@
 #endif
 #define AGM_THREADS (32 * AGM_WARPS)
 #define AGM_TILE (16 * AGM_WARPS)
+// Chunks are whole warps' worth of positions: a part-full last tile costs its idle warps,
+// not a second wave of blocks.
+#define AGM_GRAN 16
 
 // Dynamic shared memory: two buffers of K and V tiles (2 x 2 x AGM_TILE rows of HD + 8 halves),
 // then G x max(HD, ATTF_GROUP_SPLITS) floats: the G queries, later the combine's weights; the
@@ -51,7 +54,7 @@ __device__ void attention_group_mma_impl(
     const int G = n_heads / n_kv_heads;
     const int g = blockIdx.x, sp = blockIdx.y, h0 = g * G;
     const int n_ctx = pos0 + 1;
-    const int chunk = attf_chunk(n_ctx, splits, true);
+    const int chunk = attf_chunk(n_ctx, splits, true, AGM_GRAN);
     const int active = (n_ctx + chunk - 1) / chunk;
     if (sp >= active) return;
     const int j0 = sp * chunk, len = min(n_ctx, j0 + chunk) - j0;
@@ -269,7 +272,7 @@ __device__ void attention_group_mma_impl(
 // `launch_params::group_mma_shared_bytes` sizes it; head_dim 64 or 128 (the host checks), 2 to
 // ATTF_GROUP_MAX query heads per KV head.
 extern "C" __global__ void __launch_bounds__(AGM_THREADS) attention_group_mma(ATTG_PARAMS) {
-    ATTG_OPEN
+    ATTG_OPEN(AGM_GRAN)
 #define AGM_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, pos0, rc, rs, n_rot, neox, splits, scale, \
                  part, tickets, out, akind, axf, aq, ad, ax
     if (hd == 128) attention_group_mma_impl<128>(AGM_ARGS);

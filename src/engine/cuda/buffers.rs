@@ -209,8 +209,8 @@ pub(super) fn group_splits(shape: AttnShape, cap: usize, sms: usize) -> usize {
     if max_chunk == 0 {
         return 0;
     }
-    let splits = sms
-        .div_ceil(shape.n_kv_heads)
+    // Rounded down: n_kv_heads x splits blocks must not exceed one a multiprocessor.
+    let splits = (sms / shape.n_kv_heads.max(1))
         .min(GROUP_SPLITS)
         .min(cap.div_ceil(MIN_CHUNK))
         .max(cap.div_ceil(max_chunk))
@@ -327,5 +327,12 @@ mod group_tests {
             head_dim: 64,
         };
         assert_eq!(group_splits(one, 4096, 132), 0);
+        // llama-3.1-8b: 8 KV heads' chunks stay within one block a multiprocessor.
+        let l8 = AttnShape {
+            n_heads: 32,
+            n_kv_heads: 8,
+            head_dim: 128,
+        };
+        assert_eq!(group_splits(l8, 32768, 132), 16);
     }
 }

@@ -57,16 +57,22 @@ const TILE_K: usize = 64;
 const STAGES: usize = 3;
 const ROW_HALVES: usize = TILE_K + 8;
 
-/// One tile shape of `gemm_f16_<bm>x<bn>`.
+/// WG_STAGES in kernels/gemm_wgmma.cu: each stage holds two 128 x 64 f16 tiles, and the
+/// kernel aligns them to 1024 bytes.
+const WG_STAGES: usize = 3;
+
+/// One tile shape of `gemm_f16_<bm>x<bn>`, or on Hopper the 128 x 128 tile's
+/// `gemm_wgmma_128x128` (same arguments and results).
 struct Tile {
     bm: usize,
     bn: usize,
     f: CudaFunction,
+    smem: u32,
 }
 
 impl Tile {
     fn smem_bytes(&self) -> u32 {
-        (STAGES * (self.bm + self.bn) * ROW_HALVES * 2) as u32
+        self.smem
     }
 }
 
@@ -93,10 +99,23 @@ impl GemmKernels {
     ) -> Result<Self, String> {
         let mut tiles = Vec::new();
         for (bm, bn) in [(128, 128), (64, 128), (64, 64)] {
-            let t = Tile {
-                bm,
-                bn,
-                f: f(&format!("gemm_f16_{bm}x{bn}"))?,
+            // The module holds the warpgroup kernel only where it was compiled for Hopper.
+            let wgmma = ((bm, bn) == (128, 128))
+                .then(|| f("gemm_wgmma_128x128").ok())
+                .flatten();
+            let t = match wgmma {
+                Some(f) => Tile {
+                    bm,
+                    bn,
+                    f,
+                    smem: (WG_STAGES * 2 * bm * TILE_K * 2 + 1024) as u32,
+                },
+                None => Tile {
+                    bm,
+                    bn,
+                    f: f(&format!("gemm_f16_{bm}x{bn}"))?,
+                    smem: (STAGES * (bm + bn) * ROW_HALVES * 2) as u32,
+                },
             };
             t.f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -55,6 +55,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     ),
     ("gemm_f16.cu", include_str!("../../../kernels/gemm_f16.cu")),
     (
+        "gemm_wgmma.cu",
+        include_str!("../../../kernels/gemm_wgmma.cu"),
+    ),
+    (
         "attention_prefill.cu",
         include_str!("../../../kernels/attention_prefill.cu"),
     ),
@@ -170,9 +174,20 @@ fn cache_dir() -> Option<PathBuf> {
 fn static_arch(arch: &str) -> Option<&'static str> {
     const KNOWN: &[&str] = &[
         "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80",
-        "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_101", "sm_103", "sm_120", "sm_121",
+        "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_101", "sm_103", "sm_120",
+        "sm_121",
     ];
     KNOWN.iter().copied().find(|a| *a == arch)
+}
+
+/// The target NVRTC compiles for: a Hopper device's own (`sm_90a`), whose warpgroup
+/// instructions (kernels/gemm_wgmma.cu) the portable `sm_90` lacks; else the device's.
+fn target(arch: &str) -> &str {
+    if arch == "sm_90" {
+        "sm_90a"
+    } else {
+        arch
+    }
 }
 
 /// What the compile options below change, for the cache key.
@@ -187,6 +202,7 @@ pub enum Origin {
 
 /// Compile (or fetch from the cache) and load the kernels for `arch` (e.g. `sm_90`).
 pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, Origin), String> {
+    let arch = target(arch);
     // The defines go in front of the text the key is computed from, so each variant has its
     // own cache entry and never loads another's PTX.
     let src = env_defines()? + &source();
@@ -271,6 +287,8 @@ mod tests {
         assert_ne!(a, fnv64(&[b"y", b"sm_90"]));
         assert_eq!(a, fnv64(&[b"x", b"sm_90"]));
         assert!(static_arch("sm_90").is_some());
+        assert_eq!(static_arch(target("sm_90")), Some("sm_90a"));
+        assert_eq!(target("sm_89"), "sm_89");
     }
 
     #[test]

@@ -85,7 +85,8 @@ impl CudaEngine {
         let clock = KernelClock::new(&stream, clock_slots(c.n_layers))
             .map_err(wrap("allocating the kernel clock"))?;
         let split = SplitScratch::new(&stream, c, cap, sms, k.ordered)?;
-        let group_from = group_from(c.n_kv_heads, sms).map_err(EngineError::Device)?;
+        let group_from = group_from(c.n_kv_heads, c.head_dim, sms, split.ordered_upto as usize)
+            .map_err(EngineError::Device)?;
         let event = || cx.new_event(None).map_err(wrap("creating a CUDA event"));
         let done = [event()?, event()?];
         Ok(CudaEngine {
