@@ -15,6 +15,10 @@
 #define ACT_Q8_0 3
 #define ACT_Q8_1 4
 #define ACT_Q8_K 5
+// Not a weight type's format: the value rounded to f16 and stored as f16 bits over `xf` (two
+// bytes a value), the tensor-core products' operand (gemm_f16.cu), so a producer feeding one
+// spares the product its own conversion.
+#define ACT_F16_BITS 6
 
 // The float kinds and Q8_0/Q8_1 (32-value groups, one per warp) of `act_quant_chunk`: no
 // barrier, so a kernel whose warps each hold 32 consecutive values of a row can call it from
@@ -24,6 +28,10 @@ __device__ void act_quant_warp(float v, bool ok, u64 i, int kind, float* __restr
                                i8* __restrict__ q, float* __restrict__ d,
                                float* __restrict__ x) {
     if (!ok) v = 0.0f;
+    if (kind == ACT_F16_BITS) {
+        if (ok) ((u16*)xf)[i] = f2h(v);
+        return;
+    }
     if (kind <= ACT_BF16) {
         if (!ok) return;
         if (kind == ACT_F16) {

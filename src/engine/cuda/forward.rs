@@ -10,9 +10,10 @@ use super::buffers::{Bufs, Which};
 use super::clock::Owner;
 use super::decode::CudaEngine;
 use super::error::{device_error, wrap};
-use super::launch_params::{ceil_div, kind_code, lin};
+use super::launch_params::{ceil_div, lin, Feed};
 use super::pdl_launch::PushArg;
-use super::weights::{s_kind, Mat, Norm};
+use super::step_ops::feed_target;
+use super::weights::{Mat, Norm};
 use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::error::EngineError;
 use crate::engine::options::{LogitsFor, Timing};
@@ -129,9 +130,9 @@ impl CudaEngine {
         for l in 0..c.n_layers {
             let layer = Some(l);
             // Each norm also quantizes its output for the first product it feeds.
-            let qkind = s_kind(&self.w, Mat::Q(l));
+            let qfeed = self.feed_for(n, Mat::Q(l));
             self.brick(rec, B::AttnNorm, layer, |s| {
-                s.rms_norm(0, n, Norm::Attn(l), qkind)
+                s.rms_norm(0, n, Norm::Attn(l), qfeed)
             })?;
             self.brick(rec, B::Qkv, layer, |s| {
                 let outs = [
@@ -139,7 +140,7 @@ impl CudaEngine {
                     (Mat::K(l), Which::K),
                     (Mat::V(l), Which::V),
                 ];
-                s.products(n, Which::H, &outs, false, Some(qkind))
+                s.products(n, Which::H, &outs, false, Some(qfeed))
             })?;
             // RoPE runs in the launch that writes K and V to the cache (the attention brick's
             // KV write), or inside the attention kernel itself: the two bricks are one. One
@@ -150,22 +151,30 @@ impl CudaEngine {
             })?;
             // The residual add happens in the output projection's epilogue.
             self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
-                s.products(n, Which::Att, &[(Mat::O(l), Which::X)], true, akind)
+                s.products(
+                    n,
+                    Which::Att,
+                    &[(Mat::O(l), Which::X)],
+                    true,
+                    akind.map(Feed::Act),
+                )
             })?;
-            let gkind = s_kind(&self.w, Mat::Gate(l));
+            let gfeed = self.feed_for(n, Mat::Gate(l));
             self.brick(rec, B::FfnNorm, layer, |s| {
-                s.rms_norm(0, n, Norm::Ffn(l), gkind)
+                s.rms_norm(0, n, Norm::Ffn(l), gfeed)
             })?;
             self.brick(rec, B::FfnGateUp, layer, |s| {
                 let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
-                s.products(n, Which::H, &outs, false, Some(gkind))
+                s.products(n, Which::H, &outs, false, Some(gfeed))
             })?;
-            // SwiGLU quantizes its output for the down projection.
-            let dkind = s_kind(&self.w, Mat::Down(l));
+            // SwiGLU quantizes its output for the down projection (or rounds it to its f16
+            // operand).
+            let dfeed = self.feed_for(n, Mat::Down(l));
             self.brick(rec, B::FfnAct, layer, |s| {
-                let (len, kind) = ((n * ff) as i32, kind_code(dkind));
+                let (len, kind) = ((n * ff) as i32, dfeed.code());
                 let st = s.clock.stamp();
                 let b = &mut s.bufs;
+                let xf = feed_target(&s.stream, &mut b.act, dfeed);
                 // SAFETY: n × n_ff values each; the activation buffers hold as many.
                 unsafe {
                     s.k.launch(&s.stream, &s.k.silu_mul_quant)
@@ -173,7 +182,7 @@ impl CudaEngine {
                         .arg(&b.up)
                         .arg(&len)
                         .arg(&kind)
-                        .arg(&mut b.act.xf)
+                        .arg(&xf)
                         .arg(&mut b.act.q)
                         .arg(&mut b.act.d)
                         .arg(&mut b.act.x)
@@ -188,7 +197,7 @@ impl CudaEngine {
                     Which::Gate,
                     &[(Mat::Down(l), Which::X)],
                     true,
-                    Some(dkind),
+                    Some(dfeed),
                 )
             })?;
         }
@@ -197,9 +206,9 @@ impl CudaEngine {
             LogitsFor::Last => (n - 1, 1),
             LogitsFor::All => (0, n),
         };
-        let okind = s_kind(&self.w, Mat::Output);
+        let ofeed = self.feed_for(rows, Mat::Output);
         self.brick(rec, B::FinalNorm, None, |s| {
-            s.rms_norm(first, rows, Norm::Output, okind)
+            s.rms_norm(first, rows, Norm::Output, ofeed)
         })?;
         self.brick(rec, B::LmHead, None, |s| {
             s.products(
@@ -207,7 +216,7 @@ impl CudaEngine {
                 Which::Normed,
                 &[(Mat::Output, Which::Logits)],
                 false,
-                Some(okind),
+                Some(ofeed),
             )
         })?;
         Ok(rows)

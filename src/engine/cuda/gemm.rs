@@ -215,6 +215,13 @@ impl GemmBufs {
     }
 }
 
+impl GemmBufs {
+    /// The f16 activations, for a producer writing them itself (`launch_params::Feed::F16`).
+    pub(super) fn a_mut(&mut self) -> &mut CudaSlice<u16> {
+        &mut self.a
+    }
+}
+
 /// Whether `gemm_product` takes `m` for a batch of `n` tokens.
 pub(super) fn applies(
     g: Option<&GemmKernels>,

@@ -123,6 +123,33 @@ pub(super) fn kind_code(kind: ActType) -> i32 {
     }
 }
 
+/// What a kernel producing a product's input (RMSNorm, SwiGLU) writes beside its f32 output:
+/// the input in the weights' activation format, or as the f16 operand of a tensor-core product
+/// (into the product's own buffer, `gemm::GemmBufs`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Feed {
+    Act(ActType),
+    F16,
+}
+
+impl Feed {
+    /// kernels/act_quant.cu's code (ACT_F16_BITS for `F16`).
+    pub(super) fn code(self) -> i32 {
+        match self {
+            Feed::Act(k) => kind_code(k),
+            Feed::F16 => 6,
+        }
+    }
+
+    /// The activation format it leaves in the activation buffers, if any.
+    pub(super) fn act(self) -> Option<ActType> {
+        match self {
+            Feed::Act(k) => Some(k),
+            Feed::F16 => None,
+        }
+    }
+}
+
 /// How a product treats its input and output beyond `out = W · x`.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Epilogue<'a> {

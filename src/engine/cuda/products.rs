@@ -13,8 +13,8 @@ use super::decode::CudaEngine;
 use super::gemm;
 use super::kernel_table::{Kernels, Product};
 use super::launch_params::{
-    ceil_div, fast_rows_for, float_shape, kind_code, Epilogue, FloatShape, Held, MvfMat, MvfSet,
-    FAST_ROWS, MVO_BYTES,
+    ceil_div, fast_rows_for, float_shape, kind_code, Epilogue, Feed, FloatShape, Held, MvfMat,
+    MvfSet, FAST_ROWS, MVO_BYTES,
 };
 use super::pdl_launch::PushArg;
 use super::weights::{bias, mat, GMat, Mat};
@@ -174,6 +174,17 @@ pub(super) fn product(
 }
 
 impl CudaEngine {
+    /// What the kernel producing `m`'s input for `n` tokens writes beside its f32 output: the
+    /// f16 operand where `m`'s product takes the tensor cores, else `m`'s activation format.
+    pub(super) fn feed_for(&self, n: usize, m: Mat) -> Feed {
+        let g = mat(&self.w, m);
+        if gemm::applies(self.k.gemm.as_ref(), self.bufs.act.f16.as_ref(), g, n) {
+            Feed::F16
+        } else {
+            Feed::Act(ActType::for_weights(g.ty))
+        }
+    }
+
     /// `out = M · input` for each (M, out) of `outs`, quantizing `input` once per run of
     /// matrices sharing an activation format; `accumulate` adds into `out` (a fused residual).
     /// Q/K/V biases are added in the products' epilogue.
@@ -183,13 +194,19 @@ impl CudaEngine {
         input: Which,
         outs: &[(Mat, Which)],
         accumulate: bool,
-        pre: Option<ActType>,
+        pre: Option<Feed>,
     ) -> Result<(), DriverError> {
         if let Some(kind) = self.one_launch_kind(n, outs) {
-            return self.products_multi(input, outs, accumulate, pre == Some(kind), kind);
+            return self.products_multi(
+                input,
+                outs,
+                accumulate,
+                pre == Some(Feed::Act(kind)),
+                kind,
+            );
         }
-        let mut last = pre;
-        let mut f16 = false;
+        let mut last = pre.and_then(Feed::act);
+        let mut f16 = pre == Some(Feed::F16);
         for &(which, output) in outs {
             let m = mat(&self.w, which);
             let kind = ActType::for_weights(m.ty);

@@ -1,16 +1,18 @@
 //! The step's small launches: RMSNorm (with the next product's quantization fused), the
 //! greedy pick on the device, and the position's advance.
 
-use cudarc::driver::{DriverError, LaunchConfig};
+use std::sync::Arc;
 
+use cudarc::driver::{CudaStream, DevicePtr, DriverError, LaunchConfig};
+
+use super::buffers::ActBufs;
 use super::decode::CudaEngine;
 use super::error::wrap;
-use super::launch_params::{ceil_div, kind_code, ARGMAX_BLOCKS};
+use super::launch_params::{ceil_div, Feed, ARGMAX_BLOCKS};
 use super::pdl_launch::PushArg;
 use super::weights::Norm;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::error::EngineError;
-use crate::quant::ActType;
 
 impl CudaEngine {
     /// The greedy pick on the GPU: the last logits row's argmax into `tok[0]` and, with the
@@ -72,14 +74,15 @@ impl CudaEngine {
         .map_err(wrap("advancing the position"))
     }
 
-    /// Rows `first..first + n` of X normed into H (the final norm: into Normed), and quantized
-    /// as `kind` into the activation buffers for the product that follows.
+    /// Rows `first..first + n` of X normed into H (the final norm: into Normed), and written
+    /// as `feed` asks for the product that follows (quantized into the activation buffers, or
+    /// the tensor-core product's f16 operand).
     pub(super) fn rms_norm(
         &mut self,
         first: usize,
         n: usize,
         norm: Norm,
-        kind: ActType,
+        feed: Feed,
     ) -> Result<(), DriverError> {
         let c = &self.model.config;
         let (cols, eps) = (c.n_embd, c.norm_eps);
@@ -96,9 +99,10 @@ impl CudaEngine {
             block_dim: (1024, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (c, kind) = (cols as i32, kind_code(kind));
+        let (c, kind) = (cols as i32, feed.code());
         let st = self.clock.stamp();
         let b = &mut self.bufs;
+        let xf = feed_target(&self.stream, &mut b.act, feed);
         let x = b.x.slice(first * cols..);
         let out = if norm == Norm::Output {
             &mut b.normed
@@ -115,7 +119,7 @@ impl CudaEngine {
                 .arg(&eps)
                 .arg(out)
                 .arg(&kind)
-                .arg(&mut b.act.xf)
+                .arg(&xf)
                 .arg(&mut b.act.q)
                 .arg(&mut b.act.d)
                 .arg(&mut b.act.x)
@@ -123,5 +127,21 @@ impl CudaEngine {
                 .launch(cfg)
         }
         .map(|_| ())
+    }
+}
+
+/// Where a producer writing `feed` puts its float or f16 values: the activation buffers' `xf`,
+/// or the tensor-core product's f16 operand.
+pub(super) fn feed_target(s: &Arc<CudaStream>, act: &mut ActBufs, feed: Feed) -> u64 {
+    match feed {
+        Feed::F16 => {
+            act.f16
+                .as_mut()
+                .expect("Feed::F16 only where gemm::applies found the f16 buffers")
+                .a_mut()
+                .device_ptr(s)
+                .0
+        }
+        Feed::Act(_) => act.xf.device_ptr(s).0,
     }
 }

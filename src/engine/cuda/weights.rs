@@ -9,7 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DriverError};
 use super::error::device_error;
 use crate::engine::error::EngineError;
 use crate::model::Model;
-use crate::quant::{ActType, GgmlType};
+use crate::quant::GgmlType;
 
 /// Zero bytes after every matrix on the device: the fast products read weight fields as the
 /// aligned 32-bit words around them (kernels/matvec_fast.cu `load_words`), up to 4 bytes past
@@ -143,11 +143,6 @@ pub(super) fn upload_padded(
 pub(super) fn upload_vec(s: &Arc<CudaStream>, v: &[f32]) -> Result<CudaSlice<f32>, EngineError> {
     s.clone_htod(v)
         .map_err(|e| device_error("uploading a weight vector", e))
-}
-
-/// The activation format matrix `m`'s product takes.
-pub(super) fn s_kind(w: &GWeights, m: Mat) -> ActType {
-    ActType::for_weights(mat(w, m).ty)
 }
 
 /// The device matrix `m` names (the output head falls back to the embedding when tied).
