@@ -143,7 +143,8 @@ fn fast_products_match_the_cpu_within_reordering() {
 /// output tile in both directions, and taller than the check's 128-row weight scratch; run as
 /// if the GPU had one multiprocessor (the 128 x 128 tile), 2 (64 x 128 on the 256-wide shape,
 /// K split in two on the 1024-wide one) and 1000 (K split in five on the 2560-wide shape, the
-/// 64 x 64 tile on the 256-wide one).
+/// 64 x 64 tile on the 256-wide one). On Hopper the 128 x 128 tile is the wgmma kernel's, and
+/// rows of 4096 take its 128 x 256 tile (whole on one multiprocessor, K split in four on 4).
 #[test]
 fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
     let Some(g) = gpu::gpu("gpu_kernels") else {
@@ -156,6 +157,8 @@ fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
         (2, 130, 1024, 100, 31),
         (1000, 37, 256, 200, 28),
         (1000, 129, 2560, 64, 29),
+        (1, 300, 4096, 70, 32),
+        (4, 130, 4096, 100, 33),
     ] {
         let k = KernelCheck::with_multiprocessors(&g, Numerics::Fast, Some(sms)).unwrap();
         let mut rng = SplitMix64::new(seed);

@@ -49,7 +49,8 @@ const MAX_SPLITS: usize = 8;
 /// got slower (docs/measurements/gpu-engine.md); with 8, products of K < 1024 are not split.
 const MIN_STEPS_PER_SPLIT: usize = 8;
 
-/// Weight rows of the scratch's slices come in multiples of this (the largest tile's).
+/// Weight rows of the scratch's slices come in multiples of this (the mma.sync tiles' largest
+/// N; the 128 x 256 tile takes a slice's odd 128 rows as a part-full tile).
 const TILE: usize = 128;
 /// The reduction step (GM_K in kernels/gemm_f16.cu): K must be a multiple.
 const TILE_K: usize = 64;
@@ -57,22 +58,32 @@ const TILE_K: usize = 64;
 const STAGES: usize = 3;
 const ROW_HALVES: usize = TILE_K + 8;
 
-/// WG_STAGES in kernels/gemm_wgmma.cu: each stage holds two 128 x 64 f16 tiles, and the
-/// kernel aligns them to 1024 bytes.
+/// WG_STAGES in kernels/gemm_wgmma.cu: each stage holds a 128 x 64 f16 tile of A and a
+/// BN x 64 one of B, and the kernel aligns them to 1024 bytes.
 const WG_STAGES: usize = 3;
 
-/// One tile shape of `gemm_f16_<bm>x<bn>`, or on Hopper the 128 x 128 tile's
-/// `gemm_wgmma_128x128` (same arguments and results).
+/// Shortest K the 128 x 256 tile takes.
+const WIDE_FROM_K: usize = 4096;
+
+/// One tile shape of `gemm_f16_<bm>x<bn>` (mma.sync, two blocks a multiprocessor), or on
+/// Hopper `gemm_wgmma_128x<bn>` (128 x 256: one block a multiprocessor; 128 x 128: two; same
+/// arguments and results).
 struct Tile {
     bm: usize,
     bn: usize,
     f: CudaFunction,
     smem: u32,
+    /// Blocks a multiprocessor holds: a wave of the GPU is `per_sm` x its multiprocessors.
+    per_sm: usize,
 }
 
 impl Tile {
     fn smem_bytes(&self) -> u32 {
         self.smem
+    }
+
+    fn wave(&self, sms: usize) -> usize {
+        self.per_sm * sms
     }
 }
 
@@ -98,31 +109,45 @@ impl GemmKernels {
         sms: usize,
     ) -> Result<Self, String> {
         let mut tiles = Vec::new();
-        for (bm, bn) in [(128, 128), (64, 128), (64, 64)] {
-            // The module holds the warpgroup kernel only where it was compiled for Hopper.
-            let wgmma = ((bm, bn) == (128, 128))
-                .then(|| f("gemm_wgmma_128x128").ok())
-                .flatten();
-            let t = match wgmma {
-                Some(f) => Tile {
-                    bm,
-                    bn,
-                    f,
-                    smem: (WG_STAGES * 2 * bm * TILE_K * 2 + 1024) as u32,
-                },
-                None => Tile {
-                    bm,
-                    bn,
-                    f: f(&format!("gemm_f16_{bm}x{bn}"))?,
-                    smem: (STAGES * (bm + bn) * ROW_HALVES * 2) as u32,
-                },
-            };
+        // The module holds the warpgroup kernels only where it was compiled for Hopper; they
+        // take the largest tile's place.
+        let wg = |bn: usize, per_sm: usize| {
+            f(&format!("gemm_wgmma_128x{bn}")).ok().map(|w| Tile {
+                bm: 128,
+                bn,
+                f: w,
+                smem: (WG_STAGES * (128 + bn) * TILE_K * 2 + 1024) as u32,
+                per_sm,
+            })
+        };
+        let mma = match (wg(256, 1), wg(128, 2)) {
+            (Some(wide), Some(square)) => {
+                tiles.push(wide);
+                tiles.push(square);
+                &[(64, 128), (64, 64)][..]
+            }
+            _ => &[(128, 128), (64, 128), (64, 64)][..],
+        };
+        for &(bm, bn) in mma {
+            tiles.push(Tile {
+                bm,
+                bn,
+                f: f(&format!("gemm_f16_{bm}x{bn}"))?,
+                smem: (STAGES * (bm + bn) * ROW_HALVES * 2) as u32,
+                per_sm: 2,
+            });
+        }
+        for t in &tiles {
             t.f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 t.smem_bytes() as i32,
             )
-            .map_err(|e| format!("gemm_f16_{bm}x{bn}: setting its shared memory size: {e:?}"))?;
-            tiles.push(t);
+            .map_err(|e| {
+                format!(
+                    "the {}x{} prompt product: setting its shared memory size: {e:?}",
+                    t.bm, t.bn
+                )
+            })?;
         }
         let mut dequant = Vec::new();
         for ty in GgmlType::ALL {
@@ -144,35 +169,46 @@ impl GemmKernels {
     }
 
     /// Tile and K split for an m x n output over k values with room for `part_len` partial
-    /// sums: the largest tile when it gives two blocks per multiprocessor; else the largest
-    /// tile with K split so the blocks fill one such wave (a split keeps at least
+    /// sums: the largest tile when it fills a wave of the GPU (`Tile::wave`); else the largest
+    /// tile with K split so the blocks fill one wave (a split keeps at least
     /// MIN_STEPS_PER_SPLIT k steps); else, where K is too short to split, the largest tile
-    /// giving two blocks per multiprocessor or the smallest. Small tiles keep the tensor pipes
-    /// far less busy than the large one (docs/measurements/gpu-engine.md).
+    /// filling a wave or the smallest. Small tiles keep the tensor pipes far less busy than
+    /// the large one (docs/measurements/gpu-engine.md).
     fn plan(&self, m: usize, n: usize, k: usize, part_len: usize) -> (&Tile, usize) {
-        let big = &self.tiles[0];
+        let tiles = self.tiles_for(k);
+        let big = &tiles[0];
         let base = m.div_ceil(big.bm) * n.div_ceil(big.bn);
-        if base >= 2 * self.sms {
+        if base >= big.wave(self.sms) {
             return (big, 1);
         }
-        let splits = (2 * self.sms / base)
+        let splits = (big.wave(self.sms) / base)
             .min(MAX_SPLITS)
             .min(k / TILE_K / MIN_STEPS_PER_SPLIT)
             .min(part_len / (m * n).max(1));
         if splits >= 2 {
             return (big, splits);
         }
-        (self.tile(m, n), 1)
+        (Self::tile(tiles, self.sms, m, n), 1)
     }
 
-    /// The tile for an m x n output: the largest giving at least two blocks per
-    /// multiprocessor, else the smallest.
-    fn tile(&self, m: usize, n: usize) -> &Tile {
+    /// The tiles a product over k values may take, largest first: the 128 x 256 tile only
+    /// from WIDE_FROM_K (one block a multiprocessor, its fill and epilogue are repaid by
+    /// long rows: docs/measurements/gpu-engine.md).
+    fn tiles_for(&self, k: usize) -> &[Tile] {
+        match self.tiles.first() {
+            Some(t) if t.bn == 256 && k < WIDE_FROM_K => &self.tiles[1..],
+            _ => &self.tiles,
+        }
+    }
+
+    /// The tile of `tiles` for an m x n output: the largest filling a wave of the GPU, else
+    /// the smallest.
+    fn tile(tiles: &[Tile], sms: usize, m: usize, n: usize) -> &Tile {
         let blocks = |t: &Tile| m.div_ceil(t.bm) * n.div_ceil(t.bn);
-        self.tiles
+        tiles
             .iter()
-            .find(|t| blocks(t) >= 2 * self.sms)
-            .unwrap_or_else(|| self.tiles.last().expect("three tiles"))
+            .find(|t| blocks(t) >= t.wave(sms))
+            .unwrap_or_else(|| tiles.last().expect("three tiles"))
     }
 
     fn dequant(&self, ty: GgmlType) -> &CudaFunction {
