@@ -646,7 +646,13 @@ __device__ __noinline__ void attention_split_prefetch(const u16* kc, const u16* 
 #endif
 }
 
-// The same for a block of the grouped kernel (KV head blockIdx.x, grouped chunk blockIdx.y).
+// The same for a block of the grouped kernel (KV head blockIdx.x, grouped chunk blockIdx.y), its
+// first ATTF_GROUP_PREFETCH rows only: a long context's whole chunks (a layer's cache) overflow
+// L2, and prefetching them all made decode at 16k-32k positions slower
+// (docs/measurements/kernels.md).
+#ifndef ATTF_GROUP_PREFETCH
+#define ATTF_GROUP_PREFETCH 256
+#endif
 __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* vc,
                                                          int n_kv_heads, int hd, int pos0,
                                                          int splits, int gran) {
@@ -655,7 +661,7 @@ __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* 
     int chunk = attf_chunk(n_ctx, splits, true, gran);
     int j0 = blockIdx.y * chunk;
     if (j0 >= n_ctx) return;
-    int len = min(n_ctx - 1, j0 + chunk) - j0;
+    int len = min(min(n_ctx - 1, j0 + chunk) - j0, ATTF_GROUP_PREFETCH);
     int kv_dim = n_kv_heads * hd, lines = (hd + 63) / 64;
     u64 off = (u64)j0 * kv_dim + blockIdx.x * hd;
     for (int i = threadIdx.x; i < len * lines; i += blockDim.x) {
