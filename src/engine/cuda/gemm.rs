@@ -249,9 +249,7 @@ impl GemmBufs {
                 .map_err(wrap("allocating the tensor-core product's buffers"))?,
         })
     }
-}
 
-impl GemmBufs {
     /// The f16 activations, for a producer writing them itself (`launch_params::Feed::F16`).
     pub(super) fn a_mut(&mut self) -> &mut CudaSlice<u16> {
         &mut self.a
