@@ -11,7 +11,7 @@
 // block of the group runs. RoPE and the step's K and V rows into the cache happen here, as in
 // the other decode kernels.
 //
-// Uses cp_async16 / ldmatrix_x4 / mma_16816 (gemm_f16.cu), ldmatrix_x4_trans / pack_f16x2
+// Uses cp_async16_hint / ldmatrix_x4 / mma_16816 (gemm_f16.cu), ldmatrix_x4_trans / pack_f16x2
 // (attention_prefill.cu), attf_chunk / attg_combine / ATTG_PARAMS / ATTG_OPEN
 // (attention_fast.cu), all concatenated before this file.
 
@@ -67,7 +67,8 @@ __device__ void attention_group_mma_impl(
 
     // Tile t of the chunk into buffer t % 2 (one cp.async group). The rows come from earlier
     // steps (this step's own row is taken from `cur` below), so the first two tiles load
-    // while the queries are fetched and rotated.
+    // while the queries are fetched and rotated. A step reads each row once: evict-first in L2.
+    const u64 once = l2_evict_first();
     const int ntiles = (len + AGM_TILE - 1) / AGM_TILE;
     auto issue = [&](int t) {
         u16* dk = sk + (t & 1) * AGM_TILE * LD;
@@ -77,8 +78,8 @@ __device__ void attention_group_mma_impl(
             int j = t * AGM_TILE + r;
             bool ok = j < len;
             u64 off = (u64)(j0 + (ok ? j : 0)) * kv_dim + c8 * 8;
-            cp_async16(smem_u32(dk + r * LD + c8 * 8), kb + off, ok ? 16 : 0);
-            cp_async16(smem_u32(dv + r * LD + c8 * 8), vb + off, ok ? 16 : 0);
+            cp_async16_hint(smem_u32(dk + r * LD + c8 * 8), kb + off, ok ? 16 : 0, once);
+            cp_async16_hint(smem_u32(dv + r * LD + c8 * 8), vb + off, ok ? 16 : 0, once);
         }
         cp_async_commit();
     };

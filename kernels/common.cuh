@@ -116,6 +116,37 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// Loads of weights a one-token product reads once a token: evict-first in L2 (sm_80 and
+// later), so the weight stream does not push the KV cache rows, the attention's partial sums
+// and the kernels' code out of L2 between layers. L1 caches them as `__ldg` does.
+__device__ __forceinline__ u64 l2_evict_first() {
+    u64 p = 0;
+#if __CUDA_ARCH__ >= 800
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+__device__ __forceinline__ u32 ldg_once(const u32* a) {
+#if __CUDA_ARCH__ >= 800
+    u32 v;
+    asm("ld.global.nc.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(l2_evict_first()));
+    return v;
+#else
+    return __ldg(a);
+#endif
+}
+__device__ __forceinline__ uint4 ldg_once(const uint4* a) {
+#if __CUDA_ARCH__ >= 800
+    uint4 v;
+    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(a), "l"(l2_evict_first()));
+    return v;
+#else
+    return __ldg(a);
+#endif
+}
+
 // Bring `bytes` from `p` into L2 ahead of use: a kernel may do this for its constant inputs
 // (weights) before `pdl_wait`, while the kernel before it still runs. Each of `n` cooperating
 // threads (index `t`) takes every n-th 128-byte line.

@@ -27,6 +27,12 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) 
                  "r"(bytes));
 }
 
+// The same with an L2 cache policy (`l2_evict_first`, common.cuh): rows read once a step.
+__device__ __forceinline__ void cp_async16_hint(u32 dst, const void* src, int bytes, u64 pol) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst),
+                 "l"(src), "r"(bytes), "l"(pol));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 
 template <int N>

@@ -9,7 +9,7 @@
 // the warp adds its lanes with shuffles. Weights are read with aligned 32- or 128-bit loads
 // whatever a block's alignment (`load_words`): Q5_0, Q8_0, Q3_K and Q6_K blocks are only
 // 2-byte aligned, so their fields are assembled from the aligned words around them
-// (funnel shifts), never loaded unaligned.
+// (funnel shifts), never loaded unaligned; all evict-first in L2 (`ldg_once`, common.cuh).
 //
 // Activations are the same quantized input as the exact products (kernels/act_quant.cu):
 // int8 `aq`, scales `ad` (per 32 for Q8_0/Q8_1, per 256 for Q8_K), and `ax` (Q8_1's sums,
@@ -26,7 +26,7 @@ __device__ __forceinline__ void load_words(const u8* p, u32* out) {
     u32 sh = 8u * (u32)((u64)p & 3);
     u32 w[N + 1];
 #pragma unroll
-    for (int i = 0; i <= N; i++) w[i] = (i < N || sh) ? __ldg(a + i) : 0u;
+    for (int i = 0; i <= N; i++) w[i] = (i < N || sh) ? ldg_once(a + i) : 0u;
 #pragma unroll
     for (int i = 0; i < N; i++) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
 }
@@ -194,12 +194,12 @@ template <bool FIVE>
 __device__ __forceinline__ float k45_unit(const u8* b, int u, const i8* aq, const float* ad,
                                           const float* ax, int bi) {
     const int QS = FIVE ? 48 : 16;
-    uint4 v0 = __ldg((const uint4*)(b + QS + 32 * u));
-    uint4 v1 = __ldg((const uint4*)(b + QS + 32 * u + 16));
+    uint4 v0 = ldg_once((const uint4*)(b + QS + 32 * u));
+    uint4 v1 = ldg_once((const uint4*)(b + QS + 32 * u + 16));
     u32 q[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     u32 h[8];
     if (FIVE) {
-        uint4 h0 = __ldg((const uint4*)(b + 16)), h1 = __ldg((const uint4*)(b + 32));
+        uint4 h0 = ldg_once((const uint4*)(b + 16)), h1 = ldg_once((const uint4*)(b + 32));
         h[0] = h0.x, h[1] = h0.y, h[2] = h0.z, h[3] = h0.w;
         h[4] = h1.x, h[5] = h1.y, h[6] = h1.z, h[7] = h1.w;
     }

@@ -63,7 +63,7 @@ __device__ __forceinline__ void mvf_float_rows(const MvfMat& m, int r, int part,
     for (int c = part * 32 + lane; c < chunks; c += 32 * split) {
         uint4 v[R];
 #pragma unroll
-        for (int i = 0; i < R; i++) v[i] = __ldg((const uint4*)(row[i] + 16 * (u64)c));
+        for (int i = 0; i < R; i++) v[i] = ldg_once((const uint4*)(row[i] + 16 * (u64)c));
         if (W::PACKED) {
             const float4 a = __ldg((const float4*)(x + 8 * (u64)c));
             const float4 b = __ldg((const float4*)(x + 8 * (u64)c + 4));
