@@ -27,6 +27,10 @@ pub struct Cost {
     pub bytes_read: f64,
     pub bytes_written: f64,
     pub flops: f64,
+    /// The part of the bytes that stays in the caches between its write and its read (a
+    /// decode step's activations), judged against the cache's bandwidth where one was
+    /// measured (`Roof::cache_gbps`); the rest (weights, KV cache rows) comes from memory.
+    pub resident: f64,
 }
 
 impl Cost {
@@ -51,6 +55,7 @@ impl Add for Cost {
             bytes_read: self.bytes_read + o.bytes_read,
             bytes_written: self.bytes_written + o.bytes_written,
             flops: self.flops + o.flops,
+            resident: self.resident + o.resident,
         }
     }
 }
@@ -62,6 +67,7 @@ impl Mul<f64> for Cost {
             bytes_read: self.bytes_read * k,
             bytes_written: self.bytes_written * k,
             flops: self.flops * k,
+            resident: self.resident * k,
         }
     }
 }
@@ -130,6 +136,16 @@ impl Shapes {
         }
     }
 
+    /// The weight bytes one decode token reads: every layer's matrices and the output head.
+    pub fn weight_bytes_per_token(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| l.qkv + l.attn_out + l.gate_up + l.down)
+            .sum();
+        layers + self.lm_head_bytes
+    }
+
     /// Cost of `brick` for one decode token attending over `kv_len` positions.
     pub fn cost(&self, brick: Brick, kv_len: f64) -> Cost {
         brick
@@ -163,10 +179,13 @@ impl Shapes {
                 } else {
                     0.0
                 };
+                // A prompt's activations grow with it past the caches: all its bytes are
+                // judged against memory.
                 Cost {
                     bytes_read: w + n * (one.bytes_read - w) - cache,
                     bytes_written: n * one.bytes_written,
                     flops: n * one.flops,
+                    resident: 0.0,
                 }
             })
             .fold(Cost::default(), |a, c| a + c)
@@ -187,7 +206,22 @@ impl Shapes {
         }
     }
 
+    /// `b`'s cost for one decode token: its activations stay in the caches, its weights,
+    /// embedding row and KV cache rows come from memory.
     fn cost_one(&self, b: BrickId, kv_len: f64) -> Cost {
+        let c = self.bytes_and_flops(b, kv_len);
+        let memory = match b {
+            BrickId::Embed => self.embd_row_bytes as f64,
+            BrickId::Attention => self.n_layers as f64 * 2.0 * kv_len * self.kv_dim as f64 * F16,
+            _ => self.weight_bytes(b),
+        };
+        Cost {
+            resident: (c.bytes() - memory).max(0.0),
+            ..c
+        }
+    }
+
+    fn bytes_and_flops(&self, b: BrickId, kv_len: f64) -> Cost {
         let (e, qd, kvd, ff) = (
             self.n_embd as f64,
             self.q_dim as f64,
@@ -202,6 +236,7 @@ impl Shapes {
             bytes_read: r,
             bytes_written: w,
             flops: f,
+            resident: 0.0,
         };
         let norm = c(2.0 * e * F32, e * F32, 4.0 * e);
         let residual = c(2.0 * e * F32, e * F32, e);
@@ -301,15 +336,38 @@ pub fn quantized_products(w: &Weights) -> Vec<BrickId> {
 pub struct Roof {
     pub bandwidth_gbps: f64,
     pub compute_gflops: f64,
+    /// The caches' read bandwidth, for a cost's `resident` bytes (the CPU's; None on a GPU,
+    /// where every byte is judged against memory).
+    pub cache_gbps: Option<f64>,
 }
 
 impl Roof {
-    /// The least time the hardware needs for `cost`, microseconds:
-    /// `max(bytes / bandwidth, flops / compute)`.
+    /// The least time the hardware needs for `cost`, microseconds: the longer of moving its
+    /// bytes (`memory_us`) and doing its FLOPs at the compute peak.
     pub fn time_us(&self, cost: &Cost) -> f64 {
-        let mem = cost.bytes() / (self.bandwidth_gbps * 1e3);
         let compute = cost.flops / (self.compute_gflops * 1e3);
-        mem.max(compute)
+        self.memory_us(cost).max(compute)
+    }
+
+    /// The least time to move `cost`'s bytes, microseconds: its resident bytes at the cache's
+    /// bandwidth where one was measured, the rest at memory's.
+    pub fn memory_us(&self, cost: &Cost) -> f64 {
+        let (cached, cache_gbps) = match self.cache_gbps {
+            Some(g) if g > 0.0 => (cost.resident.min(cost.bytes()), g),
+            _ => (0.0, self.bandwidth_gbps),
+        };
+        (cost.bytes() - cached) / (self.bandwidth_gbps * 1e3) + cached / (cache_gbps * 1e3)
+    }
+
+    /// The bandwidth `cost`'s bytes are judged against, GB/s: memory's, or between memory's
+    /// and the cache's as its bytes split between them.
+    pub fn bandwidth_for(&self, cost: &Cost) -> f64 {
+        let us = self.memory_us(cost);
+        if us > 0.0 {
+            cost.bytes() / (us * 1e3)
+        } else {
+            self.bandwidth_gbps
+        }
     }
 }
 
@@ -392,19 +450,58 @@ mod tests {
         let roof = Roof {
             bandwidth_gbps: 100.0,
             compute_gflops: 1000.0,
+            cache_gbps: None,
         };
         // 1 MB at 100 GB/s = 10 us; 1 MFLOP at 1000 GFLOP/s = 1 us
         let c = Cost {
             bytes_read: 1e6,
-            bytes_written: 0.0,
             flops: 1e6,
+            ..Cost::default()
         };
         assert!((roof.time_us(&c) - 10.0).abs() < 1e-9);
         let c = Cost {
             bytes_read: 1e3,
-            bytes_written: 0.0,
             flops: 1e8,
+            ..Cost::default()
         };
         assert!((roof.time_us(&c) - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn resident_bytes_take_the_cache_bandwidth_where_one_was_measured() {
+        // 1 MB from memory at 100 GB/s (10 us) and 1 MB in cache at 1000 GB/s (1 us).
+        let c = Cost {
+            bytes_read: 1.5e6,
+            bytes_written: 0.5e6,
+            resident: 1e6,
+            ..Cost::default()
+        };
+        let cached = Roof {
+            bandwidth_gbps: 100.0,
+            compute_gflops: 1000.0,
+            cache_gbps: Some(1000.0),
+        };
+        assert!((cached.time_us(&c) - 11.0).abs() < 1e-9);
+        assert!((cached.bandwidth_for(&c) - 2e6 / 11e3).abs() < 1e-9);
+        let plain = Roof {
+            cache_gbps: None,
+            ..cached
+        };
+        assert!((plain.time_us(&c) - 20.0).abs() < 1e-9);
+        assert!((plain.bandwidth_for(&c) - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_decode_step_keeps_activations_resident_and_reads_weights_and_cache_from_memory() {
+        let s = shapes();
+        let qkv = s.cost(BrickId::Qkv.into(), 0.0);
+        // Everything but the 2 x 1000 weight bytes.
+        assert_eq!(qkv.resident, qkv.bytes() - 2000.0);
+        let norm = s.cost(BrickId::AttnResidual.into(), 0.0);
+        assert_eq!(norm.resident, norm.bytes());
+        let a = s.cost(BrickId::Attention.into(), 10.0);
+        assert_eq!(a.resident, a.bytes() - 2.0 * 2.0 * 10.0 * 32.0 * 2.0);
+        // A prompt's bytes are all judged against memory, but for its last token's bricks.
+        assert_eq!(s.prefill_cost(BrickId::Qkv.into(), 64).resident, 0.0);
     }
 }

@@ -1,18 +1,22 @@
 //! Measured CPU peaks for the roofline: memory read bandwidth (all threads summing a buffer
-//! much larger than the caches), FMA throughput (all threads running independent 8-wide FMA
-//! chains) and int8 dot throughput (the same with the integer multiply-adds the quantized
-//! products run on). All are probes run at start-up, labelled as such in the report; nothing is
-//! taken from a spec sheet.
+//! much larger than the caches, asking for lines ahead as the one-token products do), the
+//! caches' read bandwidth (all threads re-reading a buffer of their own that fits L1), FMA
+//! throughput (all threads running independent 8-wide FMA chains) and int8 dot throughput
+//! (the same with the integer multiply-adds the quantized products run on). All are probes
+//! run at start-up, labelled as such in the report; nothing is taken from a spec sheet.
 
+use std::num::Wrapping;
 use std::time::Instant;
 
 use rayon::prelude::*;
 
 use super::cost::Roof;
-use crate::quant::fma::with_fma;
 
 /// Probe buffer: far beyond any last-level cache.
 const PROBE_BYTES: usize = 256 << 20;
+
+/// Each thread's buffer in the cache probe: inside any x86 core's L1 data cache (32-48 KiB).
+const CACHE_PROBE_BYTES: usize = 16 << 10;
 
 /// A measured peak and how it was measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +29,9 @@ pub struct Peak {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MeasuredPeaks {
     pub bandwidth: Peak,
+    /// The caches' read bandwidth (CPU only), the roof of a decode step's activations
+    /// (`Cost::resident`).
+    pub cache_bandwidth: Option<Peak>,
     pub compute: Peak,
     /// The tensor cores' f16 peak (GPU only), the compute roof of prompt products that run
     /// on them.
@@ -35,10 +42,12 @@ pub struct MeasuredPeaks {
 }
 
 impl MeasuredPeaks {
-    /// Run the CPU probes (about half a second).
-    pub fn probe_cpu() -> MeasuredPeaks {
+    /// Run the CPU probes (about half a second) for a model whose decode step reads
+    /// `weight_bytes` of weights (`cpu_read_bandwidth`).
+    pub fn probe_cpu(weight_bytes: usize) -> MeasuredPeaks {
         MeasuredPeaks {
-            bandwidth: cpu_read_bandwidth(),
+            bandwidth: cpu_read_bandwidth(weight_bytes),
+            cache_bandwidth: Some(cpu_cache_read_bandwidth()),
             compute: cpu_fma_throughput(),
             tensor: None,
             int8: cpu_int8_dot_throughput(),
@@ -69,43 +78,130 @@ impl MeasuredPeaks {
         Roof {
             bandwidth_gbps: self.bandwidth.value,
             compute_gflops: compute.value,
+            cache_gbps: self.cache_bandwidth.as_ref().map(|p| p.value),
         }
     }
 }
 
-/// Best-of-three read bandwidth of the rayon pool over a 256 MiB buffer, GB/s.
-pub fn cpu_read_bandwidth() -> Peak {
-    let n = PROBE_BYTES / 4;
-    let buf: Vec<f32> = (0..n).into_par_iter().map(|i| (i % 7) as f32).collect();
-    let chunk = (n / (4 * rayon::current_num_threads())).max(1 << 16);
+/// Most bytes the model-sized read probe takes.
+const MODEL_PROBE_MAX: usize = 1 << 30;
+
+/// The memory's read bandwidth for a model whose decode step reads `weight_bytes` of weights,
+/// GB/s: the better of reading a 256 MiB buffer (beyond any last-level cache) and reading
+/// one the size of those weights over and over (a decode step's reuse distance: what of a
+/// model's weights the last-level cache keeps between steps, the probe's buffer keeps too).
+pub fn cpu_read_bandwidth(weight_bytes: usize) -> Peak {
+    let stream = read_probe(PROBE_BYTES);
+    let model = weight_bytes.clamp(1 << 20, MODEL_PROBE_MAX);
+    let at_model = if model == PROBE_BYTES {
+        0.0
+    } else {
+        read_probe(model)
+    };
+    if at_model > stream {
+        Peak {
+            value: at_model,
+            source: "cpu_read_probe_model_size",
+        }
+    } else {
+        Peak {
+            value: stream,
+            source: "cpu_read_probe",
+        }
+    }
+}
+
+/// Read bandwidth of the rayon pool over a buffer of `bytes`, GB/s: the best of ten passes,
+/// half of them reading as the one-token products read their weights (a stream with the
+/// line `prefetch_ahead` asks for a fixed distance ahead; the hardware prefetchers alone ramp
+/// up on such streams too slowly for a brick's roof to hold), half on the hardware
+/// prefetchers alone.
+fn read_probe(bytes: usize) -> f64 {
+    let n = bytes / 4;
+    let buf: Vec<u32> = (0..n).into_par_iter().map(|i| (i % 7) as u32).collect();
+    let chunk = (n / (4 * rayon::current_num_threads())).max(1 << 14);
     let mut best = f64::INFINITY;
-    for _ in 0..3 {
+    for pass in 0..10 {
         let t0 = Instant::now();
-        let s: f32 = buf
+        let s: u32 = buf
             .par_chunks(chunk)
-            .map(|c| with_fma(|| sum_lanes(c)))
-            .sum();
+            .map(|c| sum_words(c, pass % 2 == 0))
+            .reduce(|| 0, u32::wrapping_add);
         let dt = t0.elapsed().as_secs_f64();
         std::hint::black_box(s);
         best = best.min(dt);
     }
+    (n * 4) as f64 / best / 1e9
+}
+
+/// Best-of-three read bandwidth of the caches, GB/s: every pool thread re-reads a
+/// `CACHE_PROBE_BYTES` buffer of its own, so the reads hit L1 after the first pass.
+pub fn cpu_cache_read_bandwidth() -> Peak {
+    const PASSES: usize = 8192;
+    let threads = rayon::current_num_threads();
+    let bufs: Vec<Vec<u32>> = (0..threads)
+        .map(|t| (0..CACHE_PROBE_BYTES / 4).map(|i| (i + t) as u32).collect())
+        .collect();
+    let best = best_of_three(threads, |t| {
+        let mut s = 0u32;
+        for _ in 0..PASSES {
+            s = s.wrapping_add(sum_words(std::hint::black_box(&bufs[t]), false));
+        }
+        Wrapping(s)
+    });
     Peak {
-        value: PROBE_BYTES as f64 / best / 1e9,
-        source: "cpu_read_probe",
+        value: (threads * PASSES * CACHE_PROBE_BYTES) as f64 / best / 1e9,
+        source: "cpu_cache_read_probe",
     }
 }
 
-/// Eight independent partial sums so the loop vectorises and is limited by memory.
-#[inline(always)]
-fn sum_lanes(c: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let mut it = c.chunks_exact(16);
-    for b in &mut it {
-        for (a, &x) in acc.iter_mut().zip(b) {
-            *a += x;
+/// The wrapping sum of `c`, read as fast as the core can: eight independent vector
+/// accumulators (one-cycle integer adds, so the loads bound it), with the line
+/// `prefetch_ahead` asks for when `ahead` (a stream from memory).
+fn sum_words(c: &[u32], ahead: bool) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was just detected.
+        return unsafe { sum_words_avx2(c, ahead) };
+    }
+    let _ = ahead;
+    c.iter().fold(0u32, |a, &x| a.wrapping_add(x))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_words_avx2(c: &[u32], ahead: bool) -> u32 {
+    use crate::quant::x86::prefetch::prefetch_ahead;
+    use std::arch::x86_64::*;
+    const LANES: usize = 8;
+    const ACC: usize = 8;
+    let mut acc = [_mm256_setzero_si256(); ACC];
+    let mut blocks = c.chunks_exact(LANES * ACC);
+    for b in &mut blocks {
+        let p = b.as_ptr();
+        if ahead {
+            prefetch_ahead(p as *const u8);
+            prefetch_ahead(p.add(16) as *const u8);
+            prefetch_ahead(p.add(32) as *const u8);
+            prefetch_ahead(p.add(48) as *const u8);
+        }
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `b` holds LANES x ACC words; this reads words i*8 .. i*8 + 8.
+            let v = _mm256_loadu_si256(p.add(i * LANES) as *const __m256i);
+            *a = _mm256_add_epi32(*a, v);
         }
     }
-    acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
+    let mut sum = _mm256_setzero_si256();
+    for a in acc {
+        sum = _mm256_add_epi32(sum, a);
+    }
+    let mut lanes = [0u32; LANES];
+    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum);
+    let tail = blocks
+        .remainder()
+        .iter()
+        .fold(0u32, |a, &x| a.wrapping_add(x));
+    lanes.iter().fold(tail, |a, &x| a.wrapping_add(x))
 }
 
 /// FMA throughput of the rayon pool, GFLOP/s (2 FLOPs per lane per FMA), with the widest
@@ -321,12 +417,39 @@ mod tests {
     }
 
     #[test]
+    fn the_read_probes_sum_every_word() {
+        // Lengths around the vector loop's 64-word step, with a tail, wrapping past u32::MAX.
+        for n in [0usize, 1, 63, 64, 65, 1000, 4099] {
+            let c: Vec<u32> = (0..n as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect();
+            let want = c.iter().fold(0u32, |a, &x| a.wrapping_add(x));
+            assert_eq!(sum_words(&c, true), want, "{n} words, prefetching");
+            assert_eq!(sum_words(&c, false), want, "{n} words");
+        }
+    }
+
+    #[test]
+    fn a_cpu_roof_takes_the_cache_bandwidth_when_it_was_measured() {
+        let p = MeasuredPeaks {
+            bandwidth: peak(20.0, "cpu_read_probe"),
+            cache_bandwidth: Some(peak(400.0, "cpu_cache_read_probe")),
+            compute: peak(200.0, "cpu_fma_probe_avx2"),
+            tensor: None,
+            int8: None,
+        };
+        assert_eq!(p.roof().cache_gbps, Some(400.0));
+        assert_eq!(p.prefill_roof(false).cache_gbps, Some(400.0));
+    }
+
+    #[test]
     fn a_prompt_on_tensor_cores_is_judged_by_their_peak() {
         let mut p = MeasuredPeaks {
             bandwidth: peak(3000.0, "d2d_copy"),
             compute: peak(60_000.0, "gpu_fma_probe"),
             tensor: Some(peak(600_000.0, "gpu_mma_f16_probe")),
             int8: None,
+            cache_bandwidth: None,
         };
         assert_eq!(p.prefill_compute(true).source, "gpu_mma_f16_probe");
         assert_eq!(p.prefill_roof(true).compute_gflops, 600_000.0);

@@ -121,7 +121,7 @@ impl Backend {
     /// half a second) or the GPU's copy, FMA and tensor-core probes.
     pub fn measure_peaks(&self) -> Result<MeasuredPeaks, String> {
         match self {
-            Backend::Cpu(_) => Ok(MeasuredPeaks::probe_cpu()),
+            Backend::Cpu(e) => Ok(MeasuredPeaks::probe_cpu(e.weight_bytes_per_token())),
             Backend::Cuda(e) => e.measure_peaks(),
         }
     }

@@ -64,6 +64,8 @@ pub struct BrickRow {
     pub cost: Cost,
     pub gbps: f64,
     pub gflops: f64,
+    /// The bandwidth the brick's bytes are judged against, GB/s (`Roof::bandwidth_for`).
+    pub roof_gbps: f64,
     pub roofline_us: f64,
     pub efficiency: f64,
     pub budget_us: f64,
@@ -247,6 +249,7 @@ pub fn analyze(stats: &Stats, shapes: &Shapes, roof: &Roof, budgets: &Budgets) -
                 cost,
                 gbps: giga_per_s(cost.bytes(), mean),
                 gflops: giga_per_s(cost.flops, mean),
+                roof_gbps: roof.bandwidth_for(&cost),
                 roofline_us,
                 efficiency: score::efficiency(roofline_us, mean),
                 budget_us,

@@ -127,6 +127,12 @@ fn header_markdown(s: &mut String, r: &Report) {
             others.join(", ")
         );
     }
+    if let Some(c) = h.peaks.cache_bandwidth_gbps {
+        let _ = writeln!(
+            s,
+            "- caches: {c:.1} GB/s (cpu_cache_read_probe), the roof of a decode step's activations"
+        );
+    }
     let c = &r.config;
     let measured = if c.measured_tokens == c.tokens {
         format!("{}", c.tokens)

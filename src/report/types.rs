@@ -124,6 +124,10 @@ pub struct Peaks {
     /// to device copy) and `nvml_bus` (NVML max memory clock x bus width x 2, theoretical) on a
     /// GPU, `cpu_read_probe` on the CPU. `bandwidth_source` names the one the roofline used.
     pub bandwidth_candidates: BTreeMap<String, f64>,
+    /// The caches' read bandwidth (`cpu_cache_read_probe`), GB/s: the roof of the bytes a CPU
+    /// decode step keeps in the caches (its activations). None on a GPU.
+    #[serde(default)]
+    pub cache_bandwidth_gbps: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -194,6 +198,12 @@ pub struct BrickReport {
     pub flops: u64,
     pub gbps: f64,
     pub gflops: f64,
+    /// The bandwidth the brick's bytes are judged against, GB/s: the memory peak, or (a CPU
+    /// decode step, whose activations stay in the caches) between it and the caches' peak as
+    /// its bytes split. Reports written before the field existed judged every byte against
+    /// the memory peak.
+    #[serde(default)]
+    pub roof_gbps: Option<f64>,
     /// FLOPs per byte.
     pub intensity: f64,
     pub roofline_us: f64,

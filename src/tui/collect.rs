@@ -46,6 +46,7 @@ pub fn bricks(
             intensity: r.cost.intensity(),
             gbps: r.gbps,
             gflops: r.gflops,
+            roof_gbps: r.roof_gbps,
             roofline_us: r.roofline_us,
             efficiency: r.efficiency,
             score: r.score,
@@ -119,6 +120,7 @@ pub fn peaks(p: &MeasuredPeaks, nvml_bus_gbps: Option<f64>) -> Peaks {
         compute_source: p.compute.source.to_string(),
         d2d_copy_gbps: (p.bandwidth.source == "d2d_copy").then_some(p.bandwidth.value),
         nvml_bus_gbps,
+        cache_gbps: p.cache_bandwidth.as_ref().map(|c| c.value),
     }
 }
 

@@ -95,6 +95,8 @@ pub struct BrickView {
     pub intensity: f64,
     pub gbps: f64,
     pub gflops: f64,
+    /// The bandwidth the brick's bytes are judged against, GB/s (`Roof::bandwidth_for`).
+    pub roof_gbps: f64,
     pub roofline_us: f64,
     pub efficiency: f64,
     pub score: f64,
@@ -117,6 +119,9 @@ pub struct Peaks {
     pub d2d_copy_gbps: Option<f64>,
     /// NVML's theoretical peak memory bandwidth (max memory clock x bus width x 2), GB/s.
     pub nvml_bus_gbps: Option<f64>,
+    /// The caches' measured read bandwidth (CPU), GB/s: the roof of a decode step's
+    /// activations.
+    pub cache_gbps: Option<f64>,
 }
 
 /// Everything on screen except telemetry (which has its own thread).

@@ -60,6 +60,7 @@ pub fn snapshot() -> Snapshot {
                 intensity: 0.5,
                 gbps: bytes / (mean * 1e3),
                 gflops: bytes * 0.5 / (mean * 1e3),
+                roof_gbps: 20.0,
                 roofline_us: budget * 0.7,
                 efficiency: (budget * 0.7 / mean).min(1.0),
                 score: 40.0 + (i * 13 % 60) as f64,

@@ -20,6 +20,13 @@ pub struct CpuEngine {
 }
 
 impl CpuEngine {
+    /// The weight bytes a decode step reads (the memory probe's model-sized buffer,
+    /// `brick::peaks::cpu_read_bandwidth`).
+    pub fn weight_bytes_per_token(&self) -> usize {
+        crate::brick::cost::Shapes::new(&self.model.config, &self.model.weights)
+            .weight_bytes_per_token()
+    }
+
     /// An engine with room for `ctx` positions (capped at the model's context length).
     pub fn new(model: Arc<Model>, ctx: usize) -> CpuEngine {
         let c = &model.config;

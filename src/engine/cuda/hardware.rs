@@ -91,6 +91,7 @@ impl CudaEngine {
             },
             tensor,
             int8: None,
+            cache_bandwidth: None,
         })
     }
 

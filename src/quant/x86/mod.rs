@@ -19,7 +19,7 @@ pub mod kquants;
 pub mod kquants512;
 mod legacy;
 mod loads;
-mod prefetch;
+pub(crate) mod prefetch;
 pub mod prompt_rows;
 mod q5_0;
 #[cfg(test)]

@@ -35,12 +35,16 @@ pub fn selected_brick<'a>(ui: &Ui<'a>) -> Option<&'a BrickView> {
     selected(ui).map(|i| &ui.snap.bricks[i])
 }
 
-/// Share of peak bandwidth, percent.
-pub fn peak_pct(snap: &Snapshot, gbps: f64) -> Option<f64> {
-    snap.peaks
-        .as_ref()
-        .filter(|p| p.bandwidth_gbps > 0.0)
-        .map(|p| 100.0 * gbps / p.bandwidth_gbps)
+/// `b`'s GB/s as a share of the bandwidth its bytes are judged against (`roof_gbps`: the
+/// memory peak, or between it and the caches' peak on a CPU decode step), percent.
+pub fn peak_pct(snap: &Snapshot, b: &BrickView) -> Option<f64> {
+    let p = snap.peaks.as_ref()?;
+    let roof = if b.roof_gbps > 0.0 {
+        b.roof_gbps
+    } else {
+        p.bandwidth_gbps
+    };
+    (roof > 0.0).then(|| 100.0 * b.gbps / roof)
 }
 
 /// Table lines in display order, then `other`.
@@ -56,7 +60,7 @@ pub fn brick_lines(snap: &Snapshot, order: &[usize]) -> Vec<BrickLine> {
                 share_pct: b.share_pct,
                 budget_us: Some(b.budget_us),
                 gbps: Some(b.gbps),
-                peak_pct: peak_pct(snap, b.gbps),
+                peak_pct: peak_pct(snap, b),
                 grade: Some(b.grade.clone()),
             }
         })

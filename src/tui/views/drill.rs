@@ -95,8 +95,8 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
     }
     .render(h, buf);
     let c = panel(cost, buf, "cost model (per token) vs roofline", ui.theme);
-    let peak = common::peak_pct(ui.snap, b.gbps)
-        .map_or_else(String::new, |p| format!(" ({p:.0}% of peak)"));
+    let peak =
+        common::peak_pct(ui.snap, b).map_or_else(String::new, |p| format!(" ({p:.0}% of peak)"));
     lines(
         c,
         buf,

@@ -24,9 +24,12 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
     } else {
         0.0
     };
+    let cache = p
+        .cache_gbps
+        .map_or_else(String::new, |c| format!("  caches {c:.1} GB/s"));
     let mut out = vec![
         Line::from(format!(
-            "peak bandwidth {:.1} GB/s ({})  peak compute {:.1} GFLOP/s ({})  ridge {:.1} FLOP/B",
+            "peak bandwidth {:.1} GB/s ({}){cache}  peak compute {:.1} GFLOP/s ({})  ridge {:.1} FLOP/B",
             p.bandwidth_gbps, p.bandwidth_source, p.compute_gflops, p.compute_source, ridge
         )),
         Line::from(""),
@@ -61,7 +64,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         } else {
             "memory"
         };
-        let pct = common::peak_pct(s, b.gbps).unwrap_or(0.0);
+        let pct = common::peak_pct(s, b).unwrap_or(0.0);
         let style = if Some(i) == sel {
             t.selected()
         } else {
