@@ -217,11 +217,12 @@ __device__ __forceinline__ float k45_unit(const u8* b, int u, const i8* aq, cons
         s0 = __dp4a((int)lo, a[i], s0);
         s1 = __dp4a((int)hi, a[8 + i], s1);
     }
-    // d, dmin and the 12 packed scale bytes; sub-block j's 6-bit scale and min as ggml's
-    // get_scale_min_k4, from the words (a byte array indexed at run time would live in
-    // local memory).
-    u32 sw[4];
-    load_words<4>(b, sw);
+    // d, dmin and the 12 packed scale bytes, in one 16-byte load (Q4_K and Q5_K blocks of
+    // 144 and 176 bytes start 16-byte aligned in rows that do); sub-block j's 6-bit scale and
+    // min as ggml's get_scale_min_k4, from the words (a byte array indexed at run time would
+    // live in local memory).
+    const uint4 hv = ldg_once((const uint4*)b);
+    const u32 sw[4] = {hv.x, hv.y, hv.z, hv.w};
     int c0, m0, c1, m1;
     k4_scale_min(sw, 2 * u, &c0, &m0);
     k4_scale_min(sw, 2 * u + 1, &c1, &m1);
