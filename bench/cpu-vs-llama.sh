@@ -6,6 +6,8 @@
 # file) and each of those models runs, for each thread count, REPS rounds (default 3) of
 #   llama-bench -t T -p 64 -n 64 -r 1
 #   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
+#       --numerics $NUMERICS (default exact, the reference; fast reorders the float sums of a
+#       prompt's Q4_0 products)
 # and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
 # cbtop / llama.cpp. The two sides alternate round by round, so a slow phase of a shared
 # machine falls on both (run one side's rounds after the other's and a drop in the machine's
@@ -27,6 +29,7 @@ set -euo pipefail
 CBTOP=${CBTOP:-target/release/cbtop}
 MODELS=${MODELS:-/tmp/cbtop-models}
 THREADS=${THREADS:-2}
+NUMERICS=${NUMERICS:-exact}
 REPS=${REPS:-3}
 SHAPES=${SHAPES:-qwen2.5-0.5b}
 QUANTS=${QUANTS:-q4_k_m}
@@ -47,14 +50,15 @@ for entry in "${models[@]}"; do
             "$bench" -m "$file" -t "$t" -p 64 -n 64 -r 1 -o json \
                 >"$OUT/$name-t$t-llama-r$r.json" 2>"$OUT/$name-t$t-llama-r$r.log"
             "$CBTOP" --headless --json --device cpu --threads "$t" --timing off \
+                --numerics "$NUMERICS" \
                 --model-path "$file" --tokens 64 --prefill 64 --warmup 4 --ctx 200 \
                 >"$OUT/$name-t$t-cbtop-r$r.json"
         done
     done
 done
 
-python3 - "$OUT" "$THREADS" "$REPS" "${models[@]}" <<'PY'
-import json, statistics, sys
+NUMERICS=$NUMERICS python3 - "$OUT" "$THREADS" "$REPS" "${models[@]}" <<'PY'
+import json, os, statistics, sys
 out, threads, reps = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 models = [m.split("=")[0] for m in sys.argv[4:]]
 cpu = open("/proc/cpuinfo").read()
@@ -80,7 +84,8 @@ for name in models:
             print(f"{name:<{w}}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
 print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama-bench -t T"
       " -p 64 -n 64 -r 1 (plain build of the peer, docs/benchmarks.md; repacking as it defaults); cbtop:"
-      " --headless --device cpu --timing off, 64 decode steps after a 64-token prompt")
+      f" --headless --device cpu --timing off --numerics {os.environ['NUMERICS']}, 64 decode"
+      " steps after a 64-token prompt")
 PY
 
 BRICK_QUANTS=${BRICK_QUANTS-q4_0 q8_0}
@@ -96,6 +101,7 @@ for entry in "${models[@]}"; do
                 echo
                 echo "## $name, $t threads, $build ($bin)"
                 "$bin" --headless --format md --device cpu --threads "$t" --timing events \
+                    --numerics "$NUMERICS" \
                     --model-path "$file" --tokens 8 --prefill 64 --warmup 2 --ctx 200 |
                     sed -n '/^Prefill of/,/^Telemetry/p' | grep -v '^Telemetry'
             done

@@ -4,14 +4,19 @@
 
 mod common;
 
-use cbtop::engine::{CpuEngine, LogitsFor};
+use cbtop::engine::{CpuEngine, LogitsFor, Numerics};
 use common::max_abs_diff;
 
 /// Compare one model against its reference; returns the largest logit difference seen.
 fn check(name: &str) -> f32 {
+    check_with(name, Numerics::Exact)
+}
+
+/// `check` with the engine's `numerics`.
+fn check_with(name: &str, numerics: Numerics) -> f32 {
     let (model, reference, bound) = common::conformance_case(name);
     let prompt = common::ids(&reference["prompt_ids"]);
-    let mut engine = CpuEngine::new(model, 64);
+    let mut engine = CpuEngine::new(model, 64).with_numerics(numerics);
     let ours = engine.eval(&prompt, LogitsFor::All).unwrap();
     let theirs = reference["prompt_logits"].as_array().unwrap();
     assert_eq!(ours.len(), theirs.len());
@@ -81,6 +86,35 @@ conformance! {
     qwen2_q5_k_s => "conf-qwen2-Q5_K_S",
     qwen2_q6_k => "conf-qwen2-Q6_K",
     qwen2_q8_0 => "conf-qwen2-Q8_0",
+}
+
+/// `fast` numerics on the CPU (a prompt's Q4_0 products reorder their float sums) stay within
+/// every model's bounds, and on the Q4_0 model the prompt's logits are not the exact bits (the
+/// fast kernels ran: the 10-token prompts take the batch products).
+#[test]
+fn fast_numerics_on_the_cpu_stay_within_the_bounds() {
+    for name in common::conformance_names() {
+        check_with(&name, Numerics::Fast);
+    }
+    let (model, reference, bound) = common::conformance_case("conf-qwen2-Q4_0");
+    let prompt = common::ids(&reference["prompt_ids"]);
+    let run = |numerics| {
+        CpuEngine::new(model.clone(), 64)
+            .with_numerics(numerics)
+            .eval(&prompt, LogitsFor::All)
+            .unwrap()
+    };
+    let (fast, exact) = (run(Numerics::Fast), run(Numerics::Exact));
+    let worst = fast
+        .iter()
+        .zip(&exact)
+        .map(|(f, e)| max_abs_diff(f, e))
+        .fold(0f32, f32::max);
+    assert!(
+        worst > 0.0,
+        "the Q4_0 prompt gave the exact bits under fast numerics"
+    );
+    assert!(worst <= bound, "fast vs exact {worst} > {bound}");
 }
 
 #[test]

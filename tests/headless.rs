@@ -382,17 +382,21 @@ fn prefill_has_its_own_brick_table_that_adds_up() {
 }
 
 #[test]
-fn cpu_reports_record_exact_numerics_whatever_was_asked() {
-    // The CPU engine is the reference: `--numerics fast` is accepted and recorded as what ran.
-    for asked in [None, Some("fast"), Some("exact")] {
+fn cpu_reports_record_the_numerics_that_ran() {
+    // The CPU engine is the reference: exact unless `--numerics fast` asks otherwise.
+    for (asked, ran) in [
+        (None, "exact"),
+        (Some("fast"), "fast"),
+        (Some("exact"), "exact"),
+    ] {
         let mut extra = vec!["--json", "--tokens", "2"];
         extra.extend(asked.iter().flat_map(|n| ["--numerics", n]));
         let o = headless(&extra);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let r = json_report(&o);
-        assert_eq!(r["config"]["numerics"], "exact", "--numerics {asked:?}");
+        assert_eq!(r["config"]["numerics"], ran, "--numerics {asked:?}");
     }
-    let o = headless(&["--format", "md", "--tokens", "2", "--numerics", "fast"]);
+    let o = headless(&["--format", "md", "--tokens", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let md = String::from_utf8(o.stdout).unwrap();
     assert!(md.contains("numerics exact"), "{md}");

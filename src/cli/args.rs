@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::{Numerics, Timing};
+use crate::engine::{Device, Numerics, Timing};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -62,12 +62,12 @@ impl From<TimingArg> for Timing {
     }
 }
 
-/// Floating-point numerics on the GPU (docs/DESIGN.md "Numerics").
+/// Floating-point numerics (docs/DESIGN.md "Numerics").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum NumericsArg {
     /// Kernels may reorder floating-point sums (held to llama.cpp's CUDA-vs-CPU spread).
     Fast,
-    /// Reproduce the CPU engine's bits. The CPU engine is always exact.
+    /// The CPU engine's bits (llama.cpp's plain x86 arithmetic), on either device.
     Exact,
 }
 
@@ -237,15 +237,24 @@ pub struct EngineArgs {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
-    /// GPU numerics: fast or exact (bit for bit the CPU's). The CPU is always exact.
-    #[arg(long, value_enum, default_value = "fast")]
-    pub numerics: NumericsArg,
+    /// fast or exact (bit for bit the CPU reference's). Default: fast on a GPU, exact on the
+    /// CPU, whose fast path reorders the sums of a prompt's Q4_0 products.
+    #[arg(long, value_enum)]
+    pub numerics: Option<NumericsArg>,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Context length in tokens (default: prompt + max tokens).
     #[arg(long)]
     pub ctx: Option<usize>,
+}
+
+impl EngineArgs {
+    /// The numerics the engine on `device` runs with: `--numerics`, else the device's default.
+    pub fn numerics_on(&self, device: &Device) -> Numerics {
+        self.numerics
+            .map_or_else(|| device.default_numerics(), Numerics::from)
+    }
 }
 
 #[derive(Args, Debug)]

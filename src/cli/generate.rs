@@ -83,8 +83,14 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         eprintln!("cbtop: note: {n}");
     }
     // No per-brick timing: the steps are timed whole, on the host.
-    let mut engine = Backend::open(&model, ctx, &device, Timing::Off, a.engine.numerics.into())
-        .map_err(|e| CliError::runtime(format!("--device {e}")))?;
+    let mut engine = Backend::open(
+        &model,
+        ctx,
+        &device,
+        Timing::Off,
+        a.engine.numerics_on(&device),
+    )
+    .map_err(|e| CliError::runtime(format!("--device {e}")))?;
     let temperature = if a.greedy { 0.0 } else { a.temperature };
     let mut sampler = Sampler::new(SamplerConfig {
         temperature,

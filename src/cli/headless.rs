@@ -287,8 +287,14 @@ fn measure(
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
     let timing = Timing::from(a.timing);
-    let engine = Backend::open(&src.model, ctx, device, timing, a.engine.numerics.into())
-        .map_err(|e| CliError::runtime(format!("--device {e}")))?;
+    let engine = Backend::open(
+        &src.model,
+        ctx,
+        device,
+        timing,
+        a.engine.numerics_on(device),
+    )
+    .map_err(|e| CliError::runtime(format!("--device {e}")))?;
     let peaks = engine.measure_peaks().map_err(CliError::runtime)?;
     let (backend, gpu, numerics) = (engine.name(), engine.gpu_info(), engine.numerics());
     let prompt_on_tensor_cores = engine.prompt_on_tensor_cores(prompt.len());

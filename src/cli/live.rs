@@ -10,7 +10,7 @@ use super::device::nvml_index;
 use super::error::CliError;
 use super::interrupt;
 use crate::engine::backend::{timing_label, Device};
-use crate::engine::{Numerics, Timing};
+use crate::engine::Timing;
 use crate::profiler::analysis::Budgets;
 use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
 use crate::telemetry::GpuProbe;
@@ -122,7 +122,7 @@ pub fn config(
         prompt.drain(..prompt.len() - ctx / 2);
     }
     let timing = Timing::from(args.timing);
-    let numerics = Numerics::from(args.engine.numerics);
+    let numerics = args.engine.numerics_on(&device);
     let c = &model.config;
     let wtype = model.weights.layers.first().map_or("-", |l| l.wq.ty.name());
     let header = Header {
@@ -136,7 +136,7 @@ pub fn config(
         ),
         device: device_label(&device),
         timing: header_timing(&device, timing),
-        numerics: device.numerics(numerics).name().to_string(),
+        numerics: numerics.name().to_string(),
         synthetic: source.synthetic,
     };
     let budgets = Budgets::from_profile(args.profile.as_deref()).map_err(CliError::usage)?;

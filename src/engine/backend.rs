@@ -33,12 +33,12 @@ impl Device {
         }
     }
 
-    /// The numerics an engine on this device runs with when `asked` is: the CPU engine is the
-    /// reference and always exact (what `Backend::numerics` reports once it is open).
-    pub fn numerics(&self, asked: Numerics) -> Numerics {
+    /// The numerics an engine on this device runs with unless asked otherwise: the CPU engine
+    /// is the reference (exact), the GPU's default is fast.
+    pub fn default_numerics(&self) -> Numerics {
         match self {
             Device::Cpu => Numerics::Exact,
-            Device::Cuda(_) => asked,
+            Device::Cuda(_) => Numerics::Fast,
         }
     }
 }
@@ -87,9 +87,10 @@ pub struct Greedy {
 
 impl Backend {
     /// The engine for `model` on `device` with room for `ctx` positions; on a GPU, bricks
-    /// timed by `timing` and products run with the kernels `numerics` picks (the CPU engine
-    /// is the reference, always exact, and times with the host clock whenever a recorder
-    /// asks). A device error names the device (`cuda:N: ...`).
+    /// timed by `timing` and products run with the kernels `numerics` picks (the CPU engine is
+    /// the reference: under `fast` only a prompt's Q4_0 products leave its arithmetic; it times
+    /// with the host clock whenever a recorder asks). A device error names the device
+    /// (`cuda:N: ...`).
     pub fn open(
         model: &Arc<Model>,
         ctx: usize,
@@ -101,7 +102,9 @@ impl Backend {
             Device::Cpu => {
                 // The CPU engine reads its weights from the file's map on every token.
                 model.file.prefault();
-                CpuEngine::new(model.clone(), ctx).into()
+                CpuEngine::new(model.clone(), ctx)
+                    .with_numerics(numerics)
+                    .into()
             }
             Device::Cuda(g) => CudaEngine::new(model.clone(), g, ctx, timing, numerics)
                 .map_err(|e| EngineError::Device(format!("{}: {e}", device.name())))?
@@ -147,7 +150,7 @@ impl Backend {
     /// asked, the CUDA engine's own setting on the GPU.
     pub fn numerics(&self) -> Numerics {
         match self {
-            Backend::Cpu(_) => Numerics::Exact,
+            Backend::Cpu(e) => e.numerics(),
             Backend::Cuda(e) => e.numerics(),
         }
     }

@@ -134,8 +134,8 @@ pub struct Peaks {
 pub struct RunConfig {
     /// How brick times were measured: `gpu_globaltimer`, `host_sync`, `cpu_timer` or `off`.
     pub timing: String,
-    /// The engine's numerics: `fast` or `exact` (always `exact` on the CPU, the reference).
-    /// Reports written before the field existed ran exact kernels everywhere.
+    /// The engine's numerics: `fast` or `exact` (the CPU's default, the reference). Reports
+    /// written before the field existed ran exact kernels everywhere.
     #[serde(default = "exact")]
     pub numerics: Numerics,
     pub warmup: u64,

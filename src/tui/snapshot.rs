@@ -42,7 +42,7 @@ pub struct Header {
     pub device: String,
     /// How brick times are measured: "cpu_timer", "gpu_globaltimer" or "host_sync".
     pub timing: String,
-    /// The engine's numerics: "fast" or "exact" (the CPU is always exact).
+    /// The engine's numerics: "fast" or "exact" (the CPU's default).
     pub numerics: String,
     pub synthetic: bool,
 }

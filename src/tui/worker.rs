@@ -44,7 +44,7 @@ pub struct EngineConfig {
     /// Where the engine runs, as `--device` resolved, and how bricks are timed there.
     pub device: Device,
     pub timing: Timing,
-    /// The GPU numerics asked for (the CPU engine is always exact).
+    /// The numerics the engine runs with (`EngineArgs::numerics_on`).
     pub numerics: Numerics,
     /// NVML's theoretical peak memory bandwidth of the GPU in use, GB/s, when known.
     pub nvml_peak_gbps: Option<f64>,

@@ -8,7 +8,7 @@ use super::forward::{self, Scratch};
 use super::kv_cache::KvCache;
 use crate::brick::Recorder;
 use crate::engine::error::EngineError;
-use crate::engine::options::LogitsFor;
+use crate::engine::options::{LogitsFor, Numerics};
 use crate::model::Model;
 
 /// A model with a KV cache, ready to evaluate tokens on the CPU.
@@ -17,6 +17,7 @@ pub struct CpuEngine {
     kv: KvCache,
     /// Boxed: `Backend` holds a `CpuEngine` by value beside a boxed CUDA engine.
     scratch: Box<Scratch>,
+    numerics: Numerics,
 }
 
 impl CpuEngine {
@@ -36,7 +37,20 @@ impl CpuEngine {
             model,
             kv,
             scratch: Box::default(),
+            numerics: Numerics::Exact,
         }
+    }
+
+    /// The engine with `numerics`: `fast` takes a prompt's Q4_0 products on kernels that
+    /// reorder float sums (`quant::x86::fast_q4_0`); everything else stays the reference.
+    pub fn with_numerics(mut self, numerics: Numerics) -> CpuEngine {
+        self.numerics = numerics;
+        self
+    }
+
+    /// The numerics the engine runs with (`exact` unless `with_numerics` said otherwise).
+    pub fn numerics(&self) -> Numerics {
+        self.numerics
     }
 
     pub fn model(&self) -> &Model {
@@ -86,13 +100,13 @@ impl CpuEngine {
         }
         let m = &self.model;
         Ok(forward::forward(
-            &m.config,
-            &m.weights,
+            m,
             &mut self.kv,
             tokens,
             want,
             rec,
             &mut self.scratch,
+            self.numerics,
         ))
     }
 }

@@ -11,8 +11,8 @@ use super::matmul::{matmul, matmuls};
 use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
 use super::pool;
 use crate::brick::{BrickId as B, Recorder};
-use crate::engine::options::LogitsFor;
-use crate::model::{Config, Weights};
+use crate::engine::options::{LogitsFor, Numerics};
+use crate::model::Model;
 use crate::quant;
 
 /// The forward pass's activation buffers, kept by the engine between calls, so a decode step
@@ -58,14 +58,15 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 /// Run `tokens` (already range-checked) at positions `kv.len()..`; returns logits rows
 /// (`vocab_size` each) for the requested positions, and advances the cache.
 pub fn forward(
-    cfg: &Config,
-    w: &Weights,
+    model: &Model,
     kv: &mut KvCache,
     tokens: &[u32],
     want: LogitsFor,
     rec: &mut Recorder,
     scratch: &mut Scratch,
+    numerics: Numerics,
 ) -> Vec<Vec<f32>> {
+    let (cfg, w) = (&model.config, &model.weights);
     let n = tokens.len();
     let pos0 = kv.len();
     let (e, qd, kvd, ff) = (cfg.n_embd, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
@@ -110,6 +111,7 @@ pub fn forward(
                 w,
                 h,
                 &mut [(&lw.wq, &mut *q), (&lw.wk, &mut *k), (&lw.wv, &mut *v)],
+                numerics,
             );
             for (out, bias) in [(&mut *q, &lw.bq), (&mut *k, &lw.bk), (&mut *v, &lw.bv)] {
                 if let Some(b) = bias {
@@ -137,7 +139,9 @@ pub fn forward(
             let (keys, values) = (kv.keys(l, pos0 + n), kv.values(l, pos0 + n));
             attention(shape, q, keys, values, pos0, &mut *att);
         });
-        rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o));
+        rec.time(B::AttnOut, layer, || {
+            matmul(w, &lw.wo, att, &mut *o, numerics)
+        });
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -149,10 +153,17 @@ pub fn forward(
             });
         });
         rec.time(B::FfnGateUp, layer, || {
-            matmuls(w, h, &mut [(&lw.w_gate, &mut *gate), (&lw.w_up, &mut *up)]);
+            matmuls(
+                w,
+                h,
+                &mut [(&lw.w_gate, &mut *gate), (&lw.w_up, &mut *up)],
+                numerics,
+            );
         });
         rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
-        rec.time(B::FfnDown, layer, || matmul(w, &lw.w_down, gate, &mut *o));
+        rec.time(B::FfnDown, layer, || {
+            matmul(w, &lw.w_down, gate, &mut *o, numerics)
+        });
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -173,7 +184,7 @@ pub fn forward(
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
-        matmul(w, &w.output, normed, &mut logits)
+        matmul(w, &w.output, normed, &mut logits, numerics)
     });
     if rows.len() == 1 {
         return vec![logits];

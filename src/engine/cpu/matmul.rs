@@ -17,6 +17,7 @@
 //! Results go straight to `out[token][row]`.
 
 use super::pool;
+use crate::engine::options::Numerics;
 use crate::model::weights::{Mat, Weights};
 use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
@@ -52,8 +53,8 @@ const FLOAT_TASK_BYTES: usize = 64 << 10;
 pub type Product<'a> = (&'a Mat, &'a mut [f32]);
 
 /// `out[t][r] = W[r] · x[t]` for the `n = x.len() / m.cols` rows of `x`; `out` is `n × m.rows`.
-pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32]) {
-    matmuls(w, x, &mut [(m, out)]);
+pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32], numerics: Numerics) {
+    matmuls(w, x, &mut [(m, out)], numerics);
 }
 
 /// What a `matmuls` call keeps for the next one on its thread: the input quantized in each
@@ -72,13 +73,21 @@ thread_local! {
 }
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
-/// parallel region; the results are exactly those of one `matmul` per matrix.
-pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product]) {
+/// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
+/// numerics a prompt's Q4_0 products reorder their float sums (`fast_q4_0_batch`); everything
+/// else is the reference's arithmetic under either.
+pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], numerics: Numerics) {
     // A task never calls back in here, so the calling thread's scratch is free.
-    SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products));
+    SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products, numerics));
 }
 
-fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product]) {
+fn matmuls_in(
+    s: &mut Scratch,
+    w: &Weights,
+    x: &[f32],
+    products: &mut [Product],
+    numerics: Numerics,
+) {
     let Some(cols) = products.first().map(|p| p.0.cols) else {
         return;
     };
@@ -143,6 +152,7 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
     // Tasks: (product, first row, end row).
     let threads = pool::global().threads();
     let total_rows: usize = products.iter().map(|p| p.0.rows).sum();
+    let fast_q4_0 = |m: &Mat| takes_fast_q4_0(m, n, numerics);
     let tasks = &mut s.tasks;
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
@@ -152,6 +162,9 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
             m.rows.div_ceil(pieces)
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
+        } else if fast_q4_0(m) {
+            // Whole groups of eight rows (`fast_q4_0_batch`).
+            (BATCH_TASK_BYTES / m.row_bytes()).clamp(8, 16) / 8 * 8
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         };
@@ -204,6 +217,10 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
                     return widened_batch(m.ty, rows, m.cols, acts, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
+                if fast_q4_0(m) {
+                    return fast_q4_0_batch(rows, rb, acts, &out_rows);
+                }
+                #[cfg(target_arch = "x86_64")]
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
                     return unpacked_batch(m.ty, rows, acts, &out_rows);
                 }
@@ -224,6 +241,66 @@ fn matmuls_in(s: &mut Scratch, w: &Weights, x: &[f32], products: &mut [Product])
             },
         )
     });
+}
+
+/// Whether a batch of `n` tokens takes `m`'s products on `fast_q4_0_batch`: a prompt's Q4_0
+/// products under `fast` numerics, where the CPU has AVX2, FMA and F16C.
+fn takes_fast_q4_0(m: &Mat, n: usize, numerics: Numerics) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return numerics == Numerics::Fast
+        && m.ty == GgmlType::Q4_0
+        && n >= 8
+        && crate::quant::x86::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (m, n, numerics);
+        false
+    }
+}
+
+/// A batch task's Q4_0 rows against every token under `fast` numerics: each whole group of
+/// eight rows interleaved once (`x86::fast_q4_0`, into a buffer each pool thread keeps), then
+/// taken against the tokens four at a time; rows past the last whole group (a matrix's last
+/// task) go to `unpacked_batch`. `acts` are the tokens' Q8_0 rows.
+#[cfg(target_arch = "x86_64")]
+fn fast_q4_0_batch<'o>(
+    rows: &[u8],
+    rb: usize,
+    acts: &[QuantizedAct],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86::fast_q4_0::{interleave, rows8, Block8};
+    thread_local! {
+        static BLOCKS: RefCell<Vec<Block8>> = const { RefCell::new(Vec::new()) };
+    }
+    let q8 = |t: usize| match &acts[t] {
+        QuantizedAct::Q8_0(a) => a.as_slice(),
+        _ => unreachable!("a prompt's activations share one format"),
+    };
+    // Token t's results for rows g * 8 .. g * 8 + 8 of the task.
+    let eight = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1.split_at_mut(8).0;
+    let (n, per_row, whole) = (acts.len(), rb / 18, rows.len() / rb / 8 * 8);
+    BLOCKS.with_borrow_mut(|blocks| {
+        // SAFETY: `takes_fast_q4_0` checked AVX2, FMA and F16C.
+        unsafe { interleave(rows, rb, blocks) };
+        for (g, group) in blocks.chunks_exact(per_row).enumerate() {
+            for t in (0..n / 4 * 4).step_by(4) {
+                let a = std::array::from_fn(|i| q8(t + i));
+                let outs = std::array::from_fn(|i| eight(t + i, g));
+                // SAFETY: as above; `group` holds `per_row` blocks, as every row of `acts`.
+                unsafe { rows8::<4>(group, a, outs) };
+            }
+            for t in n / 4 * 4..n {
+                // SAFETY: as above.
+                unsafe { rows8::<1>(group, [q8(t)], [eight(t, g)]) };
+            }
+        }
+    });
+    if whole * rb < rows.len() {
+        unpacked_batch(GgmlType::Q4_0, &rows[whole * rb..], acts, &|t| {
+            out_rows(t).split_at_mut(whole).1
+        });
+    }
 }
 
 /// A batch task's Q4_0, Q5_0, Q8_0, Q4_1 or Q5_1 rows against every token: the rows unpacked
