@@ -205,6 +205,11 @@ fn matmuls_in(
         with_fma(
             #[inline(always)]
             || {
+                // Asked for, the fast kernel takes Q4_0 ahead of the exact VNNI one.
+                #[cfg(target_arch = "x86_64")]
+                if fast_q4_0(m) {
+                    return fast_q4_0_batch(rows, rb, acts, &out_rows);
+                }
                 #[cfg(target_arch = "x86_64")]
                 if SignedRows::unpacks(m.ty) && !biased.is_empty() {
                     return signed_batch_vnni(m.ty, rows, rb, n, &biased, &out_rows);
@@ -215,10 +220,6 @@ fn matmuls_in(
                     && crate::quant::x86::available()
                 {
                     return widened_batch(m.ty, rows, m.cols, acts, &out_rows);
-                }
-                #[cfg(target_arch = "x86_64")]
-                if fast_q4_0(m) {
-                    return fast_q4_0_batch(rows, rb, acts, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
