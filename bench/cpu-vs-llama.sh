@@ -7,7 +7,7 @@
 #   llama-bench -t T -p 64 -n 64 -r 1
 #   cbtop --headless --device cpu --threads T --timing off --tokens 64 --prefill 64
 #       --numerics $NUMERICS (default exact, the reference; fast reorders the float sums of a
-#       prompt's Q4_0 products)
+#       prompt's Q4_0 and Q8_0 products)
 # and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
 # cbtop / llama.cpp. The two sides alternate round by round, so a slow phase of a shared
 # machine falls on both (run one side's rounds after the other's and a drop in the machine's

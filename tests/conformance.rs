@@ -88,33 +88,35 @@ conformance! {
     qwen2_q8_0 => "conf-qwen2-Q8_0",
 }
 
-/// `fast` numerics on the CPU (a prompt's Q4_0 products reorder their float sums) stay within
-/// every model's bounds, and on the Q4_0 model the prompt's logits are not the exact bits (the
-/// fast kernels ran: the 10-token prompts take the batch products).
+/// `fast` numerics on the CPU (a prompt's Q4_0 and Q8_0 products reorder their float sums) stay
+/// within every model's bounds, and on the Q4_0 and Q8_0 models the prompt's logits are not
+/// the exact bits (the fast kernels ran: the 10-token prompts take the batch products).
 #[test]
 fn fast_numerics_on_the_cpu_stay_within_the_bounds() {
     for name in common::conformance_names() {
         check_with(&name, Numerics::Fast);
     }
-    let (model, reference, bound) = common::conformance_case("conf-qwen2-Q4_0");
-    let prompt = common::ids(&reference["prompt_ids"]);
-    let run = |numerics| {
-        CpuEngine::new(model.clone(), 64)
-            .with_numerics(numerics)
-            .eval(&prompt, LogitsFor::All)
-            .unwrap()
-    };
-    let (fast, exact) = (run(Numerics::Fast), run(Numerics::Exact));
-    let worst = fast
-        .iter()
-        .zip(&exact)
-        .map(|(f, e)| max_abs_diff(f, e))
-        .fold(0f32, f32::max);
-    assert!(
-        worst > 0.0,
-        "the Q4_0 prompt gave the exact bits under fast numerics"
-    );
-    assert!(worst <= bound, "fast vs exact {worst} > {bound}");
+    for name in ["conf-qwen2-Q4_0", "conf-qwen2-Q8_0"] {
+        let (model, reference, bound) = common::conformance_case(name);
+        let prompt = common::ids(&reference["prompt_ids"]);
+        let run = |numerics| {
+            CpuEngine::new(model.clone(), 64)
+                .with_numerics(numerics)
+                .eval(&prompt, LogitsFor::All)
+                .unwrap()
+        };
+        let (fast, exact) = (run(Numerics::Fast), run(Numerics::Exact));
+        let worst = fast
+            .iter()
+            .zip(&exact)
+            .map(|(f, e)| max_abs_diff(f, e))
+            .fold(0f32, f32::max);
+        assert!(
+            worst > 0.0,
+            "{name}: the prompt gave the exact bits under fast numerics"
+        );
+        assert!(worst <= bound, "{name}: fast vs exact {worst} > {bound}");
+    }
 }
 
 #[test]

@@ -238,7 +238,7 @@ pub struct EngineArgs {
     #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
     /// fast or exact (bit for bit the CPU reference's). Default: fast on a GPU, exact on the
-    /// CPU, whose fast path reorders the sums of a prompt's Q4_0 products.
+    /// CPU, whose fast path reorders the sums of a prompt's Q4_0 and Q8_0 products.
     #[arg(long, value_enum)]
     pub numerics: Option<NumericsArg>,
     /// CPU threads (default: all cores).

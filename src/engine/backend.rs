@@ -88,9 +88,9 @@ pub struct Greedy {
 impl Backend {
     /// The engine for `model` on `device` with room for `ctx` positions; on a GPU, bricks
     /// timed by `timing` and products run with the kernels `numerics` picks (the CPU engine is
-    /// the reference: under `fast` only a prompt's Q4_0 products leave its arithmetic; it times
-    /// with the host clock whenever a recorder asks). A device error names the device
-    /// (`cuda:N: ...`).
+    /// the reference: under `fast` only a prompt's Q4_0 and Q8_0 products leave its
+    /// arithmetic; it times with the host clock whenever a recorder asks). A device error
+    /// names the device (`cuda:N: ...`).
     pub fn open(
         model: &Arc<Model>,
         ctx: usize,

@@ -41,8 +41,8 @@ impl CpuEngine {
         }
     }
 
-    /// The engine with `numerics`: `fast` takes a prompt's Q4_0 products on kernels that
-    /// reorder float sums (`quant::x86::fast_q4_0`); everything else stays the reference.
+    /// The engine with `numerics`: `fast` takes a prompt's Q4_0 and Q8_0 products on kernels that
+    /// reorder float sums (`quant::x86::fast_rows`); everything else stays the reference.
     pub fn with_numerics(mut self, numerics: Numerics) -> CpuEngine {
         self.numerics = numerics;
         self

@@ -74,7 +74,7 @@ thread_local! {
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
 /// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
-/// numerics a prompt's Q4_0 products reorder their float sums (`fast_q4_0_batch`); everything
+/// numerics a prompt's Q4_0 and Q8_0 products reorder their float sums (`fast_batch`); everything
 /// else is the reference's arithmetic under either.
 pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], numerics: Numerics) {
     // A task never calls back in here, so the calling thread's scratch is free.
@@ -152,7 +152,7 @@ fn matmuls_in(
     // Tasks: (product, first row, end row).
     let threads = pool::global().threads();
     let total_rows: usize = products.iter().map(|p| p.0.rows).sum();
-    let fast_q4_0 = |m: &Mat| takes_fast_q4_0(m, n, numerics);
+    let fast = |m: &Mat| takes_fast(m, n, numerics);
     let tasks = &mut s.tasks;
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
@@ -162,8 +162,8 @@ fn matmuls_in(
             m.rows.div_ceil(pieces)
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
-        } else if fast_q4_0(m) {
-            // Whole groups of eight rows (`fast_q4_0_batch`).
+        } else if fast(m) {
+            // Whole groups of eight rows (`fast_batch`).
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(8, 16) / 8 * 8
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
@@ -205,10 +205,10 @@ fn matmuls_in(
         with_fma(
             #[inline(always)]
             || {
-                // Asked for, the fast kernel takes Q4_0 ahead of the exact VNNI one.
+                // Asked for, the fast kernels take Q4_0/Q8_0 ahead of the exact VNNI ones.
                 #[cfg(target_arch = "x86_64")]
-                if fast_q4_0(m) {
-                    return fast_q4_0_batch(rows, rb, acts, &out_rows);
+                if fast(m) {
+                    return fast_batch(m.ty, rows, rb, acts, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if SignedRows::unpacks(m.ty) && !biased.is_empty() {
@@ -244,12 +244,12 @@ fn matmuls_in(
     });
 }
 
-/// Whether a batch of `n` tokens takes `m`'s products on `fast_q4_0_batch`: a prompt's Q4_0
-/// products under `fast` numerics, where the CPU has AVX2, FMA and F16C.
-fn takes_fast_q4_0(m: &Mat, n: usize, numerics: Numerics) -> bool {
+/// Whether a batch of `n` tokens takes `m`'s products on `fast_batch`: a prompt's Q4_0 and
+/// Q8_0 products under `fast` numerics, where the CPU has AVX2, FMA and F16C.
+fn takes_fast(m: &Mat, n: usize, numerics: Numerics) -> bool {
     #[cfg(target_arch = "x86_64")]
     return numerics == Numerics::Fast
-        && m.ty == GgmlType::Q4_0
+        && crate::quant::x86::fast_rows::interleaves(m.ty)
         && n >= 8
         && crate::quant::x86::available();
     #[cfg(not(target_arch = "x86_64"))]
@@ -259,18 +259,19 @@ fn takes_fast_q4_0(m: &Mat, n: usize, numerics: Numerics) -> bool {
     }
 }
 
-/// A batch task's Q4_0 rows against every token under `fast` numerics: each whole group of
-/// eight rows interleaved once (`x86::fast_q4_0`, into a buffer each pool thread keeps), then
-/// taken against the tokens four at a time; rows past the last whole group (a matrix's last
-/// task) go to `unpacked_batch`. `acts` are the tokens' Q8_0 rows.
+/// A batch task's Q4_0 or Q8_0 rows against every token under `fast` numerics: each whole
+/// group of eight rows interleaved once (`x86::fast_rows`, into a buffer each pool thread
+/// keeps), then taken against the tokens four at a time; rows past the last whole group (a
+/// matrix's last task) go to `unpacked_batch`. `acts` are the tokens' Q8_0 rows.
 #[cfg(target_arch = "x86_64")]
-fn fast_q4_0_batch<'o>(
+fn fast_batch<'o>(
+    ty: GgmlType,
     rows: &[u8],
     rb: usize,
     acts: &[QuantizedAct],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::fast_q4_0::{interleave, rows8, Block8};
+    use crate::quant::x86::fast_rows::{interleave, rows8, Block8};
     thread_local! {
         static BLOCKS: RefCell<Vec<Block8>> = const { RefCell::new(Vec::new()) };
     }
@@ -280,25 +281,40 @@ fn fast_q4_0_batch<'o>(
     };
     // Token t's results for rows g * 8 .. g * 8 + 8 of the task.
     let eight = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1.split_at_mut(8).0;
-    let (n, per_row, whole) = (acts.len(), rb / 18, rows.len() / rb / 8 * 8);
+    let (n, per_row, whole) = (acts.len(), rb / ty.block_bytes(), rows.len() / rb / 8 * 8);
+    /// The group against every token, four at a time.
+    fn tokens<'o, const Q8: bool>(
+        group: &[Block8],
+        n: usize,
+        q8: &impl Fn(usize) -> &'o [crate::quant::blocks::BlockQ8_0],
+        eight: &impl Fn(usize) -> &'o mut [f32],
+    ) {
+        for t in (0..n / 4 * 4).step_by(4) {
+            let a = std::array::from_fn(|i| q8(t + i));
+            let outs = std::array::from_fn(|i| eight(t + i));
+            // SAFETY: `takes_fast` checked AVX2, FMA and F16C; `group` holds as many blocks
+            // as every row of `acts`.
+            unsafe { rows8::<4, Q8>(group, a, outs) };
+        }
+        for t in n / 4 * 4..n {
+            // SAFETY: as above.
+            unsafe { rows8::<1, Q8>(group, [q8(t)], [eight(t)]) };
+        }
+    }
     BLOCKS.with_borrow_mut(|blocks| {
-        // SAFETY: `takes_fast_q4_0` checked AVX2, FMA and F16C.
-        unsafe { interleave(rows, rb, blocks) };
+        // SAFETY: `takes_fast` checked AVX2, FMA and F16C.
+        unsafe { interleave(ty, rows, rb, blocks) };
         for (g, group) in blocks.chunks_exact(per_row).enumerate() {
-            for t in (0..n / 4 * 4).step_by(4) {
-                let a = std::array::from_fn(|i| q8(t + i));
-                let outs = std::array::from_fn(|i| eight(t + i, g));
-                // SAFETY: as above; `group` holds `per_row` blocks, as every row of `acts`.
-                unsafe { rows8::<4>(group, a, outs) };
-            }
-            for t in n / 4 * 4..n {
-                // SAFETY: as above.
-                unsafe { rows8::<1>(group, [q8(t)], [eight(t, g)]) };
+            let eight = |t: usize| eight(t, g);
+            if ty == GgmlType::Q8_0 {
+                tokens::<true>(group, n, &q8, &eight);
+            } else {
+                tokens::<false>(group, n, &q8, &eight);
             }
         }
     });
     if whole * rb < rows.len() {
-        unpacked_batch(GgmlType::Q4_0, &rows[whole * rb..], acts, &|t| {
+        unpacked_batch(ty, &rows[whole * rb..], acts, &|t| {
             out_rows(t).split_at_mut(whole).1
         });
     }

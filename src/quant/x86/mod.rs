@@ -6,14 +6,14 @@
 //! `legacy` and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows
 //! unpacked once per task), `kquants` and `kquants512` (the k-quant dots),
 //! `vnni` (those prompt products on AVX-512 VNNI), `act` (the activation quantizers),
-//! `float` (the F32/F16/BF16 dots). `fast_q4_0` is the exception: a prompt's Q4_0 products
+//! `float` (the F32/F16/BF16 dots). `fast_rows` is the exception: a prompt's Q4_0 and Q8_0 products
 //! for the `fast` numerics, which reorder float sums.
 
 #[macro_use]
 mod row_loops;
 
 pub(super) mod act;
-pub mod fast_q4_0;
+pub mod fast_rows;
 mod features;
 pub mod float;
 mod kquant_core;
