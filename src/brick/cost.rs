@@ -179,13 +179,18 @@ impl Shapes {
                 } else {
                     0.0
                 };
-                // A prompt's activations grow with it past the caches: all its bytes are
-                // judged against memory.
+                // Everything but the weights passes from brick to brick through the caches
+                // (activations, the prompt's own K and V rows): judged against the caches'
+                // bandwidth where one was measured, so a brick never reads faster than its
+                // roof (a long prompt's activations spill to memory: its roof is then above
+                // what the brick can reach, never below).
+                let bytes_read = w + n * (one.bytes_read - w) - cache;
+                let bytes_written = n * one.bytes_written;
                 Cost {
-                    bytes_read: w + n * (one.bytes_read - w) - cache,
-                    bytes_written: n * one.bytes_written,
+                    bytes_read,
+                    bytes_written,
                     flops: n * one.flops,
-                    resident: 0.0,
+                    resident: bytes_read + bytes_written - w,
                 }
             })
             .fold(Cost::default(), |a, c| a + c)
@@ -501,7 +506,8 @@ mod tests {
         assert_eq!(norm.resident, norm.bytes());
         let a = s.cost(BrickId::Attention.into(), 10.0);
         assert_eq!(a.resident, a.bytes() - 2.0 * 2.0 * 10.0 * 32.0 * 2.0);
-        // A prompt's bytes are all judged against memory, but for its last token's bricks.
-        assert_eq!(s.prefill_cost(BrickId::Qkv.into(), 64).resident, 0.0);
+        // A prompt's bricks: all but the weights.
+        let p = s.prefill_cost(BrickId::Qkv.into(), 64);
+        assert_eq!(p.resident, p.bytes() - 2000.0);
     }
 }
