@@ -44,6 +44,96 @@ mod legacy_kernels {
         out
     }
 
+    /// The dot of a Q4_0 or Q8_0 row with `a` in f64, from the same integer block sums and f32
+    /// scale products, and the sum of the blocks' magnitudes (a reordering bound's scale).
+    fn dot_f64(ty: GgmlType, w: &[u8], a: &[BlockQ8_0]) -> (f64, f64) {
+        let level = |blk: &[u8], k: usize| match ty {
+            GgmlType::Q4_0 if k < 16 => (blk[2 + k] & 15) as i32 - 8,
+            GgmlType::Q4_0 => (blk[2 + k - 16] >> 4) as i32 - 8,
+            _ => blk[2 + k] as i8 as i32,
+        };
+        let (mut sum, mut mag) = (0f64, 0f64);
+        for (blk, y) in w.chunks_exact(ty.block_bytes()).zip(a) {
+            let d = f16::from_le_bytes([blk[0], blk[1]]).to_f32() * y.d;
+            let isum: i32 = (0..32).map(|k| level(blk, k) * y.qs[k] as i32).sum();
+            sum += d as f64 * isum as f64;
+            mag += (d as f64 * isum as f64).abs();
+        }
+        (sum, mag)
+    }
+
+    /// The fast numerics' interleaved rows (`fast_rows`): within float reordering of an f64 dot
+    /// and of the exact kernel.
+    #[test]
+    fn interleaved_rows_match_the_reference_within_float_reordering() {
+        use crate::quant::x86::fast_rows::{interleave, rows8};
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
+            return;
+        }
+        let mut rng = Rng::new(7);
+        for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+            for per_row in [1usize, 3, 28, 152] {
+                let n_rows = 19; // two groups of eight and three rows left out
+                let w: Vec<u8> = (0..n_rows)
+                    .flat_map(|_| row(&mut rng, ty, per_row))
+                    .collect();
+                let rb = per_row * ty.block_bytes();
+                let acts: Vec<QuantizedAct> = (0..5)
+                    .map(|_| {
+                        let x: Vec<f32> =
+                            (0..per_row * 32).map(|_| rng.next_signed() * 3.0).collect();
+                        quantize_act(ActType::Q8_0, &x)
+                    })
+                    .collect();
+                let q8 = |t: usize| match &acts[t] {
+                    QuantizedAct::Q8_0(a) => a.as_slice(),
+                    _ => unreachable!("quantized as Q8_0"),
+                };
+                let mut blocks = Vec::new();
+                // SAFETY: `available()` was checked above.
+                unsafe { interleave(ty, &w, rb, &mut blocks) };
+                assert_eq!(blocks.len(), 2 * per_row, "whole groups only");
+                for g in 0..2 {
+                    let group = &blocks[g * per_row..(g + 1) * per_row];
+                    let mut o = [[0f32; 8]; 5];
+                    let [o0, o1, o2, o3, o4] = &mut o;
+                    let a = [q8(0), q8(1), q8(2), q8(3)];
+                    // SAFETY: as above.
+                    unsafe {
+                        if ty == GgmlType::Q8_0 {
+                            rows8::<4, true>(group, a, [o0, o1, o2, o3]);
+                            rows8::<1, true>(group, [q8(4)], [o4]);
+                        } else {
+                            rows8::<4, false>(group, a, [o0, o1, o2, o3]);
+                            rows8::<1, false>(group, [q8(4)], [o4]);
+                        }
+                    }
+                    for (t, o) in o.iter().enumerate() {
+                        for (r, &got) in o.iter().enumerate() {
+                            let wr = &w[(g * 8 + r) * rb..][..rb];
+                            let (want, mag) = dot_f64(ty, wr, q8(t));
+                            let bound = per_row as f64 * 1.2e-7 * mag + 1e-6;
+                            assert!(
+                                (got as f64 - want).abs() <= bound,
+                                "{ty} {per_row} blocks, group {g} row {r} token {t}: {got} vs \
+                                 {want} (bound {bound})"
+                            );
+                            // The exact kernel's own rounding: its eight lane sums and their
+                            // adding up.
+                            let exact = reference(ty, wr, &acts[t]);
+                            let exact_bound = (per_row + 8) as f64 * 1.2e-7 * mag + 1e-6;
+                            assert!(
+                                (got - exact).abs() as f64 <= bound + exact_bound,
+                                "{ty}: {got} vs the exact kernel's {exact}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn row_loops_equal_the_reference_bit_for_bit() {
         if !available() {
