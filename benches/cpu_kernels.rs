@@ -262,6 +262,132 @@ fn legacy_prompt(reps: usize) {
     }
 }
 
+/// A prompt's Q4_0/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows interleaved
+/// eight at a time (not timed), then against eight tokens, on a matrix in L2. Prints ns per
+/// block and token and GOP/s on one thread.
+#[cfg(target_arch = "x86_64")]
+fn fast_prompt(reps: usize) {
+    use cbtop::quant::legacy::BlockQ8_0;
+    use cbtop::quant::x86::{self, fast_rows};
+    if !x86::available() {
+        return;
+    }
+    for (ty, cols, rows) in [
+        (GgmlType::Q4_0, 896, 32),
+        (GgmlType::Q4_0, 4864, 8),
+        (GgmlType::Q8_0, 896, 32),
+        (GgmlType::Q8_0, 4864, 8),
+    ] {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let m = matrix(ty, rows, cols, &mut rng);
+        let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
+            .into_iter()
+            .map(|a| match a {
+                QuantizedAct::Q8_0(a) => a,
+                _ => unreachable!(),
+            })
+            .collect();
+        let row_bytes = cols / 32 * ty.block_bytes();
+        let t = if ty == GgmlType::Q8_0 {
+            [
+                (
+                    4,
+                    fast_tile::<fast_rows::Signed8, 4>(reps, &m, row_bytes, &acts),
+                ),
+                (
+                    6,
+                    fast_tile::<fast_rows::Signed8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
+                ),
+                (
+                    8,
+                    fast_tile::<fast_rows::Signed8, 8>(reps, &m, row_bytes, &acts),
+                ),
+            ]
+        } else {
+            [
+                (
+                    4,
+                    fast_tile::<fast_rows::Nibbles8, 4>(reps, &m, row_bytes, &acts),
+                ),
+                (
+                    6,
+                    fast_tile::<fast_rows::Nibbles8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
+                ),
+                (
+                    8,
+                    fast_tile::<fast_rows::Nibbles8, 8>(reps, &m, row_bytes, &acts),
+                ),
+            ]
+        };
+        let pack = if ty == GgmlType::Q8_0 {
+            let mut b: Vec<fast_rows::Signed8> = Vec::new();
+            // SAFETY: AVX2 was detected above.
+            best(reps * 50, || unsafe {
+                fast_rows::interleave(&m, row_bytes, &mut b);
+                b.len() as f32
+            })
+        } else {
+            let mut b: Vec<fast_rows::Nibbles8> = Vec::new();
+            // SAFETY: AVX2 was detected above.
+            best(reps * 50, || unsafe {
+                fast_rows::interleave(&m, row_bytes, &mut b);
+                b.len() as f32
+            })
+        };
+        println!(
+            "{ty} interleave, {cols} cols: {:.2} ns/block",
+            pack * 1e9 / (rows * cols / 32) as f64
+        );
+        let shown: Vec<String> = t
+            .iter()
+            .map(|(k, t)| {
+                let per = t * 1e9 / (rows * cols / 32 * 8) as f64;
+                format!("8x{k} {per:.2} ({:.0} GOP/s)", 64.0 / per)
+            })
+            .collect();
+        println!(
+            "{ty} prompt, {cols} cols, fast interleaved, rows x tokens: {} ns/block/token",
+            shown.join(", ")
+        );
+    }
+}
+
+/// Best time of eight tokens against `m`'s rows interleaved as `B`, four tokens a step.
+#[cfg(target_arch = "x86_64")]
+fn fast_tile<B: cbtop::quant::x86::fast_rows::Interleaved, const T: usize>(
+    reps: usize,
+    m: &[u8],
+    row_bytes: usize,
+    acts: &[Vec<cbtop::quant::legacy::BlockQ8_0>],
+) -> f64 {
+    use cbtop::quant::x86::fast_rows;
+    let mut blocks: Vec<B> = Vec::new();
+    // SAFETY: the caller detected AVX2, FMA and F16C.
+    unsafe { fast_rows::interleave(m, row_bytes, &mut blocks) };
+    let per_row = acts[0].len();
+    let acts: Vec<Vec<B::Act>> = acts
+        .iter()
+        .map(|a| a.iter().map(B::act).collect())
+        .collect();
+    let mut out = vec![[0f32; 8]; 8];
+    best(reps * 50, || {
+        for group in blocks.chunks_exact(per_row) {
+            for t0 in (0..8 / T * T).step_by(T) {
+                let a = std::array::from_fn(|t| acts[t0 + t].as_slice());
+                let mut rest = &mut out[t0..];
+                let outs = std::array::from_fn(|_| {
+                    let (o, r) = std::mem::take(&mut rest).split_first_mut().expect("8");
+                    rest = r;
+                    o.as_mut_slice()
+                });
+                // SAFETY: as above.
+                unsafe { fast_rows::rows8::<B, T>(group, a, outs) };
+            }
+        }
+        out[0][0]
+    })
+}
+
 /// A prompt's k-quant products (four tokens per weight row) on a matrix in L2: the AVX2
 /// kernels (`x86_kquants`) and, where the CPU has it, AVX-512 (`x86_kquants512`). Prints ns
 /// per block and token.
@@ -386,8 +512,12 @@ fn main() {
         run(ty, cols, cold, reps.min(5), "cold");
     }
     #[cfg(target_arch = "x86_64")]
+    if only.iter().any(|o| o.eq_ignore_ascii_case("fast")) {
+        fast_prompt(reps);
+    }
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("prompt")) {
         legacy_prompt(reps);
+        fast_prompt(reps);
         float_prompt(reps);
         kquant_prompt(reps);
     }

@@ -64,6 +64,9 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32], numerics: Numeri
 #[derive(Default)]
 struct Scratch {
     formats: Vec<(ActType, Vec<QuantizedAct>)>,
+    /// The tokens' Q8_0 rows biased to unsigned bytes, for `fast_batch`'s Q4_0 kernel.
+    #[cfg(target_arch = "x86_64")]
+    biased_rows: Vec<Vec<crate::quant::x86::fast_rows::BiasedBlock>>,
     tasks: Vec<(usize, usize, usize)>,
     outs: Vec<SendPtr>,
 }
@@ -122,6 +125,27 @@ fn matmuls_in(
         quantize_rows(kind, x, cols, &mut formats[at].1);
     }
     let formats = &s.formats;
+
+    // `fast_batch`'s Q4_0 kernel takes the activations biased to unsigned bytes, made once
+    // per call here (on the pool, a token a task) where a product takes it.
+    #[cfg(target_arch = "x86_64")]
+    let biased_rows = {
+        let rows = &mut s.biased_rows;
+        let wanted = products
+            .iter()
+            .any(|(m, _)| m.ty == GgmlType::Q4_0 && takes_fast(m, n, numerics));
+        if let (true, Some((_, q8))) = (wanted, formats.iter().find(|(k, _)| *k == ActType::Q8_0)) {
+            rows.resize_with(n, Vec::new);
+            pool::par_chunks_mut(&mut rows[..n], 1, |t, row| {
+                let QuantizedAct::Q8_0(a) = &q8[t] else {
+                    unreachable!("quantized as Q8_0")
+                };
+                row[0].clear();
+                row[0].extend(a.iter().map(crate::quant::x86::fast_rows::BiasedBlock::new));
+            });
+        }
+        &rows[..if wanted { n } else { 0 }]
+    };
 
     // The Q4_0/Q5_0/Q8_0 prompt kernel for AVX-512 VNNI takes the activations biased to
     // unsigned bytes, two tokens side by side, made once per call here (none where it does
@@ -208,7 +232,7 @@ fn matmuls_in(
                 // Asked for, the fast kernels take Q4_0/Q8_0 ahead of the exact VNNI ones.
                 #[cfg(target_arch = "x86_64")]
                 if fast(m) {
-                    return fast_batch(m.ty, rows, rb, acts, &out_rows);
+                    return fast_batch(m.ty, rows, rb, acts, biased_rows, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if SignedRows::unpacks(m.ty) && !biased.is_empty() {
@@ -269,11 +293,13 @@ fn fast_batch<'o>(
     rows: &[u8],
     rb: usize,
     acts: &[QuantizedAct],
+    biased: &'o [Vec<crate::quant::x86::fast_rows::BiasedBlock>],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::fast_rows::{interleave, rows8, Block8};
+    use crate::quant::x86::fast_rows::{interleave, rows8, Interleaved, Nibbles8, Signed8};
     thread_local! {
-        static BLOCKS: RefCell<Vec<Block8>> = const { RefCell::new(Vec::new()) };
+        static NIBBLES: RefCell<Vec<Nibbles8>> = const { RefCell::new(Vec::new()) };
+        static SIGNED: RefCell<Vec<Signed8>> = const { RefCell::new(Vec::new()) };
     }
     let q8 = |t: usize| match &acts[t] {
         QuantizedAct::Q8_0(a) => a.as_slice(),
@@ -282,37 +308,45 @@ fn fast_batch<'o>(
     // Token t's results for rows g * 8 .. g * 8 + 8 of the task.
     let eight = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1.split_at_mut(8).0;
     let (n, per_row, whole) = (acts.len(), rb / ty.block_bytes(), rows.len() / rb / 8 * 8);
-    /// The group against every token, four at a time.
-    fn tokens<'o, const Q8: bool>(
-        group: &[Block8],
+    /// The task's whole groups, each against every token `T` at a time (then four, then one).
+    fn groups<'o, B: Interleaved, const T: usize>(
+        blocks: &mut Vec<B>,
+        rows: &[u8],
+        rb: usize,
+        per_row: usize,
         n: usize,
-        q8: &impl Fn(usize) -> &'o [crate::quant::blocks::BlockQ8_0],
-        eight: &impl Fn(usize) -> &'o mut [f32],
+        q8: &impl Fn(usize) -> &'o [B::Act],
+        eight: &impl Fn(usize, usize) -> &'o mut [f32],
     ) {
-        for t in (0..n / 4 * 4).step_by(4) {
-            let a = std::array::from_fn(|i| q8(t + i));
-            let outs = std::array::from_fn(|i| eight(t + i));
-            // SAFETY: `takes_fast` checked AVX2, FMA and F16C; `group` holds as many blocks
-            // as every row of `acts`.
-            unsafe { rows8::<4, Q8>(group, a, outs) };
-        }
-        for t in n / 4 * 4..n {
-            // SAFETY: as above.
-            unsafe { rows8::<1, Q8>(group, [q8(t)], [eight(t)]) };
-        }
-    }
-    BLOCKS.with_borrow_mut(|blocks| {
         // SAFETY: `takes_fast` checked AVX2, FMA and F16C.
-        unsafe { interleave(ty, rows, rb, blocks) };
+        unsafe { interleave(rows, rb, blocks) };
         for (g, group) in blocks.chunks_exact(per_row).enumerate() {
-            let eight = |t: usize| eight(t, g);
-            if ty == GgmlType::Q8_0 {
-                tokens::<true>(group, n, &q8, &eight);
-            } else {
-                tokens::<false>(group, n, &q8, &eight);
+            let wide = n / T * T;
+            for t in (0..wide).step_by(T) {
+                let a = std::array::from_fn(|i| q8(t + i));
+                let outs = std::array::from_fn(|i| eight(t + i, g));
+                // SAFETY: as above; `group` holds as many blocks as every row of `acts`.
+                unsafe { rows8::<B, T>(group, a, outs) };
+            }
+            let fours = wide + (n - wide) / 4 * 4;
+            for t in (wide..fours).step_by(4) {
+                let a = std::array::from_fn(|i| q8(t + i));
+                let outs = std::array::from_fn(|i| eight(t + i, g));
+                // SAFETY: as above.
+                unsafe { rows8::<B, 4>(group, a, outs) };
+            }
+            for t in fours..n {
+                // SAFETY: as above.
+                unsafe { rows8::<B, 1>(group, [q8(t)], [eight(t, g)]) };
             }
         }
-    });
+    }
+    if ty == GgmlType::Q8_0 {
+        SIGNED.with_borrow_mut(|b| groups::<_, 8>(b, rows, rb, per_row, n, &q8, &eight));
+    } else {
+        let q8 = |t: usize| biased[t].as_slice();
+        NIBBLES.with_borrow_mut(|b| groups::<_, 4>(b, rows, rb, per_row, n, &q8, &eight));
+    }
     if whole * rb < rows.len() {
         unpacked_batch(ty, &rows[whole * rb..], acts, &|t| {
             out_rows(t).split_at_mut(whole).1

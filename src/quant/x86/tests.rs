@@ -66,7 +66,7 @@ mod legacy_kernels {
     /// and of the exact kernel.
     #[test]
     fn interleaved_rows_match_the_reference_within_float_reordering() {
-        use crate::quant::x86::fast_rows::{interleave, rows8};
+        use crate::quant::x86::fast_rows::{interleave, rows8, Interleaved, Nibbles8, Signed8};
         if !available() {
             eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
             return;
@@ -90,25 +90,41 @@ mod legacy_kernels {
                     QuantizedAct::Q8_0(a) => a.as_slice(),
                     _ => unreachable!("quantized as Q8_0"),
                 };
-                let mut blocks = Vec::new();
-                // SAFETY: `available()` was checked above.
-                unsafe { interleave(ty, &w, rb, &mut blocks) };
-                assert_eq!(blocks.len(), 2 * per_row, "whole groups only");
-                for g in 0..2 {
-                    let group = &blocks[g * per_row..(g + 1) * per_row];
-                    let mut o = [[0f32; 8]; 5];
-                    let [o0, o1, o2, o3, o4] = &mut o;
-                    let a = [q8(0), q8(1), q8(2), q8(3)];
-                    // SAFETY: as above.
-                    unsafe {
-                        if ty == GgmlType::Q8_0 {
-                            rows8::<4, true>(group, a, [o0, o1, o2, o3]);
-                            rows8::<1, true>(group, [q8(4)], [o4]);
-                        } else {
-                            rows8::<4, false>(group, a, [o0, o1, o2, o3]);
-                            rows8::<1, false>(group, [q8(4)], [o4]);
-                        }
-                    }
+                /// Eight rows of each whole group against five tokens (four, then one).
+                fn group_outs<'a, B: Interleaved>(
+                    w: &[u8],
+                    rb: usize,
+                    per_row: usize,
+                    q8: &dyn Fn(usize) -> &'a [BlockQ8_0],
+                ) -> Vec<[[f32; 8]; 5]> {
+                    let mut blocks: Vec<B> = Vec::new();
+                    // SAFETY: the caller checked `available()`.
+                    unsafe { interleave(w, rb, &mut blocks) };
+                    let acts: Vec<Vec<B::Act>> =
+                        (0..5).map(|t| q8(t).iter().map(B::act).collect()).collect();
+                    let q8 = |t: usize| acts[t].as_slice();
+                    assert_eq!(blocks.len(), 2 * per_row, "whole groups only");
+                    blocks
+                        .chunks_exact(per_row)
+                        .map(|group| {
+                            let mut o = [[0f32; 8]; 5];
+                            let [o0, o1, o2, o3, o4] = &mut o;
+                            let a = [q8(0), q8(1), q8(2), q8(3)];
+                            // SAFETY: as above.
+                            unsafe {
+                                rows8::<B, 4>(group, a, [o0, o1, o2, o3]);
+                                rows8::<B, 1>(group, [q8(4)], [o4]);
+                            }
+                            o
+                        })
+                        .collect()
+                }
+                let groups = if ty == GgmlType::Q8_0 {
+                    group_outs::<Signed8>(&w, rb, per_row, &q8)
+                } else {
+                    group_outs::<Nibbles8>(&w, rb, per_row, &q8)
+                };
+                for (g, o) in groups.iter().enumerate() {
                     for (t, o) in o.iter().enumerate() {
                         for (r, &got) in o.iter().enumerate() {
                             let wr = &w[(g * 8 + r) * rb..][..rb];
