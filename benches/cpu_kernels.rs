@@ -262,9 +262,9 @@ fn legacy_prompt(reps: usize) {
     }
 }
 
-/// A prompt's Q4_0/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows interleaved
+/// A prompt's Q4_0/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows repacked
 /// eight at a time (not timed), then against eight tokens, on a matrix in L2. Prints ns per
-/// block and token and GOP/s on one thread.
+/// block and token and GOP/s on one thread for several tokens per step.
 #[cfg(target_arch = "x86_64")]
 fn fast_prompt(reps: usize) {
     use cbtop::quant::legacy::BlockQ8_0;
@@ -292,52 +292,33 @@ fn fast_prompt(reps: usize) {
             [
                 (
                     4,
-                    fast_tile::<fast_rows::Signed8, 4>(reps, &m, row_bytes, &acts),
+                    fast_tile::<fast_rows::Q8_0x8, 4>(reps, &m, row_bytes, &acts),
                 ),
                 (
                     6,
-                    fast_tile::<fast_rows::Signed8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
+                    fast_tile::<fast_rows::Q8_0x8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
                 ),
                 (
                     8,
-                    fast_tile::<fast_rows::Signed8, 8>(reps, &m, row_bytes, &acts),
+                    fast_tile::<fast_rows::Q8_0x8, 8>(reps, &m, row_bytes, &acts),
                 ),
             ]
         } else {
             [
                 (
                     4,
-                    fast_tile::<fast_rows::Nibbles8, 4>(reps, &m, row_bytes, &acts),
+                    fast_tile::<fast_rows::Q4_0x8, 4>(reps, &m, row_bytes, &acts),
                 ),
                 (
                     6,
-                    fast_tile::<fast_rows::Nibbles8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
+                    fast_tile::<fast_rows::Q4_0x8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
                 ),
                 (
                     8,
-                    fast_tile::<fast_rows::Nibbles8, 8>(reps, &m, row_bytes, &acts),
+                    fast_tile::<fast_rows::Q4_0x8, 8>(reps, &m, row_bytes, &acts),
                 ),
             ]
         };
-        let pack = if ty == GgmlType::Q8_0 {
-            let mut b: Vec<fast_rows::Signed8> = Vec::new();
-            // SAFETY: AVX2 was detected above.
-            best(reps * 50, || unsafe {
-                fast_rows::interleave(&m, row_bytes, &mut b);
-                b.len() as f32
-            })
-        } else {
-            let mut b: Vec<fast_rows::Nibbles8> = Vec::new();
-            // SAFETY: AVX2 was detected above.
-            best(reps * 50, || unsafe {
-                fast_rows::interleave(&m, row_bytes, &mut b);
-                b.len() as f32
-            })
-        };
-        println!(
-            "{ty} interleave, {cols} cols: {:.2} ns/block",
-            pack * 1e9 / (rows * cols / 32) as f64
-        );
         let shown: Vec<String> = t
             .iter()
             .map(|(k, t)| {
@@ -346,13 +327,13 @@ fn fast_prompt(reps: usize) {
             })
             .collect();
         println!(
-            "{ty} prompt, {cols} cols, fast interleaved, rows x tokens: {} ns/block/token",
+            "{ty} prompt, {cols} cols, fast repacked, rows x tokens: {} ns/block/token",
             shown.join(", ")
         );
     }
 }
 
-/// Best time of eight tokens against `m`'s rows interleaved as `B`, four tokens a step.
+/// Best time of eight tokens against `m`'s rows repacked as `B`, `T` tokens a step.
 #[cfg(target_arch = "x86_64")]
 fn fast_tile<B: cbtop::quant::x86::fast_rows::Interleaved, const T: usize>(
     reps: usize,
@@ -362,8 +343,7 @@ fn fast_tile<B: cbtop::quant::x86::fast_rows::Interleaved, const T: usize>(
 ) -> f64 {
     use cbtop::quant::x86::fast_rows;
     let mut blocks: Vec<B> = Vec::new();
-    // SAFETY: the caller detected AVX2, FMA and F16C.
-    unsafe { fast_rows::interleave(m, row_bytes, &mut blocks) };
+    fast_rows::repack(m, row_bytes, &mut blocks);
     let per_row = acts[0].len();
     let acts: Vec<Vec<B::Act>> = acts
         .iter()

@@ -37,6 +37,12 @@ impl Mat {
     pub fn row_bytes(&self) -> usize {
         self.len / self.rows
     }
+
+    /// Where the matrix's bytes start in the file's tensor data (one per stored tensor, so a
+    /// key for anything kept per matrix).
+    pub fn offset(&self) -> usize {
+        self.start
+    }
 }
 
 /// Weights of one transformer block.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::forward::{self, Scratch};
 use super::kv_cache::KvCache;
+use super::repack::Repacked;
 use crate::brick::Recorder;
 use crate::engine::error::EngineError;
 use crate::engine::options::{LogitsFor, Numerics};
@@ -18,6 +19,8 @@ pub struct CpuEngine {
     /// Boxed: `Backend` holds a `CpuEngine` by value beside a boxed CUDA engine.
     scratch: Box<Scratch>,
     numerics: Numerics,
+    /// The repacked Q4_0/Q8_0 matrices under `fast` numerics.
+    repacked: Option<Arc<Repacked>>,
 }
 
 impl CpuEngine {
@@ -38,14 +41,26 @@ impl CpuEngine {
             kv,
             scratch: Box::default(),
             numerics: Numerics::Exact,
+            repacked: None,
         }
     }
 
-    /// The engine with `numerics`: `fast` takes a prompt's Q4_0 and Q8_0 products on kernels that
-    /// reorder float sums (`quant::x86::fast_rows`); everything else stays the reference.
+    /// The engine with `numerics`: `fast` repacks the Q4_0 and Q8_0 matrices (`repack`) and
+    /// takes their products on kernels that reorder float sums (`quant::x86::fast_rows`);
+    /// everything else stays the reference.
     pub fn with_numerics(mut self, numerics: Numerics) -> CpuEngine {
         self.numerics = numerics;
+        self.repacked = match numerics {
+            Numerics::Fast => Some(Arc::new(Repacked::build(&self.model.weights))),
+            Numerics::Exact => None,
+        };
         self
+    }
+
+    /// What repacking the weights for `fast` numerics cost: bytes held and seconds taken (None
+    /// under `exact`).
+    pub fn repacked(&self) -> Option<(usize, f64)> {
+        self.repacked.as_ref().map(|r| (r.bytes, r.seconds))
     }
 
     /// The numerics the engine runs with (`exact` unless `with_numerics` said otherwise).
@@ -106,7 +121,7 @@ impl CpuEngine {
             want,
             rec,
             &mut self.scratch,
-            self.numerics,
+            self.repacked.as_deref(),
         ))
     }
 }

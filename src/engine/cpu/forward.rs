@@ -10,8 +10,9 @@ use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
 use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
 use super::pool;
+use super::repack::Repacked;
 use crate::brick::{BrickId as B, Recorder};
-use crate::engine::options::{LogitsFor, Numerics};
+use crate::engine::options::LogitsFor;
 use crate::model::Model;
 use crate::quant;
 
@@ -64,7 +65,7 @@ pub fn forward(
     want: LogitsFor,
     rec: &mut Recorder,
     scratch: &mut Scratch,
-    numerics: Numerics,
+    fast: Option<&Repacked>,
 ) -> Vec<Vec<f32>> {
     let (cfg, w) = (&model.config, &model.weights);
     let n = tokens.len();
@@ -111,7 +112,7 @@ pub fn forward(
                 w,
                 h,
                 &mut [(&lw.wq, &mut *q), (&lw.wk, &mut *k), (&lw.wv, &mut *v)],
-                numerics,
+                fast,
             );
             for (out, bias) in [(&mut *q, &lw.bq), (&mut *k, &lw.bk), (&mut *v, &lw.bv)] {
                 if let Some(b) = bias {
@@ -139,9 +140,7 @@ pub fn forward(
             let (keys, values) = (kv.keys(l, pos0 + n), kv.values(l, pos0 + n));
             attention(shape, q, keys, values, pos0, &mut *att);
         });
-        rec.time(B::AttnOut, layer, || {
-            matmul(w, &lw.wo, att, &mut *o, numerics)
-        });
+        rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -157,12 +156,12 @@ pub fn forward(
                 w,
                 h,
                 &mut [(&lw.w_gate, &mut *gate), (&lw.w_up, &mut *up)],
-                numerics,
+                fast,
             );
         });
         rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
         rec.time(B::FfnDown, layer, || {
-            matmul(w, &lw.w_down, gate, &mut *o, numerics)
+            matmul(w, &lw.w_down, gate, &mut *o, fast)
         });
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
@@ -184,7 +183,7 @@ pub fn forward(
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
-        matmul(w, &w.output, normed, &mut logits, numerics)
+        matmul(w, &w.output, normed, &mut logits, fast)
     });
     if rows.len() == 1 {
         return vec![logits];

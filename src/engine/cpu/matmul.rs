@@ -17,7 +17,7 @@
 //! Results go straight to `out[token][row]`.
 
 use super::pool;
-use crate::engine::options::Numerics;
+use super::repack::{Packed, Repacked};
 use crate::model::weights::{Mat, Weights};
 use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
@@ -53,8 +53,8 @@ const FLOAT_TASK_BYTES: usize = 64 << 10;
 pub type Product<'a> = (&'a Mat, &'a mut [f32]);
 
 /// `out[t][r] = W[r] · x[t]` for the `n = x.len() / m.cols` rows of `x`; `out` is `n × m.rows`.
-pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32], numerics: Numerics) {
-    matmuls(w, x, &mut [(m, out)], numerics);
+pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32], fast: Option<&Repacked>) {
+    matmuls(w, x, &mut [(m, out)], fast);
 }
 
 /// What a `matmuls` call keeps for the next one on its thread: the input quantized in each
@@ -64,9 +64,9 @@ pub fn matmul(w: &Weights, m: &Mat, x: &[f32], out: &mut [f32], numerics: Numeri
 #[derive(Default)]
 struct Scratch {
     formats: Vec<(ActType, Vec<QuantizedAct>)>,
-    /// The tokens' Q8_0 rows biased to unsigned bytes, for `fast_batch`'s Q4_0 kernel.
+    /// The tokens' Q8_0 rows with their sums, for `packed_task`'s Q4_0 kernel.
     #[cfg(target_arch = "x86_64")]
-    biased_rows: Vec<Vec<crate::quant::x86::fast_rows::BiasedBlock>>,
+    summed_rows: Vec<Vec<crate::quant::x86::fast_rows::SummedBlock>>,
     tasks: Vec<(usize, usize, usize)>,
     outs: Vec<SendPtr>,
 }
@@ -77,11 +77,12 @@ thread_local! {
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
 /// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
-/// numerics a prompt's Q4_0 and Q8_0 products reorder their float sums (`fast_batch`); everything
-/// else is the reference's arithmetic under either.
-pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], numerics: Numerics) {
+/// numerics (`fast`: the model's repacked matrices) the Q4_0 and Q8_0 products take the
+/// repacked rows and reorder their float sums (`packed_task`); everything else is the
+/// reference's arithmetic under either.
+pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], fast: Option<&Repacked>) {
     // A task never calls back in here, so the calling thread's scratch is free.
-    SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products, numerics));
+    SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products, fast));
 }
 
 fn matmuls_in(
@@ -89,12 +90,13 @@ fn matmuls_in(
     w: &Weights,
     x: &[f32],
     products: &mut [Product],
-    numerics: Numerics,
+    fast: Option<&Repacked>,
 ) {
     let Some(cols) = products.first().map(|p| p.0.cols) else {
         return;
     };
     let n = x.len() / cols;
+    let packed = |m: &Mat| fast_rows(fast, m, n);
     debug_assert_eq!(x.len(), n * cols);
     for (m, out) in products.iter() {
         assert_eq!(
@@ -126,23 +128,29 @@ fn matmuls_in(
     }
     let formats = &s.formats;
 
-    // `fast_batch`'s Q4_0 kernel takes the activations biased to unsigned bytes, made once
-    // per call here (on the pool, a token a task) where a product takes it.
+    // `packed_task`'s Q4_0 kernel takes each activation block with its sum, made once per
+    // call here (on the pool, a token a task, for a prompt) where a product takes it.
     #[cfg(target_arch = "x86_64")]
-    let biased_rows = {
-        let rows = &mut s.biased_rows;
+    let summed_rows = {
+        use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8};
+        let rows = &mut s.summed_rows;
         let wanted = products
             .iter()
-            .any(|(m, _)| m.ty == GgmlType::Q4_0 && takes_fast(m, n, numerics));
+            .any(|(m, _)| matches!(packed(m), Some(FastRows::Packed(Packed::Q4_0(_)))));
         if let (true, Some((_, q8))) = (wanted, formats.iter().find(|(k, _)| *k == ActType::Q8_0)) {
             rows.resize_with(n, Vec::new);
-            pool::par_chunks_mut(&mut rows[..n], 1, |t, row| {
+            let sum = |t: usize, row: &mut Vec<_>| {
                 let QuantizedAct::Q8_0(a) = &q8[t] else {
                     unreachable!("quantized as Q8_0")
                 };
-                row[0].clear();
-                row[0].extend(a.iter().map(crate::quant::x86::fast_rows::BiasedBlock::new));
-            });
+                row.clear();
+                row.extend(a.iter().map(Q4_0x8::act));
+            };
+            if n == 1 {
+                sum(0, &mut rows[0]);
+            } else {
+                pool::par_chunks_mut(&mut rows[..n], 1, |t, row| sum(t, &mut row[0]));
+            }
         }
         &rows[..if wanted { n } else { 0 }]
     };
@@ -154,7 +162,9 @@ fn matmuls_in(
     let biased: Vec<BiasedPair> = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
         Some((_, rows))
             if n >= 8
-                && products.iter().any(|(m, _)| SignedRows::unpacks(m.ty))
+                && products
+                    .iter()
+                    .any(|(m, _)| SignedRows::unpacks(m.ty) && packed(m).is_none())
                 && crate::quant::x86_vnni::available() =>
         {
             let q8 = |t: usize| match &rows[t.min(n - 1)] {
@@ -176,18 +186,22 @@ fn matmuls_in(
     // Tasks: (product, first row, end row).
     let threads = pool::global().threads();
     let total_rows: usize = products.iter().map(|p| p.0.rows).sum();
-    let fast = |m: &Mat| takes_fast(m, n, numerics);
     let tasks = &mut s.tasks;
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
         let per = if n == 1 {
             let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
             let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
-            m.rows.div_ceil(pieces)
+            let per = m.rows.div_ceil(pieces);
+            // Whole groups of eight repacked rows (`packed_task`).
+            if packed(m).is_some() {
+                per.next_multiple_of(8)
+            } else {
+                per
+            }
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
-        } else if fast(m) {
-            // Whole groups of eight rows (`fast_batch`).
+        } else if packed(m).is_some() {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(8, 16) / 8 * 8
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
@@ -229,10 +243,11 @@ fn matmuls_in(
         with_fma(
             #[inline(always)]
             || {
-                // Asked for, the fast kernels take Q4_0/Q8_0 ahead of the exact VNNI ones.
+                // Under `fast`, repacked Q4_0/Q8_0 rows take the fast kernels (ahead of the
+                // exact VNNI ones).
                 #[cfg(target_arch = "x86_64")]
-                if fast(m) {
-                    return fast_batch(m.ty, rows, rb, acts, biased_rows, &out_rows);
+                if let Some(p) = packed(m) {
+                    return packed_task(p, m, rows, r0, acts, summed_rows, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if SignedRows::unpacks(m.ty) && !biased.is_empty() {
@@ -268,89 +283,99 @@ fn matmuls_in(
     });
 }
 
-/// Whether a batch of `n` tokens takes `m`'s products on `fast_batch`: a prompt's Q4_0 and
-/// Q8_0 products under `fast` numerics, where the CPU has AVX2, FMA and F16C.
-fn takes_fast(m: &Mat, n: usize, numerics: Numerics) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return numerics == Numerics::Fast
-        && crate::quant::x86::fast_rows::interleaves(m.ty)
-        && n >= 8
-        && crate::quant::x86::available();
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (m, n, numerics);
-        false
-    }
+/// How `m`'s rows go under `fast` numerics for `n` tokens, where they take a fast kernel.
+#[derive(Clone, Copy)]
+enum FastRows<'r> {
+    /// Repacked at load (Q4_0).
+    Packed(&'r Packed),
+    /// A prompt's Q8_0 rows, repacked by each task.
+    PerTask,
 }
 
-/// A batch task's Q4_0 or Q8_0 rows against every token under `fast` numerics: each whole
-/// group of eight rows interleaved once (`x86::fast_rows`, into a buffer each pool thread
-/// keeps), then taken against the tokens four at a time; rows past the last whole group (a
-/// matrix's last task) go to `unpacked_batch`. `acts` are the tokens' Q8_0 rows.
+fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<FastRows<'r>> {
+    let r = fast?;
+    if let Some(p) = r.get(m) {
+        return Some(FastRows::Packed(p));
+    }
+    (r.kernels && m.ty == GgmlType::Q8_0 && n >= 8 && m.rows >= 8).then_some(FastRows::PerTask)
+}
+
+/// A task's Q4_0 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
+/// eight) against every token under `fast` numerics, repacked at load or here (into a buffer
+/// each pool thread keeps): each group of eight against the tokens `T` at a time (then four,
+/// then one); rows past the matrix's last whole group take the exact one-token kernel. `acts`
+/// are the tokens' Q8_0 rows, `summed` the same with their sums (for Q4_0).
 #[cfg(target_arch = "x86_64")]
-fn fast_batch<'o>(
-    ty: GgmlType,
+fn packed_task<'o>(
+    how: FastRows,
+    m: &Mat,
     rows: &[u8],
-    rb: usize,
+    r0: usize,
     acts: &[QuantizedAct],
-    biased: &'o [Vec<crate::quant::x86::fast_rows::BiasedBlock>],
+    summed: &'o [Vec<crate::quant::x86::fast_rows::SummedBlock>],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::fast_rows::{interleave, rows8, Interleaved, Nibbles8, Signed8};
+    use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q8_0x8};
     thread_local! {
-        static NIBBLES: RefCell<Vec<Nibbles8>> = const { RefCell::new(Vec::new()) };
-        static SIGNED: RefCell<Vec<Signed8>> = const { RefCell::new(Vec::new()) };
+        static Q8_0_ROWS: RefCell<Vec<Q8_0x8>> = const { RefCell::new(Vec::new()) };
     }
-    let q8 = |t: usize| match &acts[t] {
-        QuantizedAct::Q8_0(a) => a.as_slice(),
-        _ => unreachable!("a prompt's activations share one format"),
-    };
+    let rb = m.row_bytes();
+    let (n, per_row, task_rows) = (acts.len(), rb / m.ty.block_bytes(), rows.len() / rb);
+    let whole = (m.rows / 8 * 8).saturating_sub(r0).min(task_rows);
     // Token t's results for rows g * 8 .. g * 8 + 8 of the task.
     let eight = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1.split_at_mut(8).0;
-    let (n, per_row, whole) = (acts.len(), rb / ty.block_bytes(), rows.len() / rb / 8 * 8);
-    /// The task's whole groups, each against every token `T` at a time (then four, then one).
+    /// The task's groups (of `blocks`), each against every token `T` at a time.
     fn groups<'o, B: Interleaved, const T: usize>(
-        blocks: &mut Vec<B>,
-        rows: &[u8],
-        rb: usize,
+        blocks: &[B],
         per_row: usize,
         n: usize,
-        q8: &impl Fn(usize) -> &'o [B::Act],
+        act: &impl Fn(usize) -> &'o [B::Act],
         eight: &impl Fn(usize, usize) -> &'o mut [f32],
     ) {
-        // SAFETY: `takes_fast` checked AVX2, FMA and F16C.
-        unsafe { interleave(rows, rb, blocks) };
         for (g, group) in blocks.chunks_exact(per_row).enumerate() {
             let wide = n / T * T;
             for t in (0..wide).step_by(T) {
-                let a = std::array::from_fn(|i| q8(t + i));
+                let a = std::array::from_fn(|i| act(t + i));
                 let outs = std::array::from_fn(|i| eight(t + i, g));
-                // SAFETY: as above; `group` holds as many blocks as every row of `acts`.
+                // SAFETY: repacking needed AVX2, FMA and F16C (`Repacked::build`); `group`
+                // holds as many blocks as every activation row.
                 unsafe { rows8::<B, T>(group, a, outs) };
             }
             let fours = wide + (n - wide) / 4 * 4;
             for t in (wide..fours).step_by(4) {
-                let a = std::array::from_fn(|i| q8(t + i));
+                let a = std::array::from_fn(|i| act(t + i));
                 let outs = std::array::from_fn(|i| eight(t + i, g));
                 // SAFETY: as above.
                 unsafe { rows8::<B, 4>(group, a, outs) };
             }
             for t in fours..n {
                 // SAFETY: as above.
-                unsafe { rows8::<B, 1>(group, [q8(t)], [eight(t, g)]) };
+                unsafe { rows8::<B, 1>(group, [act(t)], [eight(t, g)]) };
             }
         }
     }
-    if ty == GgmlType::Q8_0 {
-        SIGNED.with_borrow_mut(|b| groups::<_, 8>(b, rows, rb, per_row, n, &q8, &eight));
-    } else {
-        let q8 = |t: usize| biased[t].as_slice();
-        NIBBLES.with_borrow_mut(|b| groups::<_, 4>(b, rows, rb, per_row, n, &q8, &eight));
+    match how {
+        FastRows::Packed(Packed::Q4_0(b)) => {
+            let act = |t: usize| summed[t].as_slice();
+            let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
+            groups::<_, 8>(&b[span], per_row, n, &act, &eight);
+        }
+        FastRows::PerTask => {
+            let act = |t: usize| match &acts[t] {
+                QuantizedAct::Q8_0(a) => a.as_slice(),
+                _ => unreachable!("a Q8_0 product's activations are Q8_0"),
+            };
+            Q8_0_ROWS.with_borrow_mut(|b| {
+                repack(&rows[..whole * rb], rb, b);
+                groups::<_, 8>(b, per_row, n, &act, &eight);
+            });
+        }
     }
-    if whole * rb < rows.len() {
-        unpacked_batch(ty, &rows[whole * rb..], acts, &|t| {
-            out_rows(t).split_at_mut(whole).1
-        });
+    if whole < task_rows {
+        for (t, act) in acts.iter().enumerate() {
+            let out = out_rows(t).split_at_mut(whole).1;
+            vec_dot_rows(m.ty, &rows[whole * rb..], rb, act, out);
+        }
     }
 }
 

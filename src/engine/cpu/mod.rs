@@ -15,5 +15,6 @@ pub mod ops;
 #[cfg(target_arch = "x86_64")]
 pub mod ops_x86;
 pub mod pool;
+pub mod repack;
 
 pub use decode::CpuEngine;

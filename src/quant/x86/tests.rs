@@ -66,7 +66,7 @@ mod legacy_kernels {
     /// and of the exact kernel.
     #[test]
     fn interleaved_rows_match_the_reference_within_float_reordering() {
-        use crate::quant::x86::fast_rows::{interleave, rows8, Interleaved, Nibbles8, Signed8};
+        use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q4_0x8, Q8_0x8};
         if !available() {
             eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
             return;
@@ -98,8 +98,7 @@ mod legacy_kernels {
                     q8: &dyn Fn(usize) -> &'a [BlockQ8_0],
                 ) -> Vec<[[f32; 8]; 5]> {
                     let mut blocks: Vec<B> = Vec::new();
-                    // SAFETY: the caller checked `available()`.
-                    unsafe { interleave(w, rb, &mut blocks) };
+                    repack(w, rb, &mut blocks);
                     let acts: Vec<Vec<B::Act>> =
                         (0..5).map(|t| q8(t).iter().map(B::act).collect()).collect();
                     let q8 = |t: usize| acts[t].as_slice();
@@ -110,7 +109,7 @@ mod legacy_kernels {
                             let mut o = [[0f32; 8]; 5];
                             let [o0, o1, o2, o3, o4] = &mut o;
                             let a = [q8(0), q8(1), q8(2), q8(3)];
-                            // SAFETY: as above.
+                            // SAFETY: the caller checked `available()`.
                             unsafe {
                                 rows8::<B, 4>(group, a, [o0, o1, o2, o3]);
                                 rows8::<B, 1>(group, [q8(4)], [o4]);
@@ -120,9 +119,9 @@ mod legacy_kernels {
                         .collect()
                 }
                 let groups = if ty == GgmlType::Q8_0 {
-                    group_outs::<Signed8>(&w, rb, per_row, &q8)
+                    group_outs::<Q8_0x8>(&w, rb, per_row, &q8)
                 } else {
-                    group_outs::<Nibbles8>(&w, rb, per_row, &q8)
+                    group_outs::<Q4_0x8>(&w, rb, per_row, &q8)
                 };
                 for (g, o) in groups.iter().enumerate() {
                     for (t, o) in o.iter().enumerate() {

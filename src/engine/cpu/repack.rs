@@ -1,0 +1,80 @@
+//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0 matrix's rows in groups
+//! of eight (`quant::x86::fast_rows`), so decode and prompt products take eight rows per
+//! broadcast activation word without reordering bytes on every call. Built once per engine,
+//! on the pool; the file's own bytes stay mapped for everything else (the embedding lookup,
+//! the rows past a matrix's last whole group, the exact kernels). Q8_0 is not repacked here:
+//! its one-token products read memory as fast on the file's layout (the copy would double
+//! its bytes for nothing), so a prompt's Q8_0 rows are repacked per task (`matmul`).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use super::pool;
+use crate::model::weights::{Mat, Weights};
+use crate::quant::GgmlType;
+
+/// One matrix's repacked rows: whole groups of eight, group g's block i at `g * per_row + i`.
+pub enum Packed {
+    #[cfg(target_arch = "x86_64")]
+    Q4_0(Vec<crate::quant::x86::fast_rows::Q4_0x8>),
+}
+
+/// Every repacked matrix of a model, by its offset in the file, with what building them cost.
+#[derive(Default)]
+pub struct Repacked {
+    mats: HashMap<usize, Packed>,
+    /// Bytes held by the repacked copies.
+    pub bytes: usize,
+    /// Wall time the repacking took, seconds.
+    pub seconds: f64,
+    /// Whether this CPU runs the fast kernels (AVX2, FMA and F16C).
+    pub kernels: bool,
+}
+
+impl Repacked {
+    /// The model's Q4_0 matrices repacked (none where the CPU lacks AVX2, FMA and F16C, or on
+    /// other architectures).
+    pub fn build(w: &Weights) -> Repacked {
+        let t0 = Instant::now();
+        let mut out = Repacked::default();
+        #[cfg(target_arch = "x86_64")]
+        if crate::quant::x86::available() {
+            use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8};
+            out.kernels = true;
+            /// `m`'s whole groups repacked on the pool, a group per piece.
+            fn groups<B: Interleaved>(w: &Weights, m: &Mat) -> Vec<B> {
+                let (rb, per_row) = (m.row_bytes(), m.row_bytes() / B::TYPE.block_bytes());
+                let rows = w.bytes(m);
+                let mut blocks = vec![B::default(); m.rows / 8 * per_row];
+                pool::par_chunks_mut(&mut blocks, per_row * 16, |p, chunk| {
+                    for (k, b) in chunk.iter_mut().enumerate() {
+                        let at = p * per_row * 16 + k;
+                        *b = B::repack(rows, rb, at / per_row, at % per_row);
+                    }
+                });
+                blocks
+            }
+            let mut mats: Vec<&Mat> = vec![&w.output];
+            for l in &w.layers {
+                mats.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+            }
+            for m in mats {
+                if m.ty != GgmlType::Q4_0 || m.rows < 8 || out.mats.contains_key(&m.offset()) {
+                    continue;
+                }
+                let blocks = groups::<Q4_0x8>(w, m);
+                out.bytes += std::mem::size_of_val(&blocks[..]);
+                out.mats.insert(m.offset(), Packed::Q4_0(blocks));
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (w, GgmlType::F32);
+        out.seconds = t0.elapsed().as_secs_f64();
+        out
+    }
+
+    /// `m`'s repacked rows, if it has them.
+    pub fn get(&self, m: &Mat) -> Option<&Packed> {
+        self.mats.get(&m.offset())
+    }
+}
