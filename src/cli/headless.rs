@@ -267,6 +267,7 @@ struct Measured {
     gpu: Option<GpuInfo>,
     timing: &'static str,
     numerics: Numerics,
+    repacked: Option<(usize, f64)>,
     prompt_on_tensor_cores: bool,
     nvml_bus_gbps: Option<f64>,
     telemetry: Option<RunTelemetry>,
@@ -297,6 +298,7 @@ fn measure(
     .map_err(|e| CliError::runtime(format!("--device {e}")))?;
     let peaks = engine.measure_peaks().map_err(CliError::runtime)?;
     let (backend, gpu, numerics) = (engine.name(), engine.gpu_info(), engine.numerics());
+    let repacked = engine.repacked();
     let prompt_on_tensor_cores = engine.prompt_on_tensor_cores(prompt.len());
     let nvml = nvml_index(device);
     let nvml_bus_gbps =
@@ -320,6 +322,7 @@ fn measure(
         gpu,
         timing: timing_label(device, timing),
         numerics,
+        repacked,
         prompt_on_tensor_cores,
         nvml_bus_gbps,
         telemetry,
@@ -353,6 +356,10 @@ fn run_info<'a>(
             ctx: ctx as u64,
             profile: a.profile.clone(),
             target_efficiency: checks.budgets.target_efficiency,
+            repacked: m.repacked.map(|(bytes, seconds)| crate::report::Repacked {
+                bytes: bytes as u64,
+                seconds,
+            }),
         },
         backend: m.backend,
         gpu: m.gpu.clone(),

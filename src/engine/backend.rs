@@ -155,6 +155,15 @@ impl Backend {
         }
     }
 
+    /// Bytes and seconds the engine spent repacking weights at load (the CPU's `fast`
+    /// numerics), if it did.
+    pub fn repacked(&self) -> Option<(usize, f64)> {
+        match self {
+            Backend::Cpu(e) => e.repacked().filter(|&(bytes, _)| bytes > 0),
+            Backend::Cuda(_) => None,
+        }
+    }
+
     pub fn model(&self) -> &Model {
         match self {
             Backend::Cpu(e) => e.model(),

@@ -149,6 +149,14 @@ fn header_markdown(s: &mut String, r: &Report) {
         c.prefill,
         c.ctx
     );
+    if let Some(p) = &c.repacked {
+        let _ = writeln!(
+            s,
+            "- repacked at load: {:.1} MB of weights in {:.0} ms",
+            p.bytes as f64 / 1e6,
+            p.seconds * 1e3
+        );
+    }
     if let Some(note) = &r.hardware.note {
         let _ = writeln!(s, "- note: {note}");
     }

@@ -148,6 +148,17 @@ pub struct RunConfig {
     pub ctx: u64,
     pub profile: Option<String>,
     pub target_efficiency: f64,
+    /// Weights the engine repacked at load for its numerics (the CPU's `fast`: Q4_0 rows in
+    /// groups of eight): the copy's bytes and the time it took. None where nothing was.
+    #[serde(default)]
+    pub repacked: Option<Repacked>,
+}
+
+/// What repacking weights at load cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Repacked {
+    pub bytes: u64,
+    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
