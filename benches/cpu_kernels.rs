@@ -111,18 +111,19 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
 /// in L2. Prints GFLOP/s on one thread.
 #[cfg(target_arch = "x86_64")]
 fn float_prompt(reps: usize) {
-    use cbtop::quant::x86;
+    use cbtop::quant::x86::{self, float_tiles};
     if !x86::available() {
         return;
     }
-    for (cols, rows) in [(896, 16), (4864, 6)] {
+    const TOKENS: usize = 24;
+    for (cols, rows) in [(896, 48), (4864, 12)] {
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         let w: Vec<f32> = (0..rows * cols)
             .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
             .collect();
         let mut m = Vec::new();
         cbtop::quant::float::quantize_f16(&w, &mut m);
-        let x: Vec<Vec<f32>> = (0..4)
+        let x: Vec<Vec<f32>> = (0..TOKENS)
             .map(|_| {
                 (0..cols)
                     .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
@@ -132,19 +133,42 @@ fn float_prompt(reps: usize) {
         let mut wide = Vec::new();
         // SAFETY: AVX2 was just detected.
         unsafe { x86::float::widen(GgmlType::F16, &m, &mut wide) };
-        let mut out = vec![vec![0f32; rows]; 4];
-        let t = best(reps * 50, || {
-            let [o0, o1, o2, o3] = &mut out[..] else {
-                unreachable!()
-            };
-            let a = std::array::from_fn(|t| x[t].as_slice());
-            // SAFETY: AVX2 was just detected.
-            unsafe { x86::float::rows_wide_x4(&wide, cols, a, [o0, o1, o2, o3]) };
+        let mut out = vec![vec![0f32; rows]; TOKENS];
+        let flops = (2 * rows * cols * TOKENS) as f64;
+        let exact = best(reps * 10, || {
+            for t0 in (0..TOKENS).step_by(4) {
+                let [o0, o1, o2, o3] = &mut out[t0..t0 + 4] else {
+                    unreachable!()
+                };
+                let a = std::array::from_fn(|t| x[t0 + t].as_slice());
+                // SAFETY: AVX2 was just detected.
+                unsafe { x86::float::rows_wide_x4(&wide, cols, a, [o0, o1, o2, o3]) };
+            }
             out[0][0]
         });
+        let xs: Vec<&[f32]> = x.iter().map(|t| t.as_slice()).collect();
+        let mut fast = |avx512: bool| {
+            best(reps * 10, || {
+                let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
+                // SAFETY: AVX2 was just detected, AVX-512F where asked for.
+                unsafe {
+                    if avx512 {
+                        float_tiles::rows_avx512(&wide, cols, &xs, &mut outs)
+                    } else {
+                        float_tiles::rows_avx2(&wide, cols, &xs, &mut outs)
+                    }
+                };
+                out[0][0]
+            })
+        };
+        let avx2 = fast(false);
+        let avx512 = float_tiles::avx512_available().then(|| fast(true));
         println!(
-            "F16 prompt, {cols} cols x {rows} rows, four tokens: {:.1} GFLOP/s",
-            (2 * rows * cols * 4) as f64 / t / 1e9
+            "F16 prompt, {cols} cols x {rows} rows, {TOKENS} tokens, GFLOP/s: exact {:.1}, fast \
+             AVX2 {:.1}, fast AVX-512 {}",
+            flops / exact / 1e9,
+            flops / avx2 / 1e9,
+            avx512.map_or("-".to_string(), |t| format!("{:.1}", flops / t / 1e9))
         );
     }
 }

@@ -97,6 +97,8 @@ fn matmuls_in(
     };
     let n = x.len() / cols;
     let packed = |m: &Mat| fast_rows(fast, m, n);
+    // A prompt's float products under `fast` numerics take `x86::float_tiles`.
+    let float_fast = n >= 2 && fast.is_some_and(|r| r.kernels);
     debug_assert_eq!(x.len(), n * cols);
     for (m, out) in products.iter() {
         assert_eq!(
@@ -199,6 +201,9 @@ fn matmuls_in(
             } else {
                 per
             }
+        } else if matches!(m.ty, GgmlType::F16 | GgmlType::BF16) && float_fast {
+            // Whole tiles of `x86::float_tiles` (3 or 4 rows).
+            (FLOAT_TASK_BYTES / m.row_bytes()).clamp(12, 24) / 12 * 12
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         } else if packed(m).is_some() {
@@ -255,10 +260,10 @@ fn matmuls_in(
                 }
                 #[cfg(target_arch = "x86_64")]
                 if matches!(m.ty, GgmlType::F16 | GgmlType::BF16)
-                    && n >= 4
+                    && (n >= 4 || float_fast)
                     && crate::quant::x86::available()
                 {
-                    return widened_batch(m.ty, rows, m.cols, acts, &out_rows);
+                    return widened_batch(m.ty, rows, m.cols, acts, float_fast, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
@@ -463,16 +468,20 @@ fn unpacked_batch<'o>(
 /// A batch task's F16 or BF16 rows against every token: the rows widened to f32 once
 /// (`x86::float::widen`, into a buffer each pool thread keeps), then taken against the tokens
 /// four at a time by the F32 kernel, the rest one by one; bit for bit `vec_dot`'s results
-/// (the widening is exact and the F32 kernel keeps the float dots' order).
+/// (the widening is exact and the F32 kernel keeps the float dots' order). Under `fast`
+/// numerics the widened rows go to the fused multiply-add tiles (`x86::float_tiles`, AVX-512
+/// where the CPU has it) for every token instead.
 #[cfg(target_arch = "x86_64")]
 fn widened_batch<'o>(
     ty: GgmlType,
     rows: &[u8],
     cols: usize,
     acts: &[QuantizedAct],
+    fast: bool,
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::float::{rows_wide_x4, widen};
+    use crate::quant::x86::float_tiles;
     thread_local! {
         static WIDE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
@@ -484,6 +493,20 @@ fn widened_batch<'o>(
     // SAFETY: the caller checked AVX2, FMA and F16C.
     unsafe { widen(ty, rows, &mut wide) };
     let n = acts.len();
+    if fast {
+        let xs: Vec<&[f32]> = (0..n).map(x).collect();
+        let mut outs: Vec<&mut [f32]> = (0..n).map(out_rows).collect();
+        // SAFETY: as above (AVX-512F checked where taken); `wide` holds whole rows of `cols`.
+        unsafe {
+            if float_tiles::avx512_available() {
+                float_tiles::rows_avx512(&wide, cols, &xs, &mut outs)
+            } else {
+                float_tiles::rows_avx2(&wide, cols, &xs, &mut outs)
+            }
+        }
+        WIDE.set(wide);
+        return;
+    }
     for t in (0..n / 4 * 4).step_by(4) {
         let a = std::array::from_fn(|i| x(t + i));
         let outs = std::array::from_fn(|i| out_rows(t + i));

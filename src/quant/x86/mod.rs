@@ -6,8 +6,8 @@
 //! `legacy` and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows
 //! unpacked once per task), `kquants` and `kquants512` (the k-quant dots),
 //! `vnni` (those prompt products on AVX-512 VNNI), `act` (the activation quantizers),
-//! `float` (the F32/F16/BF16 dots). `fast_rows` is the exception: a prompt's Q4_0 and Q8_0 products
-//! for the `fast` numerics, which reorder float sums.
+//! `float` (the F32/F16/BF16 dots). `fast_rows` and `float_tiles` are the exceptions: the
+//! Q4_0/Q8_0 and float-weight products of the `fast` numerics, which reorder float sums.
 
 #[macro_use]
 mod row_loops;
@@ -16,6 +16,7 @@ pub(super) mod act;
 pub mod fast_rows;
 mod features;
 pub mod float;
+pub mod float_tiles;
 mod kquant_core;
 pub mod kquants;
 pub mod kquants512;
