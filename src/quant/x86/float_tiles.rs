@@ -63,22 +63,34 @@ impl Lanes for __m512 {
     }
 }
 
-/// Rows `r0..r0 + R` of `rows` (`cols` f32 each) against tokens `t0..t0 + T`:
-/// `out(t)[r] = row r · x[t]`.
+/// Weights per pass over a task's rows: the tokens' values of a pass (six tokens, 24 KB)
+/// stay in L1 while every row group streams past them.
+const PASS: usize = 1024;
+
+/// Rows `r0..r0 + R` of `rows` (`cols` f32 each) against tokens `t0..t0 + T` over weights
+/// `k0..k1` (whole vectors), adding into the pairs' accumulators `acc[r * n + t]` (`n`
+/// tokens).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn tile<V: Lanes, const R: usize, const T: usize>(
     rows: &[f32],
     cols: usize,
-    r0: usize,
+    (r0, t0): (usize, usize),
     x: &[&[f32]],
-    t0: usize,
-    out: &mut [&mut [f32]],
+    (k0, k1): (usize, usize),
+    acc: &mut [V],
+    n: usize,
 ) {
     let row = |r: usize| rows.as_ptr().add((r0 + r) * cols);
     let tok = |t: usize| x[t0 + t].as_ptr();
-    let mut acc = [[V::zero(); T]; R];
-    let whole = cols / V::N * V::N;
-    for k in (0..whole).step_by(V::N) {
+    let at = |r: usize, t: usize| (r0 + r) * n + t0 + t;
+    let mut a = [[V::zero(); T]; R];
+    for (r, a) in a.iter_mut().enumerate() {
+        for (t, a) in a.iter_mut().enumerate() {
+            *a = acc[at(r, t)];
+        }
+    }
+    for k in (k0..k1).step_by(V::N) {
         // A loop, not `array::from_fn`: closures do not inherit the target features.
         let mut w = [V::zero(); R];
         for (r, w) in w.iter_mut().enumerate() {
@@ -86,24 +98,22 @@ unsafe fn tile<V: Lanes, const R: usize, const T: usize>(
         }
         for t in 0..T {
             let v = V::load(tok(t).add(k));
-            for (a, w) in acc.iter_mut().zip(&w) {
+            for (a, w) in a.iter_mut().zip(&w) {
                 a[t] = V::fma(*w, v, a[t]);
             }
         }
     }
-    for (r, a) in acc.iter().enumerate() {
+    for (r, a) in a.iter().enumerate() {
         for (t, a) in a.iter().enumerate() {
-            let mut s = a.sum();
-            for k in whole..cols {
-                s += *row(r).add(k) * *tok(t).add(k);
-            }
-            out[t0 + t][r0 + r] = s;
+            acc[at(r, t)] = *a;
         }
     }
 }
 
-/// Every row of `rows` (`cols` f32 each) against every token of `x`, `R` x `T` tiles, the
-/// edges in smaller ones.
+/// Every row of `rows` (`cols` f32 each) against every token of `x`: the weights in passes of
+/// `PASS`, each pass over the tokens `T` at a time and the rows `R` at a time (the edges in
+/// smaller tiles), each pair's accumulator kept from pass to pass, summed across lanes at the
+/// end.
 #[inline(always)]
 unsafe fn all<V: Lanes, const R: usize, const T: usize>(
     rows: &[f32],
@@ -118,20 +128,35 @@ unsafe fn all<V: Lanes, const R: usize, const T: usize>(
     );
     assert!(x.iter().all(|t| t.len() >= cols), "short activation row");
     let (rw, tw) = (n_rows / R * R, n / T * T);
-    for t0 in (0..tw).step_by(T) {
-        for r0 in (0..rw).step_by(R) {
-            tile::<V, R, T>(rows, cols, r0, x, t0, out);
+    let whole = cols / V::N * V::N;
+    let mut acc = vec![V::zero(); n_rows * n];
+    for k0 in (0..whole).step_by(PASS) {
+        let k = (k0, (k0 + PASS).min(whole));
+        for t0 in (0..tw).step_by(T) {
+            for r0 in (0..rw).step_by(R) {
+                tile::<V, R, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
+            }
+            for r0 in rw..n_rows {
+                tile::<V, 1, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
+            }
         }
-        for r0 in rw..n_rows {
-            tile::<V, 1, T>(rows, cols, r0, x, t0, out);
+        for t0 in tw..n {
+            for r0 in (0..rw).step_by(R) {
+                tile::<V, R, 1>(rows, cols, (r0, t0), x, k, &mut acc, n);
+            }
+            for r0 in rw..n_rows {
+                tile::<V, 1, 1>(rows, cols, (r0, t0), x, k, &mut acc, n);
+            }
         }
     }
-    for t0 in tw..n {
-        for r0 in (0..rw).step_by(R) {
-            tile::<V, R, 1>(rows, cols, r0, x, t0, out);
-        }
-        for r0 in rw..n_rows {
-            tile::<V, 1, 1>(rows, cols, r0, x, t0, out);
+    for r in 0..n_rows {
+        let row = &rows[r * cols..(r + 1) * cols];
+        for (t, o) in out.iter_mut().enumerate().take(n) {
+            let mut s = acc[r * n + t].sum();
+            for k in whole..cols {
+                s += row[k] * x[t][k];
+            }
+            o[r] = s;
         }
     }
 }
