@@ -197,7 +197,7 @@ fn matmuls_in(
             let per = m.rows.div_ceil(pieces);
             // Whole groups of eight repacked rows (`packed_task`).
             if packed(m).is_some() {
-                per.next_multiple_of(8)
+                per.next_multiple_of(group_rows(m))
             } else {
                 per
             }
@@ -207,7 +207,8 @@ fn matmuls_in(
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         } else if packed(m).is_some() {
-            (BATCH_TASK_BYTES / m.row_bytes()).clamp(8, 16) / 8 * 8
+            let g = group_rows(m);
+            (BATCH_TASK_BYTES / m.row_bytes()).clamp(g, 2 * g) / g * g
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         };
@@ -288,6 +289,62 @@ fn matmuls_in(
     });
 }
 
+/// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0 kernel
+/// takes them side by side (AVX-512 VNNI), else one.
+fn group_rows(m: &Mat) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if m.ty == GgmlType::Q4_0 && crate::quant::x86::fast_rows_vnni::available() {
+        return 16;
+    }
+    let _ = m;
+    8
+}
+
+/// Repacked Q4_0 groups two at a time on AVX-512 VNNI (`x86::fast_rows_vnni`) against every
+/// token, eight at a time (then four, then one); an odd last group on `rows8`. `from(t, g)`:
+/// token t's results from the task's group g on.
+#[cfg(target_arch = "x86_64")]
+fn pairs_vnni<'o>(
+    blocks: &[crate::quant::x86::fast_rows::Q4_0x8],
+    per_row: usize,
+    n: usize,
+    act: &impl Fn(usize) -> &'o [crate::quant::x86::fast_rows::SummedBlock],
+    from: &impl Fn(usize, usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86::fast_rows::rows8;
+    use crate::quant::x86::fast_rows_vnni::rows16;
+    let groups: Vec<_> = blocks.chunks_exact(per_row).collect();
+    for (p, pair) in groups.chunks(2).enumerate() {
+        let g = 2 * p;
+        if let [g0, g1] = pair {
+            let eights = n / 8 * 8;
+            for t in (0..eights).step_by(8) {
+                let a = std::array::from_fn(|i| act(t + i));
+                let outs = std::array::from_fn(|i| from(t + i, g));
+                // SAFETY: the caller checked AVX-512 VNNI; both groups and every
+                // activation row hold `per_row` blocks.
+                unsafe { rows16::<8>(g0, g1, a, outs) };
+            }
+            let fours = eights + (n - eights) / 4 * 4;
+            for t in (eights..fours).step_by(4) {
+                let a = std::array::from_fn(|i| act(t + i));
+                let outs = std::array::from_fn(|i| from(t + i, g));
+                // SAFETY: as above.
+                unsafe { rows16::<4>(g0, g1, a, outs) };
+            }
+            for t in fours..n {
+                // SAFETY: as above.
+                unsafe { rows16::<1>(g0, g1, [act(t)], [from(t, g)]) };
+            }
+        } else {
+            for t in 0..n {
+                // SAFETY: AVX-512 VNNI implies AVX2, FMA and F16C (`fast_rows_vnni::available`).
+                unsafe { rows8::<_, 1>(pair[0], [act(t)], [from(t, g)]) };
+            }
+        }
+    }
+}
+
 /// How `m`'s rows go under `fast` numerics for `n` tokens, where they take a fast kernel.
 #[derive(Clone, Copy)]
 enum FastRows<'r> {
@@ -363,7 +420,13 @@ fn packed_task<'o>(
         FastRows::Packed(Packed::Q4_0(b)) => {
             let act = |t: usize| summed[t].as_slice();
             let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
-            groups::<_, 8>(&b[span], per_row, n, &act, &eight);
+            if crate::quant::x86::fast_rows_vnni::available() {
+                pairs_vnni(&b[span], per_row, n, &act, &|t, g| {
+                    out_rows(t).split_at_mut(g * 8).1
+                });
+            } else {
+                groups::<_, 8>(&b[span], per_row, n, &act, &eight);
+            }
         }
         FastRows::PerTask => {
             let act = |t: usize| match &acts[t] {

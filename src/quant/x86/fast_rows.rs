@@ -45,8 +45,8 @@ pub trait Interleaved: Copy + Default + Send + Sync + 'static {
 /// weights `16 + 4v..16 + 4v + 4`: words v and v + 4.
 #[derive(Clone, Copy, Default)]
 pub struct Q4_0x8 {
-    d: [u16; 8],
-    q: [[u8; 32]; 4],
+    pub(super) d: [u16; 8],
+    pub(super) q: [[u8; 32]; 4],
 }
 
 /// Q8_0's eight rows: `q[c]` holds weights `4c..4c + 4` of each row (row r at bytes
@@ -61,9 +61,9 @@ pub struct Q8_0x8 {
 /// back out of the unsigned nibbles' products.
 #[derive(Clone, Copy)]
 pub struct SummedBlock {
-    d: f32,
-    eight_sum: i32,
-    qs: [i8; 32],
+    pub(super) d: f32,
+    pub(super) eight_sum: i32,
+    pub(super) qs: [i8; 32],
 }
 
 /// A 32-bit activation word broadcast: bytes `4c..4c + 4` of a block's 32 levels.
@@ -184,11 +184,6 @@ impl Interleaved for Q8_0x8 {
     fn scales(&self) -> &[u16; 8] {
         &self.d
     }
-}
-
-/// Whether `ty` has repacked blocks and a fast kernel here.
-pub fn interleaves(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0)
 }
 
 /// Rows of `B::TYPE` blocks (`row_bytes` each, whole blocks) repacked in groups of eight into

@@ -62,6 +62,48 @@ mod legacy_kernels {
         (sum, mag)
     }
 
+    /// The AVX-512 VNNI Q4_0 kernel (`fast_rows_vnni::rows16`, two groups side by side) gives
+    /// `rows8`'s bits (`groups`: its results per group, five tokens).
+    fn vnni_pairs_match<'a>(
+        w: &[u8],
+        rb: usize,
+        per_row: usize,
+        q8: &dyn Fn(usize) -> &'a [BlockQ8_0],
+        groups: &[[[f32; 8]; 5]],
+    ) {
+        use crate::quant::x86::fast_rows::{repack, Interleaved, Q4_0x8};
+        use crate::quant::x86::fast_rows_vnni::{available, rows16};
+        if !available() {
+            eprintln!("AVX-512 VNNI pairs skipped: this CPU lacks AVX-512 F, BW or VNNI");
+            return;
+        }
+        let mut blocks: Vec<Q4_0x8> = Vec::new();
+        repack(w, rb, &mut blocks);
+        let acts: Vec<Vec<_>> = (0..5)
+            .map(|t| q8(t).iter().map(Q4_0x8::act).collect())
+            .collect();
+        let a = |t: usize| acts[t].as_slice();
+        let (g0, g1) = blocks.split_at(per_row);
+        let mut o = [[0f32; 16]; 5];
+        let [o0, o1, o2, o3, o4] = &mut o;
+        // SAFETY: `available()` was checked above.
+        unsafe {
+            rows16::<4>(g0, g1, [a(0), a(1), a(2), a(3)], [o0, o1, o2, o3]);
+            rows16::<1>(g0, g1, [a(4)], [o4]);
+        }
+        for (t, o) in o.iter().enumerate() {
+            for r in 0..16 {
+                let want = groups[r / 8][t][r % 8];
+                assert_eq!(
+                    o[r].to_bits(),
+                    want.to_bits(),
+                    "{per_row} blocks, row {r} token {t}: {} vs rows8's {want}",
+                    o[r]
+                );
+            }
+        }
+    }
+
     /// The fast numerics' interleaved rows (`fast_rows`): within float reordering of an f64 dot
     /// and of the exact kernel.
     #[test]
@@ -123,6 +165,9 @@ mod legacy_kernels {
                 } else {
                     group_outs::<Q4_0x8>(&w, rb, per_row, &q8)
                 };
+                if ty == GgmlType::Q4_0 {
+                    vnni_pairs_match(&w, rb, per_row, &q8, &groups);
+                }
                 for (g, o) in groups.iter().enumerate() {
                     for (t, o) in o.iter().enumerate() {
                         for (r, &got) in o.iter().enumerate() {
