@@ -298,7 +298,7 @@ fn fast_prompt(reps: usize) {
     }
     for (ty, cols, rows) in [
         (GgmlType::Q4_0, 896, 32),
-        (GgmlType::Q4_0, 4864, 8),
+        (GgmlType::Q4_0, 4864, 16),
         (GgmlType::Q8_0, 896, 32),
         (GgmlType::Q8_0, 4864, 8),
     ] {

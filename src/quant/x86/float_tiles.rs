@@ -132,19 +132,20 @@ unsafe fn all<V: Lanes, const R: usize, const T: usize>(
     let mut acc = vec![V::zero(); n_rows * n];
     for k0 in (0..whole).step_by(PASS) {
         let k = (k0, (k0 + PASS).min(whole));
-        for t0 in (0..tw).step_by(T) {
-            for r0 in (0..rw).step_by(R) {
+        // Rows outer, tokens inner: a row group's pass stays in L1 while the tokens stream.
+        for r0 in (0..rw).step_by(R) {
+            for t0 in (0..tw).step_by(T) {
                 tile::<V, R, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
             }
-            for r0 in rw..n_rows {
-                tile::<V, 1, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
-            }
-        }
-        for t0 in tw..n {
-            for r0 in (0..rw).step_by(R) {
+            for t0 in tw..n {
                 tile::<V, R, 1>(rows, cols, (r0, t0), x, k, &mut acc, n);
             }
-            for r0 in rw..n_rows {
+        }
+        for r0 in rw..n_rows {
+            for t0 in (0..tw).step_by(T) {
+                tile::<V, 1, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
+            }
+            for t0 in tw..n {
                 tile::<V, 1, 1>(rows, cols, (r0, t0), x, k, &mut acc, n);
             }
         }
