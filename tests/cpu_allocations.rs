@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use cbtop::engine::{CpuEngine, LogitsFor};
+use cbtop::engine::{CpuEngine, LogitsFor, Numerics};
 use cbtop::model::Model;
 
 struct Counting;
@@ -43,15 +43,17 @@ static COUNTING: Counting = Counting;
 fn a_decode_step_allocates_only_the_logits_it_returns() {
     // Two threads, so the products run over the pool as they do in use.
     cbtop::engine::cpu::pool::init(2);
-    for name in [
-        "conf-qwen2-Q4_K_M",
-        "conf-qwen2-Q4_1",
-        "conf-llama-Q8_0",
-        "conf-qwen2-Q5_0",
+    for (name, numerics) in [
+        ("conf-qwen2-Q4_K_M", Numerics::Exact),
+        ("conf-qwen2-Q4_1", Numerics::Exact),
+        ("conf-llama-Q8_0", Numerics::Exact),
+        ("conf-qwen2-Q5_0", Numerics::Exact),
+        // The repacked Q4_0 rows of `fast` numerics.
+        ("conf-qwen2-Q4_0", Numerics::Fast),
     ] {
         let path = common::fixture(&format!("conformance/models/{name}.gguf"));
         let model = Arc::new(Model::load(&path).unwrap());
-        let mut engine = CpuEngine::new(model.clone(), 64);
+        let mut engine = CpuEngine::new(model.clone(), 64).with_numerics(numerics);
         engine.eval(&[1, 2, 3], LogitsFor::Last).unwrap();
         // Warm-up steps: buffers that grow to their size once.
         for _ in 0..3 {

@@ -313,10 +313,11 @@ fn pairs_vnni<'o>(
 ) {
     use crate::quant::x86::fast_rows::rows8;
     use crate::quant::x86::fast_rows_vnni::rows16;
-    let groups: Vec<_> = blocks.chunks_exact(per_row).collect();
-    for (p, pair) in groups.chunks(2).enumerate() {
-        let g = 2 * p;
-        if let [g0, g1] = pair {
+    let groups = blocks.len() / per_row;
+    let group = |g: usize| &blocks[g * per_row..(g + 1) * per_row];
+    for g in (0..groups).step_by(2) {
+        if g + 1 < groups {
+            let (g0, g1) = (group(g), group(g + 1));
             let eights = n / 8 * 8;
             for t in (0..eights).step_by(8) {
                 let a = std::array::from_fn(|i| act(t + i));
@@ -339,7 +340,7 @@ fn pairs_vnni<'o>(
         } else {
             for t in 0..n {
                 // SAFETY: AVX-512 VNNI implies AVX2, FMA and F16C (`fast_rows_vnni::available`).
-                unsafe { rows8::<_, 1>(pair[0], [act(t)], [from(t, g)]) };
+                unsafe { rows8::<_, 1>(group(g), [act(t)], [from(t, g)]) };
             }
         }
     }
