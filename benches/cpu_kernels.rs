@@ -54,6 +54,18 @@ fn random_acts(kind: ActType, cols: usize, n: usize, rng: &mut Rng) -> Vec<Quant
         .collect()
 }
 
+/// `n` random activation rows of `cols` values as Q8_0 blocks.
+#[cfg(target_arch = "x86_64")]
+fn q8_rows(cols: usize, n: usize, rng: &mut Rng) -> Vec<Vec<cbtop::quant::legacy::BlockQ8_0>> {
+    random_acts(ActType::Q8_0, cols, n, rng)
+        .into_iter()
+        .map(|a| match a {
+            QuantizedAct::Q8_0(a) => a,
+            _ => unreachable!("quantized as Q8_0"),
+        })
+        .collect()
+}
+
 fn best(reps: usize, mut pass: impl FnMut() -> f32) -> f64 {
     let mut best = f64::MAX;
     let mut sink = 0f32;
@@ -232,13 +244,7 @@ fn legacy_prompt(reps: usize) {
     ] {
         let mut rng = Rng(0x1234_5678_9abc_def1);
         let m = matrix(ty, rows, cols, &mut rng);
-        let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
-            .into_iter()
-            .map(|a| match a {
-                QuantizedAct::Q8_0(a) => a,
-                _ => unreachable!(),
-            })
-            .collect();
+        let acts = q8_rows(cols, 8, &mut rng);
         let blocks = (rows * cols / 32 * 8) as f64;
         let mut out = vec![vec![0f32; rows]; 8];
         let t = if ty == GgmlType::Q8_0 {
@@ -291,7 +297,6 @@ fn legacy_prompt(reps: usize) {
 /// block and token and GOP/s on one thread for several tokens per step.
 #[cfg(target_arch = "x86_64")]
 fn fast_prompt(reps: usize) {
-    use cbtop::quant::legacy::BlockQ8_0;
     use cbtop::quant::x86::{self, fast_rows};
     if !x86::available() {
         return;
@@ -304,44 +309,12 @@ fn fast_prompt(reps: usize) {
     ] {
         let mut rng = Rng(0x1234_5678_9abc_def1);
         let m = matrix(ty, rows, cols, &mut rng);
-        let acts: Vec<Vec<BlockQ8_0>> = random_acts(ActType::Q8_0, cols, 8, &mut rng)
-            .into_iter()
-            .map(|a| match a {
-                QuantizedAct::Q8_0(a) => a,
-                _ => unreachable!(),
-            })
-            .collect();
+        let acts = q8_rows(cols, 8, &mut rng);
         let row_bytes = cols / 32 * ty.block_bytes();
         let t = if ty == GgmlType::Q8_0 {
-            [
-                (
-                    4,
-                    fast_tile::<fast_rows::Q8_0x8, 4>(reps, &m, row_bytes, &acts),
-                ),
-                (
-                    6,
-                    fast_tile::<fast_rows::Q8_0x8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
-                ),
-                (
-                    8,
-                    fast_tile::<fast_rows::Q8_0x8, 8>(reps, &m, row_bytes, &acts),
-                ),
-            ]
+            fast_tiles::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts)
         } else {
-            [
-                (
-                    4,
-                    fast_tile::<fast_rows::Q4_0x8, 4>(reps, &m, row_bytes, &acts),
-                ),
-                (
-                    6,
-                    fast_tile::<fast_rows::Q4_0x8, 6>(reps, &m, row_bytes, &acts) * 8.0 / 6.0,
-                ),
-                (
-                    8,
-                    fast_tile::<fast_rows::Q4_0x8, 8>(reps, &m, row_bytes, &acts),
-                ),
-            ]
+            fast_tiles::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts)
         };
         let shown: Vec<String> = t
             .iter()
@@ -403,6 +376,21 @@ fn fast_vnni(
         per_row * 32,
         64.0 / per
     );
+}
+
+/// `fast_tile` at 4, 6 and 8 tokens a step, as (tokens, seconds for eight tokens).
+#[cfg(target_arch = "x86_64")]
+fn fast_tiles<B: cbtop::quant::x86::fast_rows::Interleaved>(
+    reps: usize,
+    m: &[u8],
+    row_bytes: usize,
+    acts: &[Vec<cbtop::quant::legacy::BlockQ8_0>],
+) -> [(usize, f64); 3] {
+    [
+        (4, fast_tile::<B, 4>(reps, m, row_bytes, acts)),
+        (6, fast_tile::<B, 6>(reps, m, row_bytes, acts) * 8.0 / 6.0),
+        (8, fast_tile::<B, 8>(reps, m, row_bytes, acts)),
+    ]
 }
 
 /// Best time of eight tokens against `m`'s rows repacked as `B`, `T` tokens a step.

@@ -78,9 +78,24 @@ unsafe fn load(v: &[u8; 32]) -> __m256i {
     _mm256_loadu_si256(v.as_ptr() as *const __m256i)
 }
 
-/// Block `i` (of `block` bytes) of row `r`.
-fn gather(rows: &[u8], row_bytes: usize, block: usize, r: usize, i: usize) -> &[u8] {
-    &rows[r * row_bytes + i * block..][..block]
+/// Block `i` of rows `8g..8g + 8` (`block` bytes each, an f16 scale then the levels'
+/// bytes) spread over `d` (row r's scale bits) and `q` (vector c: bytes `4c..4c + 4` of the
+/// levels of every row, row r at `4r..4r + 4`).
+fn spread(
+    rows: &[u8],
+    row_bytes: usize,
+    block: usize,
+    (g, i): (usize, usize),
+    d: &mut [u16; 8],
+    q: &mut [[u8; 32]],
+) {
+    for r in 0..8 {
+        let blk = &rows[(8 * g + r) * row_bytes + i * block..][..block];
+        d[r] = u16::from_le_bytes([blk[0], blk[1]]);
+        for (c, q) in q.iter_mut().enumerate() {
+            q[4 * r..4 * r + 4].copy_from_slice(&blk[2 + 4 * c..6 + 4 * c]);
+        }
+    }
 }
 
 impl Interleaved for Q4_0x8 {
@@ -101,13 +116,7 @@ impl Interleaved for Q4_0x8 {
 
     fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q4_0x8 {
         let mut b = Q4_0x8::default();
-        for r in 0..8 {
-            let blk = gather(rows, row_bytes, 18, 8 * g + r, i);
-            b.d[r] = u16::from_le_bytes([blk[0], blk[1]]);
-            for (v, q) in b.q.iter_mut().enumerate() {
-                q[4 * r..4 * r + 4].copy_from_slice(&blk[2 + 4 * v..6 + 4 * v]);
-            }
-        }
+        spread(rows, row_bytes, 18, (g, i), &mut b.d, &mut b.q);
         b
     }
 
@@ -155,13 +164,7 @@ impl Interleaved for Q8_0x8 {
 
     fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q8_0x8 {
         let mut b = Q8_0x8::default();
-        for r in 0..8 {
-            let blk = gather(rows, row_bytes, 34, 8 * g + r, i);
-            b.d[r] = u16::from_le_bytes([blk[0], blk[1]]);
-            for (c, q) in b.q.iter_mut().enumerate() {
-                q[4 * r..4 * r + 4].copy_from_slice(&blk[2 + 4 * c..6 + 4 * c]);
-            }
-        }
+        spread(rows, row_bytes, 34, (g, i), &mut b.d, &mut b.q);
         b
     }
 
