@@ -492,8 +492,44 @@ fn kquant_prompt(reps: usize) {
         } else {
             line += ", AVX-512: skipped (no AVX-512 F/BW on this CPU)";
         }
+        let (unpack, fast) = fast_kquant(reps, ty, &m, &acts);
+        line += &format!(
+            "; fast: {:>6.2} ns/block/token (unpacking {:.1} ns/block)",
+            fast * 1e9 / blocks,
+            unpack * 1e9 / (rows * cols / 256) as f64
+        );
         println!("{line}");
     }
+}
+
+/// The `fast` numerics' k-quant kernel (`x86::fast_kquants`): seconds to unpack `m`, and to
+/// take the unpacked rows against the four tokens of `acts`.
+#[cfg(target_arch = "x86_64")]
+fn fast_kquant(
+    reps: usize,
+    ty: GgmlType,
+    m: &[u8],
+    acts: &[Vec<cbtop::quant::kquants::BlockQ8K>],
+) -> (f64, f64) {
+    use cbtop::quant::x86::fast_kquants::{rows, unpack};
+    let mut blocks = Vec::new();
+    let per_row = acts[0].len();
+    let unpacking = best(reps * 50, || {
+        // SAFETY: the caller checked `x86::available()`.
+        unsafe { unpack(ty, m, &mut blocks) };
+        blocks.len() as f32
+    });
+    let mut out = vec![vec![0f32; m.len() / (per_row * ty.block_bytes())]; 4];
+    let dots = best(reps * 50, || {
+        let [o0, o1, o2, o3] = &mut out[..] else {
+            unreachable!()
+        };
+        let a = std::array::from_fn(|t| acts[t].as_slice());
+        // SAFETY: as above; every token's row has `per_row` blocks.
+        unsafe { rows::<4>(&blocks, per_row, a, [o0, o1, o2, o3]) };
+        out[0][0]
+    });
+    (unpacking, dots)
 }
 
 /// One decode step's attention on one thread: SmolLM2's shape (9 query heads over 3 KV heads

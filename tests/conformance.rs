@@ -89,16 +89,23 @@ conformance! {
 }
 
 /// `fast` numerics on the CPU (Q4_0 matrices repacked at load and taken on the fast kernels for
-/// prompts and single tokens; a prompt's Q8_0 products too) stay within every model's bounds,
-/// and on the Q4_0 and Q8_0 models the prompt's logits are not the exact bits (the fast
-/// kernels ran: the 10-token prompts take the batch products); on the Q4_0 model the same
-/// holds token by token (the one-token products run on the repacked rows as well).
+/// prompts and single tokens; a prompt's Q8_0, Q4_K, Q5_K and Q6_K products too) stay within
+/// every model's bounds, and on the Q4_0, Q8_0 and k-quant models the prompt's logits are not
+/// the exact bits (the fast kernels ran: the 10-token prompts take the batch products); on the
+/// Q4_0 model the same holds token by token (the one-token products run on the repacked rows
+/// as well).
 #[test]
 fn fast_numerics_on_the_cpu_stay_within_the_bounds() {
     for name in common::conformance_names() {
         check_with(&name, Numerics::Fast);
     }
-    for (name, one_by_one) in [("conf-qwen2-Q4_0", true), ("conf-qwen2-Q8_0", false)] {
+    for (name, one_by_one) in [
+        ("conf-qwen2-Q4_0", true),
+        ("conf-qwen2-Q8_0", false),
+        ("conf-llama-Q4_K_S", false),
+        ("conf-qwen2-Q5_K_S", false),
+        ("conf-qwen2-Q6_K", false),
+    ] {
         let (model, reference, bound) = common::conformance_case(name);
         let prompt = common::ids(&reference["prompt_ids"]);
         let engine = |numerics| CpuEngine::new(model.clone(), 64).with_numerics(numerics);

@@ -21,7 +21,7 @@ use super::repack::{Packed, Repacked};
 use crate::model::weights::{Mat, Weights};
 use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
-use crate::quant::x86::prompt_rows;
+use crate::quant::x86::{fast_kquants, prompt_rows};
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::{BiasedPair, SignedRows};
 use crate::quant::{
@@ -99,6 +99,8 @@ fn matmuls_in(
     let packed = |m: &Mat| fast_rows(fast, m, n);
     // A prompt's float products under `fast` numerics take `x86::float_tiles`.
     let float_fast = n >= 2 && fast.is_some_and(|r| r.kernels);
+    // And its k-quant products `x86::fast_kquants`.
+    let kquant_fast = fast.is_some_and(|r| r.kernels);
     debug_assert_eq!(x.len(), n * cols);
     for (m, out) in products.iter() {
         assert_eq!(
@@ -265,6 +267,10 @@ fn matmuls_in(
                     && crate::quant::x86::available()
                 {
                     return widened_batch(m.ty, rows, m.cols, acts, float_fast, &out_rows);
+                }
+                #[cfg(target_arch = "x86_64")]
+                if kquant_fast && fast_kquants::unpacks(m.ty) && n >= 4 {
+                    return kquant_task(m.ty, rows, rb / m.ty.block_bytes(), acts, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
@@ -446,6 +452,44 @@ fn packed_task<'o>(
             vec_dot_rows(m.ty, &rows[whole * rb..], rb, act, out);
         }
     }
+}
+
+/// A prompt task's Q4_K, Q5_K or Q6_K rows (`per_row` blocks each) against every token under
+/// `fast` numerics: unpacked once (`x86::fast_kquants`, into a buffer each pool thread keeps),
+/// then taken against the tokens four at a time, a last few one by one.
+#[cfg(target_arch = "x86_64")]
+fn kquant_task<'o>(
+    ty: GgmlType,
+    rows: &[u8],
+    per_row: usize,
+    acts: &[QuantizedAct],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86::fast_kquants::{rows as dots, unpack, KBlock};
+    thread_local! {
+        static BLOCKS: RefCell<Vec<KBlock>> = const { RefCell::new(Vec::new()) };
+    }
+    let act = |t: usize| match &acts[t] {
+        QuantizedAct::Q8_K(a) => a.as_slice(),
+        _ => unreachable!("a k-quant product's activations are Q8_K"),
+    };
+    let n = acts.len();
+    BLOCKS.with_borrow_mut(|blocks| {
+        // SAFETY: `Repacked::kernels` says AVX2, FMA and F16C are there; every token's row
+        // has `per_row` blocks and every output one result per task row.
+        unsafe {
+            unpack(ty, rows, blocks);
+            let fours = n / 4 * 4;
+            for t in (0..fours).step_by(4) {
+                let a = std::array::from_fn(|i| act(t + i));
+                let outs = std::array::from_fn(|i| out_rows(t + i));
+                dots::<4>(blocks, per_row, a, outs);
+            }
+            for t in fours..n {
+                dots::<1>(blocks, per_row, [act(t)], [out_rows(t)]);
+            }
+        }
+    });
 }
 
 /// A batch task's Q4_0, Q5_0, Q8_0, Q4_1 or Q5_1 rows against every token: the rows unpacked

@@ -6,14 +6,15 @@
 //! `legacy` and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows
 //! unpacked once per task), `kquants` and `kquants512` (the k-quant dots),
 //! `vnni` (those prompt products on AVX-512 VNNI), `act` (the activation quantizers),
-//! `float` (the F32/F16/BF16 dots). `fast_rows` (with `fast_rows_vnni`) and `float_tiles` are
-//! the exceptions: the Q4_0/Q8_0 and float-weight products of the `fast` numerics, which
+//! `float` (the F32/F16/BF16 dots). `fast_rows` (with `fast_rows_vnni`), `fast_kquants` and `float_tiles`
+//! are the exceptions: the Q4_0/Q8_0, k-quant and float-weight products of the `fast` numerics, which
 //! reorder float sums.
 
 #[macro_use]
 mod row_loops;
 
 pub(super) mod act;
+pub mod fast_kquants;
 pub mod fast_rows;
 pub mod fast_rows_vnni;
 mod features;
