@@ -355,7 +355,7 @@ fn pairs_vnni<'o>(
 /// How `m`'s rows go under `fast` numerics for `n` tokens, where they take a fast kernel.
 #[derive(Clone, Copy)]
 enum FastRows<'r> {
-    /// Repacked at load (Q4_0).
+    /// Repacked at load (Q4_0; Q8_0 for two or more tokens).
     Packed(&'r Packed),
     /// A prompt's Q8_0 rows, repacked by each task.
     PerTask,
@@ -363,8 +363,12 @@ enum FastRows<'r> {
 
 fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<FastRows<'r>> {
     let r = fast?;
-    if let Some(p) = r.get(m) {
-        return Some(FastRows::Packed(p));
+    match r.get(m) {
+        // Q8_0's one-token products read the file's layout faster than the repacked one.
+        #[cfg(target_arch = "x86_64")]
+        Some(Packed::Q8_0(_)) if n == 1 => return None,
+        Some(p) => return Some(FastRows::Packed(p)),
+        None => {}
     }
     (r.kernels && m.ty == GgmlType::Q8_0 && n >= 8 && m.rows >= 8).then_some(FastRows::PerTask)
 }
@@ -434,6 +438,14 @@ fn packed_task<'o>(
             } else {
                 groups::<_, 8>(&b[span], per_row, n, &act, &eight);
             }
+        }
+        FastRows::Packed(Packed::Q8_0(b)) => {
+            let act = |t: usize| match &acts[t] {
+                QuantizedAct::Q8_0(a) => a.as_slice(),
+                _ => unreachable!("a Q8_0 product's activations are Q8_0"),
+            };
+            let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
+            groups::<_, 8>(&b[span], per_row, n, &act, &eight);
         }
         FastRows::PerTask => {
             let act = |t: usize| match &acts[t] {

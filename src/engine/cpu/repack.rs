@@ -1,10 +1,10 @@
-//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0 matrix's rows in groups
-//! of eight (`quant::x86::fast_rows`), so decode and prompt products take eight rows per
-//! broadcast activation word without reordering bytes on every call. Built once per engine,
-//! on the pool; the file's own bytes stay mapped for everything else (the embedding lookup,
-//! the rows past a matrix's last whole group, the exact kernels). Q8_0 is not repacked here:
-//! its one-token products read memory as fast on the file's layout (the copy would double
-//! its bytes for nothing), so a prompt's Q8_0 rows are repacked per task (`matmul`).
+//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0 and Q8_0 matrix's rows
+//! in groups of eight (`quant::x86::fast_rows`), so decode and prompt products take eight rows
+//! per broadcast activation word without reordering bytes on every call. Built once per
+//! engine, on the pool; the file's own bytes stay mapped for everything else (the embedding
+//! lookup, the rows past a matrix's last whole group, the exact kernels). The output matrix
+//! stays in the file's layout when it is Q8_0: only the last token of a prompt takes it,
+//! which a copy would not speed up, and it is the largest matrix of a small model.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -17,6 +17,8 @@ use crate::quant::GgmlType;
 pub enum Packed {
     #[cfg(target_arch = "x86_64")]
     Q4_0(Vec<crate::quant::x86::fast_rows::Q4_0x8>),
+    #[cfg(target_arch = "x86_64")]
+    Q8_0(Vec<crate::quant::x86::fast_rows::Q8_0x8>),
 }
 
 /// Every repacked matrix of a model, by its offset in the file, with what building them cost.
@@ -32,14 +34,14 @@ pub struct Repacked {
 }
 
 impl Repacked {
-    /// The model's Q4_0 matrices repacked (none where the CPU lacks AVX2, FMA and F16C, or on
+    /// The model's Q4_0 and Q8_0 matrices repacked (none where the CPU lacks AVX2, FMA and F16C, or on
     /// other architectures).
     pub fn build(w: &Weights) -> Repacked {
         let t0 = Instant::now();
         let mut out = Repacked::default();
         #[cfg(target_arch = "x86_64")]
         if crate::quant::x86::available() {
-            use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8};
+            use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8, Q8_0x8};
             out.kernels = true;
             /// `m`'s whole groups repacked on the pool, a group per piece.
             fn groups<B: Interleaved>(w: &Weights, m: &Mat) -> Vec<B> {
@@ -59,12 +61,23 @@ impl Repacked {
                 mats.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
             }
             for m in mats {
-                if m.ty != GgmlType::Q4_0 || m.rows < 8 || out.mats.contains_key(&m.offset()) {
+                if m.rows < 8 || out.mats.contains_key(&m.offset()) {
                     continue;
                 }
-                let blocks = groups::<Q4_0x8>(w, m);
-                out.bytes += std::mem::size_of_val(&blocks[..]);
-                out.mats.insert(m.offset(), Packed::Q4_0(blocks));
+                let packed = match m.ty {
+                    GgmlType::Q4_0 => {
+                        let blocks = groups::<Q4_0x8>(w, m);
+                        out.bytes += std::mem::size_of_val(&blocks[..]);
+                        Packed::Q4_0(blocks)
+                    }
+                    GgmlType::Q8_0 if !std::ptr::eq(m, &w.output) => {
+                        let blocks = groups::<Q8_0x8>(w, m);
+                        out.bytes += std::mem::size_of_val(&blocks[..]);
+                        Packed::Q8_0(blocks)
+                    }
+                    _ => continue,
+                };
+                out.mats.insert(m.offset(), packed);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

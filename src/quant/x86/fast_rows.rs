@@ -164,7 +164,19 @@ impl Interleaved for Q8_0x8 {
 
     fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q8_0x8 {
         let mut b = Q8_0x8::default();
-        spread(rows, row_bytes, 34, (g, i), &mut b.d, &mut b.q);
+        if super::available() {
+            // A prompt repacks its Q8_0 rows on every call: a transpose, not 64 word copies.
+            for r in 0..8 {
+                let at = (8 * g + r) * row_bytes + i * 34;
+                b.d[r] = u16::from_le_bytes([rows[at], rows[at + 1]]);
+            }
+            let levels: [&[u8]; 8] =
+                std::array::from_fn(|r| &rows[(8 * g + r) * row_bytes + i * 34 + 2..][..32]);
+            // SAFETY: AVX2 was just detected; each slice holds 32 bytes.
+            unsafe { transpose_words(levels, &mut b.q) };
+        } else {
+            spread(rows, row_bytes, 34, (g, i), &mut b.d, &mut b.q);
+        }
         b
     }
 
@@ -186,6 +198,46 @@ impl Interleaved for Q8_0x8 {
 
     fn scales(&self) -> &[u16; 8] {
         &self.d
+    }
+}
+
+/// `q[c]` = word `c` (bytes `4c..4c + 4`) of each of the eight rows, row r at `4r..4r + 4`:
+/// an 8 x 8 transpose of 32-bit words.
+///
+/// # Safety
+/// AVX2 must be available; every `rows[r]` holds at least 32 bytes.
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_words(rows: [&[u8]; 8], q: &mut [[u8; 32]; 8]) {
+    let r: [__m256i; 8] = std::array::from_fn(|i| {
+        assert!(rows[i].len() >= 32);
+        _mm256_loadu_si256(rows[i].as_ptr() as *const __m256i)
+    });
+    // Pairs of rows, then fours, within each 128-bit half (words c and c + 4), then halves.
+    let t = [
+        _mm256_unpacklo_epi32(r[0], r[1]),
+        _mm256_unpackhi_epi32(r[0], r[1]),
+        _mm256_unpacklo_epi32(r[2], r[3]),
+        _mm256_unpackhi_epi32(r[2], r[3]),
+        _mm256_unpacklo_epi32(r[4], r[5]),
+        _mm256_unpackhi_epi32(r[4], r[5]),
+        _mm256_unpacklo_epi32(r[6], r[7]),
+        _mm256_unpackhi_epi32(r[6], r[7]),
+    ];
+    let u = [
+        _mm256_unpacklo_epi64(t[0], t[2]),
+        _mm256_unpackhi_epi64(t[0], t[2]),
+        _mm256_unpacklo_epi64(t[1], t[3]),
+        _mm256_unpackhi_epi64(t[1], t[3]),
+        _mm256_unpacklo_epi64(t[4], t[6]),
+        _mm256_unpackhi_epi64(t[4], t[6]),
+        _mm256_unpacklo_epi64(t[5], t[7]),
+        _mm256_unpackhi_epi64(t[5], t[7]),
+    ];
+    for c in 0..4 {
+        let low = _mm256_permute2x128_si256::<0x20>(u[c], u[c + 4]);
+        let high = _mm256_permute2x128_si256::<0x31>(u[c], u[c + 4]);
+        _mm256_storeu_si256(q[c].as_mut_ptr() as *mut __m256i, low);
+        _mm256_storeu_si256(q[c + 4].as_mut_ptr() as *mut __m256i, high);
     }
 }
 
@@ -238,5 +290,30 @@ pub unsafe fn rows8<B: Interleaved, const T: usize>(
     }
     for (o, s) in out.iter_mut().zip(acc) {
         _mm256_storeu_ps(o.as_mut_ptr(), s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64 as Rng;
+
+    #[test]
+    fn q8_0_transpose_equals_the_word_copies() {
+        if !super::super::available() {
+            eprintln!("skipped: no AVX2 on this CPU");
+            return;
+        }
+        let mut rng = Rng::new(0x7a05);
+        let (row_bytes, n_rows) = (3 * 34, 16);
+        let rows: Vec<u8> = (0..row_bytes * n_rows)
+            .map(|_| rng.next_u64() as u8)
+            .collect();
+        for (g, i) in [(0, 0), (0, 2), (1, 1)] {
+            let got = Q8_0x8::repack(&rows, row_bytes, g, i);
+            let mut want = Q8_0x8::default();
+            spread(&rows, row_bytes, 34, (g, i), &mut want.d, &mut want.q);
+            assert_eq!((got.d, got.q), (want.d, want.q), "group {g}, block {i}");
+        }
     }
 }
