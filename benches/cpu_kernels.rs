@@ -327,35 +327,40 @@ fn fast_prompt(reps: usize) {
             "{ty} prompt, {cols} cols, fast repacked, rows x tokens: {} ns/block/token",
             shown.join(", ")
         );
-        if ty == GgmlType::Q4_0 {
-            fast_vnni(reps, &m, row_bytes, &acts);
+        if ty == GgmlType::Q8_0 {
+            fast_vnni::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts);
+        } else {
+            fast_vnni::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts);
         }
     }
 }
 
-/// The Q4_0 kernel on AVX-512 VNNI (`x86::fast_rows_vnni`, sixteen rows by eight tokens).
+/// The Q4_0 or Q8_0 kernel on AVX-512 VNNI (`x86::fast_rows_vnni`, sixteen rows by eight
+/// tokens).
 #[cfg(target_arch = "x86_64")]
-fn fast_vnni(
+fn fast_vnni<B: cbtop::quant::x86::fast_rows_vnni::Pairs>(
     reps: usize,
     m: &[u8],
     row_bytes: usize,
     acts: &[Vec<cbtop::quant::legacy::BlockQ8_0>],
 ) {
-    use cbtop::quant::x86::fast_rows::{self, Interleaved, Q4_0x8};
-    use cbtop::quant::x86::fast_rows_vnni;
+    use cbtop::quant::x86::{fast_rows, fast_rows_vnni};
     if !fast_rows_vnni::available() {
-        println!("Q4_0 prompt, fast AVX-512 VNNI: skipped (no AVX-512 VNNI on this CPU)");
+        println!(
+            "{} prompt, fast AVX-512 VNNI: skipped (no AVX-512 VNNI on this CPU)",
+            B::TYPE
+        );
         return;
     }
-    let mut blocks: Vec<Q4_0x8> = Vec::new();
+    let mut blocks: Vec<B> = Vec::new();
     fast_rows::repack(m, row_bytes, &mut blocks);
     let per_row = acts[0].len();
     let acts: Vec<Vec<_>> = acts
         .iter()
-        .map(|a| a.iter().map(Q4_0x8::act).collect())
+        .map(|a| a.iter().map(B::wide).collect())
         .collect();
     let mut out = vec![[0f32; 16]; 8];
-    let groups: Vec<&[Q4_0x8]> = blocks.chunks_exact(per_row).collect();
+    let groups: Vec<&[B]> = blocks.chunks_exact(per_row).collect();
     let t = best(reps * 50, || {
         for pair in groups.chunks_exact(2) {
             let a = std::array::from_fn(|t| acts[t].as_slice());
@@ -366,13 +371,14 @@ fn fast_vnni(
                 o.as_mut_slice()
             });
             // SAFETY: AVX-512 VNNI was just detected.
-            unsafe { fast_rows_vnni::rows16::<8>(pair[0], pair[1], a, outs) };
+            unsafe { fast_rows_vnni::rows16::<B, 8>(pair[0], pair[1], a, outs) };
         }
         out[0][0]
     });
     let per = t * 1e9 / (groups.len() / 2 * 16 * per_row * 8) as f64;
     println!(
-        "Q4_0 prompt, {} cols, fast AVX-512 VNNI 16x8: {per:.2} ns/block/token ({:.0} GOP/s)",
+        "{} prompt, {} cols, fast AVX-512 VNNI 16x8: {per:.2} ns/block/token ({:.0} GOP/s)",
+        B::TYPE,
         per_row * 32,
         64.0 / per
     );

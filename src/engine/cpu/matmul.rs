@@ -67,6 +67,9 @@ struct Scratch {
     /// The tokens' Q8_0 rows with their sums, for `packed_task`'s Q4_0 kernel.
     #[cfg(target_arch = "x86_64")]
     summed_rows: Vec<Vec<crate::quant::x86::fast_rows::SummedBlock>>,
+    /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
+    #[cfg(target_arch = "x86_64")]
+    biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
     tasks: Vec<(usize, usize, usize)>,
     outs: Vec<SendPtr>,
 }
@@ -132,31 +135,33 @@ fn matmuls_in(
     }
     let formats = &s.formats;
 
-    // `packed_task`'s Q4_0 kernel takes each activation block with its sum, made once per
-    // call here (on the pool, a token a task, for a prompt) where a product takes it.
+    // `packed_task`'s Q4_0 kernel takes each activation block with its sum, and its Q8_0
+    // kernel on AVX-512 VNNI each block offset to unsigned bytes, made once per call here (on
+    // the pool, a token a task, for a prompt) where a product takes them.
     #[cfg(target_arch = "x86_64")]
-    let summed_rows = {
-        use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8};
-        let rows = &mut s.summed_rows;
-        let wanted = products
-            .iter()
-            .any(|(m, _)| matches!(packed(m), Some(FastRows::Packed(Packed::Q4_0(_)))));
-        if let (true, Some((_, q8))) = (wanted, formats.iter().find(|(k, _)| *k == ActType::Q8_0)) {
-            rows.resize_with(n, Vec::new);
-            let sum = |t: usize, row: &mut Vec<_>| {
-                let QuantizedAct::Q8_0(a) = &q8[t] else {
-                    unreachable!("quantized as Q8_0")
-                };
-                row.clear();
-                row.extend(a.iter().map(Q4_0x8::act));
-            };
-            if n == 1 {
-                sum(0, &mut rows[0]);
-            } else {
-                pool::par_chunks_mut(&mut rows[..n], 1, |t, row| sum(t, &mut row[0]));
-            }
-        }
-        &rows[..if wanted { n } else { 0 }]
+    let (summed_rows, biased_rows) = {
+        use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8, Q8_0x8};
+        use crate::quant::x86::fast_rows_vnni::{self, Pairs};
+        let q8 = formats.iter().find(|(k, _)| *k == ActType::Q8_0);
+        let wants = |ty: GgmlType| {
+            products.iter().any(|(m, _)| {
+                matches!(
+                    (packed(m), ty),
+                    (Some(FastRows::Packed(Packed::Q4_0(_))), GgmlType::Q4_0)
+                        | (Some(FastRows::Packed(Packed::Q8_0(_))), GgmlType::Q8_0)
+                )
+            })
+        };
+        let summed = act_rows(
+            n,
+            q8,
+            wants(GgmlType::Q4_0),
+            &mut s.summed_rows,
+            Q4_0x8::act,
+        );
+        let vnni = wants(GgmlType::Q8_0) && fast_rows_vnni::available();
+        let biased = act_rows(n, q8, vnni, &mut s.biased_rows, Q8_0x8::wide);
+        (summed, biased)
     };
 
     // The Q4_0/Q5_0/Q8_0 prompt kernel for AVX-512 VNNI takes the activations biased to
@@ -255,7 +260,8 @@ fn matmuls_in(
                 // exact VNNI ones).
                 #[cfg(target_arch = "x86_64")]
                 if let Some(p) = packed(m) {
-                    return packed_task(p, m, rows, r0, acts, summed_rows, &out_rows);
+                    let wide = (summed_rows, biased_rows);
+                    return packed_task(p, (m, r0), rows, acts, wide, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if SignedRows::unpacks(m.ty) && !biased.is_empty() {
@@ -295,26 +301,61 @@ fn matmuls_in(
     });
 }
 
+/// The `n` tokens' Q8_0 rows (`q8`, where quantized) each block made into `A` by `f`, into
+/// `rows`, when `wanted`; else none.
+#[cfg(target_arch = "x86_64")]
+fn act_rows<'s, A: Send>(
+    n: usize,
+    q8: Option<&(ActType, Vec<QuantizedAct>)>,
+    wanted: bool,
+    rows: &'s mut Vec<Vec<A>>,
+    f: fn(&crate::quant::blocks::BlockQ8_0) -> A,
+) -> &'s [Vec<A>] {
+    let (true, Some((_, q8))) = (wanted, q8) else {
+        return &rows[..0];
+    };
+    rows.resize_with(n, Vec::new);
+    let make = |t: usize, row: &mut Vec<A>| {
+        let QuantizedAct::Q8_0(a) = &q8[t] else {
+            unreachable!("quantized as Q8_0")
+        };
+        row.clear();
+        row.extend(a.iter().map(f));
+    };
+    if n == 1 {
+        make(0, &mut rows[0]);
+    } else {
+        pool::par_chunks_mut(&mut rows[..n], 1, |t, row| make(t, &mut row[0]));
+    }
+    &rows[..n]
+}
+
 /// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0 kernel
 /// takes them side by side (AVX-512 VNNI), else one.
 fn group_rows(m: &Mat) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if m.ty == GgmlType::Q4_0 && crate::quant::x86::fast_rows_vnni::available() {
+    if matches!(m.ty, GgmlType::Q4_0 | GgmlType::Q8_0)
+        && crate::quant::x86::fast_rows_vnni::available()
+    {
         return 16;
     }
     let _ = m;
     8
 }
 
-/// Repacked Q4_0 groups two at a time on AVX-512 VNNI (`x86::fast_rows_vnni`) against every
-/// token, eight at a time (then four, then one); an odd last group on `rows8`. `from(t, g)`:
-/// token t's results from the task's group g on.
+/// Repacked groups two at a time on AVX-512 VNNI (`x86::fast_rows_vnni`) against every token,
+/// eight at a time (then four, then one), taking the activations as `wide` gives them; an odd
+/// last group on `rows8`, taking them as `act` does. `from(t, g)`: token t's results from the
+/// task's group g on.
 #[cfg(target_arch = "x86_64")]
-fn pairs_vnni<'o>(
-    blocks: &[crate::quant::x86::fast_rows::Q4_0x8],
+fn pairs_vnni<'o, B: crate::quant::x86::fast_rows_vnni::Pairs>(
+    blocks: &[B],
     per_row: usize,
     n: usize,
-    act: &impl Fn(usize) -> &'o [crate::quant::x86::fast_rows::SummedBlock],
+    (wide, act): (
+        &impl Fn(usize) -> &'o [B::Wide],
+        &impl Fn(usize) -> &'o [B::Act],
+    ),
     from: &impl Fn(usize, usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::fast_rows::rows8;
@@ -326,27 +367,27 @@ fn pairs_vnni<'o>(
             let (g0, g1) = (group(g), group(g + 1));
             let eights = n / 8 * 8;
             for t in (0..eights).step_by(8) {
-                let a = std::array::from_fn(|i| act(t + i));
+                let a = std::array::from_fn(|i| wide(t + i));
                 let outs = std::array::from_fn(|i| from(t + i, g));
                 // SAFETY: the caller checked AVX-512 VNNI; both groups and every
                 // activation row hold `per_row` blocks.
-                unsafe { rows16::<8>(g0, g1, a, outs) };
+                unsafe { rows16::<B, 8>(g0, g1, a, outs) };
             }
             let fours = eights + (n - eights) / 4 * 4;
             for t in (eights..fours).step_by(4) {
-                let a = std::array::from_fn(|i| act(t + i));
+                let a = std::array::from_fn(|i| wide(t + i));
                 let outs = std::array::from_fn(|i| from(t + i, g));
                 // SAFETY: as above.
-                unsafe { rows16::<4>(g0, g1, a, outs) };
+                unsafe { rows16::<B, 4>(g0, g1, a, outs) };
             }
             for t in fours..n {
                 // SAFETY: as above.
-                unsafe { rows16::<1>(g0, g1, [act(t)], [from(t, g)]) };
+                unsafe { rows16::<B, 1>(g0, g1, [wide(t)], [from(t, g)]) };
             }
         } else {
             for t in 0..n {
                 // SAFETY: AVX-512 VNNI implies AVX2, FMA and F16C (`fast_rows_vnni::available`).
-                unsafe { rows8::<_, 1>(group(g), [act(t)], [from(t, g)]) };
+                unsafe { rows8::<B, 1>(group(g), [act(t)], [from(t, g)]) };
             }
         }
     }
@@ -376,16 +417,19 @@ fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<FastRo
 /// A task's Q4_0 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
 /// eight) against every token under `fast` numerics, repacked at load or here (into a buffer
 /// each pool thread keeps): each group of eight against the tokens `T` at a time (then four,
-/// then one); rows past the matrix's last whole group take the exact one-token kernel. `acts`
-/// are the tokens' Q8_0 rows, `summed` the same with their sums (for Q4_0).
+/// then one; on AVX-512 VNNI two groups at a time); rows past the matrix's last whole group
+/// take the exact one-token kernel. `acts` are the tokens' Q8_0 rows, `summed` the same with
+/// their sums (for Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
 #[cfg(target_arch = "x86_64")]
 fn packed_task<'o>(
     how: FastRows,
-    m: &Mat,
+    (m, r0): (&Mat, usize),
     rows: &[u8],
-    r0: usize,
-    acts: &[QuantizedAct],
-    summed: &'o [Vec<crate::quant::x86::fast_rows::SummedBlock>],
+    acts: &'o [QuantizedAct],
+    (summed, biased): (
+        &'o [Vec<crate::quant::x86::fast_rows::SummedBlock>],
+        &'o [Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>],
+    ),
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q8_0x8};
@@ -427,31 +471,32 @@ fn packed_task<'o>(
             }
         }
     }
+    let q8 = |t: usize| match &acts[t] {
+        QuantizedAct::Q8_0(a) => a.as_slice(),
+        _ => unreachable!("a Q4_0 or Q8_0 product's activations are Q8_0"),
+    };
+    let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
+    let from = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1;
+    let vnni = crate::quant::x86::fast_rows_vnni::available();
     match how {
         FastRows::Packed(Packed::Q4_0(b)) => {
             let act = |t: usize| summed[t].as_slice();
-            let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
-            if crate::quant::x86::fast_rows_vnni::available() {
-                pairs_vnni(&b[span], per_row, n, &act, &|t, g| {
-                    out_rows(t).split_at_mut(g * 8).1
-                });
+            if vnni {
+                pairs_vnni(&b[span], per_row, n, (&act, &act), &from);
             } else {
                 groups::<_, 8>(&b[span], per_row, n, &act, &eight);
             }
         }
         FastRows::Packed(Packed::Q8_0(b)) => {
-            let act = |t: usize| match &acts[t] {
-                QuantizedAct::Q8_0(a) => a.as_slice(),
-                _ => unreachable!("a Q8_0 product's activations are Q8_0"),
-            };
-            let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
-            groups::<_, 8>(&b[span], per_row, n, &act, &eight);
+            if vnni {
+                let wide = |t: usize| biased[t].as_slice();
+                pairs_vnni(&b[span], per_row, n, (&wide, &q8), &from);
+            } else {
+                groups::<_, 8>(&b[span], per_row, n, &q8, &eight);
+            }
         }
         FastRows::PerTask => {
-            let act = |t: usize| match &acts[t] {
-                QuantizedAct::Q8_0(a) => a.as_slice(),
-                _ => unreachable!("a Q8_0 product's activations are Q8_0"),
-            };
+            let act = q8;
             Q8_0_ROWS.with_borrow_mut(|b| {
                 repack(&rows[..whole * rb], rb, b);
                 groups::<_, 8>(b, per_row, n, &act, &eight);

@@ -50,11 +50,13 @@ pub struct Q4_0x8 {
 }
 
 /// Q8_0's eight rows: `q[c]` holds weights `4c..4c + 4` of each row (row r at bytes
-/// `4r..4r + 4`).
+/// `4r..4r + 4`); `bias[r]` is `-128` times row r's sum of levels, which the AVX-512 VNNI
+/// kernel starts each row's sum at (it takes the activations offset by 128).
 #[derive(Clone, Copy, Default)]
 pub struct Q8_0x8 {
-    d: [u16; 8],
-    q: [[u8; 32]; 8],
+    pub(super) d: [u16; 8],
+    pub(super) bias: [i32; 8],
+    pub(super) q: [[u8; 32]; 8],
 }
 
 /// A Q8_0 activation block with eight times its levels' sum, which takes Q4_0's offset of 8
@@ -176,6 +178,10 @@ impl Interleaved for Q8_0x8 {
             unsafe { transpose_words(levels, &mut b.q) };
         } else {
             spread(rows, row_bytes, 34, (g, i), &mut b.d, &mut b.q);
+        }
+        for (r, bias) in b.bias.iter_mut().enumerate() {
+            let levels = &rows[(8 * g + r) * row_bytes + i * 34 + 2..][..32];
+            *bias = -128 * levels.iter().map(|&q| q as i8 as i32).sum::<i32>();
         }
         b
     }

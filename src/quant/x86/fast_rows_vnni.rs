@@ -1,14 +1,17 @@
-//! `fast_rows`' Q4_0 kernel on AVX-512 VNNI: two repacked groups of eight rows side by side in
-//! one 512-bit vector (sixteen rows), and `vpdpbusd` multiplying the unsigned nibbles by a
-//! broadcast activation word and adding the four products into each row's 32-bit sum in one
-//! instruction, where AVX2 takes a `maddubs`, a 16-bit add and a widening `madd`. Same
-//! arithmetic as `fast_rows::rows8`, bit for bit (exact integer block sums, each row's float
-//! chain in the same order).
+//! `fast_rows`' Q4_0 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight rows side
+//! by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast activation
+//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a
+//! `maddubs` and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an
+//! unsigned and a signed byte: Q4_0's nibbles are unsigned (eight times the activations' sum
+//! taken out after), Q8_0's activations are offset by 128 (128 times the row's level sum taken
+//! out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact integer block sums,
+//! each row's float chain in the same order).
 
 use std::arch::x86_64::*;
 
-use super::fast_rows::{Q4_0x8, SummedBlock};
+use super::fast_rows::{Interleaved, Q4_0x8, Q8_0x8, SummedBlock};
 use super::prefetch::prefetch_ahead;
+use crate::quant::blocks::BlockQ8_0;
 
 /// Whether the CPU runs `rows16` (cached by std after the first call).
 pub fn available() -> bool {
@@ -18,6 +21,106 @@ pub fn available() -> bool {
         && is_x86_feature_detected!("avx512vnni")
 }
 
+/// A Q8_0 activation block with its levels offset by 128 (unsigned bytes, `vpdpbusd`'s
+/// unsigned operand), for `Q8_0x8`'s signed levels.
+#[derive(Clone, Copy)]
+pub struct BiasedBlock {
+    d: f32,
+    qs: [u8; 32],
+}
+
+/// Repacked groups that `rows16` takes two at a time, and the activation blocks it takes.
+pub trait Pairs: Interleaved {
+    /// An activation block in the form `rows16` takes.
+    type Wide: Copy + Sync + 'static;
+    /// A Q8_0 activation block in that form.
+    fn wide(a: &BlockQ8_0) -> Self::Wide;
+    /// Its scale.
+    fn wide_scale(a: &Self::Wide) -> f32;
+    /// The two groups' sixteen rows' integer dots with each activation block of `y`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW and VNNI.
+    unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&Self::Wide; T]) -> [__m512i; T];
+}
+
+/// Two 256-bit halves in one 512-bit vector.
+#[inline(always)]
+unsafe fn halves(lo: *const u8, hi: *const u8) -> __m512i {
+    _mm512_inserti64x4::<1>(
+        _mm512_castsi256_si512(_mm256_loadu_si256(lo as *const __m256i)),
+        _mm256_loadu_si256(hi as *const __m256i),
+    )
+}
+
+/// Bytes `4c..4c + 4` of a block's 32 levels, broadcast.
+#[inline(always)]
+unsafe fn word(qs: *const u8, c: usize) -> __m512i {
+    // SAFETY: callers pass c < 8 and a 32-byte block.
+    _mm512_set1_epi32(unsafe { (qs.add(4 * c) as *const i32).read_unaligned() })
+}
+
+impl Pairs for Q4_0x8 {
+    type Wide = SummedBlock;
+
+    fn wide(a: &BlockQ8_0) -> SummedBlock {
+        Q4_0x8::act(a)
+    }
+
+    fn wide_scale(a: &SummedBlock) -> f32 {
+        a.d
+    }
+
+    #[inline(always)]
+    unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&SummedBlock; T]) -> [__m512i; T] {
+        let mask = _mm512_set1_epi8(0x0F);
+        let mut s = [_mm512_setzero_si512(); T];
+        for v in 0..4 {
+            let packed = halves(b0.q[v].as_ptr(), b1.q[v].as_ptr());
+            let lo = _mm512_and_si512(packed, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(packed), mask);
+            for t in 0..T {
+                let qs = y[t].qs.as_ptr() as *const u8;
+                s[t] = _mm512_dpbusd_epi32(s[t], lo, word(qs, v));
+                s[t] = _mm512_dpbusd_epi32(s[t], hi, word(qs, v + 4));
+            }
+        }
+        for t in 0..T {
+            s[t] = _mm512_sub_epi32(s[t], _mm512_set1_epi32(y[t].eight_sum));
+        }
+        s
+    }
+}
+
+impl Pairs for Q8_0x8 {
+    type Wide = BiasedBlock;
+
+    fn wide(a: &BlockQ8_0) -> BiasedBlock {
+        BiasedBlock {
+            d: a.d,
+            qs: a.qs.map(|q| (q as u8) ^ 0x80),
+        }
+    }
+
+    fn wide_scale(a: &BiasedBlock) -> f32 {
+        a.d
+    }
+
+    #[inline(always)]
+    unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&BiasedBlock; T]) -> [__m512i; T] {
+        // (a + 128) * w summed from -128 * Σ w: exactly Σ a * w.
+        let bias = halves(b0.bias.as_ptr().cast(), b1.bias.as_ptr().cast());
+        let mut s = [bias; T];
+        for c in 0..8 {
+            let w = halves(b0.q[c].as_ptr(), b1.q[c].as_ptr());
+            for t in 0..T {
+                s[t] = _mm512_dpbusd_epi32(s[t], word(y[t].qs.as_ptr(), c), w);
+            }
+        }
+        s
+    }
+}
+
 /// Groups `g0` and `g1` (eight rows each, `per_row` blocks from `fast_rows::repack`) against
 /// `T` activation rows: `out[t][0..8]` = group `g0`'s rows dotted with `a[t]`, `out[t][8..16]`
 /// group `g1`'s.
@@ -25,10 +128,10 @@ pub fn available() -> bool {
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VNNI (`available()`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn rows16<const T: usize>(
-    g0: &[Q4_0x8],
-    g1: &[Q4_0x8],
-    a: [&[SummedBlock]; T],
+pub unsafe fn rows16<B: Pairs, const T: usize>(
+    g0: &[B],
+    g1: &[B],
+    a: [&[B::Wide]; T],
     mut out: [&mut [f32]; T],
 ) {
     let per_row = g0.len();
@@ -37,7 +140,6 @@ pub unsafe fn rows16<const T: usize>(
         assert_eq!(a[t].len(), per_row, "activation rows differ in length");
         assert!(out[t].len() >= 16, "an output row is short");
     }
-    let mask = _mm512_set1_epi8(0x0F);
     let mut acc = [_mm512_setzero_ps(); T];
     for i in 0..per_row {
         // SAFETY: i < per_row, the length of both groups and of every activation row.
@@ -45,38 +147,21 @@ pub unsafe fn rows16<const T: usize>(
         if T == 1 {
             // One token streams the blocks from memory once (`prefetch_ahead` says why).
             for b in [b0, b1] {
-                let p = (b as *const Q4_0x8).cast::<u8>();
-                for line in (0..std::mem::size_of::<Q4_0x8>()).step_by(64) {
+                let p = (b as *const B).cast::<u8>();
+                for line in (0..std::mem::size_of::<B>()).step_by(64) {
                     prefetch_ahead(p.wrapping_add(line));
                 }
             }
         }
-        let y: [&SummedBlock; T] = std::array::from_fn(|t| unsafe { a[t].get_unchecked(i) });
+        let y: [&B::Wide; T] = std::array::from_fn(|t| unsafe { a[t].get_unchecked(i) });
         let d = _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
-            _mm256_castsi128_si256(_mm_loadu_si128(b0.d.as_ptr() as *const __m128i)),
-            _mm_loadu_si128(b1.d.as_ptr() as *const __m128i),
+            _mm256_castsi128_si256(_mm_loadu_si128(b0.scales().as_ptr() as *const __m128i)),
+            _mm_loadu_si128(b1.scales().as_ptr() as *const __m128i),
         ));
-        let mut s = [_mm512_setzero_si512(); T];
-        for v in 0..4 {
-            let packed = _mm512_inserti64x4::<1>(
-                _mm512_castsi256_si512(_mm256_loadu_si256(b0.q[v].as_ptr() as *const __m256i)),
-                _mm256_loadu_si256(b1.q[v].as_ptr() as *const __m256i),
-            );
-            let lo = _mm512_and_si512(packed, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(packed), mask);
-            for t in 0..T {
-                let word = |c: usize| {
-                    // SAFETY: c < 8, so bytes 4c..4c + 4 lie within the 32 of `qs`.
-                    unsafe { (y[t].qs.as_ptr().add(4 * c) as *const i32).read_unaligned() }
-                };
-                s[t] = _mm512_dpbusd_epi32(s[t], lo, _mm512_set1_epi32(word(v)));
-                s[t] = _mm512_dpbusd_epi32(s[t], hi, _mm512_set1_epi32(word(v + 4)));
-            }
-        }
+        let isums = B::isums16(b0, b1, y);
         for t in 0..T {
-            let isum = _mm512_sub_epi32(s[t], _mm512_set1_epi32(y[t].eight_sum));
-            let dd = _mm512_mul_ps(d, _mm512_set1_ps(y[t].d));
-            acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[t]);
+            let dd = _mm512_mul_ps(d, _mm512_set1_ps(B::wide_scale(y[t])));
+            acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isums[t]), acc[t]);
         }
     }
     for (o, s) in out.iter_mut().zip(acc) {

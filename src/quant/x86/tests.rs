@@ -62,25 +62,25 @@ mod legacy_kernels {
         (sum, mag)
     }
 
-    /// The AVX-512 VNNI Q4_0 kernel (`fast_rows_vnni::rows16`, two groups side by side) gives
+    /// The AVX-512 VNNI kernels (`fast_rows_vnni::rows16`, two groups side by side) give
     /// `rows8`'s bits (`groups`: its results per group, five tokens).
-    fn vnni_pairs_match<'a>(
+    fn vnni_pairs_match<'a, B: crate::quant::x86::fast_rows_vnni::Pairs>(
         w: &[u8],
         rb: usize,
         per_row: usize,
         q8: &dyn Fn(usize) -> &'a [BlockQ8_0],
         groups: &[[[f32; 8]; 5]],
     ) {
-        use crate::quant::x86::fast_rows::{repack, Interleaved, Q4_0x8};
+        use crate::quant::x86::fast_rows::repack;
         use crate::quant::x86::fast_rows_vnni::{available, rows16};
         if !available() {
             eprintln!("AVX-512 VNNI pairs skipped: this CPU lacks AVX-512 F, BW or VNNI");
             return;
         }
-        let mut blocks: Vec<Q4_0x8> = Vec::new();
+        let mut blocks: Vec<B> = Vec::new();
         repack(w, rb, &mut blocks);
         let acts: Vec<Vec<_>> = (0..5)
-            .map(|t| q8(t).iter().map(Q4_0x8::act).collect())
+            .map(|t| q8(t).iter().map(B::wide).collect())
             .collect();
         let a = |t: usize| acts[t].as_slice();
         let (g0, g1) = blocks.split_at(per_row);
@@ -88,8 +88,8 @@ mod legacy_kernels {
         let [o0, o1, o2, o3, o4] = &mut o;
         // SAFETY: `available()` was checked above.
         unsafe {
-            rows16::<4>(g0, g1, [a(0), a(1), a(2), a(3)], [o0, o1, o2, o3]);
-            rows16::<1>(g0, g1, [a(4)], [o4]);
+            rows16::<B, 4>(g0, g1, [a(0), a(1), a(2), a(3)], [o0, o1, o2, o3]);
+            rows16::<B, 1>(g0, g1, [a(4)], [o4]);
         }
         for (t, o) in o.iter().enumerate() {
             for r in 0..16 {
@@ -161,13 +161,14 @@ mod legacy_kernels {
                         .collect()
                 }
                 let groups = if ty == GgmlType::Q8_0 {
-                    group_outs::<Q8_0x8>(&w, rb, per_row, &q8)
+                    let groups = group_outs::<Q8_0x8>(&w, rb, per_row, &q8);
+                    vnni_pairs_match::<Q8_0x8>(&w, rb, per_row, &q8, &groups);
+                    groups
                 } else {
-                    group_outs::<Q4_0x8>(&w, rb, per_row, &q8)
+                    let groups = group_outs::<Q4_0x8>(&w, rb, per_row, &q8);
+                    vnni_pairs_match::<Q4_0x8>(&w, rb, per_row, &q8, &groups);
+                    groups
                 };
-                if ty == GgmlType::Q4_0 {
-                    vnni_pairs_match(&w, rb, per_row, &q8, &groups);
-                }
                 for (g, o) in groups.iter().enumerate() {
                     for (t, o) in o.iter().enumerate() {
                         for (r, &got) in o.iter().enumerate() {
