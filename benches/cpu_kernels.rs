@@ -305,7 +305,7 @@ fn fast_prompt(reps: usize) {
         (GgmlType::Q4_0, 896, 32),
         (GgmlType::Q4_0, 4864, 16),
         (GgmlType::Q8_0, 896, 32),
-        (GgmlType::Q8_0, 4864, 8),
+        (GgmlType::Q8_0, 4864, 16),
     ] {
         let mut rng = Rng(0x1234_5678_9abc_def1);
         let m = matrix(ty, rows, cols, &mut rng);
@@ -517,7 +517,7 @@ fn fast_kquant(
     m: &[u8],
     acts: &[Vec<cbtop::quant::kquants::BlockQ8K>],
 ) -> (f64, f64) {
-    use cbtop::quant::x86::fast_kquants::{rows, unpack};
+    use cbtop::quant::x86::fast_kquants::{self, rows, unpack};
     let mut blocks = Vec::new();
     let per_row = acts[0].len();
     let unpacking = best(reps * 50, || {
@@ -535,6 +535,28 @@ fn fast_kquant(
         unsafe { rows::<4>(&blocks, per_row, a, [o0, o1, o2, o3]) };
         out[0][0]
     });
+    if fast_kquants::avx512_available() {
+        let wide = best(reps * 50, || {
+            let [o0, o1, o2, o3] = &mut out[..] else {
+                unreachable!()
+            };
+            let a = |t: usize| acts[t].as_slice();
+            // SAFETY: AVX-512 F/BW were just detected; as above.
+            unsafe {
+                fast_kquants::rows512::<2>(
+                    &blocks,
+                    per_row,
+                    [[a(0), a(1)], [a(2), a(3)]],
+                    [[o0, o1], [o2, o3]],
+                )
+            };
+            out[0][0]
+        });
+        println!(
+            "{ty:<5} prompt, fast AVX-512 pairs: {:.2} ns/block/token",
+            wide * 1e9 / (blocks.len() * 4) as f64
+        );
+    }
     (unpacking, dots)
 }
 

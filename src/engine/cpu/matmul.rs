@@ -513,7 +513,8 @@ fn packed_task<'o>(
 
 /// A prompt task's Q4_K, Q5_K or Q6_K rows (`per_row` blocks each) against every token under
 /// `fast` numerics: unpacked once (`x86::fast_kquants`, into a buffer each pool thread keeps),
-/// then taken against the tokens four at a time, a last few one by one.
+/// then taken against the tokens eight at a time on AVX-512, four at a time, a last few one by
+/// one.
 #[cfg(target_arch = "x86_64")]
 fn kquant_task<'o>(
     ty: GgmlType,
@@ -522,7 +523,9 @@ fn kquant_task<'o>(
     acts: &[QuantizedAct],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::fast_kquants::{rows as dots, unpack, KBlock};
+    use crate::quant::x86::fast_kquants::{
+        avx512_available, rows as dots, rows512, unpack, KBlock,
+    };
     thread_local! {
         static BLOCKS: RefCell<Vec<KBlock>> = const { RefCell::new(Vec::new()) };
     }
@@ -536,8 +539,15 @@ fn kquant_task<'o>(
         // has `per_row` blocks and every output one result per task row.
         unsafe {
             unpack(ty, rows, blocks);
-            let fours = n / 4 * 4;
-            for t in (0..fours).step_by(4) {
+            let eights = if avx512_available() { n / 8 * 8 } else { 0 };
+            for t in (0..eights).step_by(8) {
+                let a = std::array::from_fn(|p| [act(t + 2 * p), act(t + 2 * p + 1)]);
+                let outs = std::array::from_fn(|p| [out_rows(t + 2 * p), out_rows(t + 2 * p + 1)]);
+                // AVX-512 F and BW were just detected.
+                rows512::<4>(blocks, per_row, a, outs);
+            }
+            let fours = eights + (n - eights) / 4 * 4;
+            for t in (eights..fours).step_by(4) {
                 let a = std::array::from_fn(|i| act(t + i));
                 let outs = std::array::from_fn(|i| out_rows(t + i));
                 dots::<4>(blocks, per_row, a, outs);

@@ -7,7 +7,9 @@
 //!
 //! A task unpacks its rows once (`unpack`: unsigned levels in weight order, each 32-weight
 //! chunk's scales spread over its sixteen 16-bit pair sums, the per-16 weights of the
-//! activations' block sums) and takes them against the prompt's tokens four at a time.
+//! activations' block sums) and takes them against the prompt's tokens four at a time, or on
+//! AVX-512 eight at a time, two per 512-bit vector (`rows512`, the same integers and the same
+//! float steps per token, so the same bits).
 
 #![cfg(target_arch = "x86_64")]
 
@@ -173,6 +175,93 @@ unsafe fn block<const T: usize>(w: &KBlock, a: [&BlockQ8K; T], acc: &mut [__m256
     }
 }
 
+/// Whether the CPU runs `rows512` (cached by std after the first call).
+pub fn avx512_available() -> bool {
+    super::available()
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+}
+
+/// `rows` on AVX-512 for `P` pairs of tokens: each 512-bit vector holds one pair, a token a
+/// 256-bit half, the weight block's levels and scales broadcast to both halves, so a pair
+/// takes one `maddubs`, `madd` and add per 32 weights where `rows` takes two of each.
+///
+/// # Safety
+/// AVX-512 F and BW must be available (`avx512_available`); every `act[p][h]` holds
+/// `per_row` blocks and every `out[p][h]` one result per row.
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+pub unsafe fn rows512<const P: usize>(
+    blocks: &[KBlock],
+    per_row: usize,
+    act: [[&[BlockQ8K]; 2]; P],
+    mut out: [[&mut [f32]; 2]; P],
+) {
+    for a in act.iter().flatten() {
+        assert_eq!(a.len(), per_row);
+    }
+    let n_rows = blocks.len() / per_row;
+    for r in (0..n_rows).step_by(ROWS_PER_PASS) {
+        let pass = ROWS_PER_PASS.min(n_rows - r);
+        let mut acc = [[_mm512_setzero_ps(); P]; ROWS_PER_PASS];
+        for b in 0..per_row {
+            let a: [[&BlockQ8K; 2]; P] =
+                std::array::from_fn(|p| act[p].map(|a| a.get_unchecked(b)));
+            for (i, acc) in acc.iter_mut().enumerate().take(pass) {
+                let w = blocks.get_unchecked((r + i) * per_row + b);
+                block512(w, a, acc);
+            }
+        }
+        for (p, out) in out.iter_mut().enumerate() {
+            for (i, acc) in acc.iter().enumerate().take(pass) {
+                let v = acc[p];
+                let lo = _mm512_castps512_ps256(v);
+                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+                *out[0].get_unchecked_mut(r + i) = hsum(lo);
+                *out[1].get_unchecked_mut(r + i) = hsum(hi);
+            }
+        }
+    }
+}
+
+/// Two tokens' 32 bytes side by side.
+#[inline(always)]
+unsafe fn pair(lo: *const i8, hi: *const i8) -> __m512i {
+    _mm512_inserti64x4::<1>(
+        _mm512_castsi256_si512(_mm256_loadu_si256(lo as *const __m256i)),
+        _mm256_loadu_si256(hi as *const __m256i),
+    )
+}
+
+/// `block` for `P` pairs of tokens.
+#[inline(always)]
+unsafe fn block512<const P: usize>(w: &KBlock, a: [[&BlockQ8K; 2]; P], acc: &mut [__m512; P]) {
+    let mut sums = [_mm512_setzero_si512(); P];
+    for c in 0..8 {
+        let u =
+            _mm512_broadcast_i64x4(_mm256_load_si256(w.u.as_ptr().add(32 * c) as *const __m256i));
+        let sc = _mm512_broadcast_i64x4(_mm256_load_si256(w.sc[c].as_ptr() as *const __m256i));
+        for p in 0..P {
+            let q = pair(
+                a[p][0].qs.as_ptr().add(32 * c),
+                a[p][1].qs.as_ptr().add(32 * c),
+            );
+            let s = _mm512_madd_epi16(_mm512_maddubs_epi16(u, q), sc);
+            sums[p] = _mm512_add_epi32(sums[p], s);
+        }
+    }
+    let mins = _mm512_broadcast_i64x4(_mm256_load_si256(w.mins.as_ptr() as *const __m256i));
+    for p in 0..P {
+        let bs = pair(a[p][0].bsums.as_ptr().cast(), a[p][1].bsums.as_ptr().cast());
+        let m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, bs));
+        let s = _mm512_cvtepi32_ps(sums[p]);
+        let (d0, d1) = (a[p][0].d, a[p][1].d);
+        let dd = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(w.d * d0), _mm512_set1_ps(w.d * d1));
+        let md = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(w.m * d0), _mm512_set1_ps(w.m * d1));
+        acc[p] = _mm512_fmadd_ps(s, dd, acc[p]);
+        acc[p] = _mm512_fmadd_ps(m, md, acc[p]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +321,31 @@ mod tests {
                 unsafe { rows::<4>(&blocks, per_row, a4, [o0, o1, o2, o3]) };
                 // SAFETY: as above.
                 unsafe { rows::<1>(&blocks, per_row, [&acts[4][..]], [&mut one[0]]) };
+            }
+            if avx512_available() {
+                let mut wide = vec![vec![0f32; n_rows]; 4];
+                let [w0, w1, w2, w3] = &mut wide[..] else {
+                    unreachable!()
+                };
+                let a = |t: usize| acts[t].as_slice();
+                // SAFETY: AVX-512 F/BW were just detected; as above otherwise.
+                unsafe {
+                    rows512::<2>(
+                        &blocks,
+                        per_row,
+                        [[a(0), a(1)], [a(2), a(3)]],
+                        [[w0, w1], [w2, w3]],
+                    )
+                };
+                for (t, w) in wide.iter().enumerate() {
+                    let same = w
+                        .iter()
+                        .zip(&got[t])
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "{ty:?} token {t}: AVX-512 {w:?} vs AVX2 {:?}", got[t]);
+                }
+            } else {
+                eprintln!("AVX-512 form skipped: no AVX-512 F/BW on this CPU");
             }
             for (t, a) in acts.iter().enumerate() {
                 let x: Vec<f64> = a
