@@ -334,7 +334,7 @@ fn act_rows<'s, A: Send>(
 /// takes them side by side (AVX-512 VNNI), else one.
 fn group_rows(m: &Mat) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if matches!(m.ty, GgmlType::Q4_0 | GgmlType::Q8_0)
+    if matches!(m.ty, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q5_0)
         && crate::quant::x86::fast_rows_vnni::available()
     {
         return 16;
@@ -396,7 +396,7 @@ fn pairs_vnni<'o, B: crate::quant::x86::fast_rows_vnni::Pairs>(
 /// How `m`'s rows go under `fast` numerics for `n` tokens, where they take a fast kernel.
 #[derive(Clone, Copy)]
 enum FastRows<'r> {
-    /// Repacked at load (Q4_0; Q8_0 for two or more tokens).
+    /// Repacked at load (Q4_0; Q8_0 and Q5_0, as Q8_0, for two or more tokens).
     Packed(&'r Packed),
     /// A prompt's Q8_0 rows, repacked by each task.
     PerTask,
@@ -405,7 +405,8 @@ enum FastRows<'r> {
 fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<FastRows<'r>> {
     let r = fast?;
     match r.get(m) {
-        // Q8_0's one-token products read the file's layout faster than the repacked one.
+        // Q8_0's (and Q5_0's) one-token products read the file's layout faster than the
+        // repacked one.
         #[cfg(target_arch = "x86_64")]
         Some(Packed::Q8_0(_)) if n == 1 => return None,
         Some(p) => return Some(FastRows::Packed(p)),
@@ -473,7 +474,7 @@ fn packed_task<'o>(
     }
     let q8 = |t: usize| match &acts[t] {
         QuantizedAct::Q8_0(a) => a.as_slice(),
-        _ => unreachable!("a Q4_0 or Q8_0 product's activations are Q8_0"),
+        _ => unreachable!("a Q4_0, Q5_0 or Q8_0 product's activations are Q8_0"),
     };
     let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
     let from = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1;

@@ -1,9 +1,10 @@
-//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0 and Q8_0 matrix's rows
-//! in groups of eight (`quant::x86::fast_rows`), so decode and prompt products take eight rows
-//! per broadcast activation word without reordering bytes on every call. Built once per
+//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0, Q8_0 and Q5_0 matrix's
+//! rows in groups of eight (`quant::x86::fast_rows`; Q5_0 as Q8_0, one signed byte a level),
+//! so decode and prompt products take eight rows per broadcast activation word without
+//! reordering bytes on every call. Built once per
 //! engine, on the pool; the file's own bytes stay mapped for everything else (the embedding
 //! lookup, the rows past a matrix's last whole group, the exact kernels). The output matrix
-//! stays in the file's layout when it is Q8_0: only the last token of a prompt takes it,
+//! stays in the file's layout when it is Q8_0 or Q5_0: only the last token of a prompt takes it,
 //! which a copy would not speed up, and it is the largest matrix of a small model.
 
 use std::collections::HashMap;
@@ -34,7 +35,7 @@ pub struct Repacked {
 }
 
 impl Repacked {
-    /// The model's Q4_0 and Q8_0 matrices repacked (none where the CPU lacks AVX2, FMA and F16C, or on
+    /// The model's Q4_0, Q8_0 and Q5_0 matrices repacked (none where the CPU lacks AVX2, FMA and F16C, or on
     /// other architectures).
     pub fn build(w: &Weights) -> Repacked {
         let t0 = Instant::now();
@@ -56,6 +57,24 @@ impl Repacked {
                 });
                 blocks
             }
+            /// A Q5_0 matrix's whole groups as Q8_0 ones (`fast_rows::q5_0_as_q8_0`), a group
+            /// per piece.
+            fn q5_0_groups(w: &Weights, m: &Mat) -> Vec<Q8_0x8> {
+                use crate::quant::x86::fast_rows::q5_0_as_q8_0;
+                let (rb, per_row) = (m.row_bytes(), m.row_bytes() / 22);
+                let rows = w.bytes(m);
+                let mut blocks = vec![Q8_0x8::default(); m.rows / 8 * per_row];
+                pool::par_chunks_mut(&mut blocks, per_row, |g, group| {
+                    let q8: Vec<u8> = rows[8 * g * rb..(8 * g + 8) * rb]
+                        .chunks_exact(22)
+                        .flat_map(q5_0_as_q8_0)
+                        .collect();
+                    for (i, b) in group.iter_mut().enumerate() {
+                        *b = Q8_0x8::repack(&q8, per_row * 34, 0, i);
+                    }
+                });
+                blocks
+            }
             let mut mats: Vec<&Mat> = vec![&w.output];
             for l in &w.layers {
                 mats.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
@@ -72,6 +91,11 @@ impl Repacked {
                     }
                     GgmlType::Q8_0 if !std::ptr::eq(m, &w.output) => {
                         let blocks = groups::<Q8_0x8>(w, m);
+                        out.bytes += std::mem::size_of_val(&blocks[..]);
+                        Packed::Q8_0(blocks)
+                    }
+                    GgmlType::Q5_0 if !std::ptr::eq(m, &w.output) => {
+                        let blocks = q5_0_groups(w, m);
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q8_0(blocks)
                     }

@@ -207,6 +207,21 @@ impl Interleaved for Q8_0x8 {
     }
 }
 
+/// A Q5_0 block (22 bytes) as a Q8_0 block (34): the same scale and the same levels
+/// (-16..15), one signed byte each, so the Q8_0 kernels take Q5_0 rows.
+pub fn q5_0_as_q8_0(b: &[u8]) -> [u8; 34] {
+    let mut out = [0u8; 34];
+    out[..2].copy_from_slice(&b[..2]);
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    for j in 0..16 {
+        let lo = (b[6 + j] & 0x0F) | (((qh >> j) & 1) << 4) as u8;
+        let hi = (b[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4) as u8;
+        out[2 + j] = (lo as i8 - 16) as u8;
+        out[18 + j] = (hi as i8 - 16) as u8;
+    }
+    out
+}
+
 /// `q[c]` = word `c` (bytes `4c..4c + 4`) of each of the eight rows, row r at `4r..4r + 4`:
 /// an 8 x 8 transpose of 32-bit words.
 ///
@@ -303,6 +318,20 @@ pub unsafe fn rows8<B: Interleaved, const T: usize>(
 mod tests {
     use super::*;
     use crate::rng::SplitMix64 as Rng;
+
+    #[test]
+    fn q5_0_blocks_as_q8_0_hold_the_same_weights() {
+        use crate::quant::{dequantize_row, GgmlType};
+        let mut rng = Rng::new(0x05_0);
+        for _ in 0..50 {
+            let mut b: Vec<u8> = (0..22).map(|_| rng.next_u64() as u8).collect();
+            b[..2].copy_from_slice(&half::f16::from_f32(0.03125).to_le_bytes());
+            let (mut want, mut got) = ([0f32; 32], [0f32; 32]);
+            dequantize_row(GgmlType::Q5_0, &b, &mut want);
+            dequantize_row(GgmlType::Q8_0, &q5_0_as_q8_0(&b), &mut got);
+            assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn q8_0_transpose_equals_the_word_copies() {
