@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn q5_0_blocks_as_q8_0_hold_the_same_weights() {
         use crate::quant::{dequantize_row, GgmlType};
-        let mut rng = Rng::new(0x05_0);
+        let mut rng = Rng::new(0x0050);
         for _ in 0..50 {
             let mut b: Vec<u8> = (0..22).map(|_| rng.next_u64() as u8).collect();
             b[..2].copy_from_slice(&half::f16::from_f32(0.03125).to_le_bytes());
