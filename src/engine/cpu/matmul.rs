@@ -14,7 +14,9 @@
 //! once for the float types (`quant::x86::float`), and otherwise taken against the tokens four
 //! at a time with the four-row kernels (the k-quants, whose four-token kernels keep a block's
 //! levels in registers and ran faster than unpacking; docs/measurements/cpu-engine.md).
-//! Results go straight to `out[token][row]`.
+//! Under `fast` numerics the k-quants are unpacked per task as well, into a form whose sums
+//! are one integer per block (`quant::x86::fast_kquants`). Results go straight to
+//! `out[token][row]`.
 
 use super::pool;
 use super::repack::{Packed, Repacked};
@@ -80,9 +82,10 @@ thread_local! {
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
 /// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
-/// numerics (`fast`: the model's repacked matrices) the Q4_0 and Q8_0 products take the
-/// repacked rows and reorder their float sums (`packed_task`); everything else is the
-/// reference's arithmetic under either.
+/// numerics (`fast`: the model's repacked matrices) the Q4_0 products and a prompt's Q8_0 and
+/// Q5_0 products take the repacked rows (`packed_task`), a prompt's k-quant products rows
+/// unpacked per task (`kquant_task`) and its float products tiles (`widened_batch`), all
+/// reordering their float sums; everything else is the reference's arithmetic under either.
 pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], fast: Option<&Repacked>) {
     // A task never calls back in here, so the calling thread's scratch is free.
     SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products, fast));
@@ -330,8 +333,8 @@ fn act_rows<'s, A: Send>(
     &rows[..n]
 }
 
-/// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0 kernel
-/// takes them side by side (AVX-512 VNNI), else one.
+/// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0 and Q8_0
+/// kernels take them side by side (AVX-512 VNNI; Q5_0 is repacked as Q8_0), else one.
 fn group_rows(m: &Mat) -> usize {
     #[cfg(target_arch = "x86_64")]
     if matches!(m.ty, GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q5_0)
