@@ -11,6 +11,7 @@ pub mod expf;
 pub mod forward;
 pub mod kv_cache;
 pub mod matmul;
+mod matmul_fast;
 pub mod ops;
 #[cfg(target_arch = "x86_64")]
 pub mod ops_x86;

@@ -16,7 +16,7 @@
 use std::arch::x86_64::*;
 
 use super::kquant_core::{q45_levels, q6_levels};
-use super::loads::{f16_one, f16_pair, hsum};
+use super::loads::{f16_one, f16_pair, halves, hsum};
 use crate::quant::blocks::BlockQ8K;
 use crate::quant::kquants::{scale_min_k4, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 use crate::quant::GgmlType;
@@ -223,15 +223,6 @@ pub unsafe fn rows512<const P: usize>(
     }
 }
 
-/// Two tokens' 32 bytes side by side.
-#[inline(always)]
-unsafe fn pair(lo: *const i8, hi: *const i8) -> __m512i {
-    _mm512_inserti64x4::<1>(
-        _mm512_castsi256_si512(_mm256_loadu_si256(lo as *const __m256i)),
-        _mm256_loadu_si256(hi as *const __m256i),
-    )
-}
-
 /// `block` for `P` pairs of tokens.
 #[inline(always)]
 unsafe fn block512<const P: usize>(w: &KBlock, a: [[&BlockQ8K; 2]; P], acc: &mut [__m512; P]) {
@@ -241,9 +232,10 @@ unsafe fn block512<const P: usize>(w: &KBlock, a: [[&BlockQ8K; 2]; P], acc: &mut
             _mm512_broadcast_i64x4(_mm256_load_si256(w.u.as_ptr().add(32 * c) as *const __m256i));
         let sc = _mm512_broadcast_i64x4(_mm256_load_si256(w.sc[c].as_ptr() as *const __m256i));
         for p in 0..P {
-            let q = pair(
-                a[p][0].qs.as_ptr().add(32 * c),
-                a[p][1].qs.as_ptr().add(32 * c),
+            // Two tokens' 32 bytes side by side.
+            let q = halves(
+                a[p][0].qs.as_ptr().add(32 * c).cast(),
+                a[p][1].qs.as_ptr().add(32 * c).cast(),
             );
             let s = _mm512_madd_epi16(_mm512_maddubs_epi16(u, q), sc);
             sums[p] = _mm512_add_epi32(sums[p], s);
@@ -251,7 +243,7 @@ unsafe fn block512<const P: usize>(w: &KBlock, a: [[&BlockQ8K; 2]; P], acc: &mut
     }
     let mins = _mm512_broadcast_i64x4(_mm256_load_si256(w.mins.as_ptr() as *const __m256i));
     for p in 0..P {
-        let bs = pair(a[p][0].bsums.as_ptr().cast(), a[p][1].bsums.as_ptr().cast());
+        let bs = halves(a[p][0].bsums.as_ptr().cast(), a[p][1].bsums.as_ptr().cast());
         let m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, bs));
         let s = _mm512_cvtepi32_ps(sums[p]);
         let (d0, d1) = (a[p][0].d, a[p][1].d);

@@ -10,6 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::fast_rows::{Interleaved, Q4_0x8, Q8_0x8, SummedBlock};
+use super::loads::halves;
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8_0;
 
@@ -42,15 +43,6 @@ pub trait Pairs: Interleaved {
     /// # Safety
     /// The CPU must support AVX-512 F, BW and VNNI.
     unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&Self::Wide; T]) -> [__m512i; T];
-}
-
-/// Two 256-bit halves in one 512-bit vector.
-#[inline(always)]
-unsafe fn halves(lo: *const u8, hi: *const u8) -> __m512i {
-    _mm512_inserti64x4::<1>(
-        _mm512_castsi256_si512(_mm256_loadu_si256(lo as *const __m256i)),
-        _mm256_loadu_si256(hi as *const __m256i),
-    )
 }
 
 /// Bytes `4c..4c + 4` of a block's 32 levels, broadcast.

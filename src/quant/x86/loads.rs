@@ -119,3 +119,15 @@ pub(super) unsafe fn hsum(acc: __m256) -> f32 {
     _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
     Lanes8::from(lanes).hsum()
 }
+
+/// 32 bytes at `lo` and 32 at `hi` as the two halves of one 512-bit vector.
+///
+/// # Safety
+/// AVX-512 F must be available; both pointers must be valid for 32 bytes.
+#[inline(always)]
+pub(super) unsafe fn halves(lo: *const u8, hi: *const u8) -> __m512i {
+    _mm512_inserti64x4::<1>(
+        _mm512_castsi256_si512(_mm256_loadu_si256(lo as *const __m256i)),
+        _mm256_loadu_si256(hi as *const __m256i),
+    )
+}
