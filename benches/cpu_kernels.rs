@@ -535,7 +535,7 @@ fn fast_kquant(
         unsafe { rows::<4>(&blocks, per_row, a, [o0, o1, o2, o3]) };
         out[0][0]
     });
-    if fast_kquants::avx512_available() {
+    if cbtop::quant::x86_kquants512::available() {
         let wide = best(reps * 50, || {
             let [o0, o1, o2, o3] = &mut out[..] else {
                 unreachable!()

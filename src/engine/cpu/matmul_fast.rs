@@ -234,9 +234,7 @@ pub(super) fn kquant_task<'o>(
     acts: &[QuantizedAct],
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::fast_kquants::{
-        avx512_available, rows as dots, rows512, unpack, KBlock,
-    };
+    use crate::quant::x86::fast_kquants::{rows as dots, rows512, unpack, KBlock};
     thread_local! {
         static BLOCKS: RefCell<Vec<KBlock>> = const { RefCell::new(Vec::new()) };
     }
@@ -250,7 +248,11 @@ pub(super) fn kquant_task<'o>(
         // has `per_row` blocks and every output one result per task row.
         unsafe {
             unpack(ty, rows, blocks);
-            let eights = if avx512_available() { n / 8 * 8 } else { 0 };
+            let eights = if crate::quant::x86_kquants512::available() {
+                n / 8 * 8
+            } else {
+                0
+            };
             for t in (0..eights).step_by(8) {
                 let a = std::array::from_fn(|p| [act(t + 2 * p), act(t + 2 * p + 1)]);
                 let outs = std::array::from_fn(|p| [out_rows(t + 2 * p), out_rows(t + 2 * p + 1)]);

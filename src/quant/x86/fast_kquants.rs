@@ -175,19 +175,12 @@ unsafe fn block<const T: usize>(w: &KBlock, a: [&BlockQ8K; T], acc: &mut [__m256
     }
 }
 
-/// Whether the CPU runs `rows512` (cached by std after the first call).
-pub fn avx512_available() -> bool {
-    super::available()
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-}
-
 /// `rows` on AVX-512 for `P` pairs of tokens: each 512-bit vector holds one pair, a token a
 /// 256-bit half, the weight block's levels and scales broadcast to both halves, so a pair
 /// takes one `maddubs`, `madd` and add per 32 weights where `rows` takes two of each.
 ///
 /// # Safety
-/// AVX-512 F and BW must be available (`avx512_available`); every `act[p][h]` holds
+/// AVX-512 F and BW must be available (`kquants512::available`); every `act[p][h]` holds
 /// `per_row` blocks and every `out[p][h]` one result per row.
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
 pub unsafe fn rows512<const P: usize>(
@@ -314,7 +307,7 @@ mod tests {
                 // SAFETY: as above.
                 unsafe { rows::<1>(&blocks, per_row, [&acts[4][..]], [&mut one[0]]) };
             }
-            if avx512_available() {
+            if crate::quant::x86_kquants512::available() {
                 let mut wide = vec![vec![0f32; n_rows]; 4];
                 let [w0, w1, w2, w3] = &mut wide[..] else {
                     unreachable!()

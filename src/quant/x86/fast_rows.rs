@@ -166,21 +166,19 @@ impl Interleaved for Q8_0x8 {
 
     fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q8_0x8 {
         let mut b = Q8_0x8::default();
+        let at = |r: usize| (8 * g + r) * row_bytes + i * 34;
+        let levels: [&[u8]; 8] = std::array::from_fn(|r| &rows[at(r) + 2..][..32]);
         if super::available() {
             // A prompt repacks its Q8_0 rows on every call: a transpose, not 64 word copies.
-            for r in 0..8 {
-                let at = (8 * g + r) * row_bytes + i * 34;
-                b.d[r] = u16::from_le_bytes([rows[at], rows[at + 1]]);
+            for (r, d) in b.d.iter_mut().enumerate() {
+                *d = u16::from_le_bytes([rows[at(r)], rows[at(r) + 1]]);
             }
-            let levels: [&[u8]; 8] =
-                std::array::from_fn(|r| &rows[(8 * g + r) * row_bytes + i * 34 + 2..][..32]);
             // SAFETY: AVX2 was just detected; each slice holds 32 bytes.
             unsafe { transpose_words(levels, &mut b.q) };
         } else {
             spread(rows, row_bytes, 34, (g, i), &mut b.d, &mut b.q);
         }
-        for (r, bias) in b.bias.iter_mut().enumerate() {
-            let levels = &rows[(8 * g + r) * row_bytes + i * 34 + 2..][..32];
+        for (bias, levels) in b.bias.iter_mut().zip(levels) {
             *bias = -128 * levels.iter().map(|&q| q as i8 as i32).sum::<i32>();
         }
         b
