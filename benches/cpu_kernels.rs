@@ -123,11 +123,11 @@ fn run(ty: GgmlType, cols: usize, bytes: usize, reps: usize, label: &str) {
 /// in L2. Prints GFLOP/s on one thread.
 #[cfg(target_arch = "x86_64")]
 fn float_prompt(reps: usize) {
-    use cbtop::quant::x86::{self, float_tiles};
+    use cbtop::quant::x86::{self, float_tiles, float_tiles::Tiles};
     if !x86::available() {
         return;
     }
-    const TOKENS: usize = 24;
+    const TOKENS: usize = 64;
     for (cols, rows) in [(896, 48), (4864, 12)] {
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         let w: Vec<f32> = (0..rows * cols)
@@ -159,22 +159,23 @@ fn float_prompt(reps: usize) {
             out[0][0]
         });
         let xs: Vec<&[f32]> = x.iter().map(|t| t.as_slice()).collect();
-        let mut fast = |avx512: bool| {
+        let mut fast = |tiles: Tiles| {
+            let mut panels = float_tiles::Panels::default();
+            panels.resize(TOKENS, cols, tiles.width());
+            let (data, len) = panels.panels_mut();
+            for (p, panel) in data.chunks_mut(len).enumerate() {
+                let w = tiles.width();
+                float_tiles::pack(&xs[p * w..(p * w + w).min(TOKENS)], cols, w, panel);
+            }
             best(reps * 10, || {
                 let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
-                // SAFETY: AVX2 was just detected, AVX-512F where asked for.
-                unsafe {
-                    if avx512 {
-                        float_tiles::rows_avx512(&wide, cols, &xs, &mut outs)
-                    } else {
-                        float_tiles::rows_avx2(&wide, cols, &xs, &mut outs)
-                    }
-                };
+                // SAFETY: `Tiles::pick` found the kernels' features.
+                unsafe { tiles.run(GgmlType::F16, &m, cols, &panels, &mut outs) };
                 out[0][0]
             })
         };
-        let avx2 = fast(false);
-        let avx512 = float_tiles::avx512_available().then(|| fast(true));
+        let avx2 = fast(Tiles::Avx2);
+        let avx512 = (Tiles::pick() == Some(Tiles::Avx512)).then(|| fast(Tiles::Avx512));
         println!(
             "F16 prompt, {cols} cols x {rows} rows, {TOKENS} tokens, GFLOP/s: exact {:.1}, fast \
              AVX2 {:.1}, fast AVX-512 {}",

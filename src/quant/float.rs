@@ -43,9 +43,16 @@ pub fn quantize_bf16(src: &[f32], dst: &mut Vec<u8>) {
     dst.extend(src.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()));
 }
 
-/// `x` rounded to the nearest f16, kept as f32.
+/// `x` rounded to the nearest f16, kept as f32. Through `half`'s slice conversions (F16C
+/// eight at a time where the CPU has it, the same rounding to nearest even), since a value at
+/// a time checks the CPU's features for each one.
 pub fn round_f16(x: &[f32]) -> Vec<f32> {
-    x.iter().map(|&v| f16::from_f32(v).to_f32()).collect()
+    use half::slice::HalfFloatSliceExt;
+    let mut h = vec![f16::ZERO; x.len()];
+    h.convert_from_f32_slice(x);
+    let mut out = vec![0f32; x.len()];
+    h.convert_to_f32_slice(&mut out);
+    out
 }
 
 /// `x` rounded to the nearest bf16, kept as f32.

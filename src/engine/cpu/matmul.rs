@@ -54,6 +54,10 @@ const BATCH_TASK_BYTES: usize = 12 << 10;
 /// L1 more often.
 const FLOAT_TASK_BYTES: usize = 64 << 10;
 
+/// Most rows of a fast float-weight batch task (`x86::float_tiles`), which widens them a step
+/// of the row at a time.
+const FLOAT_TILE_ROWS: usize = 48;
+
 /// One matrix of a `matmuls` call and where its `n × m.rows` results go.
 pub type Product<'a> = (&'a Mat, &'a mut [f32]);
 
@@ -75,6 +79,9 @@ struct Scratch {
     /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
+    /// The tokens packed for `x86::float_tiles`, per float activation format.
+    #[cfg(target_arch = "x86_64")]
+    panels: Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
     tasks: Vec<(usize, usize, usize)>,
     outs: Vec<SendPtr>,
 }
@@ -170,6 +177,43 @@ fn matmuls_in(
         (summed, biased)
     };
 
+    // A prompt's F16/BF16 products under `fast` take the tokens packed in panels, made once
+    // per call here (a panel a task) for each float format a product reads.
+    #[cfg(target_arch = "x86_64")]
+    let tiles = float_fast
+        .then(crate::quant::x86::float_tiles::Tiles::pick)
+        .flatten();
+    #[cfg(target_arch = "x86_64")]
+    if let Some(tiles) = tiles {
+        use crate::quant::x86::float_tiles::{pack, Panels};
+        for (m, _) in products.iter() {
+            let kind = ActType::for_weights(m.ty);
+            if !matches!(kind, ActType::F16 | ActType::BF16) {
+                continue;
+            }
+            let at = match s.panels.iter().position(|(k, _)| *k == kind) {
+                Some(at) => at,
+                None => {
+                    s.panels.push((kind, Panels::default()));
+                    s.panels.len() - 1
+                }
+            };
+            let (_, rows) = formats
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .expect("quantized above");
+            let x: Vec<&[f32]> = rows[..n].iter().map(float_act).collect();
+            let (panels, w) = (&mut s.panels[at].1, tiles.width());
+            panels.resize(n, cols, w);
+            let (data, len) = panels.panels_mut();
+            pool::par_chunks_mut(data, len, |p, panel| {
+                pack(&x[p * w..(p * w + w).min(n)], cols, w, panel)
+            });
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    let panels = &s.panels;
+
     // The Q4_0/Q5_0/Q8_0 prompt kernel for AVX-512 VNNI takes the activations biased to
     // unsigned bytes, two tokens side by side, made once per call here (none where it does
     // not run).
@@ -215,8 +259,9 @@ fn matmuls_in(
                 per
             }
         } else if matches!(m.ty, GgmlType::F16 | GgmlType::BF16) && float_fast {
-            // Whole tiles of `x86::float_tiles` (3 or 4 rows).
-            (FLOAT_TASK_BYTES / m.row_bytes()).clamp(12, 24) / 12 * 12
+            // Whole tiles of `x86::float_tiles` (6 or 12 rows), up to the 48 rows a step's
+            // widened weights keep in L1 and L2, four tasks a thread at least.
+            m.rows.div_ceil(4 * threads).clamp(12, FLOAT_TILE_ROWS) / 12 * 12
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         } else if packed(m).is_some() {
@@ -278,7 +323,12 @@ fn matmuls_in(
                     && (n >= 4 || float_fast)
                     && crate::quant::x86::available()
                 {
-                    return widened_batch(m.ty, rows, m.cols, acts, float_fast, &out_rows);
+                    let tiles = tiles.map(|t| {
+                        let kind = ActType::for_weights(m.ty);
+                        let p = panels.iter().find(|(k, _)| *k == kind).map(|(_, p)| p);
+                        (t, p.expect("packed above"))
+                    });
+                    return widened_batch(m.ty, rows, m.cols, acts, tiles, &out_rows);
                 }
                 #[cfg(target_arch = "x86_64")]
                 if kquant_fast && fast_kquants::unpacks(m.ty) && n >= 4 {
@@ -392,44 +442,36 @@ fn unpacked_batch<'o>(
 /// (`x86::float::widen`, into a buffer each pool thread keeps), then taken against the tokens
 /// four at a time by the F32 kernel, the rest one by one; bit for bit `vec_dot`'s results
 /// (the widening is exact and the F32 kernel keeps the float dots' order). Under `fast`
-/// numerics the widened rows go to the fused multiply-add tiles (`x86::float_tiles`, AVX-512
-/// where the CPU has it) for every token instead.
+/// numerics (`tiles`: the kernel and the tokens packed for it) the rows go to the fused
+/// multiply-add tiles (`x86::float_tiles`, which widen them a step at a time) instead.
 #[cfg(target_arch = "x86_64")]
 fn widened_batch<'o>(
     ty: GgmlType,
     rows: &[u8],
     cols: usize,
     acts: &[QuantizedAct],
-    fast: bool,
+    tiles: Option<(
+        crate::quant::x86::float_tiles::Tiles,
+        &crate::quant::x86::float_tiles::Panels,
+    )>,
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::float::{rows_wide_x4, widen};
-    use crate::quant::x86::float_tiles;
     thread_local! {
         static WIDE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
-    let x = |t: usize| match &acts[t] {
-        QuantizedAct::F16(x) | QuantizedAct::BF16(x) => x.as_slice(),
-        _ => unreachable!("float weights take float activations"),
-    };
+    let x = |t: usize| float_act(&acts[t]);
+    let n = acts.len();
+    if let Some((tiles, panels)) = tiles {
+        debug_assert_eq!(panels.tokens(), n);
+        let mut outs: Vec<&mut [f32]> = (0..n).map(out_rows).collect();
+        // SAFETY: `Tiles::pick` found the kernel's features.
+        unsafe { tiles.run(ty, rows, cols, panels, &mut outs) };
+        return;
+    }
     let mut wide = WIDE.take();
     // SAFETY: the caller checked AVX2, FMA and F16C.
     unsafe { widen(ty, rows, &mut wide) };
-    let n = acts.len();
-    if fast {
-        let xs: Vec<&[f32]> = (0..n).map(x).collect();
-        let mut outs: Vec<&mut [f32]> = (0..n).map(out_rows).collect();
-        // SAFETY: as above (AVX-512F checked where taken); `wide` holds whole rows of `cols`.
-        unsafe {
-            if float_tiles::avx512_available() {
-                float_tiles::rows_avx512(&wide, cols, &xs, &mut outs)
-            } else {
-                float_tiles::rows_avx2(&wide, cols, &xs, &mut outs)
-            }
-        }
-        WIDE.set(wide);
-        return;
-    }
     for t in (0..n / 4 * 4).step_by(4) {
         let a = std::array::from_fn(|i| x(t + i));
         let outs = std::array::from_fn(|i| out_rows(t + i));
@@ -440,6 +482,15 @@ fn widened_batch<'o>(
         vec_dot_rows(ty, rows, 2 * cols, act, out_rows(t));
     }
     WIDE.set(wide);
+}
+
+/// A float activation row's values (F16 and BF16 rows hold the rounded values as f32).
+#[cfg(target_arch = "x86_64")]
+fn float_act(a: &QuantizedAct) -> &[f32] {
+    match a {
+        QuantizedAct::F16(x) | QuantizedAct::BF16(x) => x.as_slice(),
+        _ => unreachable!("float weights take float activations"),
+    }
 }
 
 /// `unpacked_batch` on AVX-512 VNNI (`x86_vnni`) for the `n` tokens, whose activations

@@ -1,21 +1,27 @@
-//! A prompt's float-weight products (F16/BF16 rows widened to f32 once per task, F32 rows) for
-//! the CPU's `fast` numerics: tiles of `R` rows by `T` tokens, each pair's dot in its own
-//! register of fused multiply-adds across the whole row, summed across lanes at the end. Each
-//! step loads `R` row vectors and `T` token vectors for `R * T` multiply-adds, where the exact
-//! kernels (`float`) keep the reference's separate multiply and add in eight lanes. AVX2 takes
-//! 3 x 4 tiles of eight lanes (twelve accumulators of sixteen registers); AVX-512 4 x 6 of
-//! sixteen lanes (24 of 32). The sums' order differs from the reference's, so results are
-//! within float reordering of it.
+//! A prompt's float-weight products (F16/BF16 rows widened to f32 once per task) for the CPU's
+//! `fast` numerics, as small matrix products: the tokens are packed once per call into panels
+//! of a few vectors' width, value by value along the row (`Panels`), and each weight of a
+//! task's rows is broadcast against a panel's vectors. A step loads `TV` token vectors and
+//! `MR` weights for `MR * TV` fused multiply-adds, and each lane of an accumulator is one
+//! (row, token) result, so no lane sums are left at the end. AVX2 takes 6 rows by 16 tokens
+//! (twelve accumulators of sixteen registers), AVX-512 12 rows by 32 (24 of 32). Each result
+//! is one chain of fused multiply-adds along the row, so results are within float reordering
+//! of the reference's lane sums.
 
+use super::float::widen_into;
+use crate::quant::GgmlType;
 use std::arch::x86_64::*;
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
 
 /// A vector of f32 lanes and the operations the tiles take.
 trait Lanes: Copy {
     const N: usize;
     unsafe fn zero() -> Self;
     unsafe fn load(p: *const f32) -> Self;
+    unsafe fn splat(p: *const f32) -> Self;
+    unsafe fn store(self, p: *mut f32);
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
-    unsafe fn sum(self) -> f32;
 }
 
 impl Lanes for __m256 {
@@ -29,17 +35,16 @@ impl Lanes for __m256 {
         _mm256_loadu_ps(p)
     }
     #[inline(always)]
-    unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
-        _mm256_fmadd_ps(a, b, c)
+    unsafe fn splat(p: *const f32) -> __m256 {
+        _mm256_broadcast_ss(&*p)
     }
     #[inline(always)]
-    unsafe fn sum(self) -> f32 {
-        let h = _mm_add_ps(
-            _mm256_castps256_ps128(self),
-            _mm256_extractf128_ps::<1>(self),
-        );
-        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+    unsafe fn store(self, p: *mut f32) {
+        _mm256_storeu_ps(p, self)
+    }
+    #[inline(always)]
+    unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
+        _mm256_fmadd_ps(a, b, c)
     }
 }
 
@@ -54,171 +59,350 @@ impl Lanes for __m512 {
         _mm512_loadu_ps(p)
     }
     #[inline(always)]
+    unsafe fn splat(p: *const f32) -> __m512 {
+        _mm512_set1_ps(*p)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        _mm512_storeu_ps(p, self)
+    }
+    #[inline(always)]
     unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, c)
     }
-    #[inline(always)]
-    unsafe fn sum(self) -> f32 {
-        _mm512_reduce_add_ps(self)
+}
+
+/// Weights of a row per step over the panels: the task's rows are widened a step at a time
+/// (48 rows: 48 KB), and a panel's values for a step (16 KB on AVX2, 32 KB on AVX-512) stay
+/// in L1 while the row groups stream past them.
+const STEP: usize = 256;
+
+/// Weight bytes fetched ahead of the step being widened (at least a step), non-temporal so
+/// the weights streaming past do not push the panels out of L2.
+const AHEAD: usize = 16 << 10;
+
+/// A widened step's row pitch: a line past `STEP`, so a tile's rows do not share L1 banks.
+const WIDE_ROW: usize = STEP + 16;
+
+/// Which tile kernel runs, picked from the CPU's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiles {
+    /// 6 rows by two 8-lane vectors of tokens (AVX2, FMA).
+    Avx2,
+    /// 12 rows by two 16-lane vectors of tokens (AVX-512F).
+    Avx512,
+}
+
+impl Tiles {
+    /// AVX-512 where the CPU has AVX-512F, else AVX2; None without AVX2, FMA and F16C.
+    pub fn pick() -> Option<Tiles> {
+        if !super::features::available() {
+            None
+        } else if is_x86_feature_detected!("avx512f") {
+            Some(Tiles::Avx512)
+        } else {
+            Some(Tiles::Avx2)
+        }
+    }
+
+    /// Tokens in a panel.
+    pub fn width(self) -> usize {
+        match self {
+            Tiles::Avx2 => 16,
+            Tiles::Avx512 => 32,
+        }
+    }
+
+    /// Rows in a tile.
+    pub fn rows(self) -> usize {
+        match self {
+            Tiles::Avx2 => 6,
+            Tiles::Avx512 => 12,
+        }
+    }
+
+    /// `out[t][r] = row r · token t` for the F16 or BF16 (`ty`) rows of `rows` (`cols`
+    /// weights each) and every token of `tokens`.
+    ///
+    /// # Safety
+    /// The CPU must have this kernel's features (as `pick` found them).
+    pub unsafe fn run(
+        self,
+        ty: GgmlType,
+        rows: &[u8],
+        cols: usize,
+        tokens: &Panels,
+        out: &mut [&mut [f32]],
+    ) {
+        assert_eq!(
+            tokens.width,
+            self.width(),
+            "panels packed for another kernel"
+        );
+        match self {
+            Tiles::Avx2 => rows_avx2(ty, rows, cols, tokens, out),
+            Tiles::Avx512 => rows_avx512(ty, rows, cols, tokens, out),
+        }
     }
 }
 
-/// Weights per pass over a task's rows: the tokens' values of a pass (six tokens, 24 KB)
-/// stay in L1 while every row group streams past them.
-const PASS: usize = 1024;
-
-/// Rows `r0..r0 + R` of `rows` (`cols` f32 each) against tokens `t0..t0 + T` over weights
-/// `k0..k1` (whole vectors), adding into the pairs' accumulators `acc[r * n + t]` (`n`
-/// tokens).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile<V: Lanes, const R: usize, const T: usize>(
-    rows: &[f32],
-    cols: usize,
-    (r0, t0): (usize, usize),
-    x: &[&[f32]],
-    (k0, k1): (usize, usize),
-    acc: &mut [V],
+/// A prompt's tokens packed for the tiles: panels of `width` tokens, each panel's values
+/// weight by weight (`[panel][k][token]`), the last panel padded with zero tokens.
+#[derive(Default)]
+pub struct Panels {
+    data: Vec<f32>,
     n: usize,
-) {
-    let row = |r: usize| rows.as_ptr().add((r0 + r) * cols);
-    let tok = |t: usize| x[t0 + t].as_ptr();
-    let at = |r: usize, t: usize| (r0 + r) * n + t0 + t;
-    let mut a = [[V::zero(); T]; R];
-    for (r, a) in a.iter_mut().enumerate() {
-        for (t, a) in a.iter_mut().enumerate() {
-            *a = acc[at(r, t)];
+    cols: usize,
+    width: usize,
+}
+
+impl Panels {
+    /// Room for `n` tokens of `cols` values in panels of `width`; `panels_mut` then fills it.
+    pub fn resize(&mut self, n: usize, cols: usize, width: usize) {
+        self.n = n;
+        self.cols = cols;
+        self.width = width;
+        self.data.clear();
+        self.data.resize(n.div_ceil(width) * width * cols, 0.0);
+    }
+
+    /// The panels' storage, a panel (`width * cols` values) at a time goes to `pack`.
+    pub fn panels_mut(&mut self) -> (&mut [f32], usize) {
+        (&mut self.data, self.width * self.cols)
+    }
+
+    /// Tokens packed.
+    pub fn tokens(&self) -> usize {
+        self.n
+    }
+
+    /// Panels packed.
+    fn count(&self) -> usize {
+        self.n.div_ceil(self.width.max(1))
+    }
+
+    fn panel(&self, p: usize) -> *const f32 {
+        self.data[p * self.width * self.cols..].as_ptr()
+    }
+}
+
+/// Packs `x` (a panel's tokens, at most `width`, each at least `cols` long) into `panel`
+/// (`width * cols` values, `[k][token]`), zeros for the missing tokens.
+pub fn pack(x: &[&[f32]], cols: usize, width: usize, panel: &mut [f32]) {
+    assert!(
+        x.len() <= width && panel.len() == width * cols,
+        "panel shape"
+    );
+    for (t, tok) in x.iter().enumerate() {
+        for (k, v) in tok[..cols].iter().enumerate() {
+            panel[k * width + t] = *v;
         }
     }
-    for k in (k0..k1).step_by(V::N) {
-        // A loop, not `array::from_fn`: closures do not inherit the target features.
-        let mut w = [V::zero(); R];
-        for (r, w) in w.iter_mut().enumerate() {
-            *w = V::load(row(r).add(k));
+    for t in x.len()..width {
+        for k in 0..cols {
+            panel[k * width + t] = 0.0;
         }
-        for t in 0..T {
-            let v = V::load(tok(t).add(k));
-            for (a, w) in a.iter_mut().zip(&w) {
-                a[t] = V::fma(*w, v, a[t]);
+    }
+}
+
+/// One tile: rows `MR` from `rows` (a row every `cols`) against a panel's `TV` vectors of
+/// tokens (`panel`, `width` a weight), over `kc` weights, adding into `acc` (a row every
+/// `stride`).
+#[inline(always)]
+unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
+    rows: *const f32,
+    cols: usize,
+    panel: *const f32,
+    kc: usize,
+    acc: *mut f32,
+    stride: usize,
+) {
+    let width = TV * V::N;
+    let mut a = [[V::zero(); TV]; MR];
+    for (r, a) in a.iter_mut().enumerate() {
+        for (v, a) in a.iter_mut().enumerate() {
+            *a = V::load(acc.add(r * stride + v * V::N));
+        }
+    }
+    for k in 0..kc {
+        let mut x = [V::zero(); TV];
+        for (v, x) in x.iter_mut().enumerate() {
+            *x = V::load(panel.add(k * width + v * V::N));
+        }
+        for (r, a) in a.iter_mut().enumerate() {
+            let w = V::splat(rows.add(r * cols + k));
+            for (a, x) in a.iter_mut().zip(&x) {
+                *a = V::fma(w, *x, *a);
             }
         }
     }
     for (r, a) in a.iter().enumerate() {
-        for (t, a) in a.iter().enumerate() {
-            acc[at(r, t)] = *a;
+        for (v, a) in a.iter().enumerate() {
+            a.store(acc.add(r * stride + v * V::N));
         }
     }
 }
 
-/// Every row of `rows` (`cols` f32 each) against every token of `x`: the weights in passes of
-/// `PASS`, each pass over the tokens `T` at a time and the rows `R` at a time (the edges in
-/// smaller tiles), each pair's accumulator kept from pass to pass, summed across lanes at the
-/// end.
+thread_local! {
+    /// Each thread's results of a task (`[row][token]` over the panels' width) and its rows'
+    /// step widened (`[row][STEP]`).
+    static ACC: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Every row of `rows` against every token of `tokens`: the weights in steps of `STEP`, each
+/// step's rows widened, then taken over the panels and, within a panel, `MR` rows at a time
+/// (the last tile's missing rows are zeros).
 #[inline(always)]
-unsafe fn all<V: Lanes, const R: usize, const T: usize>(
-    rows: &[f32],
+unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
+    ty: GgmlType,
+    rows: &[u8],
     cols: usize,
-    x: &[&[f32]],
+    tokens: &Panels,
     out: &mut [&mut [f32]],
 ) {
-    let (n_rows, n) = (rows.len() / cols, x.len());
+    let row_bytes = 2 * cols;
+    let (n_rows, n) = (rows.len() / row_bytes, tokens.n);
+    assert!(
+        tokens.cols == cols && tokens.width == TV * V::N,
+        "panels' shape"
+    );
     assert!(
         out.len() >= n && out.iter().all(|o| o.len() >= n_rows),
         "short output"
     );
-    assert!(x.iter().all(|t| t.len() >= cols), "short activation row");
-    let (rw, tw) = (n_rows / R * R, n / T * T);
-    let whole = cols / V::N * V::N;
-    let mut acc = vec![V::zero(); n_rows * n];
-    for k0 in (0..whole).step_by(PASS) {
-        let k = (k0, (k0 + PASS).min(whole));
-        // Rows outer, tokens inner: a row group's pass stays in L1 while the tokens stream.
-        for r0 in (0..rw).step_by(R) {
-            for t0 in (0..tw).step_by(T) {
-                tile::<V, R, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
-            }
-            for t0 in tw..n {
-                tile::<V, R, 1>(rows, cols, (r0, t0), x, k, &mut acc, n);
+    let padded = n_rows.next_multiple_of(MR);
+    let stride = tokens.count() * tokens.width;
+    let (mut acc, mut wide) = ACC.take();
+    acc.clear();
+    acc.resize(padded * stride, 0.0);
+    wide.clear();
+    wide.resize(padded * WIDE_ROW, 0.0);
+    let ahead = (AHEAD / (2 * STEP * n_rows.max(1))).max(1);
+    let mut fetched = 0;
+    for k0 in (0..cols).step_by(STEP) {
+        let kc = STEP.min(cols - k0);
+        for r in 0..n_rows {
+            let at = r * row_bytes + 2 * k0;
+            // SAFETY: f32 and MaybeUninit<f32> share their layout, and the room is in `wide`.
+            let dst = std::slice::from_raw_parts_mut(
+                wide.as_mut_ptr().add(r * WIDE_ROW) as *mut MaybeUninit<f32>,
+                kc,
+            );
+            widen_into(ty, &rows[at..at + 2 * kc], dst);
+        }
+        // The next steps' weights, fetched while this step's tiles run: a step of a row is a
+        // short run of lines the hardware prefetchers miss.
+        let target = (k0 + STEP + ahead * STEP).min(cols);
+        for r in 0..n_rows {
+            let row = rows.as_ptr().add(r * row_bytes);
+            for b in (2 * fetched.max(k0 + STEP)..2 * target).step_by(64) {
+                _mm_prefetch::<_MM_HINT_NTA>(row.add(b) as *const i8);
             }
         }
-        for r0 in rw..n_rows {
-            for t0 in (0..tw).step_by(T) {
-                tile::<V, 1, T>(rows, cols, (r0, t0), x, k, &mut acc, n);
-            }
-            for t0 in tw..n {
-                tile::<V, 1, 1>(rows, cols, (r0, t0), x, k, &mut acc, n);
+        fetched = target;
+        for p in 0..tokens.count() {
+            let panel = tokens.panel(p).add(k0 * tokens.width);
+            for r0 in (0..padded).step_by(MR) {
+                let at = acc.as_mut_ptr().add(r0 * stride + p * tokens.width);
+                tile::<V, MR, TV>(
+                    wide.as_ptr().add(r0 * WIDE_ROW),
+                    WIDE_ROW,
+                    panel,
+                    kc,
+                    at,
+                    stride,
+                );
             }
         }
     }
-    for r in 0..n_rows {
-        let row = &rows[r * cols..(r + 1) * cols];
-        for (t, o) in out.iter_mut().enumerate().take(n) {
-            let mut s = acc[r * n + t].sum();
-            for k in whole..cols {
-                s += row[k] * x[t][k];
-            }
-            o[r] = s;
+    for (t, o) in out.iter_mut().enumerate().take(n) {
+        for (r, o) in o[..n_rows].iter_mut().enumerate() {
+            *o = acc[r * stride + t];
         }
     }
+    ACC.set((acc, wide));
 }
 
-/// `out[t][r] = row r · x[t]` for every row of `rows` (`cols` f32 each) and token of `x`, on
-/// AVX2 with FMA.
+/// `Tiles::Avx2`'s products.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA (`x86::available()`).
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn rows_avx2(rows: &[f32], cols: usize, x: &[&[f32]], out: &mut [&mut [f32]]) {
-    all::<__m256, 3, 4>(rows, cols, x, out)
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_avx2(
+    ty: GgmlType,
+    rows: &[u8],
+    cols: usize,
+    tokens: &Panels,
+    out: &mut [&mut [f32]],
+) {
+    all::<__m256, 6, 2>(ty, rows, cols, tokens, out)
 }
 
-/// `rows_avx2` on AVX-512.
+/// `Tiles::Avx512`'s products.
 ///
 /// # Safety
-/// The CPU must support AVX-512F (`avx512_available()`).
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub unsafe fn rows_avx512(rows: &[f32], cols: usize, x: &[&[f32]], out: &mut [&mut [f32]]) {
-    all::<__m512, 4, 6>(rows, cols, x, out)
-}
-
-/// Whether the CPU runs `rows_avx512`.
-pub fn avx512_available() -> bool {
-    super::features::available() && is_x86_feature_detected!("avx512f")
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn rows_avx512(
+    ty: GgmlType,
+    rows: &[u8],
+    cols: usize,
+    tokens: &Panels,
+    out: &mut [&mut [f32]],
+) {
+    all::<__m512, 12, 2>(ty, rows, cols, tokens, out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::float;
     use crate::rng::SplitMix64;
 
-    /// A tile kernel's signature (`rows_avx2`, `rows_avx512`).
-    type Kernel = unsafe fn(&[f32], usize, &[&[f32]], &mut [&mut [f32]]);
-
-    /// Every tile shape and edge (rows and tokens not multiples of the tile, columns not of
-    /// the lanes) within float reordering of an f64 dot.
+    /// Every kernel, with rows not whole tiles, tokens not whole panels and rows longer than a
+    /// step and not a multiple of it, within float reordering of an f64 dot.
     #[test]
     fn tiles_match_an_f64_dot_within_reordering() {
-        if !super::super::available() {
+        let Some(best) = Tiles::pick() else {
             eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
             return;
+        };
+        let mut kernels = vec![Tiles::Avx2];
+        if best == Tiles::Avx512 {
+            kernels.push(Tiles::Avx512);
+        } else {
+            eprintln!("AVX-512 tiles skipped: no AVX-512F on this CPU");
         }
         let mut rng = SplitMix64::new(11);
-        for (n_rows, cols, n) in [(1, 8, 1), (7, 37, 5), (13, 896, 11), (25, 200, 13)] {
+        let shapes = [(1, 8, 1), (7, 37, 5), (13, 896, 17), (25, 300, 33)];
+        for ((n_rows, cols, n), ty) in
+            shapes
+                .into_iter()
+                .zip([GgmlType::F16, GgmlType::BF16, GgmlType::F16, GgmlType::BF16])
+        {
             let mut v = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.next_signed()).collect() };
-            let rows = v(n_rows * cols);
+            let (mut bytes, mut rows) = (Vec::new(), vec![0f32; n_rows * cols]);
+            if ty == GgmlType::F16 {
+                float::quantize_f16(&v(n_rows * cols), &mut bytes);
+                float::dequantize_f16(&bytes, &mut rows);
+            } else {
+                float::quantize_bf16(&v(n_rows * cols), &mut bytes);
+                float::dequantize_bf16(&bytes, &mut rows);
+            }
             let x: Vec<Vec<f32>> = (0..n).map(|_| v(cols)).collect();
             let xs: Vec<&[f32]> = x.iter().map(|t| t.as_slice()).collect();
-            let mut kernels: Vec<(&str, Kernel)> = vec![("AVX2", rows_avx2)];
-            if avx512_available() {
-                kernels.push(("AVX-512", rows_avx512));
-            } else {
-                eprintln!("AVX-512 tiles skipped: no AVX-512F on this CPU");
-            }
-            for (name, kernel) in kernels {
+            for kernel in &kernels {
+                let mut panels = Panels::default();
+                panels.resize(n, cols, kernel.width());
+                let (data, len) = panels.panels_mut();
+                for (p, panel) in data.chunks_mut(len).enumerate() {
+                    let w = kernel.width();
+                    pack(&xs[p * w..(p * w + w).min(n)], cols, w, panel);
+                }
                 let mut out = vec![vec![f32::NAN; n_rows]; n];
                 let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
-                // SAFETY: the features were checked above.
-                unsafe { kernel(&rows, cols, &xs, &mut outs) };
+                // SAFETY: `pick` found these kernels' features.
+                unsafe { kernel.run(ty, &bytes, cols, &panels, &mut outs) };
                 for (t, o) in out.iter().enumerate() {
                     for (r, &got) in o.iter().enumerate() {
                         let row = &rows[r * cols..(r + 1) * cols];
@@ -229,7 +413,7 @@ mod tests {
                         let bound = cols as f64 * 1.2e-7 * mag + 1e-6;
                         assert!(
                             (got as f64 - want).abs() <= bound,
-                            "{name} {n_rows}x{cols}, {n} tokens: row {r} token {t}: {got} vs {want}"
+                            "{kernel:?} {ty} {n_rows}x{cols}, {n} tokens: row {r} token {t}: {got} vs {want}"
                         );
                     }
                 }
