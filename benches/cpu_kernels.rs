@@ -162,10 +162,9 @@ fn float_prompt(reps: usize) {
         let mut fast = |tiles: Tiles| {
             let mut panels = float_tiles::Panels::default();
             panels.resize(TOKENS, cols, tiles.width());
-            let (data, len) = panels.panels_mut();
-            for (p, panel) in data.chunks_mut(len).enumerate() {
-                let w = tiles.width();
-                float_tiles::pack(&xs[p * w..(p * w + w).min(TOKENS)], cols, w, panel);
+            let (data, len) = panels.pieces_mut();
+            for (i, piece) in data.chunks_mut(len).enumerate() {
+                float_tiles::pack_piece(&xs, cols, tiles.width(), i, piece);
             }
             best(reps * 10, || {
                 let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();

@@ -178,14 +178,14 @@ fn matmuls_in(
     };
 
     // A prompt's F16/BF16 products under `fast` take the tokens packed in panels, made once
-    // per call here (a panel a task) for each float format a product reads.
+    // per call here (a piece of a panel a task) for each float format a product reads.
     #[cfg(target_arch = "x86_64")]
     let tiles = float_fast
         .then(crate::quant::x86::float_tiles::Tiles::pick)
         .flatten();
     #[cfg(target_arch = "x86_64")]
     if let Some(tiles) = tiles {
-        use crate::quant::x86::float_tiles::{pack, Panels};
+        use crate::quant::x86::float_tiles::{pack_piece, Panels};
         for (m, _) in products.iter() {
             let kind = ActType::for_weights(m.ty);
             if !matches!(kind, ActType::F16 | ActType::BF16) {
@@ -205,10 +205,8 @@ fn matmuls_in(
             let x: Vec<&[f32]> = rows[..n].iter().map(float_act).collect();
             let (panels, w) = (&mut s.panels[at].1, tiles.width());
             panels.resize(n, cols, w);
-            let (data, len) = panels.panels_mut();
-            pool::par_chunks_mut(data, len, |p, panel| {
-                pack(&x[p * w..(p * w + w).min(n)], cols, w, panel)
-            });
+            let (data, len) = panels.pieces_mut();
+            pool::par_chunks_mut(data, len, |i, piece| pack_piece(&x, cols, w, i, piece));
         }
     }
     #[cfg(target_arch = "x86_64")]

@@ -147,7 +147,8 @@ impl Tiles {
 }
 
 /// A prompt's tokens packed for the tiles: panels of `width` tokens, each panel's values
-/// weight by weight (`[panel][k][token]`), the last panel padded with zero tokens.
+/// weight by weight (`[panel][k][token]`), the last panel padded with zero tokens and each
+/// panel's weights to whole pieces of `PIECE` (so the pieces can be packed in parallel).
 #[derive(Default)]
 pub struct Panels {
     data: Vec<f32>,
@@ -156,19 +157,25 @@ pub struct Panels {
     width: usize,
 }
 
+/// Weights of a panel packed by one `pack_piece` call.
+pub const PIECE: usize = 256;
+
 impl Panels {
-    /// Room for `n` tokens of `cols` values in panels of `width`; `panels_mut` then fills it.
+    /// Room for `n` tokens of `cols` values in panels of `width`; `pieces_mut` then fills it.
     pub fn resize(&mut self, n: usize, cols: usize, width: usize) {
         self.n = n;
         self.cols = cols;
         self.width = width;
         self.data.clear();
-        self.data.resize(n.div_ceil(width) * width * cols, 0.0);
+        self.data.resize(
+            n.div_ceil(width) * width * cols.next_multiple_of(PIECE),
+            0.0,
+        );
     }
 
-    /// The panels' storage, a panel (`width * cols` values) at a time goes to `pack`.
-    pub fn panels_mut(&mut self) -> (&mut [f32], usize) {
-        (&mut self.data, self.width * self.cols)
+    /// The panels' storage and the length of a piece: piece `i` goes to `pack_piece`.
+    pub fn pieces_mut(&mut self) -> (&mut [f32], usize) {
+        (&mut self.data, self.width * PIECE)
     }
 
     /// Tokens packed.
@@ -182,25 +189,22 @@ impl Panels {
     }
 
     fn panel(&self, p: usize) -> *const f32 {
-        self.data[p * self.width * self.cols..].as_ptr()
+        self.data[p * self.width * self.cols.next_multiple_of(PIECE)..].as_ptr()
     }
 }
 
-/// Packs `x` (a panel's tokens, at most `width`, each at least `cols` long) into `panel`
-/// (`width * cols` values, `[k][token]`), zeros for the missing tokens.
-pub fn pack(x: &[&[f32]], cols: usize, width: usize, panel: &mut [f32]) {
-    assert!(
-        x.len() <= width && panel.len() == width * cols,
-        "panel shape"
-    );
-    for (t, tok) in x.iter().enumerate() {
-        for (k, v) in tok[..cols].iter().enumerate() {
-            panel[k * width + t] = *v;
-        }
-    }
-    for t in x.len()..width {
-        for k in 0..cols {
-            panel[k * width + t] = 0.0;
+/// Packs piece `i` of `Panels` (`width * PIECE` values) from the tokens `x` (every token of
+/// the prompt, each at least `cols` long): a panel's `PIECE` weights, zeros past `cols` and
+/// for tokens past the last.
+pub fn pack_piece(x: &[&[f32]], cols: usize, width: usize, i: usize, piece: &mut [f32]) {
+    assert_eq!(piece.len(), width * PIECE, "piece shape");
+    let per = cols.div_ceil(PIECE);
+    let (p, k0) = (i / per, i % per * PIECE);
+    let k1 = (k0 + PIECE).min(cols);
+    piece.fill(0.0);
+    for (t, tok) in x.iter().skip(p * width).take(width).enumerate() {
+        for (k, v) in tok[k0..k1].iter().enumerate() {
+            piece[k * width + t] = *v;
         }
     }
 }
@@ -394,10 +398,9 @@ mod tests {
             for kernel in &kernels {
                 let mut panels = Panels::default();
                 panels.resize(n, cols, kernel.width());
-                let (data, len) = panels.panels_mut();
-                for (p, panel) in data.chunks_mut(len).enumerate() {
-                    let w = kernel.width();
-                    pack(&xs[p * w..(p * w + w).min(n)], cols, w, panel);
+                let (data, len) = panels.pieces_mut();
+                for (i, piece) in data.chunks_mut(len).enumerate() {
+                    pack_piece(&xs, cols, kernel.width(), i, piece);
                 }
                 let mut out = vec![vec![f32::NAN; n_rows]; n];
                 let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
