@@ -172,38 +172,24 @@ unsafe fn rows_x4<W: Wide>(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn widen(ty: crate::quant::GgmlType, w: &[u8], out: &mut Vec<f32>) {
-    let n = w.len() / 2;
-    out.clear();
-    out.reserve(n);
-    widen_into(ty, w, &mut out.spare_capacity_mut()[..n]);
-    // SAFETY: `widen_into` wrote every one of the `n` values.
-    out.set_len(n);
-}
-
-/// `widen` into `out` (`w.len() / 2` values, written whether or not they were initialized).
-///
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn widen_into(
-    ty: crate::quant::GgmlType,
-    w: &[u8],
-    out: &mut [std::mem::MaybeUninit<f32>],
-) {
     use crate::quant::GgmlType;
-    /// Every weight of `w` through `W`'s loads.
+    /// Every weight of `w` through `W`'s loads, stored straight into the spare room (a copy
+    /// through a stack array per eight weights was most of a prompt task's widening).
     #[inline(always)]
-    unsafe fn all<W: Wide>(w: &[u8], out: &mut [std::mem::MaybeUninit<f32>]) {
+    unsafe fn all<W: Wide>(w: &[u8], out: &mut Vec<f32>) {
         let n = w.len() / W::BYTES;
-        assert!(out.len() >= n, "short widening buffer");
+        out.clear();
+        out.reserve(n);
         let whole = n / 8 * 8;
-        let dst = out.as_mut_ptr() as *mut f32;
+        let dst = out.spare_capacity_mut().as_mut_ptr() as *mut f32;
         for i in (0..whole).step_by(8) {
             _mm256_storeu_ps(dst.add(i), W::load8(w.as_ptr().add(i * W::BYTES)));
         }
         for i in whole..n {
             dst.add(i).write(W::one(w, i));
         }
+        // SAFETY: every one of the `n` values was written above.
+        out.set_len(n);
     }
     match ty {
         GgmlType::F16 => all::<F16>(w, out),

@@ -8,11 +8,10 @@
 //! is one chain of fused multiply-adds along the row, so results are within float reordering
 //! of the reference's lane sums.
 
-use super::float::widen_into;
+use super::float::widen;
 use crate::quant::GgmlType;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
-use std::mem::MaybeUninit;
 
 /// A vector of f32 lanes and the operations the tiles take.
 trait Lanes: Copy {
@@ -72,17 +71,9 @@ impl Lanes for __m512 {
     }
 }
 
-/// Weights of a row per step over the panels: the task's rows are widened a step at a time
-/// (48 rows: 48 KB), and a panel's values for a step (16 KB on AVX2, 32 KB on AVX-512) stay
-/// in L1 while the row groups stream past them.
+/// Weights of a row per step over the panels: a panel's values for a step (16 KB on AVX2,
+/// 32 KB on AVX-512) stay in L1 or L2 while the task's row groups stream past them.
 const STEP: usize = 256;
-
-/// Weight bytes fetched ahead of the step being widened (at least a step), non-temporal so
-/// the weights streaming past do not push the panels out of L2.
-const AHEAD: usize = 16 << 10;
-
-/// A widened step's row pitch: a line past `STEP`, so a tile's rows do not share L1 banks.
-const WIDE_ROW: usize = STEP + 16;
 
 /// Which tile kernel runs, picked from the CPU's features.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,14 +239,15 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
 }
 
 thread_local! {
-    /// Each thread's results of a task (`[row][token]` over the panels' width) and its rows'
-    /// step widened (`[row][STEP]`).
+    /// Each thread's results of a task (`[row][token]` over the panels' width) and its rows
+    /// widened to f32.
     static ACC: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Every row of `rows` against every token of `tokens`: the weights in steps of `STEP`, each
-/// step's rows widened, then taken over the panels and, within a panel, `MR` rows at a time
-/// (the last tile's missing rows are zeros).
+/// Every row of `rows` against every token of `tokens`: the rows widened to f32 once (one
+/// pass along each row, which the hardware prefetchers follow; widening a step of every row
+/// at a time read short runs they missed), then the weights in steps of `STEP`, each over the
+/// panels and, within a panel, `MR` rows at a time (the last tile's missing rows are zeros).
 #[inline(always)]
 unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     ty: GgmlType,
@@ -279,38 +271,17 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     let (mut acc, mut wide) = ACC.take();
     acc.clear();
     acc.resize(padded * stride, 0.0);
-    wide.clear();
-    wide.resize(padded * WIDE_ROW, 0.0);
-    let ahead = (AHEAD / (2 * STEP * n_rows.max(1))).max(1);
-    let mut fetched = 0;
+    widen(ty, rows, &mut wide);
+    wide.resize(padded * cols, 0.0);
     for k0 in (0..cols).step_by(STEP) {
         let kc = STEP.min(cols - k0);
-        for r in 0..n_rows {
-            let at = r * row_bytes + 2 * k0;
-            // SAFETY: f32 and MaybeUninit<f32> share their layout, and the room is in `wide`.
-            let dst = std::slice::from_raw_parts_mut(
-                wide.as_mut_ptr().add(r * WIDE_ROW) as *mut MaybeUninit<f32>,
-                kc,
-            );
-            widen_into(ty, &rows[at..at + 2 * kc], dst);
-        }
-        // The next steps' weights, fetched while this step's tiles run: a step of a row is a
-        // short run of lines the hardware prefetchers miss.
-        let target = (k0 + STEP + ahead * STEP).min(cols);
-        for r in 0..n_rows {
-            let row = rows.as_ptr().add(r * row_bytes);
-            for b in (2 * fetched.max(k0 + STEP)..2 * target).step_by(64) {
-                _mm_prefetch::<_MM_HINT_NTA>(row.add(b) as *const i8);
-            }
-        }
-        fetched = target;
         for p in 0..tokens.count() {
             let panel = tokens.panel(p).add(k0 * tokens.width);
             for r0 in (0..padded).step_by(MR) {
                 let at = acc.as_mut_ptr().add(r0 * stride + p * tokens.width);
                 tile::<V, MR, TV>(
-                    wide.as_ptr().add(r0 * WIDE_ROW),
-                    WIDE_ROW,
+                    wide.as_ptr().add(r0 * cols + k0),
+                    cols,
                     panel,
                     kc,
                     at,
