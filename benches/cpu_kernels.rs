@@ -169,7 +169,7 @@ fn float_prompt(reps: usize) {
             best(reps * 10, || {
                 let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
                 // SAFETY: `Tiles::pick` found the kernels' features.
-                unsafe { tiles.run(GgmlType::F16, &m, cols, &panels, &mut outs) };
+                unsafe { tiles.run(GgmlType::F16, &m, cols, &panels, (0, usize::MAX), &mut outs) };
                 out[0][0]
             })
         };

@@ -54,9 +54,30 @@ const BATCH_TASK_BYTES: usize = 12 << 10;
 /// L1 more often.
 const FLOAT_TASK_BYTES: usize = 64 << 10;
 
-/// Most rows of a fast float-weight batch task (`x86::float_tiles`), which widens them a step
-/// of the row at a time.
+/// Most rows of a fast float-weight batch task (`x86::float_tiles`).
 const FLOAT_TILE_ROWS: usize = 48;
+
+/// A fast float product's tasks (`x86::float_tiles`, `panels` panels of tokens): whole tiles
+/// (6 or 12 rows), up to `FLOAT_TILE_ROWS`, four tasks a thread at least. A matrix with too
+/// few rows for that is split by panels as well, before its rows go below 48: a task's rows
+/// read every token of its panels, and short rows of a long matrix against all the panels
+/// left most of the time to reading the panels (a 4864-weight prompt's products at 16
+/// threads).
+fn float_tasks(rows: usize, panels: usize, threads: usize, product: usize, tasks: &mut Vec<Task>) {
+    let want = 4 * threads;
+    let parts = want
+        .div_ceil(rows.div_ceil(FLOAT_TILE_ROWS))
+        .clamp(1, panels.max(1));
+    let per = (rows * parts).div_ceil(want).clamp(12, FLOAT_TILE_ROWS) / 12 * 12;
+    let per_part = panels.div_ceil(parts);
+    for p0 in (0..panels).step_by(per_part.max(1)) {
+        tasks.extend((0..rows).step_by(per).map(|r0| Task {
+            product,
+            rows: (r0, (r0 + per).min(rows)),
+            panels: (p0, (p0 + per_part).min(panels)),
+        }));
+    }
+}
 
 /// One matrix of a `matmuls` call and where its `n × m.rows` results go.
 pub type Product<'a> = (&'a Mat, &'a mut [f32]);
@@ -82,7 +103,7 @@ struct Scratch {
     /// The tokens packed for `x86::float_tiles`, per float activation format.
     #[cfg(target_arch = "x86_64")]
     panels: Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
-    tasks: Vec<(usize, usize, usize)>,
+    tasks: Vec<Task>,
     outs: Vec<SendPtr>,
 }
 
@@ -256,10 +277,9 @@ fn matmuls_in(
             } else {
                 per
             }
-        } else if matches!(m.ty, GgmlType::F16 | GgmlType::BF16) && float_fast {
-            // Whole tiles of `x86::float_tiles` (6 or 12 rows), up to the 48 rows a step's
-            // widened weights keep in L1 and L2, four tasks a thread at least.
-            m.rows.div_ceil(4 * threads).clamp(12, FLOAT_TILE_ROWS) / 12 * 12
+        } else if let (true, Some(t)) = (matches!(m.ty, GgmlType::F16 | GgmlType::BF16), tiles) {
+            float_tasks(m.rows, t.panels(n), threads, p, tasks);
+            continue;
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         } else if packed(m).is_some() {
@@ -268,11 +288,11 @@ fn matmuls_in(
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
         };
-        tasks.extend(
-            (0..m.rows)
-                .step_by(per)
-                .map(|r0| (p, r0, (r0 + per).min(m.rows))),
-        );
+        tasks.extend((0..m.rows).step_by(per).map(|r0| Task {
+            product: p,
+            rows: (r0, (r0 + per).min(m.rows)),
+            panels: (0, usize::MAX),
+        }));
     }
 
     s.outs.clear();
@@ -284,7 +304,11 @@ fn matmuls_in(
     let (tasks, outs, products) = (&s.tasks, &s.outs, &*products);
 
     pool::global().run(tasks.len(), &|i| {
-        let (p, r0, r1) = tasks[i];
+        let Task {
+            product: p,
+            rows: (r0, r1),
+            panels: part,
+        } = tasks[i];
         let m = products[p].0;
         let kind = ActType::for_weights(m.ty);
         let acts = &formats
@@ -324,7 +348,7 @@ fn matmuls_in(
                     let tiles = tiles.map(|t| {
                         let kind = ActType::for_weights(m.ty);
                         let p = panels.iter().find(|(k, _)| *k == kind).map(|(_, p)| p);
-                        (t, p.expect("packed above"))
+                        (t, p.expect("packed above"), part)
                     });
                     return widened_batch(m.ty, rows, m.cols, acts, tiles, &out_rows);
                 }
@@ -451,6 +475,7 @@ fn widened_batch<'o>(
     tiles: Option<(
         crate::quant::x86::float_tiles::Tiles,
         &crate::quant::x86::float_tiles::Panels,
+        (usize, usize),
     )>,
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
@@ -460,11 +485,12 @@ fn widened_batch<'o>(
     }
     let x = |t: usize| float_act(&acts[t]);
     let n = acts.len();
-    if let Some((tiles, panels)) = tiles {
+    if let Some((tiles, panels, part)) = tiles {
         debug_assert_eq!(panels.tokens(), n);
-        let mut outs: Vec<&mut [f32]> = (0..n).map(out_rows).collect();
+        let (t0, t1) = (part.0 * tiles.width(), (part.1 * tiles.width()).min(n));
+        let mut outs: Vec<&mut [f32]> = (t0..t1).map(out_rows).collect();
         // SAFETY: `Tiles::pick` found the kernel's features.
-        unsafe { tiles.run(ty, rows, cols, panels, &mut outs) };
+        unsafe { tiles.run(ty, rows, cols, panels, part, &mut outs) };
         return;
     }
     let mut wide = WIDE.take();
@@ -553,6 +579,16 @@ fn quantize_rows(kind: ActType, x: &[f32], cols: usize, rows: &mut Vec<Quantized
         .collect();
 }
 
+/// A task of a `matmuls` call: rows `rows.0..rows.1` of product `product`, against the
+/// tokens of panels `panels.0..panels.1` where the product takes `x86::float_tiles` (every
+/// token otherwise).
+#[derive(Clone, Copy)]
+struct Task {
+    product: usize,
+    rows: (usize, usize),
+    panels: (usize, usize),
+}
+
 /// A result buffer shared by the tasks of one `run`, each writing its own rows.
 #[derive(Clone, Copy)]
 struct SendPtr(*mut f32);
@@ -560,3 +596,42 @@ struct SendPtr(*mut f32);
 unsafe impl Send for SendPtr {}
 // SAFETY: as above.
 unsafe impl Sync for SendPtr {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every (row, panel) pair of a fast float product falls in exactly one task, each task
+    /// holds whole tiles (but the last rows), and a matrix with few rows for the threads is
+    /// split by panels before its tasks go below 48 rows.
+    #[test]
+    fn float_tasks_cover_every_row_and_panel_once() {
+        for (rows, panels, threads) in [(896, 2, 16), (9728, 4, 2), (128, 2, 16), (13, 1, 4)] {
+            let mut tasks = Vec::new();
+            float_tasks(rows, panels, threads, 7, &mut tasks);
+            let mut seen = vec![0u8; rows * panels];
+            for t in &tasks {
+                assert_eq!(t.product, 7);
+                assert!(t.rows.1 == rows || (t.rows.1 - t.rows.0) % 12 == 0);
+                for r in t.rows.0..t.rows.1 {
+                    for p in t.panels.0..t.panels.1 {
+                        seen[r * panels + p] += 1;
+                    }
+                }
+            }
+            assert!(
+                seen.iter().all(|&c| c == 1),
+                "{rows} x {panels} at {threads}"
+            );
+        }
+        let mut tasks = Vec::new();
+        float_tasks(896, 2, 16, 0, &mut tasks);
+        assert!(tasks.iter().any(|t| t.panels == (0, 1)), "split by panels");
+        assert!(tasks.len() >= 64, "{} tasks", tasks.len());
+        tasks.clear();
+        float_tasks(9728, 4, 2, 0, &mut tasks);
+        assert!(tasks
+            .iter()
+            .all(|t| t.panels == (0, 4) && (t.rows.1 - t.rows.0 == 48 || t.rows.1 == 9728)));
+    }
+}

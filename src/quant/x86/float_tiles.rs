@@ -104,6 +104,11 @@ impl Tiles {
         }
     }
 
+    /// Panels for `n` tokens.
+    pub fn panels(self, n: usize) -> usize {
+        n.div_ceil(self.width())
+    }
+
     /// Rows in a tile.
     pub fn rows(self) -> usize {
         match self {
@@ -112,8 +117,9 @@ impl Tiles {
         }
     }
 
-    /// `out[t][r] = row r · token t` for the F16 or BF16 (`ty`) rows of `rows` (`cols`
-    /// weights each) and every token of `tokens`.
+    /// `out[t - t0][r] = row r · token t` for the F16 or BF16 (`ty`) rows of `rows` (`cols`
+    /// weights each) and the tokens `t` of panels `part.0..part.1` of `tokens` (`t0` the
+    /// first of them).
     ///
     /// # Safety
     /// The CPU must have this kernel's features (as `pick` found them).
@@ -123,6 +129,7 @@ impl Tiles {
         rows: &[u8],
         cols: usize,
         tokens: &Panels,
+        part: (usize, usize),
         out: &mut [&mut [f32]],
     ) {
         assert_eq!(
@@ -130,9 +137,11 @@ impl Tiles {
             self.width(),
             "panels packed for another kernel"
         );
+        let end = part.1.min(tokens.count());
+        let part = (part.0.min(end), end);
         match self {
-            Tiles::Avx2 => rows_avx2(ty, rows, cols, tokens, out),
-            Tiles::Avx512 => rows_avx512(ty, rows, cols, tokens, out),
+            Tiles::Avx2 => rows_avx2(ty, rows, cols, (tokens, part), out),
+            Tiles::Avx512 => rows_avx512(ty, rows, cols, (tokens, part), out),
         }
     }
 }
@@ -175,7 +184,7 @@ impl Panels {
     }
 
     /// Panels packed.
-    fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.n.div_ceil(self.width.max(1))
     }
 
@@ -253,11 +262,12 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     ty: GgmlType,
     rows: &[u8],
     cols: usize,
-    tokens: &Panels,
+    (tokens, (p0, p1)): (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
     let row_bytes = 2 * cols;
-    let (n_rows, n) = (rows.len() / row_bytes, tokens.n);
+    let (t0, t1) = (p0 * tokens.width, (p1 * tokens.width).min(tokens.n));
+    let (n_rows, n) = (rows.len() / row_bytes, t1.saturating_sub(t0));
     assert!(
         tokens.cols == cols && tokens.width == TV * V::N,
         "panels' shape"
@@ -267,7 +277,7 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
         "short output"
     );
     let padded = n_rows.next_multiple_of(MR);
-    let stride = tokens.count() * tokens.width;
+    let stride = (p1 - p0) * tokens.width;
     let (mut acc, mut wide) = ACC.take();
     acc.clear();
     acc.resize(padded * stride, 0.0);
@@ -275,10 +285,10 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     wide.resize(padded * cols, 0.0);
     for k0 in (0..cols).step_by(STEP) {
         let kc = STEP.min(cols - k0);
-        for p in 0..tokens.count() {
+        for p in p0..p1 {
             let panel = tokens.panel(p).add(k0 * tokens.width);
             for r0 in (0..padded).step_by(MR) {
-                let at = acc.as_mut_ptr().add(r0 * stride + p * tokens.width);
+                let at = acc.as_mut_ptr().add(r0 * stride + (p - p0) * tokens.width);
                 tile::<V, MR, TV>(
                     wide.as_ptr().add(r0 * cols + k0),
                     cols,
@@ -307,7 +317,7 @@ unsafe fn rows_avx2(
     ty: GgmlType,
     rows: &[u8],
     cols: usize,
-    tokens: &Panels,
+    tokens: (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
     all::<__m256, 6, 2>(ty, rows, cols, tokens, out)
@@ -322,7 +332,7 @@ unsafe fn rows_avx512(
     ty: GgmlType,
     rows: &[u8],
     cols: usize,
-    tokens: &Panels,
+    tokens: (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
     all::<__m512, 12, 2>(ty, rows, cols, tokens, out)
@@ -376,7 +386,21 @@ mod tests {
                 let mut out = vec![vec![f32::NAN; n_rows]; n];
                 let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
                 // SAFETY: `pick` found these kernels' features.
-                unsafe { kernel.run(ty, &bytes, cols, &panels, &mut outs) };
+                unsafe { kernel.run(ty, &bytes, cols, &panels, (0, usize::MAX), &mut outs) };
+                // Panel by panel, the same bits.
+                let w = kernel.width();
+                for p in 0..panels.count() {
+                    let mut part = vec![vec![f32::NAN; n_rows]; n];
+                    let mut outs: Vec<&mut [f32]> = part[p * w..((p + 1) * w).min(n)]
+                        .iter_mut()
+                        .map(|o| o.as_mut_slice())
+                        .collect();
+                    // SAFETY: as above.
+                    unsafe { kernel.run(ty, &bytes, cols, &panels, (p, p + 1), &mut outs) };
+                    for t in p * w..((p + 1) * w).min(n) {
+                        assert_eq!(part[t], out[t], "{kernel:?} {ty} panel {p} token {t}");
+                    }
+                }
                 for (t, o) in out.iter().enumerate() {
                     for (r, &got) in o.iter().enumerate() {
                         let row = &rows[r * cols..(r + 1) * cols];
