@@ -13,6 +13,17 @@ pub enum EngineError {
     },
     #[error("nothing to evaluate: the token list is empty")]
     Empty,
+    #[error(
+        "--batch {n}: the KV caches of {n} sequences of {ctx} positions need {} MiB, and {} MiB are free",
+        need >> 20,
+        free >> 20
+    )]
+    BatchTooLarge {
+        n: usize,
+        ctx: usize,
+        need: usize,
+        free: usize,
+    },
     /// A GPU failure (out of memory, a kernel fault, NVRTC): the message names it.
     #[error("{0}")]
     Device(String),

@@ -72,6 +72,16 @@ impl CpuEngine {
         &self.model
     }
 
+    /// The model, shared.
+    pub fn model_arc(&self) -> Arc<Model> {
+        Arc::clone(&self.model)
+    }
+
+    /// The repacked weights under `fast` numerics, shared.
+    pub fn repacked_arc(&self) -> Option<Arc<Repacked>> {
+        self.repacked.clone()
+    }
+
     /// Positions used so far.
     pub fn position(&self) -> usize {
         self.kv.len()

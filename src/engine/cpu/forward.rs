@@ -1,6 +1,8 @@
 //! The forward pass of a llama/qwen2 decoder on the CPU, top to bottom: embed, then per layer
 //! attention and feed-forward blocks with residuals, then the final norm and the output head.
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
+//! Several sequences, each with its own KV cache, run as one batch (`forward_batch`): their
+//! rows share every product, and each sequence's rows attend to its own cache.
 //!
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
@@ -67,9 +69,33 @@ pub fn forward(
     scratch: &mut Scratch,
     fast: Option<&Repacked>,
 ) -> Vec<Vec<f32>> {
+    let mut seqs = [(kv, tokens)];
+    forward_batch(model, &mut seqs, want, rec, scratch, fast)
+        .pop()
+        .unwrap_or_default()
+}
+
+/// `forward` for several sequences in one pass: each `(cache, tokens)` runs its tokens at
+/// positions `cache.len()..`, their rows side by side in every product, each sequence's rows
+/// attending to its own cache. Returns each sequence's logits rows, as `forward` would, and
+/// advances each cache. Every row's arithmetic is that of the row alone in a batch of the
+/// same products, so under `exact` a sequence's logits are its logits run by itself.
+pub fn forward_batch(
+    model: &Model,
+    seqs: &mut [(&mut KvCache, &[u32])],
+    want: LogitsFor,
+    rec: &mut Recorder,
+    scratch: &mut Scratch,
+    fast: Option<&Repacked>,
+) -> Vec<Vec<Vec<f32>>> {
     let (cfg, w) = (&model.config, &model.weights);
-    let n = tokens.len();
-    let pos0 = kv.len();
+    // Each sequence's first row and its first position.
+    let mut starts = Vec::with_capacity(seqs.len());
+    let mut n = 0;
+    for (kv, tokens) in seqs.iter() {
+        starts.push((n, kv.len()));
+        n += tokens.len();
+    }
     let (e, qd, kvd, ff) = (cfg.n_embd, cfg.q_dim(), cfg.kv_dim(), cfg.n_ff);
     let style = cfg.arch.rope_style();
     let shape = AttnShape::of(cfg);
@@ -88,6 +114,7 @@ pub fn forward(
     } = scratch;
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
+        let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
         for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
             quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
         }
@@ -123,8 +150,11 @@ pub fn forward(
         });
         rec.time(B::Rope, layer, || {
             if tables.is_empty() {
-                tables = (0..n)
-                    .map(|t| rope_table(pos0 + t, cfg.rope_dims, cfg.rope_base))
+                tables = seqs
+                    .iter()
+                    .zip(&starts)
+                    .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
+                    .map(|pos| rope_table(pos, cfg.rope_dims, cfg.rope_base))
                     .collect();
             }
             let tables = &tables;
@@ -133,12 +163,17 @@ pub fn forward(
         });
         // attention stores this batch's K and V first
         rec.time(B::Attention, layer, || {
-            for t in 0..n {
-                let (kt, vt) = (&k[t * kvd..(t + 1) * kvd], &v[t * kvd..(t + 1) * kvd]);
-                kv.store(l, pos0 + t, kt, vt);
+            for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
+                let m = tokens.len();
+                for t in 0..m {
+                    let r = r0 + t;
+                    let (kt, vt) = (&k[r * kvd..(r + 1) * kvd], &v[r * kvd..(r + 1) * kvd]);
+                    kv.store(l, pos0 + t, kt, vt);
+                }
+                let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
+                let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
+                attention(shape, q, keys, values, pos0, att);
             }
-            let (keys, values) = (kv.keys(l, pos0 + n), kv.values(l, pos0 + n));
-            attention(shape, q, keys, values, pos0, &mut *att);
         });
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         rec.time(B::AttnResidual, layer, || {
@@ -168,12 +203,19 @@ pub fn forward(
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
         });
     }
-    kv.advance(n);
+    for (kv, tokens) in seqs.iter_mut() {
+        kv.advance(tokens.len());
+    }
 
-    let rows: Vec<usize> = match want {
-        LogitsFor::Last => vec![n - 1],
-        LogitsFor::All => (0..n).collect(),
-    };
+    // The rows whose logits are wanted, sequence by sequence.
+    let rows: Vec<usize> = seqs
+        .iter()
+        .zip(&starts)
+        .flat_map(|((_, tokens), &(r0, _))| match want {
+            LogitsFor::Last => r0 + tokens.len() - 1..r0 + tokens.len(),
+            LogitsFor::All => r0..r0 + tokens.len(),
+        })
+        .collect();
     let normed = sized(normed, rows.len() * e);
     rec.time(B::FinalNorm, None, || {
         for (hr, &t) in normed.chunks_exact_mut(e).zip(&rows) {
@@ -186,9 +228,18 @@ pub fn forward(
         matmul(w, &w.output, normed, &mut logits, fast)
     });
     if rows.len() == 1 {
-        return vec![logits];
+        return vec![vec![logits]];
     }
-    logits.chunks_exact(vocab).map(|r| r.to_vec()).collect()
+    let mut rows = logits.chunks_exact(vocab).map(|r| r.to_vec());
+    seqs.iter()
+        .map(|(_, tokens)| {
+            let m = match want {
+                LogitsFor::Last => 1,
+                LogitsFor::All => tokens.len(),
+            };
+            rows.by_ref().take(m).collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod attention;
 pub mod attention_tiled;
 #[cfg(target_arch = "x86_64")]
 pub mod attention_x86;
+pub mod batch;
 pub mod decode;
 pub mod expf;
 pub mod forward;
@@ -18,4 +19,5 @@ pub mod ops_x86;
 pub mod pool;
 pub mod repack;
 
+pub use batch::CpuBatch;
 pub use decode::CpuEngine;

@@ -1,0 +1,137 @@
+//! Several sequences decoded together on the CPU (`CpuBatch`): each its own KV cache and
+//! position, one forward pass per step for all of them (`forward::forward_batch`), so every
+//! weight read serves every sequence. The caches are sized before anything runs, and a batch
+//! whose caches would not fit in the memory the system has free is refused with the figure.
+
+use std::sync::Arc;
+
+use super::forward::{forward_batch, Scratch};
+use super::kv_cache::KvCache;
+use super::repack::Repacked;
+use super::CpuEngine;
+use crate::brick::Recorder;
+use crate::engine::error::EngineError;
+use crate::engine::options::LogitsFor;
+use crate::model::Model;
+
+/// A model with one KV cache per sequence.
+pub struct CpuBatch {
+    model: Arc<Model>,
+    kvs: Vec<KvCache>,
+    scratch: Box<Scratch>,
+    repacked: Option<Arc<Repacked>>,
+}
+
+/// Bytes of `n` KV caches of `ctx` positions for `model` (f16 keys and values, every layer).
+pub fn kv_bytes(model: &Model, ctx: usize, n: usize) -> usize {
+    let c = &model.config;
+    n.saturating_mul(2 * c.n_layers * c.kv_dim() * ctx.clamp(1, c.context_length) * 2)
+}
+
+/// Bytes the system reports free for new allocations (`MemAvailable`), where it says.
+pub fn memory_available() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+impl CpuBatch {
+    /// `n` sequences of up to `ctx` positions each, with `engine`'s model and numerics
+    /// (its repacked weights shared). Refused when the caches need more than the memory free.
+    pub fn new(engine: &CpuEngine, ctx: usize, n: usize) -> Result<CpuBatch, EngineError> {
+        let model = engine.model_arc();
+        let need = kv_bytes(&model, ctx, n);
+        if let Some(free) = memory_available() {
+            if need > free {
+                return Err(EngineError::BatchTooLarge { n, ctx, need, free });
+            }
+        }
+        let c = &model.config;
+        let ctx = ctx.clamp(1, c.context_length);
+        let kvs = (0..n)
+            .map(|_| KvCache::new(c.n_layers, c.kv_dim(), ctx))
+            .collect();
+        Ok(CpuBatch {
+            model,
+            kvs,
+            scratch: Box::default(),
+            repacked: engine.repacked_arc(),
+        })
+    }
+
+    /// Sequences in the batch.
+    pub fn len(&self) -> usize {
+        self.kvs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kvs.is_empty()
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Sequence `s`'s position (tokens cached).
+    pub fn position(&self, s: usize) -> usize {
+        self.kvs[s].len()
+    }
+
+    /// Bytes the caches hold.
+    pub fn kv_bytes(&self) -> usize {
+        self.kvs.iter().map(KvCache::bytes).sum()
+    }
+
+    /// Forget every sequence's tokens.
+    pub fn reset(&mut self) {
+        self.kvs.iter_mut().for_each(KvCache::clear);
+    }
+
+    /// Evaluate each `(s, tokens)` of `work` (sequences in increasing order, each at most
+    /// once) after what sequence `s` has cached, all in one pass; logits for each item's last
+    /// or every token, in `work`'s order.
+    pub fn eval(
+        &mut self,
+        work: &[(usize, &[u32])],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
+        let vocab = self.model.config.vocab_size;
+        for (i, &(s, tokens)) in work.iter().enumerate() {
+            assert!(
+                s < self.kvs.len() && (i == 0 || work[i - 1].0 < s),
+                "sequences in increasing order, each once"
+            );
+            if tokens.is_empty() {
+                return Err(EngineError::Empty);
+            }
+            if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(EngineError::BadToken { id, vocab });
+            }
+            let kv = &self.kvs[s];
+            if kv.len() + tokens.len() > kv.capacity() {
+                return Err(EngineError::ContextFull {
+                    ctx: kv.capacity(),
+                    used: kv.len(),
+                    asked: tokens.len(),
+                });
+            }
+        }
+        let mut items = work.iter().peekable();
+        let mut seqs: Vec<(&mut KvCache, &[u32])> = Vec::with_capacity(work.len());
+        for (s, kv) in self.kvs.iter_mut().enumerate() {
+            if let Some(&(_, tokens)) = items.next_if(|(w, _)| *w == s) {
+                seqs.push((kv, tokens));
+            }
+        }
+        Ok(forward_batch(
+            &self.model,
+            &mut seqs,
+            want,
+            rec,
+            &mut self.scratch,
+            self.repacked.as_deref(),
+        ))
+    }
+}
