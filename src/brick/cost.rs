@@ -196,6 +196,27 @@ impl Shapes {
             .fold(Cost::default(), |a, c| a + c)
     }
 
+    /// Cost of `brick` for one step of `n` sequences decoded together, each attending over
+    /// `kv_len` positions of its own cache: the weights read once, everything else (and the
+    /// FLOPs) once per sequence.
+    pub fn batch_cost(&self, brick: Brick, n: usize, kv_len: f64) -> Cost {
+        let n = n.max(1) as f64;
+        brick
+            .covers()
+            .into_iter()
+            .map(|b| {
+                let one = self.cost_one(b, kv_len);
+                let w = self.weight_bytes(b);
+                Cost {
+                    bytes_read: w + n * (one.bytes_read - w),
+                    bytes_written: n * one.bytes_written,
+                    flops: n * one.flops,
+                    resident: n * one.resident,
+                }
+            })
+            .fold(Cost::default(), |a, c| a + c)
+    }
+
     /// The weight-matrix bytes `b` reads (once per step, whatever the batch).
     fn weight_bytes(&self, b: BrickId) -> f64 {
         let sum = |f: &dyn Fn(&LayerBytes) -> usize| -> f64 {

@@ -127,6 +127,11 @@ pub struct ProfileArgs {
     /// Write a Chrome/Perfetto trace of every brick span to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// After the run, decode N sequences together (each its own prompt and KV cache, one
+    /// pass per step) for each N of a list such as 1,2,4,8; the report gets a `batch`
+    /// section. CPU engine only.
+    #[arg(long, alias = "concurrent", value_name = "N[,N...]", value_delimiter = ',')]
+    pub batch: Vec<usize>,
     /// CI mode: no progress output. Gates are enforced whenever given.
     #[arg(long)]
     pub ci: bool,

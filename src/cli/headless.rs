@@ -21,7 +21,10 @@ use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::BrickId;
 use crate::engine::backend::{timing_label, Backend, Device};
 use crate::engine::cuda::GpuInfo;
-use crate::engine::{Numerics, Timing};
+use crate::engine::cpu::CpuEngine;
+use crate::engine::{EngineError, Numerics, Timing};
+use crate::profiler::batch::{context_needed, run_point, Sweep};
+use crate::report::types::BatchPoint;
 use crate::profiler::analysis::Budgets;
 use crate::profiler::hardware::Host;
 use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
@@ -445,6 +448,77 @@ fn outcome(report: &Report, interrupted: Option<i32>, tokens: usize) -> Result<(
     Ok(())
 }
 
+/// `--batch`: the sweep's plan and the context each sequence needs, checked before anything
+/// runs (CPU only; sizes from 1 to `MAX_BATCH`; the context within the model's).
+fn batch_sweep(
+    a: &ProfileArgs,
+    src: &ModelSource,
+    prompt: usize,
+    device: &Device,
+) -> Result<Option<(Sweep, usize)>, CliError> {
+    if a.batch.is_empty() {
+        return Ok(None);
+    }
+    if !matches!(device, Device::Cpu) {
+        return Err(CliError::usage(format!(
+            "--batch: batched decode runs on the CPU engine only so far (this run is on {}); \
+             give --device cpu",
+            device.name()
+        )));
+    }
+    if let Some(&bad) = a.batch.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
+        return Err(CliError::usage(format!(
+            "--batch {bad}: a batch size is 1 to {MAX_BATCH}"
+        )));
+    }
+    let sweep = Sweep {
+        warmup: a.warmup.min(4),
+        tokens: a.tokens,
+        profiled: a.timing != TimingArg::Off,
+    };
+    let ctx = context_needed(prompt, sweep);
+    let trained = src.model.config.context_length;
+    if ctx > trained {
+        return Err(CliError::usage(format!(
+            "--batch: a prompt of {prompt} and {} steps need {ctx} positions a sequence, over \
+             the model's context of {trained}",
+            sweep.warmup + 2 * sweep.tokens
+        )));
+    }
+    Ok(Some((sweep, ctx)))
+}
+
+/// Most sequences `--batch` takes.
+const MAX_BATCH: usize = 1024;
+
+/// Each batch size of the sweep, on a CPU engine of the run's numerics; an interrupt ends the
+/// sweep at a batch size's end.
+fn run_batches(
+    a: &ProfileArgs,
+    src: &ModelSource,
+    prompt: &[u32],
+    (sweep, ctx): (Sweep, usize),
+    device: &Device,
+    signals: &Interrupt,
+) -> Result<Vec<BatchPoint>, CliError> {
+    let engine = CpuEngine::new(src.model.clone(), ctx).with_numerics(a.engine.numerics_on(device));
+    let mut points = Vec::new();
+    for &n in &a.batch {
+        if signals.caught() {
+            break;
+        }
+        if !a.ci {
+            eprintln!("cbtop: batch {n}: {} steps", sweep.tokens);
+        }
+        let p = run_point(&engine, prompt, ctx, n, sweep).map_err(|e| match e {
+            EngineError::BatchTooLarge { .. } => CliError::usage(e.to_string()),
+            e => CliError::runtime(e),
+        })?;
+        points.push(p);
+    }
+    Ok(points)
+}
+
 /// `cbtop --headless`: validate, open, run, assemble, emit.
 pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     // Caught from the start, so a signal at any point ends in a report or an exit code that
@@ -461,9 +535,13 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     if let (Some(n), false) = (&note, a.ci) {
         eprintln!("cbtop: note: {n}");
     }
+    let sweep = batch_sweep(&a, &src, prompt.len(), &device)?;
     let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals)?;
     let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
     let mut report = build(&info, &m.run, &checks.budgets);
+    if let Some((sweep, ctx)) = sweep {
+        report.batch = Some(run_batches(&a, &src, &prompt, (sweep, ctx), &device, &signals)?);
+    }
     let interrupted = m
         .run
         .interrupted

@@ -3,6 +3,7 @@
 //! live view are both built from what this module produces.
 
 pub mod analysis;
+pub mod batch;
 pub mod hardware;
 pub mod model_source;
 pub mod run;

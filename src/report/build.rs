@@ -223,6 +223,7 @@ pub fn build(info: &RunInfo, run: &RunResult, budgets: &Budgets) -> Report {
         }),
         gates: Vec::new(),
         assertions: assertions(run),
+        batch: None,
         status: Status::Pass,
     }
 }

@@ -371,6 +371,27 @@ fn matmuls_in(
                     ];
                     vec_dot_rows_x4(m.ty, rows, rb, four, outs);
                 }
+                // Two or three tokens left: one more four-token pass, the last token standing
+                // in for the missing ones (their results dropped), so the rows are read once
+                // more instead of once a token (a small batch of sequences decoding together).
+                let rest = n - fours;
+                if fours < n && rest >= 2 && has_x4(m.ty) {
+                    let at = |i: usize| (fours + i).min(n - 1);
+                    let four = std::array::from_fn(|i| &acts[at(i)]);
+                    let mut spare = vec![0f32; 2 * (r1 - r0)];
+                    let (s0, s1) = spare.split_at_mut(r1 - r0);
+                    let mut spares = [s0, s1].into_iter();
+                    let mut pick = |i: usize| -> &mut [f32] {
+                        if fours + i < n {
+                            out_rows(fours + i)
+                        } else {
+                            spares.next().expect("at most two stand-ins")
+                        }
+                    };
+                    let outs = [pick(0), pick(1), pick(2), pick(3)];
+                    vec_dot_rows_x4(m.ty, rows, rb, four, outs);
+                    return;
+                }
                 for (t, act) in acts.iter().enumerate().skip(fours) {
                     vec_dot_rows(m.ty, rows, rb, act, out_rows(t));
                 }

@@ -1,0 +1,160 @@
+//! The batched-decode sweep (`--batch`): for each batch size `n`, `n` sequences with their own
+//! prompts and KV caches on the CPU engine (`CpuBatch`), every prompt evaluated in one pass,
+//! then warm-up steps and measured steps of one token for every sequence. With per-brick
+//! timing on, each measured step is profiled and followed by an unprofiled one, so the
+//! throughput comes from unprofiled steps and the per-brick table from profiled ones at the
+//! same positions; their ratio is the profiler's own cost at that batch size.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::brick::cost::Shapes;
+use crate::brick::{Brick, Recorder};
+use crate::engine::cpu::{CpuBatch, CpuEngine};
+use crate::engine::sampler::argmax;
+use crate::engine::{EngineError, LogitsFor};
+use crate::report::types::{BatchBrick, BatchPoint};
+
+/// What a sweep runs at each batch size.
+#[derive(Clone, Copy, Debug)]
+pub struct Sweep {
+    pub warmup: usize,
+    pub tokens: usize,
+    /// Per-brick timing on the measured steps.
+    pub profiled: bool,
+}
+
+/// Sequence `s`'s prompt: `base` with the tokens after the first turned by `s` places, so the
+/// sequences of a batch read different text of the same length.
+pub fn varied_prompt(base: &[u32], s: usize) -> Vec<u32> {
+    let mut p = base.to_vec();
+    if p.len() > 2 {
+        let k = s % (p.len() - 1);
+        p[1..].rotate_left(k);
+    }
+    p
+}
+
+/// Positions a sequence needs: its prompt and every step of the sweep.
+pub fn context_needed(prompt: usize, sweep: Sweep) -> usize {
+    prompt + sweep.warmup + 2 * sweep.tokens + 1
+}
+
+/// The quantile `q` of `xs` (sorted here), microseconds from nanoseconds.
+fn quantile_us(xs: &mut [u64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_unstable();
+    let i = ((xs.len() - 1) as f64 * q).round() as usize;
+    xs[i] as f64 / 1e3
+}
+
+/// One batch size of the sweep.
+pub fn run_point(
+    engine: &CpuEngine,
+    prompt: &[u32],
+    ctx: usize,
+    n: usize,
+    sweep: Sweep,
+) -> Result<BatchPoint, EngineError> {
+    let mut batch = CpuBatch::new(engine, ctx, n)?;
+    let prompts: Vec<Vec<u32>> = (0..n).map(|s| varied_prompt(prompt, s)).collect();
+    let work: Vec<(usize, &[u32])> = prompts.iter().map(|p| p.as_slice()).enumerate().collect();
+    let off = &mut Recorder::off();
+    let t0 = Instant::now();
+    let first = batch.eval(&work, LogitsFor::Last, off)?;
+    let prefill = t0.elapsed();
+    let mut next: Vec<[u32; 1]> = first
+        .iter()
+        .map(|rows| [rows.last().map_or(0, |l| argmax(l))])
+        .collect();
+    let mut step = |rec: &mut Recorder, next: &mut Vec<[u32; 1]>| -> Result<u64, EngineError> {
+        let work: Vec<(usize, &[u32])> = next.iter().map(|t| &t[..]).enumerate().collect();
+        let t = Instant::now();
+        let logits = batch.eval(&work, LogitsFor::Last, rec)?;
+        let ns = t.elapsed().as_nanos() as u64;
+        for (t, rows) in next.iter_mut().zip(&logits) {
+            t[0] = rows.last().map_or(0, |l| argmax(l));
+        }
+        Ok(ns)
+    };
+    for _ in 0..sweep.warmup {
+        step(off, &mut next)?;
+    }
+    let mut plain = Vec::with_capacity(sweep.tokens);
+    let mut profiled = Vec::new();
+    let mut spans: HashMap<Brick, u64> = HashMap::new();
+    let mut rec = Recorder::new(true, Instant::now());
+    for _ in 0..sweep.tokens {
+        if sweep.profiled {
+            rec.clear();
+            profiled.push(step(&mut rec, &mut next)?);
+            for s in rec.take() {
+                *spans.entry(s.brick).or_default() += s.dur_ns;
+            }
+        }
+        plain.push(step(off, &mut next)?);
+    }
+    let mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len().max(1) as f64 / 1e3;
+    let step_us = mean(&plain);
+    let positions = prompt.len() + sweep.warmup + sweep.tokens;
+    let shapes = Shapes::new(&engine.model().config, &engine.model().weights);
+    let mut bricks: Vec<(Brick, u64)> = spans.into_iter().collect();
+    bricks.sort_by_key(|(b, _)| b.order());
+    let profiled_us = mean(&profiled);
+    let steps = sweep.tokens.max(1) as f64;
+    let bricks: Vec<BatchBrick> = bricks
+        .into_iter()
+        .map(|(b, ns)| {
+            let per_step_us = ns as f64 / 1e3 / steps;
+            let cost = shapes.batch_cost(b, n, positions as f64);
+            let s = per_step_us / 1e6;
+            BatchBrick {
+                id: b.to_string(),
+                per_step_us,
+                per_token_us: per_step_us / n as f64,
+                share_percent: 100.0 * per_step_us / profiled_us.max(f64::MIN_POSITIVE),
+                bytes: cost.bytes(),
+                flops: cost.flops,
+                gbps: cost.bytes() / s.max(f64::MIN_POSITIVE) / 1e9,
+                tflops: cost.flops / s.max(f64::MIN_POSITIVE) / 1e12,
+                intensity: cost.intensity(),
+            }
+        })
+        .collect();
+    let covered: f64 = bricks.iter().map(|b| b.per_step_us).sum();
+    let ttft_ms = prefill.as_secs_f64() * 1e3;
+    Ok(BatchPoint {
+        n,
+        prompt_tokens: prompts.iter().map(Vec::len).collect(),
+        prefill_ms: ttft_ms,
+        ttft_ms: vec![ttft_ms; n],
+        steps: sweep.tokens,
+        step_us,
+        step_p50_us: quantile_us(&mut plain.clone(), 0.5),
+        step_p99_us: quantile_us(&mut plain, 0.99),
+        tokens_per_sec: n as f64 * 1e6 / step_us.max(f64::MIN_POSITIVE),
+        per_sequence_tokens_per_sec: 1e6 / step_us.max(f64::MIN_POSITIVE),
+        kv_cache_bytes: batch.kv_bytes(),
+        overhead_percent: sweep
+            .profiled
+            .then(|| 100.0 * (profiled_us / step_us.max(f64::MIN_POSITIVE) - 1.0)),
+        other_us: sweep.profiled.then(|| (profiled_us - covered).max(0.0)),
+        bricks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varied_prompts_keep_the_first_token_and_the_length() {
+        let base = [1, 10, 11, 12];
+        assert_eq!(varied_prompt(&base, 0), vec![1, 10, 11, 12]);
+        assert_eq!(varied_prompt(&base, 1), vec![1, 11, 12, 10]);
+        assert_eq!(varied_prompt(&base, 3), vec![1, 10, 11, 12]);
+        assert_eq!(varied_prompt(&[5], 2), vec![5]);
+    }
+}
