@@ -424,3 +424,43 @@ fn embedded_default_is_labelled_synthetic() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("synthetic weights"));
 }
+
+/// `--batch 1,3`: one `batch` entry per size, each with its sequences' prompts and TTFTs, a
+/// throughput, the profiler's overhead and a brick table whose bricks cover most of the
+/// profiled step; a size of 0 or past the largest is refused by flag (exit 2).
+#[test]
+fn batch_sweep_adds_one_entry_per_size() {
+    let o = headless(&["--json", "--tokens", "6", "--batch", "1,3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_report(&o);
+    let batch = r["batch"].as_array().expect("a batch section");
+    assert_eq!(batch.len(), 2);
+    for (p, n) in batch.iter().zip([1usize, 3]) {
+        assert_eq!(p["n"].as_u64(), Some(n as u64));
+        assert_eq!(p["ttft_ms"].as_array().unwrap().len(), n);
+        assert_eq!(p["prompt_tokens"].as_array().unwrap().len(), n);
+        assert_eq!(p["steps"].as_u64(), Some(6));
+        let (tps, per) = (
+            f(&p["tokens_per_sec"]),
+            f(&p["per_sequence_tokens_per_sec"]),
+        );
+        assert!(
+            tps > 0.0 && (tps - n as f64 * per).abs() < 1e-6 * tps,
+            "{p}"
+        );
+        let bricks = p["bricks"].as_array().unwrap();
+        assert!(bricks.iter().any(|b| b["id"] == "ffn_gate_up"), "{p}");
+        let covered: f64 = bricks.iter().map(|b| f(&b["share_percent"])).sum();
+        assert!(
+            (50.0..=100.5).contains(&covered),
+            "bricks cover {covered}% of a step"
+        );
+        assert!(p["overhead_percent"].is_number());
+    }
+    for bad in [&["--batch", "0"][..], &["--batch", "1,2000"]] {
+        let o = headless(bad);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains("--batch"), "{bad:?}: {err}");
+    }
+}

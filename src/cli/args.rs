@@ -130,7 +130,12 @@ pub struct ProfileArgs {
     /// After the run, decode N sequences together (each its own prompt and KV cache, one
     /// pass per step) for each N of a list such as 1,2,4,8; the report gets a `batch`
     /// section. CPU engine only.
-    #[arg(long, alias = "concurrent", value_name = "N[,N...]", value_delimiter = ',')]
+    #[arg(
+        long,
+        alias = "concurrent",
+        value_name = "N[,N...]",
+        value_delimiter = ','
+    )]
     pub batch: Vec<usize>,
     /// CI mode: no progress output. Gates are enforced whenever given.
     #[arg(long)]

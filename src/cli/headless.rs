@@ -20,12 +20,11 @@ use crate::brick::id::is_valid_id;
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::BrickId;
 use crate::engine::backend::{timing_label, Backend, Device};
-use crate::engine::cuda::GpuInfo;
 use crate::engine::cpu::CpuEngine;
+use crate::engine::cuda::GpuInfo;
 use crate::engine::{EngineError, Numerics, Timing};
-use crate::profiler::batch::{context_needed, run_point, Sweep};
-use crate::report::types::BatchPoint;
 use crate::profiler::analysis::Budgets;
+use crate::profiler::batch::{context_needed, run_point, Sweep};
 use crate::profiler::hardware::Host;
 use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
 use crate::profiler::run::{run_until, Plan, RunResult};
@@ -34,6 +33,7 @@ use crate::report::build::{build, RunInfo};
 use crate::report::gates::{apply_gates, evaluate, failure_summary, GateFlags, GateSpec};
 use crate::report::telemetry::{summarize, trace_counters as telemetry_counters, Window};
 use crate::report::trace::{write_trace, TraceCounter, TraceSpan};
+use crate::report::types::BatchPoint;
 use crate::report::{format, Report, RunConfig, Status};
 use crate::telemetry::{GpuProbe, Sampler, TelemetrySample};
 
@@ -540,7 +540,14 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
     let mut report = build(&info, &m.run, &checks.budgets);
     if let Some((sweep, ctx)) = sweep {
-        report.batch = Some(run_batches(&a, &src, &prompt, (sweep, ctx), &device, &signals)?);
+        report.batch = Some(run_batches(
+            &a,
+            &src,
+            &prompt,
+            (sweep, ctx),
+            &device,
+            &signals,
+        )?);
     }
     let interrupted = m
         .run

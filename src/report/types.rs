@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
+
+pub use crate::profiler::batch::{BatchBrick, BatchPoint};
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::cuda::GpuInfo;
@@ -70,59 +72,6 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<Vec<BatchPoint>>,
     pub status: Status,
-}
-
-/// `n` sequences decoded together, each its own prompt and KV cache, one pass per step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BatchPoint {
-    /// Sequences in the batch.
-    pub n: usize,
-    /// Each sequence's prompt length.
-    pub prompt_tokens: Vec<usize>,
-    /// Every prompt evaluated in one pass, milliseconds.
-    pub prefill_ms: f64,
-    /// Each sequence's time to its first token (its logits after the batched prompt), ms.
-    pub ttft_ms: Vec<f64>,
-    /// Measured steps (each one token for every sequence).
-    pub steps: usize,
-    /// Mean, median and p99 step time without per-brick timing, microseconds.
-    pub step_us: f64,
-    pub step_p50_us: f64,
-    pub step_p99_us: f64,
-    /// Tokens per second over all sequences (`n` / mean step time).
-    pub tokens_per_sec: f64,
-    /// Tokens per second of each sequence (1 / mean step time, the same for all).
-    pub per_sequence_tokens_per_sec: f64,
-    /// Bytes of the sequences' KV caches.
-    pub kv_cache_bytes: usize,
-    /// Per-brick timing's cost on the step time, percent (absent when it was off).
-    #[serde(default)]
-    pub overhead_percent: Option<f64>,
-    /// Mean profiled step time not covered by any brick, microseconds.
-    #[serde(default)]
-    pub other_us: Option<f64>,
-    /// Per brick (absent when per-brick timing was off), in pipeline order.
-    #[serde(default)]
-    pub bricks: Vec<BatchBrick>,
-}
-
-/// One brick of a batched step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BatchBrick {
-    pub id: String,
-    /// Mean time per step (all `n` sequences), microseconds.
-    pub per_step_us: f64,
-    /// `per_step_us / n`.
-    pub per_token_us: f64,
-    /// Share of the mean profiled step time, percent.
-    pub share_percent: f64,
-    /// Bytes moved and FLOPs per step by the cost model (weights once, the rest per sequence).
-    pub bytes: f64,
-    pub flops: f64,
-    pub gbps: f64,
-    pub tflops: f64,
-    /// FLOPs per byte: where the brick sits on the roofline at this batch size.
-    pub intensity: f64,
 }
 
 /// A check on the run itself rather than on a threshold the user gave.

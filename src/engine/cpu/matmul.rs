@@ -206,29 +206,7 @@ fn matmuls_in(
         .flatten();
     #[cfg(target_arch = "x86_64")]
     if let Some(tiles) = tiles {
-        use crate::quant::x86::float_tiles::{pack_piece, Panels};
-        for (m, _) in products.iter() {
-            let kind = ActType::for_weights(m.ty);
-            if !matches!(kind, ActType::F16 | ActType::BF16) {
-                continue;
-            }
-            let at = match s.panels.iter().position(|(k, _)| *k == kind) {
-                Some(at) => at,
-                None => {
-                    s.panels.push((kind, Panels::default()));
-                    s.panels.len() - 1
-                }
-            };
-            let (_, rows) = formats
-                .iter()
-                .find(|(k, _)| *k == kind)
-                .expect("quantized above");
-            let x: Vec<&[f32]> = rows[..n].iter().map(float_act).collect();
-            let (panels, w) = (&mut s.panels[at].1, tiles.width());
-            panels.resize(n, cols, w);
-            let (data, len) = panels.pieces_mut();
-            pool::par_chunks_mut(data, len, |i, piece| pack_piece(&x, cols, w, i, piece));
-        }
+        pack_panels(&mut s.panels, formats, products, (n, cols), tiles);
     }
     #[cfg(target_arch = "x86_64")]
     let panels = &s.panels;
@@ -371,26 +349,8 @@ fn matmuls_in(
                     ];
                     vec_dot_rows_x4(m.ty, rows, rb, four, outs);
                 }
-                // Two or three tokens left: one more four-token pass, the last token standing
-                // in for the missing ones (their results dropped), so the rows are read once
-                // more instead of once a token (a small batch of sequences decoding together).
-                let rest = n - fours;
-                if fours < n && rest >= 2 && has_x4(m.ty) {
-                    let at = |i: usize| (fours + i).min(n - 1);
-                    let four = std::array::from_fn(|i| &acts[at(i)]);
-                    let mut spare = vec![0f32; 2 * (r1 - r0)];
-                    let (s0, s1) = spare.split_at_mut(r1 - r0);
-                    let mut spares = [s0, s1].into_iter();
-                    let mut pick = |i: usize| -> &mut [f32] {
-                        if fours + i < n {
-                            out_rows(fours + i)
-                        } else {
-                            spares.next().expect("at most two stand-ins")
-                        }
-                    };
-                    let outs = [pick(0), pick(1), pick(2), pick(3)];
-                    vec_dot_rows_x4(m.ty, rows, rb, four, outs);
-                    return;
+                if n - fours >= 2 && has_x4(m.ty) {
+                    return padded_x4(m.ty, (rows, rb), &acts[fours..], &|t| out_rows(fours + t));
                 }
                 for (t, act) in acts.iter().enumerate().skip(fours) {
                     vec_dot_rows(m.ty, rows, rb, act, out_rows(t));
@@ -527,6 +487,68 @@ fn widened_batch<'o>(
         vec_dot_rows(ty, rows, 2 * cols, act, out_rows(t));
     }
     WIDE.set(wide);
+}
+
+/// The tokens of each F16/BF16 format the products read, packed for `x86::float_tiles` into
+/// `panels` (kept from call to call), a piece of a panel a task.
+#[cfg(target_arch = "x86_64")]
+fn pack_panels(
+    panels: &mut Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
+    formats: &[(ActType, Vec<QuantizedAct>)],
+    products: &[Product],
+    (n, cols): (usize, usize),
+    tiles: crate::quant::x86::float_tiles::Tiles,
+) {
+    use crate::quant::x86::float_tiles::{pack_piece, Panels};
+    for (m, _) in products.iter() {
+        let kind = ActType::for_weights(m.ty);
+        if !matches!(kind, ActType::F16 | ActType::BF16) {
+            continue;
+        }
+        let at = match panels.iter().position(|(k, _)| *k == kind) {
+            Some(at) => at,
+            None => {
+                panels.push((kind, Panels::default()));
+                panels.len() - 1
+            }
+        };
+        let (_, rows) = formats
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("quantized above");
+        let x: Vec<&[f32]> = rows[..n].iter().map(float_act).collect();
+        let (panels, w) = (&mut panels[at].1, tiles.width());
+        panels.resize(n, cols, w);
+        let (data, len) = panels.pieces_mut();
+        pool::par_chunks_mut(data, len, |i, piece| pack_piece(&x, cols, w, i, piece));
+    }
+}
+
+/// The last two or three tokens of a batch task (`acts`) in one four-token pass, the last
+/// token standing in for the missing ones (their results dropped), so the rows are read once
+/// more instead of once a token (a small batch of sequences decoding together).
+fn padded_x4<'o>(
+    ty: GgmlType,
+    (rows, rb): (&[u8], usize),
+    acts: &[QuantizedAct],
+    out_rows: &dyn Fn(usize) -> &'o mut [f32],
+) {
+    let n = acts.len();
+    debug_assert!((2..4).contains(&n));
+    let four = std::array::from_fn(|i| &acts[i.min(n - 1)]);
+    let len = rows.len() / rb;
+    let mut spare = vec![0f32; 2 * len];
+    let (s0, s1) = spare.split_at_mut(len);
+    let mut spares = [s0, s1].into_iter();
+    let mut pick = |i: usize| -> &mut [f32] {
+        if i < n {
+            out_rows(i)
+        } else {
+            spares.next().expect("at most two stand-ins")
+        }
+    };
+    let outs = [pick(0), pick(1), pick(2), pick(3)];
+    vec_dot_rows_x4(ty, rows, rb, four, outs);
 }
 
 /// A float activation row's values (F16 and BF16 rows hold the rounded values as f32).
