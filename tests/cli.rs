@@ -360,3 +360,61 @@ fn a_closed_pipe_ends_quietly() {
         out.status
     );
 }
+
+/// `generate --batch 3` with one prompt: three JSON lines, one per sequence, each with the
+/// greedy tokens of the prompt run alone; several `--prompt` decode together; `--batch 0` is
+/// refused by flag.
+#[test]
+fn generate_batch_prints_each_sequence_as_it_runs_alone() {
+    let m = common::fixture("conformance/models/conf-qwen2-Q8_0.gguf")
+        .display()
+        .to_string();
+    let base = [
+        "generate",
+        "--model-path",
+        &m,
+        "--device",
+        "cpu",
+        "--greedy",
+        "--max-tokens",
+        "5",
+        "--json",
+        "--ignore-eos",
+    ];
+    let run = |extra: &[&str]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let o = cbtop(&args);
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr_of(&o));
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let alone = run(&["--ids", "1 7 9 30"]);
+    let three = run(&["--ids", "1 7 9 30", "--batch", "3"]);
+    assert_eq!(three.len(), 3);
+    for (s, line) in three.iter().enumerate() {
+        assert_eq!(line["sequence"].as_u64(), Some(s as u64));
+        assert_eq!(
+            line["generated_ids"], alone[0]["generated_ids"],
+            "sequence {s}"
+        );
+    }
+    let two = run(&["--prompt", "ab", "--prompt", "c d e"]);
+    assert_eq!(two.len(), 2);
+    assert_ne!(two[0]["prompt_ids"], two[1]["prompt_ids"]);
+    let o = cbtop(&[
+        "generate",
+        "--model-path",
+        &m,
+        "--device",
+        "cpu",
+        "--ids",
+        "1",
+        "--batch",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("--batch"), "{}", stderr_of(&o));
+}

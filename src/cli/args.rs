@@ -272,15 +272,19 @@ pub struct GenerateArgs {
     /// The GGUF model.
     #[arg(long)]
     pub model_path: PathBuf,
-    /// Prompt text (special tokens are parsed).
+    /// Prompt text (special tokens are parsed); several --prompt decode together (CPU).
     #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
-    pub prompt: Option<String>,
+    pub prompt: Vec<String>,
     /// Prompt as token ids, e.g. "1 5 9".
     #[arg(long)]
     pub ids: Option<String>,
     /// Tokens to generate.
     #[arg(long, default_value_t = 32)]
     pub max_tokens: usize,
+    /// Sequences decoded together, one pass per step (CPU engine): the prompts given, taken in
+    /// turn (default: one per --prompt). Each sequence samples with the seed plus its index.
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Greedy decoding (same as --temperature 0).
     #[arg(long)]
     pub greedy: bool,

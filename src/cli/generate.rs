@@ -19,7 +19,7 @@ use crate::engine::sampler::{top_k, Sampler, SamplerConfig};
 use crate::engine::{generate, Timing};
 use crate::model::Model;
 
-fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
+pub(super) fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
     let ids: Result<Vec<u32>, _> = s
         .split(|c: char| c.is_whitespace() || c == ',')
         .filter(|t| !t.is_empty())
@@ -34,7 +34,7 @@ fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -50,7 +50,10 @@ fn timing_source(device: &Device) -> &'static str {
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     let model = Arc::new(Model::load(&a.model_path).map_err(CliError::usage)?);
     let tok = &model.tokenizer;
-    let prompt_ids = match (&a.prompt, &a.ids) {
+    if a.prompt.len() > 1 || a.batch.is_some() {
+        return super::generate_batch::run(&a, &model);
+    }
+    let prompt_ids = match (a.prompt.first(), &a.ids) {
         (_, Some(ids)) => parse_ids(ids)?,
         (Some(p), None) => tok.encode(p, true),
         (None, None) => return Err(CliError::usage("give --prompt or --ids")),
@@ -159,7 +162,7 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     };
     if a.json {
         let mut out = json!({
-            "prompt": a.prompt,
+            "prompt": a.prompt.first(),
             "prompt_ids": prompt_ids,
             "steps": steps,
             "generated_ids": generated,

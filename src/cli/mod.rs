@@ -8,6 +8,7 @@ mod dispatch;
 pub mod doctor;
 mod error;
 mod generate;
+mod generate_batch;
 pub mod headless;
 mod inspect;
 pub mod interrupt;
