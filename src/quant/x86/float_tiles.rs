@@ -109,14 +109,6 @@ impl Tiles {
         n.div_ceil(self.width())
     }
 
-    /// Rows in a tile.
-    pub fn rows(self) -> usize {
-        match self {
-            Tiles::Avx2 => 6,
-            Tiles::Avx512 => 12,
-        }
-    }
-
     /// `out[t - t0][r] = row r · token t` for the F16 or BF16 (`ty`) rows of `rows` (`cols`
     /// weights each) and the tokens `t` of panels `part.0..part.1` of `tokens` (`t0` the
     /// first of them).
