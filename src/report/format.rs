@@ -56,6 +56,9 @@ pub fn to_markdown(r: &Report) -> String {
     if let Some(p) = &r.prefill {
         prefill_markdown(&mut s, p);
     }
+    if let Some(points) = &r.batch {
+        batch_markdown(&mut s, points);
+    }
     let tel = &r.telemetry;
     if !tel.available {
         let _ = writeln!(
@@ -251,6 +254,51 @@ fn bricks_markdown(s: &mut String, r: &Report) {
 }
 
 /// The prompt's brick table.
+/// The `--batch` sweep: a line per batch size, then each size's brick table.
+fn batch_markdown(s: &mut String, points: &[super::types::BatchPoint]) {
+    let _ = writeln!(s, "Batched decode (CPU engine):\n");
+    let _ = writeln!(
+        s,
+        "| batch | tok/s (all) | tok/s (each) | step us | p99 us | prefill ms | KV MiB | overhead % |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for p in points {
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} | {} |",
+            p.n,
+            p.tokens_per_sec,
+            p.per_sequence_tokens_per_sec,
+            p.step_us,
+            p.step_p99_us,
+            p.prefill_ms,
+            p.kv_cache_bytes as f64 / (1 << 20) as f64,
+            p.overhead_percent
+                .map_or("-".to_string(), |o| format!("{o:.1}"))
+        );
+    }
+    let _ = writeln!(s);
+    for p in points.iter().filter(|p| !p.bricks.is_empty()) {
+        let _ = writeln!(s, "Batch {}, per brick:\n", p.n);
+        let _ = writeln!(
+            s,
+            "| brick | us/step | us/token | share % | GB/s | TFLOP/s | FLOP/byte |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+        for b in &p.bricks {
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {:.2} | {:.1} | {:.1} | {:.3} | {:.2} |",
+                b.id, b.per_step_us, b.per_token_us, b.share_percent, b.gbps, b.tflops, b.intensity
+            );
+        }
+        if let Some(o) = p.other_us {
+            let _ = writeln!(s, "| other | {o:.1} | | | | | |");
+        }
+        let _ = writeln!(s);
+    }
+}
+
 fn prefill_markdown(s: &mut String, p: &super::types::PrefillReport) {
     let int8 = match (p.int8_gops, &p.int8_source) {
         (Some(v), Some(src)) => format!("; quantized products {v:.1} GOP/s int8, {src}"),

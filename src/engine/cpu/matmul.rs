@@ -54,6 +54,12 @@ const BATCH_TASK_BYTES: usize = 12 << 10;
 /// L1 more often.
 const FLOAT_TASK_BYTES: usize = 64 << 10;
 
+/// Most tokens `few_tokens` takes (one-token task split and dots).
+const FEW_TOKENS: usize = 3;
+
+/// Weight bytes of `few_tokens`' chunk of rows: in L1 beside a token's activations.
+const FEW_CHUNK_BYTES: usize = 16 << 10;
+
 /// Most rows of a fast float-weight batch task (`x86::float_tiles`).
 const FLOAT_TILE_ROWS: usize = 48;
 
@@ -245,7 +251,11 @@ fn matmuls_in(
     let tasks = &mut s.tasks;
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
-        let per = if n == 1 {
+        // A few tokens on the reference's one-token dots (`few_tokens`) split like one token.
+        let few = n <= FEW_TOKENS
+            && packed(m).is_none()
+            && !(matches!(m.ty, GgmlType::F16 | GgmlType::BF16) && tiles.is_some());
+        let per = if n == 1 || few {
             let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
             let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
             let per = m.rows.div_ceil(pieces);
@@ -338,6 +348,9 @@ fn matmuls_in(
                 if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
                     return unpacked_batch(m.ty, rows, acts, &out_rows);
                 }
+                if (2..=FEW_TOKENS).contains(&n) {
+                    return few_tokens(m.ty, (rows, rb), acts, &out_rows);
+                }
                 let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
                 for t in (0..fours).step_by(4) {
                     let four = std::array::from_fn(|i| &acts[t + i]);
@@ -348,9 +361,6 @@ fn matmuls_in(
                         out_rows(t + 3),
                     ];
                     vec_dot_rows_x4(m.ty, rows, rb, four, outs);
-                }
-                if n - fours >= 2 && has_x4(m.ty) {
-                    return padded_x4(m.ty, (rows, rb), &acts[fours..], &|t| out_rows(fours + t));
                 }
                 for (t, act) in acts.iter().enumerate().skip(fours) {
                     vec_dot_rows(m.ty, rows, rb, act, out_rows(t));
@@ -524,31 +534,31 @@ fn pack_panels(
     }
 }
 
-/// The last two or three tokens of a batch task (`acts`) in one four-token pass, the last
-/// token standing in for the missing ones (their results dropped), so the rows are read once
-/// more instead of once a token (a small batch of sequences decoding together).
-fn padded_x4<'o>(
+/// Two or three tokens (a few sequences decoding together) against a task's rows: a chunk
+/// of rows against each token in turn, so the later tokens read the chunk from L1, through
+/// the one-token dots (a sequence's results are its results alone). The four-token kernels
+/// with stand-ins for the missing tokens cost more than two one-token passes
+/// (docs/measurements/cpu-engine.md).
+fn few_tokens<'o>(
     ty: GgmlType,
     (rows, rb): (&[u8], usize),
     acts: &[QuantizedAct],
-    out_rows: &dyn Fn(usize) -> &'o mut [f32],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    let n = acts.len();
-    debug_assert!((2..4).contains(&n));
-    let four = std::array::from_fn(|i| &acts[i.min(n - 1)]);
-    let len = rows.len() / rb;
-    let mut spare = vec![0f32; 2 * len];
-    let (s0, s1) = spare.split_at_mut(len);
-    let mut spares = [s0, s1].into_iter();
-    let mut pick = |i: usize| -> &mut [f32] {
-        if i < n {
-            out_rows(i)
-        } else {
-            spares.next().expect("at most two stand-ins")
+    let count = rows.len() / rb;
+    let chunk = (FEW_CHUNK_BYTES / rb).clamp(1, 64);
+    for r in (0..count).step_by(chunk) {
+        let end = (r + chunk).min(count);
+        for (t, act) in acts.iter().enumerate() {
+            vec_dot_rows(
+                ty,
+                &rows[r * rb..end * rb],
+                rb,
+                act,
+                &mut out_rows(t)[r..end],
+            );
         }
-    };
-    let outs = [pick(0), pick(1), pick(2), pick(3)];
-    vec_dot_rows_x4(ty, rows, rb, four, outs);
+    }
 }
 
 /// A float activation row's values (F16 and BF16 rows hold the rounded values as f32).
