@@ -14,29 +14,11 @@ use serde_json::{json, Value};
 use super::args::GenerateArgs;
 use super::device::resolve_device;
 use super::error::CliError;
+use super::ids::{hex, parse_ids};
 use crate::engine::backend::{Backend, Device};
 use crate::engine::sampler::{top_k, Sampler, SamplerConfig};
 use crate::engine::{generate, Timing};
 use crate::model::Model;
-
-pub(super) fn parse_ids(s: &str) -> Result<Vec<u32>, CliError> {
-    let ids: Result<Vec<u32>, _> = s
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|t| !t.is_empty())
-        .map(str::parse)
-        .collect();
-    match ids {
-        Ok(v) if !v.is_empty() => Ok(v),
-        Ok(_) => Err(CliError::usage("--ids: no token ids given")),
-        Err(_) => Err(CliError::usage(format!(
-            "--ids {s:?}: not a list of non-negative integers"
-        ))),
-    }
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// What the whole-step times are read from: the host clock, which on the GPU waits for each
 /// step's logits to be copied back (a stream sync).

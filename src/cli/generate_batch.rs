@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::args::GenerateArgs;
 use super::device::resolve_device;
 use super::error::CliError;
-use super::generate::{hex, parse_ids};
+use super::ids::{hex, parse_ids};
 use crate::engine::backend::Device;
 use crate::engine::cpu::{CpuBatch, CpuEngine};
 use crate::engine::generate::{generate_batch, Request};
