@@ -427,7 +427,8 @@ fn embedded_default_is_labelled_synthetic() {
 
 /// `--batch 1,3`: one `batch` entry per size, each with its sequences' prompts and TTFTs, a
 /// throughput, the profiler's overhead and a brick table whose bricks cover most of the
-/// profiled step; a size of 0 or past the largest is refused by flag (exit 2).
+/// profiled step; `--prompt-file` lines are taken in turn; a size of 0 or past the largest,
+/// or an unreadable prompt file, is refused by flag (exit 2).
 #[test]
 fn batch_sweep_adds_one_entry_per_size() {
     let o = headless(&["--json", "--tokens", "6", "--batch", "1,3"]);
@@ -457,10 +458,45 @@ fn batch_sweep_adds_one_entry_per_size() {
         );
         assert!(p["overhead_percent"].is_number());
     }
-    for bad in [&["--batch", "0"][..], &["--batch", "1,2000"]] {
+    let dir = std::env::temp_dir().join(format!("cbtop-prompts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("prompts.txt");
+    std::fs::write(&file, "one two three four five six\n\nseven\n").unwrap();
+    let f = file.display().to_string();
+    let o = headless(&[
+        "--json",
+        "--tokens",
+        "2",
+        "--batch",
+        "3",
+        "--prompt-file",
+        &f,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lens = json_report(&o)["batch"][0]["prompt_tokens"].clone();
+    let lens: Vec<u64> = lens
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(lens.len(), 3);
+    assert!(
+        lens[0] == lens[2] && lens[0] > lens[1],
+        "lines taken in turn: {lens:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    for bad in [
+        &["--batch", "0"][..],
+        &["--batch", "1,2000"],
+        &["--batch", "2", "--prompt-file", "/nonexistent/prompts.txt"],
+    ] {
         let o = headless(bad);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {err}");
-        assert!(err.contains("--batch"), "{bad:?}: {err}");
+        assert!(
+            err.contains("--batch") || err.contains("--prompt-file"),
+            "{bad:?}: {err}"
+        );
     }
 }

@@ -137,6 +137,10 @@ pub struct ProfileArgs {
         value_delimiter = ','
     )]
     pub batch: Vec<usize>,
+    /// With --batch: the sequences' prompts, one a line, taken in turn (default: the run's
+    /// prompt, varied per sequence).
+    #[arg(long, value_name = "FILE", requires = "batch")]
+    pub prompt_file: Option<PathBuf>,
     /// CI mode: no progress output. Gates are enforced whenever given.
     #[arg(long)]
     pub ci: bool,

@@ -453,9 +453,9 @@ fn outcome(report: &Report, interrupted: Option<i32>, tokens: usize) -> Result<(
 fn batch_sweep(
     a: &ProfileArgs,
     src: &ModelSource,
-    prompt: usize,
+    prompt: &[u32],
     device: &Device,
-) -> Result<Option<(Sweep, usize)>, CliError> {
+) -> Result<Option<BatchPlan>, CliError> {
     if a.batch.is_empty() {
         return Ok(None);
     }
@@ -471,21 +471,60 @@ fn batch_sweep(
             "--batch {bad}: a batch size is 1 to {MAX_BATCH}"
         )));
     }
+    let prompts = match &a.prompt_file {
+        None => vec![prompt.to_vec()],
+        Some(path) => prompt_lines(src, path)?,
+    };
     let sweep = Sweep {
         warmup: a.warmup.min(4),
         tokens: a.tokens,
         profiled: a.timing != TimingArg::Off,
     };
-    let ctx = context_needed(prompt, sweep);
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let ctx = context_needed(longest, sweep);
     let trained = src.model.config.context_length;
     if ctx > trained {
         return Err(CliError::usage(format!(
-            "--batch: a prompt of {prompt} and {} steps need {ctx} positions a sequence, over \
+            "--batch: a prompt of {longest} and {} steps need {ctx} positions a sequence, over \
              the model's context of {trained}",
             sweep.warmup + 2 * sweep.tokens
         )));
     }
-    Ok(Some((sweep, ctx)))
+    Ok(Some(BatchPlan {
+        sweep,
+        ctx,
+        prompts,
+    }))
+}
+
+/// What `--batch` runs: the sweep, each sequence's context, and the prompts it takes in turn.
+struct BatchPlan {
+    sweep: Sweep,
+    ctx: usize,
+    prompts: Vec<Vec<u32>>,
+}
+
+/// `--prompt-file`: each non-empty line's tokens.
+fn prompt_lines(src: &ModelSource, path: &Path) -> Result<Vec<Vec<u32>>, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::usage(format!(
+            "--prompt-file {}: cannot read: {e}",
+            path.display()
+        ))
+    })?;
+    let prompts: Vec<Vec<u32>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| src.model.tokenizer.encode(l, true))
+        .filter(|ids| !ids.is_empty())
+        .collect();
+    if prompts.is_empty() {
+        return Err(CliError::usage(format!(
+            "--prompt-file {}: no prompt in it (one a line)",
+            path.display()
+        )));
+    }
+    Ok(prompts)
 }
 
 /// Most sequences `--batch` takes.
@@ -496,24 +535,25 @@ const MAX_BATCH: usize = 1024;
 fn run_batches(
     a: &ProfileArgs,
     src: &ModelSource,
-    prompt: &[u32],
-    (sweep, ctx): (Sweep, usize),
+    plan: &BatchPlan,
     device: &Device,
     signals: &Interrupt,
 ) -> Result<Vec<BatchPoint>, CliError> {
-    let engine = CpuEngine::new(src.model.clone(), ctx).with_numerics(a.engine.numerics_on(device));
+    let engine =
+        CpuEngine::new(src.model.clone(), plan.ctx).with_numerics(a.engine.numerics_on(device));
     let mut points = Vec::new();
     for &n in &a.batch {
         if signals.caught() {
             break;
         }
         if !a.ci {
-            eprintln!("cbtop: batch {n}: {} steps", sweep.tokens);
+            eprintln!("cbtop: batch {n}: {} steps", plan.sweep.tokens);
         }
-        let p = run_point(&engine, prompt, ctx, n, sweep).map_err(|e| match e {
-            EngineError::BatchTooLarge { .. } => CliError::usage(e.to_string()),
-            e => CliError::runtime(e),
-        })?;
+        let p =
+            run_point(&engine, &plan.prompts, plan.ctx, n, plan.sweep).map_err(|e| match e {
+                EngineError::BatchTooLarge { .. } => CliError::usage(e.to_string()),
+                e => CliError::runtime(e),
+            })?;
         points.push(p);
     }
     Ok(points)
@@ -535,19 +575,12 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     if let (Some(n), false) = (&note, a.ci) {
         eprintln!("cbtop: note: {n}");
     }
-    let sweep = batch_sweep(&a, &src, prompt.len(), &device)?;
+    let sweep = batch_sweep(&a, &src, &prompt, &device)?;
     let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals)?;
     let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
     let mut report = build(&info, &m.run, &checks.budgets);
-    if let Some((sweep, ctx)) = sweep {
-        report.batch = Some(run_batches(
-            &a,
-            &src,
-            &prompt,
-            (sweep, ctx),
-            &device,
-            &signals,
-        )?);
+    if let Some(plan) = &sweep {
+        report.batch = Some(run_batches(&a, &src, plan, &device, &signals)?);
     }
     let interrupted = m
         .run

@@ -105,16 +105,25 @@ fn quantile_us(xs: &mut [u64], q: f64) -> f64 {
     xs[i] as f64 / 1e3
 }
 
-/// One batch size of the sweep.
+/// Sequence `s`'s prompt from `given`: one prompt varied per sequence (`varied_prompt`), or
+/// several taken in turn.
+pub fn prompt_for(given: &[Vec<u32>], s: usize) -> Vec<u32> {
+    match given {
+        [one] => varied_prompt(one, s),
+        many => many[s % many.len()].clone(),
+    }
+}
+
+/// One batch size of the sweep, the sequences' prompts from `given` (`prompt_for`).
 pub fn run_point(
     engine: &CpuEngine,
-    prompt: &[u32],
+    given: &[Vec<u32>],
     ctx: usize,
     n: usize,
     sweep: Sweep,
 ) -> Result<BatchPoint, EngineError> {
     let mut batch = CpuBatch::new(engine, ctx, n)?;
-    let prompts: Vec<Vec<u32>> = (0..n).map(|s| varied_prompt(prompt, s)).collect();
+    let prompts: Vec<Vec<u32>> = (0..n).map(|s| prompt_for(given, s)).collect();
     let work: Vec<(usize, &[u32])> = prompts.iter().map(|p| p.as_slice()).enumerate().collect();
     let off = &mut Recorder::off();
     let t0 = Instant::now();
@@ -153,7 +162,8 @@ pub fn run_point(
     }
     let mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len().max(1) as f64 / 1e3;
     let step_us = mean(&plain);
-    let positions = prompt.len() + sweep.warmup + sweep.tokens;
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let positions = longest + sweep.warmup + sweep.tokens;
     let shapes = Shapes::new(&engine.model().config, &engine.model().weights);
     let mut bricks: Vec<(Brick, u64)> = spans.into_iter().collect();
     bricks.sort_by_key(|(b, _)| b.order());
@@ -203,6 +213,15 @@ pub fn run_point(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_prompts_are_taken_in_turn() {
+        let given = vec![vec![1, 2], vec![3]];
+        assert_eq!(prompt_for(&given, 0), vec![1, 2]);
+        assert_eq!(prompt_for(&given, 1), vec![3]);
+        assert_eq!(prompt_for(&given, 2), vec![1, 2]);
+        assert_eq!(prompt_for(&[vec![1, 10, 11]], 1), vec![1, 11, 10]);
+    }
 
     #[test]
     fn varied_prompts_keep_the_first_token_and_the_length() {
