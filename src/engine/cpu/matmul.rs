@@ -164,14 +164,7 @@ fn matmuls_in(
         {
             continue;
         }
-        let at = match formats.iter().position(|(k, _)| *k == kind) {
-            Some(at) => at,
-            None => {
-                formats.push((kind, Vec::new()));
-                formats.len() - 1
-            }
-        };
-        quantize_rows(kind, x, cols, &mut formats[at].1);
+        quantize_rows(kind, x, cols, keyed(formats, kind));
     }
     let formats = &s.formats;
 
@@ -499,6 +492,18 @@ fn widened_batch<'o>(
     WIDE.set(wide);
 }
 
+/// The entry of `kind` in `v`, made (default) where there is none yet.
+fn keyed<T: Default>(v: &mut Vec<(ActType, T)>, kind: ActType) -> &mut T {
+    let at = match v.iter().position(|(k, _)| *k == kind) {
+        Some(at) => at,
+        None => {
+            v.push((kind, T::default()));
+            v.len() - 1
+        }
+    };
+    &mut v[at].1
+}
+
 /// The tokens of each F16/BF16 format the products read, packed for `x86::float_tiles` into
 /// `panels` (kept from call to call), a piece of a panel a task.
 #[cfg(target_arch = "x86_64")]
@@ -510,24 +515,22 @@ fn pack_panels(
     tiles: crate::quant::x86::float_tiles::Tiles,
 ) {
     use crate::quant::x86::float_tiles::{pack_piece, Panels};
-    for (m, _) in products.iter() {
+    for (i, (m, _)) in products.iter().enumerate() {
         let kind = ActType::for_weights(m.ty);
-        if !matches!(kind, ActType::F16 | ActType::BF16) {
+        // Once per format: Q, K and V (or gate and up) share their input.
+        if !matches!(kind, ActType::F16 | ActType::BF16)
+            || products[..i]
+                .iter()
+                .any(|(e, _)| ActType::for_weights(e.ty) == kind)
+        {
             continue;
         }
-        let at = match panels.iter().position(|(k, _)| *k == kind) {
-            Some(at) => at,
-            None => {
-                panels.push((kind, Panels::default()));
-                panels.len() - 1
-            }
-        };
         let (_, rows) = formats
             .iter()
             .find(|(k, _)| *k == kind)
             .expect("quantized above");
         let x: Vec<&[f32]> = rows[..n].iter().map(float_act).collect();
-        let (panels, w) = (&mut panels[at].1, tiles.width());
+        let (panels, w) = (keyed::<Panels>(panels, kind), tiles.width());
         panels.resize(n, cols, w);
         let (data, len) = panels.pieces_mut();
         pool::par_chunks_mut(data, len, |i, piece| pack_piece(&x, cols, w, i, piece));
