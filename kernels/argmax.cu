@@ -99,3 +99,24 @@ extern "C" __global__ void argmax_final(const float* __restrict__ part, u32* __r
         if (pos) pos[0] += n;
     }
 }
+
+// The greedy pick of each row of a batch step's logits (a row a sequence): one block a row
+// writes its id to `out[row]` and the row's non-finite count to `out[rows + row]`.
+extern "C" __global__ void argmax_rows(const float* __restrict__ logits, int n,
+                                       u32* __restrict__ out, STAMP_PARAMS) {
+    STAMP_GUARD;
+    const float* row = logits + (u64)blockIdx.x * n;
+    float best = -INFINITY;
+    int idx = 0x7fffffff, bad = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = row[i];
+        better(best, idx, v, i);
+        bad += (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;  // NaN or +-inf
+    }
+    block_best(best, idx);
+    bad = block_count(bad);
+    if (threadIdx.x == 0) {
+        out[blockIdx.x] = idx == 0x7fffffff ? 0u : (u32)idx;
+        out[gridDim.x + blockIdx.x] = (u32)bad;
+    }
+}

@@ -176,7 +176,9 @@ __device__ __noinline__ void attention_cpu_order(const float* qs, const u16* __r
     if (d < hd) o[d] = __fmul_rn(acc, inv);
 }
 
-// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch.
+// q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch. Each query
+// token's position and cache as `cached_at` (rope.cu) says: a prompt's tokens over one cache,
+// or a batch's one token per sequence, each over its own.
 // The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
 // products and the weighted sum of V accumulates in f16 through an online softmax; from 64
@@ -184,12 +186,16 @@ __device__ __noinline__ void attention_cpu_order(const float* qs, const u16* __r
 // head_dim <= 128 (the engine checks).
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
-                                     int hd, const int* __restrict__ pos, int ctx_cap,
-                                     float scale, int tiled, float* __restrict__ scores,
-                                     float* __restrict__ out, STAMP_PARAMS) {
+                                     int hd, const int* __restrict__ pos,
+                                     long long seq_stride, int ctx_cap, float scale, int tiled,
+                                     float* __restrict__ scores, float* __restrict__ out,
+                                     STAMP_PARAMS) {
     STAMP_GUARD;
     extern __shared__ float qs[];
-    int pos0 = pos[0];
+    u64 seq_off;
+    int p = cached_at(pos, seq_stride, blockIdx.y, seq_off);
+    kc += seq_off;
+    vc += seq_off;
     int h = blockIdx.x, t = blockIdx.y;
     int g = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * hd;
@@ -199,7 +205,7 @@ extern "C" __global__ void attention(const float* __restrict__ q, const u16* __r
     __syncthreads();
     float* sc = scores + ((u64)t * n_heads + h) * 2 * ctx_cap;
     attention_cpu_order<16>(qs, kc + g * hd, vc + g * hd, kv_dim, kv_dim, hd, nullptr,
-                            pos0 + t + 1, scale, tiled, sc, sc + ctx_cap,
+                            p + 1, scale, tiled, sc, sc + ctx_cap,
                         out + ((u64)t * n_heads + h) * hd);
 }
 

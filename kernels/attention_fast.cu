@@ -710,6 +710,48 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
 #undef ATTF_ARGS
 }
 
+// A batch step's tokens, one a sequence, each at its own position over its own sequence's
+// cache (`cached_at`, rope.cu): grid (n_heads, splits, tokens); token t's projections and
+// output at row t of q/k/v/out, its `part` and `tickets` one token's worth (n_heads x splits x
+// (head_dim + 2) floats, n_heads counters) after token t - 1's. The output is not quantized.
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+    attention_split_rows(const float* __restrict__ q, const float* __restrict__ k,
+                         const float* __restrict__ v, u16* __restrict__ kc,
+                         u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd,
+                         const int* __restrict__ rows, long long seq_stride,
+                         const float* __restrict__ table, int n_rot, int neox, int splits,
+                         float scale, int ordered_upto, float* __restrict__ part,
+                         int* __restrict__ tickets, float* __restrict__ out, STAMP_PARAMS) {
+    int t = blockIdx.z;
+    u64 seq_off;
+    int pos0 = cached_at(rows, seq_stride, t, seq_off);
+    float rc = 0.0f, rs = 0.0f;
+    if (threadIdx.x < n_rot / 2) {
+        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);
+        rc = cs.x;
+        rs = cs.y;
+    }
+    kc += seq_off;
+    vc += seq_off;
+    u64 q_dim = (u64)n_heads * hd, kv_dim = (u64)n_kv_heads * hd;
+    q += t * q_dim;
+    k += t * kv_dim;
+    v += t * kv_dim;
+    out += t * q_dim;
+    part += (u64)t * n_heads * splits * (hd + 2);
+    tickets += (u64)t * n_heads;
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
+    STAMP_GUARD;
+    __shared__ AttfShared sh;
+    int upto = min(ordered_upto, ATTF_ORDERED_MAX);
+#define ATTF_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0, rc, rs, n_rot, neox, splits, \
+                  scale, upto, part, tickets, out, -1, nullptr, nullptr, nullptr, nullptr, sh
+    if (hd == 64) attention_split_block<64>(ATTF_ARGS);
+    else if (hd == 128) attention_split_block<128>(ATTF_ARGS);
+    else attention_split_block<0>(ATTF_ARGS);
+#undef ATTF_ARGS
+}
+
 // The grouped kernels' parameters (this file's `attention_group` and attention_group_mma.cu's
 // kernel), in the order the host pushes them (src/engine/cuda/attention.rs), and their opening:
 // the position and RoPE values, the chunk's K and V rows into L2 (chunks of whole `gran`

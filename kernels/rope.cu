@@ -6,6 +6,20 @@
 // The first position is read from the device (`pos[0]`), so a captured CUDA graph replays at
 // the current position.
 
+// Where token t of a launch is cached. One sequence (`seq_stride` 0): at position rows[0] + t
+// of the cache given. A batch of sequences, a token each: token t belongs to sequence
+// rows[2t], at position rows[2t + 1], whose cache starts seq_stride values after the previous
+// sequence's. Returns the position; `off` is the sequence's cache offset.
+__device__ __forceinline__ int cached_at(const int* __restrict__ rows, long long seq_stride,
+                                         int t, u64& off) {
+    if (seq_stride == 0) {
+        off = 0;
+        return rows[0] + t;
+    }
+    off = (u64)rows[2 * t] * (u64)seq_stride;
+    return rows[2 * t + 1];
+}
+
 // The rotation of one (head, token)'s pair i, in place.
 __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c, float s,
                                           int neox) {
@@ -20,17 +34,22 @@ __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c
 // RoPE on Q and K and the KV-cache store (f32 -> f16, as the CPU's cache) in one launch:
 // grid (n_heads + 2 * n_kv_heads, n_tokens), head_dim threads (a
 // multiple of 32, at least n_rot / 2). Blocks of Q heads rotate; blocks of K heads rotate and
-// store the rotated row as f16; blocks past them store V's rows.
+// store the rotated row as f16; blocks past them store V's rows. Tokens' positions and caches
+// as `cached_at` says.
 extern "C" __global__ void rope_store(float* q, float* k, const float* __restrict__ v,
                                       u16* __restrict__ kc, u16* __restrict__ vc, int n_heads,
                                       int n_kv_heads, int head_dim, int n_rot,
-                                      const int* __restrict__ pos,
+                                      const int* __restrict__ pos, long long seq_stride,
                                       const float* __restrict__ table, int neox,
                                       STAMP_PARAMS) {
     STAMP_GUARD;
     int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
-    int pos0 = pos[0], kv_dim = n_kv_heads * head_dim;
-    u64 cache_row = (u64)(pos0 + t) * kv_dim;
+    int kv_dim = n_kv_heads * head_dim;
+    u64 seq_off;
+    int p = cached_at(pos, seq_stride, t, seq_off);
+    kc += seq_off;
+    vc += seq_off;
+    u64 cache_row = (u64)p * kv_dim;
     if (h >= n_heads + n_kv_heads) {
         h -= n_heads + n_kv_heads;
         if (i < head_dim)
@@ -42,7 +61,7 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
     float* head = is_k ? k + ((u64)t * n_kv_heads + h) * head_dim
                        : q + ((u64)t * n_heads + h) * head_dim;
     if (i < n_rot / 2) {
-        const float* cs = table + ((u64)(pos0 + t) * (n_rot / 2) + i) * 2;
+        const float* cs = table + ((u64)p * (n_rot / 2) + i) * 2;
         rope_pair(head, i, n_rot, cs[0], cs[1], neox);
     }
     if (!is_k) return;

@@ -35,6 +35,7 @@ LAYERS = [
 SUBLAYERS = {
     "engine": [
         ["error", "options", "logits", "sampler", "gpu_pci", "kv_cache"],
+        ["batched"],
         ["cpu"],
         ["cuda"],
         ["backend"],

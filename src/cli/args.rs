@@ -129,7 +129,7 @@ pub struct ProfileArgs {
     pub trace: Option<PathBuf>,
     /// After the run, decode N sequences together (each its own prompt and KV cache, one
     /// pass per step) for each N of a list such as 1,2,4,8; the report gets a `batch`
-    /// section. CPU engine only.
+    /// section.
     #[arg(
         long,
         alias = "concurrent",

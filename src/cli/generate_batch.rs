@@ -1,5 +1,5 @@
 //! `cbtop generate` with several sequences (`--batch N` or several `--prompt`): the sequences
-//! decode together on the CPU engine (`CpuBatch`, one pass per step) and each one's text is
+//! decode together on the run's engine (`CpuBatch` or `CudaBatch`, one pass per step) and each one's text is
 //! printed on its own line (`[s] text`), or with `--json` one JSON line per sequence in the
 //! single-sequence layout plus its index (`sequence`).
 
@@ -12,11 +12,12 @@ use super::args::GenerateArgs;
 use super::device::resolve_device;
 use super::error::CliError;
 use super::ids::{hex, parse_ids};
-use crate::engine::backend::Device;
-use crate::engine::cpu::{CpuBatch, CpuEngine};
+use crate::engine::backend::Backend;
+use crate::engine::cpu::CpuBatch;
+use crate::engine::cuda::CudaBatch;
 use crate::engine::generate::{generate_batch, Request};
 use crate::engine::sampler::{top_k, Sampler, SamplerConfig};
-use crate::engine::EngineError;
+use crate::engine::{Batched, EngineError, Timing};
 use crate::model::Model;
 
 /// Most sequences `generate --batch` takes.
@@ -55,21 +56,27 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
         )));
     }
     let (device, note) = resolve_device(&a.engine, true)?;
-    if !matches!(device, Device::Cpu) {
-        return Err(CliError::usage(format!(
-            "--batch: several sequences decode together on the CPU engine only so far (this \
-             run is on {}); give --device cpu",
-            device.name()
-        )));
-    }
     if let Some(n) = &note {
         eprintln!("cbtop: note: {n}");
     }
-    let engine = CpuEngine::new(model.clone(), ctx).with_numerics(a.engine.numerics_on(&device));
-    let mut batch = CpuBatch::new(&engine, ctx, n).map_err(|e| match e {
+    let numerics = a.engine.numerics_on(&device);
+    let mut engine = Backend::open(model, ctx, &device, Timing::Off, numerics)
+        .map_err(|e| CliError::runtime(format!("--device {e}")))?;
+    let refused = |e| match e {
         EngineError::BatchTooLarge { .. } => CliError::usage(e.to_string()),
         e => CliError::runtime(e),
-    })?;
+    };
+    let (mut cpu, mut cuda);
+    let batch: &mut dyn Batched = match &mut engine {
+        Backend::Cpu(e) => {
+            cpu = CpuBatch::new(e, ctx, n).map_err(refused)?;
+            &mut cpu
+        }
+        Backend::Cuda(e) => {
+            cuda = CudaBatch::new(e, ctx, n).map_err(refused)?;
+            &mut cuda
+        }
+    };
     let temperature = if a.greedy { 0.0 } else { a.temperature };
     let mut requests: Vec<Request> = prompts
         .iter()
@@ -88,7 +95,7 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
     let mut generated: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut steps: Vec<Vec<Value>> = vec![Vec::new(); n];
     let start = Instant::now();
-    generate_batch(&mut batch, &mut requests, !a.ignore_eos, |s, step| {
+    generate_batch(batch, &mut requests, !a.ignore_eos, |s, step| {
         generated[s].push(step.token);
         if a.json {
             let piece = tok.token_bytes(step.token);
@@ -115,7 +122,7 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
                     "steps": steps[s],
                     "generated_ids": ids,
                     "generated_text": text,
-                    "engine": {"device": device.name(), "numerics": engine.numerics().name(), "batch": n},
+                    "engine": {"device": device.name(), "numerics": numerics.name(), "batch": n},
                 })
             );
         } else {

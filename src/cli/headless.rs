@@ -20,7 +20,8 @@ use crate::brick::id::is_valid_id;
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::BrickId;
 use crate::engine::backend::{timing_label, Backend, Device};
-use crate::engine::cpu::CpuEngine;
+use crate::engine::cpu::CpuBatch;
+use crate::engine::cuda::CudaBatch;
 use crate::engine::cuda::GpuInfo;
 use crate::engine::{EngineError, Numerics, Timing};
 use crate::profiler::analysis::Budgets;
@@ -449,22 +450,14 @@ fn outcome(report: &Report, interrupted: Option<i32>, tokens: usize) -> Result<(
 }
 
 /// `--batch`: the sweep's plan and the context each sequence needs, checked before anything
-/// runs (CPU only; sizes from 1 to `MAX_BATCH`; the context within the model's).
+/// runs (sizes from 1 to `MAX_BATCH`; the context within the model's).
 fn batch_sweep(
     a: &ProfileArgs,
     src: &ModelSource,
     prompt: &[u32],
-    device: &Device,
 ) -> Result<Option<BatchPlan>, CliError> {
     if a.batch.is_empty() {
         return Ok(None);
-    }
-    if !matches!(device, Device::Cpu) {
-        return Err(CliError::usage(format!(
-            "--batch: batched decode runs on the CPU engine only so far (this run is on {}); \
-             give --device cpu",
-            device.name()
-        )));
     }
     if let Some(&bad) = a.batch.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
         return Err(CliError::usage(format!(
@@ -530,8 +523,9 @@ fn prompt_lines(src: &ModelSource, path: &Path) -> Result<Vec<Vec<u32>>, CliErro
 /// Most sequences `--batch` takes.
 const MAX_BATCH: usize = 1024;
 
-/// Each batch size of the sweep, on a CPU engine of the run's numerics; an interrupt ends the
-/// sweep at a batch size's end.
+/// Each batch size of the sweep, on an engine of the run's device and numerics (on the GPU
+/// one engine for the whole sweep, each size's batch on it); an interrupt ends the sweep at a
+/// batch size's end.
 fn run_batches(
     a: &ProfileArgs,
     src: &ModelSource,
@@ -539,8 +533,9 @@ fn run_batches(
     device: &Device,
     signals: &Interrupt,
 ) -> Result<Vec<BatchPoint>, CliError> {
-    let engine =
-        CpuEngine::new(src.model.clone(), plan.ctx).with_numerics(a.engine.numerics_on(device));
+    let numerics = a.engine.numerics_on(device);
+    let mut engine = Backend::open(&src.model, plan.ctx, device, a.timing.into(), numerics)
+        .map_err(CliError::runtime)?;
     let mut points = Vec::new();
     for &n in &a.batch {
         if signals.caught() {
@@ -549,12 +544,16 @@ fn run_batches(
         if !a.ci {
             eprintln!("cbtop: batch {n}: {} steps", plan.sweep.tokens);
         }
-        let p =
-            run_point(&engine, &plan.prompts, plan.ctx, n, plan.sweep).map_err(|e| match e {
-                EngineError::BatchTooLarge { .. } => CliError::usage(e.to_string()),
-                e => CliError::runtime(e),
-            })?;
-        points.push(p);
+        let point = match &mut engine {
+            Backend::Cpu(e) => CpuBatch::new(e, plan.ctx, n)
+                .and_then(|mut b| run_point(&mut b, &plan.prompts, plan.sweep)),
+            Backend::Cuda(e) => CudaBatch::new(e, plan.ctx, n)
+                .and_then(|mut b| run_point(&mut b, &plan.prompts, plan.sweep)),
+        };
+        points.push(point.map_err(|e| match e {
+            EngineError::BatchTooLarge { .. } => CliError::usage(e.to_string()),
+            e => CliError::runtime(e),
+        })?);
     }
     Ok(points)
 }
@@ -575,7 +574,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     if let (Some(n), false) = (&note, a.ci) {
         eprintln!("cbtop: note: {n}");
     }
-    let sweep = batch_sweep(&a, &src, &prompt, &device)?;
+    let sweep = batch_sweep(&a, &src, &prompt)?;
     let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals)?;
     let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
     let mut report = build(&info, &m.run, &checks.budgets);

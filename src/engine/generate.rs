@@ -1,9 +1,9 @@
 //! Text generation on any backend: evaluate a prompt, then sample token after token on the
-//! host, so the CPU and the GPU sample identically. Several sequences decode together on the
-//! CPU with `generate_batch`.
+//! host, so the CPU and the GPU sample identically. Several sequences decode together with
+//! `generate_batch`.
 
 use super::backend::Backend;
-use super::cpu::CpuBatch;
+use super::batched::Batched;
 use super::error::EngineError;
 use super::options::LogitsFor;
 use super::sampler::Sampler;
@@ -63,13 +63,13 @@ pub struct Request {
     pub sampler: Sampler,
 }
 
-/// `generate` for several sequences decoded together on the CPU (`CpuBatch`, one sequence a
-/// request, the batch at least as large): the prompts evaluated in one pass, then one pass
-/// per step over the sequences still running. A sequence stops after `max_tokens` or (when
+/// `generate` for several sequences decoded together (a `Batched`, one sequence a request, the
+/// batch at least as large): the prompts evaluated (in one pass where the batch runs them
+/// together), then one pass per step over the sequences still running. A sequence stops after `max_tokens` or (when
 /// `stop_at_eog`) an end-of-generation token, and the others go on without it. `on_step(s,
 /// step)` sees each sequence's steps as they are made.
 pub fn generate_batch(
-    batch: &mut CpuBatch,
+    batch: &mut dyn Batched,
     requests: &mut [Request],
     stop_at_eog: bool,
     mut on_step: impl FnMut(usize, &Step),

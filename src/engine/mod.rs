@@ -3,6 +3,7 @@
 //! themselves live in `cpu/` and `cuda/`, each with its decode loop, forward pass and KV cache.
 
 pub mod backend;
+pub mod batched;
 pub mod cpu;
 pub mod cuda;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod options;
 pub mod sampler;
 
 pub use backend::{Backend, Device};
+pub use batched::Batched;
 pub use cpu::CpuEngine;
 pub use error::EngineError;
 pub use generate::{generate, Step};

@@ -1,6 +1,6 @@
 //! The batched-decode sweep (`--batch`): for each batch size `n`, `n` sequences with their own
-//! prompts and KV caches on the CPU engine (`CpuBatch`), every prompt evaluated in one pass,
-//! then warm-up steps and measured steps of one token for every sequence. With per-brick
+//! prompts and KV caches on an engine's batch (`Batched`: the CPU's evaluates every prompt in
+//! one pass, the GPU's one after another), then warm-up steps and measured steps of one token for every sequence. With per-brick
 //! timing on, each measured step is profiled and followed by an unprofiled one, so the
 //! throughput comes from unprofiled steps and the per-brick table from profiled ones at the
 //! same positions; their ratio is the profiler's own cost at that batch size.
@@ -13,9 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::brick::cost::Shapes;
 use crate::brick::{Brick, Recorder};
-use crate::engine::cpu::{CpuBatch, CpuEngine};
-use crate::engine::sampler::argmax;
-use crate::engine::{EngineError, LogitsFor};
+use crate::engine::{Batched, EngineError};
 
 /// What a sweep runs at each batch size.
 #[derive(Clone, Copy, Debug)]
@@ -49,9 +47,10 @@ pub struct BatchPoint {
     pub n: usize,
     /// Each sequence's prompt length.
     pub prompt_tokens: Vec<usize>,
-    /// Every prompt evaluated in one pass, milliseconds.
+    /// Every prompt evaluated (in one pass on the CPU, one after another on the GPU),
+    /// milliseconds.
     pub prefill_ms: f64,
-    /// Each sequence's time to its first token (its logits after the batched prompt), ms.
+    /// Each sequence's time to its first token from the start of the prompts, ms.
     pub ttft_ms: Vec<f64>,
     /// Measured steps (each one token for every sequence).
     pub steps: usize,
@@ -114,32 +113,38 @@ pub fn prompt_for(given: &[Vec<u32>], s: usize) -> Vec<u32> {
     }
 }
 
-/// One batch size of the sweep, the sequences' prompts from `given` (`prompt_for`).
+/// One batch size of the sweep on `batch` (its sequences' prompts from `given`, `prompt_for`).
+/// Prompts the engine runs together are timed as one pass; otherwise each sequence's time to
+/// its first token counts from the start of the first prompt.
 pub fn run_point(
-    engine: &CpuEngine,
+    batch: &mut dyn Batched,
     given: &[Vec<u32>],
-    ctx: usize,
-    n: usize,
     sweep: Sweep,
 ) -> Result<BatchPoint, EngineError> {
-    let mut batch = CpuBatch::new(engine, ctx, n)?;
+    let n = batch.len();
     let prompts: Vec<Vec<u32>> = (0..n).map(|s| prompt_for(given, s)).collect();
     let work: Vec<(usize, &[u32])> = prompts.iter().map(|p| p.as_slice()).enumerate().collect();
     let off = &mut Recorder::off();
     let t0 = Instant::now();
-    let first = batch.eval(&work, LogitsFor::Last, off)?;
+    let mut ttft_ms = Vec::with_capacity(n);
+    let mut next: Vec<[u32; 1]> = Vec::with_capacity(n);
+    if batch.prompts_together() {
+        next.extend(batch.greedy(&work, off)?.into_iter().map(|t| [t]));
+        ttft_ms.resize(n, t0.elapsed().as_secs_f64() * 1e3);
+    } else {
+        for item in &work {
+            next.push([batch.greedy(std::slice::from_ref(item), off)?[0]]);
+            ttft_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
     let prefill = t0.elapsed();
-    let mut next: Vec<[u32; 1]> = first
-        .iter()
-        .map(|rows| [rows.last().map_or(0, |l| argmax(l))])
-        .collect();
     let mut step = |rec: &mut Recorder, next: &mut Vec<[u32; 1]>| -> Result<u64, EngineError> {
         let work: Vec<(usize, &[u32])> = next.iter().map(|t| &t[..]).enumerate().collect();
         let t = Instant::now();
-        let logits = batch.eval(&work, LogitsFor::Last, rec)?;
+        let picks = batch.greedy(&work, rec)?;
         let ns = t.elapsed().as_nanos() as u64;
-        for (t, rows) in next.iter_mut().zip(&logits) {
-            t[0] = rows.last().map_or(0, |l| argmax(l));
+        for (t, p) in next.iter_mut().zip(picks) {
+            t[0] = p;
         }
         Ok(ns)
     };
@@ -164,7 +169,8 @@ pub fn run_point(
     let step_us = mean(&plain);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let positions = longest + sweep.warmup + sweep.tokens;
-    let shapes = Shapes::new(&engine.model().config, &engine.model().weights);
+    let model = batch.model();
+    let shapes = Shapes::new(&model.config, &model.weights);
     let mut bricks: Vec<(Brick, u64)> = spans.into_iter().collect();
     bricks.sort_by_key(|(b, _)| b.order());
     let profiled_us = mean(&profiled);
@@ -189,12 +195,11 @@ pub fn run_point(
         })
         .collect();
     let covered: f64 = bricks.iter().map(|b| b.per_step_us).sum();
-    let ttft_ms = prefill.as_secs_f64() * 1e3;
     Ok(BatchPoint {
         n,
         prompt_tokens: prompts.iter().map(Vec::len).collect(),
-        prefill_ms: ttft_ms,
-        ttft_ms: vec![ttft_ms; n],
+        prefill_ms: prefill.as_secs_f64() * 1e3,
+        ttft_ms,
         steps: sweep.tokens,
         step_us,
         step_p50_us: quantile_us(&mut plain.clone(), 0.5),

@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: fixture paths and the real test model.
 #![allow(dead_code)]
 
+pub mod batch;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

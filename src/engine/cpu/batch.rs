@@ -10,6 +10,7 @@ use super::kv_cache::KvCache;
 use super::repack::Repacked;
 use super::CpuEngine;
 use crate::brick::Recorder;
+use crate::engine::batched::{check_work, Batched};
 use crate::engine::error::EngineError;
 use crate::engine::options::LogitsFor;
 use crate::model::Model;
@@ -60,64 +61,44 @@ impl CpuBatch {
         })
     }
 
-    /// Sequences in the batch.
-    pub fn len(&self) -> usize {
-        self.kvs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.kvs.is_empty()
-    }
-
-    pub fn model(&self) -> &Model {
-        &self.model
-    }
-
-    /// Sequence `s`'s position (tokens cached).
-    pub fn position(&self, s: usize) -> usize {
-        self.kvs[s].len()
-    }
-
-    /// Bytes the caches hold.
-    pub fn kv_bytes(&self) -> usize {
-        self.kvs.iter().map(KvCache::bytes).sum()
-    }
-
     /// Forget every sequence's tokens.
     pub fn reset(&mut self) {
         self.kvs.iter_mut().for_each(KvCache::clear);
     }
+}
 
-    /// Evaluate each `(s, tokens)` of `work` (sequences in increasing order, each at most
-    /// once) after what sequence `s` has cached, all in one pass; logits for each item's last
-    /// or every token, in `work`'s order.
-    pub fn eval(
+impl Batched for CpuBatch {
+    fn len(&self) -> usize {
+        self.kvs.len()
+    }
+
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn position(&self, s: usize) -> usize {
+        self.kvs[s].len()
+    }
+
+    fn kv_bytes(&self) -> usize {
+        self.kvs.iter().map(KvCache::bytes).sum()
+    }
+
+    fn prompts_together(&self) -> bool {
+        true
+    }
+
+    /// Every item in one pass (`forward_batch`).
+    fn eval(
         &mut self,
         work: &[(usize, &[u32])],
         want: LogitsFor,
         rec: &mut Recorder,
     ) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
         let vocab = self.model.config.vocab_size;
-        for (i, &(s, tokens)) in work.iter().enumerate() {
-            assert!(
-                s < self.kvs.len() && (i == 0 || work[i - 1].0 < s),
-                "sequences in increasing order, each once"
-            );
-            if tokens.is_empty() {
-                return Err(EngineError::Empty);
-            }
-            if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
-                return Err(EngineError::BadToken { id, vocab });
-            }
-            let kv = &self.kvs[s];
-            if kv.len() + tokens.len() > kv.capacity() {
-                return Err(EngineError::ContextFull {
-                    ctx: kv.capacity(),
-                    used: kv.len(),
-                    asked: tokens.len(),
-                });
-            }
-        }
+        check_work(work, self.kvs.len(), vocab, |s| {
+            (self.kvs[s].len(), self.kvs[s].capacity())
+        })?;
         let mut items = work.iter().peekable();
         let mut seqs: Vec<(&mut KvCache, &[u32])> = Vec::with_capacity(work.len());
         for (s, kv) in self.kvs.iter_mut().enumerate() {

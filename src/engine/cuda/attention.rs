@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
 
-use super::buffers::ActBufs;
+use super::buffers::{ActBufs, Bufs};
 use super::clock::Stamp;
 use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
@@ -24,7 +24,7 @@ impl CudaEngine {
     /// the rotation.
     fn rope_store(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let layer = self.cache_rows(l);
+        let (span, seq_stride) = self.cache_span(l);
         let threads = c.head_dim.max(c.rope_dims / 2).div_ceil(32) * 32;
         let cfg = LaunchConfig {
             grid_dim: ((c.n_heads + 2 * c.n_kv_heads) as u32, n as u32, 1),
@@ -33,12 +33,18 @@ impl CudaEngine {
         };
         let h = HeadArgs::of(c);
         let st = self.clock.stamp();
-        let mut kc = self.kc.slice_mut(layer.clone());
-        let mut vc = self.vc.slice_mut(layer);
+        let mut kc = self.kc.slice_mut(span.clone());
+        let mut vc = self.vc.slice_mut(span);
+        let rows = match &self.rows {
+            Some(r) => &r.ids,
+            None => &self.pos,
+        };
         let b = &mut self.bufs;
         // SAFETY: n × heads × head_dim values of Q and of K rotated in place, K and V's n ×
         // kv_dim values into cache rows pos..pos+n (< capacity, checked; the table holds
-        // every position below it).
+        // every position below it); a batch step's tokens into their sequences' rows at
+        // their positions (each below the capacity, checked), the span holding every
+        // sequence's caches from this layer on.
         unsafe {
             self.k
                 .launch(&self.stream, &self.k.rope_store)
@@ -51,7 +57,8 @@ impl CudaEngine {
                 .arg(&h.kv_heads)
                 .arg(&h.head_dim)
                 .arg(&h.rope_dims)
-                .arg(&self.pos)
+                .arg(rows)
+                .arg(&seq_stride)
                 .arg(&self.rope)
                 .arg(&h.neox)
                 .arg(&st.ptr)
@@ -60,10 +67,21 @@ impl CudaEngine {
         .map(|_| ())
     }
 
-    /// Layer `l`'s rows of the K and V caches (`cap` positions of kv_dim values).
-    fn cache_rows(&self, l: usize) -> std::ops::Range<usize> {
-        let per_layer = self.cap * self.model.config.kv_dim();
-        l * per_layer..(l + 1) * per_layer
+    /// The cache values layer `l`'s launches address, and the distance between sequences'
+    /// caches the kernels take: one sequence's (`seq`) layer rows, stride 0; in a batch step,
+    /// from sequence 0's layer `l` to the end, a sequence's whole cache apart. The cache is
+    /// [sequence][layer][position][kv_dim].
+    pub(super) fn cache_span(&self, l: usize) -> (std::ops::Range<usize>, i64) {
+        let c = &self.model.config;
+        let per_layer = self.cap * c.kv_dim();
+        let per_seq = c.n_layers * per_layer;
+        match self.rows {
+            Some(_) => (l * per_layer..self.kc.len(), per_seq as i64),
+            None => {
+                let at = self.seq * per_seq + l * per_layer;
+                (at..at + per_layer, 0)
+            }
+        }
     }
 
     /// RoPE, the KV write and attention of `n` queries over layer `l`'s cache: one token
@@ -86,17 +104,23 @@ impl CudaEngine {
         if self.split_attention(n) {
             return self.attention_split(l, out_kind);
         }
+        if self.rows.as_ref().is_some_and(|r| r.split.is_some()) {
+            return self.attention_split_rows(n, l);
+        }
         self.rope_store(n, l)?;
-        if self.k.attention_prefill(&self.model.config, n).is_some() {
+        if self.rows.is_none() && self.k.attention_prefill(&self.model.config, n).is_some() {
             return self.attention_prefill(n, l);
         }
         self.attention(n, l)
     }
 
-    /// Whether `n` queries take the split-KV kernel: one token under fast numerics (the kernel
-    /// reads K and V rows in 16-byte pieces, so head_dim a multiple of 8).
+    /// Whether `n` queries take the split-KV kernel: one token of one sequence under fast
+    /// numerics (the kernel reads K and V rows in 16-byte pieces, so head_dim a multiple of 8).
     fn split_attention(&self, n: usize) -> bool {
-        self.numerics == Numerics::Fast && n == 1 && self.model.config.head_dim.is_multiple_of(8)
+        self.numerics == Numerics::Fast
+            && n == 1
+            && self.rows.is_none()
+            && self.model.config.head_dim.is_multiple_of(8)
     }
 
     /// The activation format the split kernel writes its output in for the output projection
@@ -121,7 +145,7 @@ impl CudaEngine {
             .k
             .attention_prefill(c, n)
             .expect("rope_attention checked");
-        let layer = self.cache_rows(l);
+        let (layer, _) = self.cache_span(l);
         let kc = self.kc.slice(layer.clone());
         let vc = self.vc.slice(layer);
         let cfg = LaunchConfig {
@@ -154,14 +178,13 @@ impl CudaEngine {
     }
 
     /// Attention of `n` queries over layer `l`'s cache (its rows already written by
-    /// `rope_store`), in the CPU's order.
+    /// `rope_store`), in the CPU's order; in a batch step each query over its own sequence's.
     fn attention(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let layer = self.cache_rows(l);
-        let mut kc = self.kc.slice_mut(layer.clone());
-        let mut vc = self.vc.slice_mut(layer);
+        let (span, seq_stride) = self.cache_span(l);
+        let mut kc = self.kc.slice_mut(span.clone());
+        let mut vc = self.vc.slice_mut(span);
         let s2 = self.clock.stamp();
-        let b = &mut self.bufs;
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, n as u32, 1),
             block_dim: (128, 1, 1),
@@ -169,24 +192,32 @@ impl CudaEngine {
         };
         let h = HeadArgs::of(c);
         let cap = self.cap as i32;
-        // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries.
-        let tiled = i32::from(n >= 64);
-        // SAFETY: queries n × q_dim, cache rows 0..pos+n, scores n × heads × capacity.
+        // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries of one
+        // sequence; a batch step has one query a sequence.
+        let tiled = i32::from(n >= 64 && self.rows.is_none());
+        let Bufs { q, att, scores, .. } = &mut self.bufs;
+        let (rows, scores) = match &mut self.rows {
+            Some(r) => (&r.ids, &mut r.scores),
+            None => (&self.pos, scores),
+        };
+        // SAFETY: queries n × q_dim, cache rows 0..pos+n (a batch step: each query's
+        // sequence's rows 0..=its position), scores n × heads × 2 capacity.
         unsafe {
             self.k
                 .launch(&self.stream, &self.k.attention)
-                .arg(&b.q)
+                .arg(&*q)
                 .arg(&mut kc)
                 .arg(&mut vc)
                 .arg(&h.heads)
                 .arg(&h.kv_heads)
                 .arg(&h.head_dim)
-                .arg(&self.pos)
+                .arg(rows)
+                .arg(&seq_stride)
                 .arg(&cap)
                 .arg(&h.scale)
                 .arg(&tiled)
-                .arg(&mut b.scores)
-                .arg(&mut b.att)
+                .arg(scores)
+                .arg(att)
                 .arg(&s2.ptr)
                 .launch(cfg)
         }
@@ -196,7 +227,7 @@ impl CudaEngine {
     /// One token's RoPE and attention over layer `l`'s cache, split over positions
     /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
     fn attention_split(&mut self, l: usize, out_kind: Option<ActType>) -> Result<(), DriverError> {
-        let layer = self.cache_rows(l);
+        let (layer, _) = self.cache_span(l);
         let st = self.clock.stamp();
         let (b, sp) = (&mut self.bufs, &mut self.split);
         let quant = out_kind.map(|k| (k, &mut b.act));
@@ -356,18 +387,18 @@ pub(super) fn attention_split(
 /// The head-shape arguments the RoPE and attention kernels take, from the model's
 /// configuration (named, so each launch lists them in its kernel's parameter order).
 pub(super) struct HeadArgs {
-    heads: i32,
-    kv_heads: i32,
-    head_dim: i32,
-    rope_dims: i32,
+    pub(super) heads: i32,
+    pub(super) kv_heads: i32,
+    pub(super) head_dim: i32,
+    pub(super) rope_dims: i32,
     /// NEOX-style RoPE (qwen2) rather than NORM (llama).
-    neox: i32,
+    pub(super) neox: i32,
     /// 1 / sqrt(head_dim), the attention scores' scale.
-    scale: f32,
+    pub(super) scale: f32,
 }
 
 impl HeadArgs {
-    fn of(c: &Config) -> HeadArgs {
+    pub(super) fn of(c: &Config) -> HeadArgs {
         HeadArgs::new(
             AttnShape::of(c),
             c.rope_dims,

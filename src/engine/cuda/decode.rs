@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream};
 
+use super::batch::RowsStep;
 use super::buffers::{Bufs, SplitScratch};
 use super::clock::{self, KernelClock, Owner, AREAS};
 use super::env_counts::env_count;
@@ -146,6 +147,11 @@ pub struct CudaEngine {
     pub(super) area: usize,
     pub(super) cap: usize,
     pub(super) len: usize,
+    /// The sequence of the cache that one sequence's launches address (`CudaBatch` holds
+    /// several; 0 otherwise).
+    pub(super) seq: usize,
+    /// A batch step's rows (`CudaBatch`): while set, the step's tokens are one a sequence.
+    pub(super) rows: Option<RowsStep>,
     /// Largest batch one step evaluates under fast numerics (`prefill_chunk`).
     pub(super) prefill_chunk: usize,
     /// Shortest context the grouped decode attention takes (`group_from`).
@@ -231,7 +237,7 @@ impl CudaEngine {
     /// Forget a step launched ahead: the device's token and position are then past the
     /// host's, so both are uploaded before the next launch, which the stream orders after it
     /// (so nothing waits for it here).
-    fn settle(&mut self) {
+    pub(super) fn settle(&mut self) {
         if self.ahead.take().is_some() {
             self.dev_pos = None;
             self.on_device = None;
@@ -257,7 +263,7 @@ impl CudaEngine {
     }
 
     /// Whether this step's kernels stamp themselves (`Timing::Events` while recording).
-    fn stamped(&self, rec: &Recorder) -> bool {
+    pub(super) fn stamped(&self, rec: &Recorder) -> bool {
         rec.enabled() && self.timing == Timing::Events
     }
 
@@ -554,7 +560,7 @@ impl CudaEngine {
     /// The kernels' stamps of the step that just ended (its stream synchronised), as one span
     /// per brick and the step's gaps, into `rec`; returns the first kernel's start and the last
     /// one's end on the GPU's clock (None: no stamped launch).
-    fn record_stamps(
+    pub(super) fn record_stamps(
         &self,
         owners: &[Option<Owner>],
         area: usize,

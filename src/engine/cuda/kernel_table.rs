@@ -47,6 +47,8 @@ pub(super) struct Kernels {
     /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu), a block per
     /// query head, and the grouped kernel long contexts take.
     pub(super) attention_split: CudaFunction,
+    /// The split kernel over a batch step's tokens, each over its own sequence.
+    pub(super) attention_split_rows: CudaFunction,
     pub(super) attention_group: CudaFunction,
     /// The grouped kernel on tensor cores, head sizes 64 and 128
     /// (kernels/attention_group_mma.cu).
@@ -62,6 +64,8 @@ pub(super) struct Kernels {
     pub(super) rms_norm_quant: CudaFunction,
     pub(super) argmax_blocks: CudaFunction,
     pub(super) argmax_final: CudaFunction,
+    /// The greedy pick of every row of a batch step (a row a sequence).
+    pub(super) argmax_rows: CudaFunction,
     pub(super) act_quant: CudaFunction,
     pub(super) advance: CudaFunction,
     /// Launches carry programmatic dependent launch (pdl_launch.rs).
@@ -108,6 +112,7 @@ impl Kernels {
             attention: f("attention")?,
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
+            attention_split_rows: f("attention_split_rows")?,
             attention_group: f("attention_group")?,
             attention_group_mma: agm,
             group_mma_threads,
@@ -117,6 +122,7 @@ impl Kernels {
             rms_norm_quant: f("rms_norm_quant")?,
             argmax_blocks: f("argmax_blocks")?,
             argmax_final: f("argmax_final")?,
+            argmax_rows: f("argmax_rows")?,
             act_quant: f("act_quant")?,
             advance: f("advance")?,
             pdl,

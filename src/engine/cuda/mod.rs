@@ -7,6 +7,8 @@
 //!   `setup` puts a model on the device; `forward` is the per-layer launch plan.
 //! - `attention`, `products`, `step_ops`: the launches the plan makes; `gemm` the prompt
 //!   products on tensor cores.
+//! - `batch`: several sequences decoded together (`CudaBatch`), a step of one token each in
+//!   one pass of the same plan.
 //! - `kernel_table` (the compiled module's functions), `launch_params` (geometry and the
 //!   kernels' parameter structs), `pdl_launch` (the launch builder), `weights`, `buffers`,
 //!   `clock` (per-kernel stamps): what the launches are made with.
@@ -16,6 +18,7 @@
 //!   `calibrate` (the kernel clock against work of known length) for the GPU tests.
 
 mod attention;
+mod batch;
 mod buffers;
 #[cfg(feature = "test-support")]
 pub mod calibrate;
@@ -40,6 +43,7 @@ pub mod step_trace;
 mod weights;
 
 pub use crate::engine::options::Timing;
+pub use batch::CudaBatch;
 #[cfg(feature = "test-support")]
 pub use check::{DecodeOut, DecodeStep, KernelCheck, QuantizedOut};
 pub use decode::{CudaEngine, Decoded};

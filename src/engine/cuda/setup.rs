@@ -109,6 +109,8 @@ impl CudaEngine {
             area: 0,
             cap,
             len: 0,
+            seq: 0,
+            rows: None,
             prefill_chunk: prefill_chunk().map_err(EngineError::Device)?,
             group_from,
             bufs,

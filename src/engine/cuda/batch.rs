@@ -1,0 +1,444 @@
+//! Several sequences decoded together on one GPU (`CudaBatch`), the GPU twin of
+//! `cpu::batch`: each sequence its own KV cache (one allocation, [sequence][layer][position]
+//! [kv_dim]) and position. A step of one token a sequence is one pass of the launch plan over
+//! all of them: products of N rows, RoPE and the KV store putting each token in its own
+//! sequence's cache at its own position, attention of each token over its own sequence, and a
+//! greedy pick a row on the device. A prompt runs on the engine's prompt path over its
+//! sequence's cache. While a batch lives its caches stand in the engine's place; the engine's
+//! own come back when the batch is dropped.
+
+use std::time::Instant;
+
+use cudarc::driver::{result, CudaSlice, DriverError, LaunchConfig};
+
+use super::attention::HeadArgs;
+use super::decode::CudaEngine;
+use super::error::wrap;
+use super::pdl_launch::PushArg;
+use crate::brick::{BrickId as B, Recorder};
+use crate::engine::batched::{check_work, Batched};
+use crate::engine::error::EngineError;
+use crate::engine::options::{LogitsFor, Numerics};
+use crate::model::Model;
+
+/// The device buffers of a batch step beside the engine's activations.
+pub(super) struct RowsStep {
+    /// (sequence, position) of each token of the step.
+    pub(super) ids: CudaSlice<i32>,
+    /// The CPU-order attention's scratch: 2 × capacity values per token and head.
+    pub(super) scores: CudaSlice<f32>,
+    /// The greedy picks: each row's token id, then each row's count of non-finite logits.
+    picks: CudaSlice<u32>,
+    /// Under fast numerics, the split-KV attention's scratch for every token of a step
+    /// (`part`, zeroed `tickets`); None: the step takes the CPU-order attention.
+    pub(super) split: Option<(CudaSlice<f32>, CudaSlice<i32>)>,
+}
+
+/// The engine's own cache while a batch's stands in its place.
+struct Parked {
+    kc: CudaSlice<u16>,
+    vc: CudaSlice<u16>,
+    cap: usize,
+    len: usize,
+}
+
+/// Sequences decoded together on a `CudaEngine`, which the batch holds for its life.
+pub struct CudaBatch<'e> {
+    e: &'e mut CudaEngine,
+    parked: Option<Parked>,
+    lens: Vec<usize>,
+    step: Option<RowsStep>,
+    kv_bytes: usize,
+}
+
+/// What a batch step brings back.
+enum Out {
+    Picks(Vec<u32>),
+    Logits(Vec<f32>),
+}
+
+/// Device bytes a batch of `n` sequences of `cap` positions needs beyond the engine's own:
+/// the caches, the attention's scratch, and the activations of `n` rows (the logits most).
+/// Under fast numerics and head sizes the split-KV kernel takes (a multiple of 8 up to 128),
+/// the floats of its scratch one token of a batch step needs: n_heads × splits × (head_dim +
+/// 2). None: a batch step takes the CPU-order attention.
+fn split_rows(e: &CudaEngine) -> Option<usize> {
+    let c = &e.model.config;
+    let takes = e.numerics == Numerics::Fast
+        && c.head_dim.is_multiple_of(8)
+        && c.head_dim <= 128
+        && c.n_heads.is_multiple_of(c.n_kv_heads.max(1));
+    takes.then(|| c.n_heads * e.split.splits * (c.head_dim + 2))
+}
+
+fn batch_bytes(model: &Model, cap: usize, n: usize) -> (usize, usize) {
+    let c = &model.config;
+    let kv = n.saturating_mul(c.n_layers * cap * c.kv_dim() * 2 * 2);
+    let scores = n.saturating_mul(c.n_heads * 2 * cap * 4);
+    let rows = model.weights.output.rows + 4 * c.n_embd + 2 * c.q_dim() + 3 * c.n_ff;
+    let acts = n.saturating_mul(rows * 4);
+    (kv, kv.saturating_add(scores).saturating_add(acts))
+}
+
+impl<'e> CudaBatch<'e> {
+    /// `n` sequences of up to `ctx` positions each (at most the engine's context, which its
+    /// RoPE table covers) on `engine`. Refused, before anything is allocated, when the device
+    /// has less memory free than the caches and the step's buffers need.
+    pub fn new(engine: &'e mut CudaEngine, ctx: usize, n: usize) -> Result<Self, EngineError> {
+        let cap = ctx.clamp(1, engine.cap);
+        let (kv_bytes, need) = batch_bytes(&engine.model, cap, n);
+        let split = split_rows(engine).map_or(0, |per| n.saturating_mul(per * 4));
+        let need = need.saturating_add(split);
+        engine
+            .ctx
+            .bind_to_thread()
+            .map_err(wrap("binding the GPU's context"))?;
+        let (free, _) = result::mem_get_info().map_err(wrap("reading the GPU's free memory"))?;
+        if need > free {
+            return Err(EngineError::BatchTooLarge {
+                n,
+                ctx: cap,
+                need,
+                free,
+            });
+        }
+        let c = &engine.model.config;
+        let s = &engine.stream;
+        let kv_len = n * c.n_layers * cap * c.kv_dim();
+        let alloc = |what| wrap(what);
+        let kc = s
+            .alloc_zeros::<u16>(kv_len)
+            .map_err(alloc("allocating the batch's KV caches"))?;
+        let vc = s
+            .alloc_zeros::<u16>(kv_len)
+            .map_err(alloc("allocating the batch's KV caches"))?;
+        let step = RowsStep {
+            ids: s
+                .alloc_zeros::<i32>(2 * n)
+                .map_err(alloc("allocating the batch's rows"))?,
+            scores: s
+                .alloc_zeros::<f32>(n * c.n_heads * 2 * cap)
+                .map_err(alloc("allocating the batch's attention scratch"))?,
+            picks: s
+                .alloc_zeros::<u32>(2 * n)
+                .map_err(alloc("allocating the batch's picks"))?,
+            split: match split_rows(engine) {
+                Some(per_token) => Some((
+                    s.alloc_zeros::<f32>(n * per_token)
+                        .map_err(alloc("allocating the batch's attention scratch"))?,
+                    s.alloc_zeros::<i32>(n * c.n_heads)
+                        .map_err(alloc("allocating the batch's attention scratch"))?,
+                )),
+                None => None,
+            },
+        };
+        // Nothing of the engine's may still run on its own cache once the batch's is in place.
+        engine.settle();
+        engine
+            .stream
+            .synchronize()
+            .map_err(wrap("waiting for the engine"))?;
+        let parked = Parked {
+            kc: std::mem::replace(&mut engine.kc, kc),
+            vc: std::mem::replace(&mut engine.vc, vc),
+            cap: std::mem::replace(&mut engine.cap, cap),
+            len: engine.len,
+        };
+        engine.forget_device_state();
+        Ok(CudaBatch {
+            e: engine,
+            parked: Some(parked),
+            lens: vec![0; n],
+            step: Some(step),
+            kv_bytes,
+        })
+    }
+
+    /// Forget every sequence's tokens.
+    pub fn reset(&mut self) {
+        self.lens.iter_mut().for_each(|l| *l = 0);
+    }
+
+    /// `f` on the engine as sequence `s` alone (its cache and position), the position kept.
+    fn on_sequence<T>(
+        &mut self,
+        s: usize,
+        f: impl FnOnce(&mut CudaEngine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let e = &mut *self.e;
+        e.seq = s;
+        e.len = self.lens[s];
+        // The device's position and token are another sequence's; a one-token decode
+        // graph would name another sequence's cache.
+        e.forget_device_state();
+        let r = f(e);
+        self.lens[s] = e.len;
+        r
+    }
+
+    /// One token for each `(s, token)` of `items`, in one pass; each row's greedy pick, or
+    /// (without `pick`) its logits.
+    fn run_rows(
+        &mut self,
+        items: &[(usize, u32)],
+        pick: bool,
+        rec: &mut Recorder,
+    ) -> Result<Out, EngineError> {
+        let rows: Vec<(usize, u32, usize)> =
+            items.iter().map(|&(s, t)| (s, t, self.lens[s])).collect();
+        let e = &mut *self.e;
+        e.rows = self.step.take();
+        let out = e.step_rows(&rows, pick, rec);
+        self.step = e.rows.take();
+        let out = out?;
+        for &(s, _) in items {
+            self.lens[s] += 1;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for CudaBatch<'_> {
+    /// The engine's own cache back in place.
+    fn drop(&mut self) {
+        let e = &mut *self.e;
+        let _ = e.stream.synchronize();
+        if let Some(p) = self.parked.take() {
+            e.kc = p.kc;
+            e.vc = p.vc;
+            e.cap = p.cap;
+            e.len = p.len;
+        }
+        e.seq = 0;
+        e.rows = None;
+        e.forget_device_state();
+    }
+}
+
+impl Batched for CudaBatch<'_> {
+    fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    fn model(&self) -> &Model {
+        &self.e.model
+    }
+
+    fn position(&self, s: usize) -> usize {
+        self.lens[s]
+    }
+
+    fn kv_bytes(&self) -> usize {
+        self.kv_bytes
+    }
+
+    fn prompts_together(&self) -> bool {
+        false
+    }
+
+    /// Items of one token each in one batch step; otherwise each item on the engine's
+    /// prompt path, one after another.
+    fn eval(
+        &mut self,
+        work: &[(usize, &[u32])],
+        want: LogitsFor,
+        rec: &mut Recorder,
+    ) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
+        let vocab = self.e.model.config.vocab_size;
+        let cap = self.e.cap;
+        check_work(work, self.lens.len(), vocab, |s| (self.lens[s], cap))?;
+        if work.iter().all(|(_, t)| t.len() == 1) {
+            let items: Vec<(usize, u32)> = work.iter().map(|&(s, t)| (s, t[0])).collect();
+            let Out::Logits(all) = self.run_rows(&items, false, rec)? else {
+                unreachable!("a step without picks brings back logits")
+            };
+            return Ok(all.chunks_exact(vocab).map(|r| vec![r.to_vec()]).collect());
+        }
+        work.iter()
+            .map(|&(s, tokens)| self.on_sequence(s, |e| e.eval(tokens, want, rec)))
+            .collect()
+    }
+
+    /// One-token items in one batch step with the picks made on the device; prompts one
+    /// after another, each picked on the device too.
+    fn greedy(
+        &mut self,
+        work: &[(usize, &[u32])],
+        rec: &mut Recorder,
+    ) -> Result<Vec<u32>, EngineError> {
+        let vocab = self.e.model.config.vocab_size;
+        let cap = self.e.cap;
+        check_work(work, self.lens.len(), vocab, |s| (self.lens[s], cap))?;
+        let mut picks = vec![0u32; work.len()];
+        let mut singles = Vec::new();
+        for (i, &(s, tokens)) in work.iter().enumerate() {
+            if tokens.len() == 1 {
+                singles.push((i, (s, tokens[0])));
+            } else {
+                picks[i] = self.on_sequence(s, |e| Ok(e.decode(tokens, rec, None)?.token))?;
+            }
+        }
+        if !singles.is_empty() {
+            let items: Vec<(usize, u32)> = singles.iter().map(|&(_, it)| it).collect();
+            let Out::Picks(ids) = self.run_rows(&items, true, rec)? else {
+                unreachable!("a step with picks brings them back")
+            };
+            for (&(i, _), id) in singles.iter().zip(ids) {
+                picks[i] = id;
+            }
+        }
+        Ok(picks)
+    }
+}
+
+impl CudaEngine {
+    /// The device's token, position and decode graphs forgotten: the next launch uploads its
+    /// own, and the graphs (which name the cache they were captured on) are captured again.
+    fn forget_device_state(&mut self) {
+        self.graphs = Default::default();
+        self.dev_pos = None;
+        self.on_device = None;
+    }
+
+    /// A batch step (`rows` set): `rows` are (sequence, token, position), one a sequence;
+    /// every launch of the pass, then the greedy picks (`pick`) or the logits copied back.
+    fn step_rows(
+        &mut self,
+        rows: &[(usize, u32, usize)],
+        pick: bool,
+        rec: &mut Recorder,
+    ) -> Result<Out, EngineError> {
+        let t0 = Instant::now();
+        let n = rows.len();
+        let tokens: Vec<u32> = rows.iter().map(|r| r.1).collect();
+        self.on_device = None;
+        self.prepare(&tokens)?;
+        let ids: Vec<i32> = rows
+            .iter()
+            .flat_map(|&(s, _, p)| [s as i32, p as i32])
+            .collect();
+        let step = self
+            .rows
+            .as_mut()
+            .ok_or_else(|| EngineError::Device("a batch step without its rows".into()))?;
+        self.stream
+            .memcpy_htod(&ids, &mut step.ids.slice_mut(0..2 * n))
+            .map_err(wrap("uploading the batch's positions"))?;
+        self.clock.arm(self.stamped(rec), self.area);
+        self.launch_layers(n, LogitsFor::All, rec)?;
+        if pick {
+            self.pick_rows(n, rec)?;
+        }
+        let owners = self
+            .clock
+            .finish(&self.stream, false)
+            .map_err(EngineError::Device)?;
+        let out = match (pick, &self.rows) {
+            (true, Some(step)) => Out::Picks(
+                self.stream
+                    .clone_dtoh(&step.picks.slice(0..2 * n))
+                    .map_err(wrap("copying the picks back"))?,
+            ),
+            _ => {
+                let vocab = self.model.weights.output.rows;
+                Out::Logits(
+                    self.stream
+                        .clone_dtoh(&self.bufs.logits.slice(0..n * vocab))
+                        .map_err(wrap("copying logits back"))?,
+                )
+            }
+        };
+        self.record_stamps(&owners, self.area, rec, t0)?;
+        match out {
+            Out::Picks(mut p) => {
+                self.nonfinite = p[n..].iter().map(|&c| c as usize).sum();
+                p.truncate(n);
+                Ok(Out::Picks(p))
+            }
+            logits => Ok(logits),
+        }
+    }
+
+    /// RoPE, the KV store and attention of a batch step's `n` tokens over layer `l`, each
+    /// over its own sequence's cache, in one launch of the split-KV kernel
+    /// (kernels/attention_fast.cu `attention_split_rows`).
+    pub(super) fn attention_split_rows(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
+        let c = &self.model.config;
+        let h = HeadArgs::of(c);
+        let (span, seq_stride) = self.cache_span(l);
+        let st = self.clock.stamp();
+        let sp = &self.split;
+        let (splits, ordered) = (sp.splits as i32, sp.ordered_upto);
+        let cfg = LaunchConfig {
+            grid_dim: (c.n_heads as u32, sp.splits as u32, n as u32),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: sp.shared_bytes as u32,
+        };
+        let (Some(step), b) = (self.rows.as_mut(), &mut self.bufs) else {
+            return Ok(());
+        };
+        let Some((part, tickets)) = step.split.as_mut() else {
+            return Ok(());
+        };
+        let mut kc = self.kc.slice_mut(span.clone());
+        let mut vc = self.vc.slice_mut(span);
+        // SAFETY: n tokens' q_dim query and kv_dim K and V values in, q_dim out each; each
+        // token's sequence's cache rows 0..=its position (below the capacity, checked; the
+        // RoPE table holds every position below it), the span holding every sequence's
+        // caches from this layer on; part and tickets hold n tokens' (`split_rows`), the
+        // tickets left zeroed.
+        unsafe {
+            self.k
+                .launch(&self.stream, &self.k.attention_split_rows)
+                .arg(&b.q)
+                .arg(&b.k)
+                .arg(&b.v)
+                .arg(&mut kc)
+                .arg(&mut vc)
+                .arg(&h.heads)
+                .arg(&h.kv_heads)
+                .arg(&h.head_dim)
+                .arg(&step.ids)
+                .arg(&seq_stride)
+                .arg(&self.rope)
+                .arg(&h.rope_dims)
+                .arg(&h.neox)
+                .arg(&splits)
+                .arg(&h.scale)
+                .arg(&ordered)
+                .arg(part)
+                .arg(tickets)
+                .arg(&mut b.att)
+                .arg(&st.ptr)
+                .launch(cfg)
+        }
+        .map(|_| ())
+    }
+
+    /// The greedy pick of each of the step's `n` logits rows (kernels/argmax.cu
+    /// `argmax_rows`), the sample brick.
+    fn pick_rows(&mut self, n: usize, rec: &mut Recorder) -> Result<(), EngineError> {
+        let vocab = self.model.weights.output.rows as i32;
+        self.brick(rec, B::Sample, None, |e| {
+            let st = e.clock.stamp();
+            let Some(step) = e.rows.as_mut() else {
+                return Ok(());
+            };
+            let cfg = LaunchConfig {
+                grid_dim: (n as u32, 1, 1),
+                block_dim: (1024, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: n rows of `vocab` logits in; 2n u32 out (the picks hold 2 × sequences).
+            unsafe {
+                e.k.launch(&e.stream, &e.k.argmax_rows)
+                    .arg(&e.bufs.logits)
+                    .arg(&vocab)
+                    .arg(&mut step.picks)
+                    .arg(&st.ptr)
+                    .launch(cfg)
+            }
+            .map(|_| ())
+        })
+    }
+}
