@@ -285,8 +285,8 @@ pub struct GenerateArgs {
     /// Tokens to generate.
     #[arg(long, default_value_t = 32)]
     pub max_tokens: usize,
-    /// Sequences decoded together, one pass per step (CPU engine): the prompts given, taken in
-    /// turn (default: one per --prompt). Each sequence samples with the seed plus its index.
+    /// Sequences decoded together, one pass per step: the prompts given, taken in turn
+    /// (default: one per --prompt). Each sequence samples with the seed plus its index.
     #[arg(long)]
     pub batch: Option<usize>,
     /// Greedy decoding (same as --temperature 0).

@@ -253,10 +253,9 @@ fn bricks_markdown(s: &mut String, r: &Report) {
     }
 }
 
-/// The prompt's brick table.
 /// The `--batch` sweep: a line per batch size, then each size's brick table.
 fn batch_markdown(s: &mut String, points: &[super::types::BatchPoint]) {
-    let _ = writeln!(s, "Batched decode (CPU engine):\n");
+    let _ = writeln!(s, "Batched decode:\n");
     let _ = writeln!(
         s,
         "| batch | tok/s (all) | tok/s (each) | step us | p99 us | prefill ms | KV MiB | overhead % |"
