@@ -12,6 +12,7 @@ use std::time::Instant;
 use cudarc::driver::{result, CudaSlice, DriverError, LaunchConfig};
 
 use super::attention::HeadArgs;
+use super::buffers::RowsStep;
 use super::decode::CudaEngine;
 use super::error::wrap;
 use super::pdl_launch::PushArg;
@@ -20,19 +21,6 @@ use crate::engine::batched::{check_work, Batched};
 use crate::engine::error::EngineError;
 use crate::engine::options::{LogitsFor, Numerics};
 use crate::model::Model;
-
-/// The device buffers of a batch step beside the engine's activations.
-pub(super) struct RowsStep {
-    /// (sequence, position) of each token of the step.
-    pub(super) ids: CudaSlice<i32>,
-    /// The CPU-order attention's scratch: 2 × capacity values per token and head.
-    pub(super) scores: CudaSlice<f32>,
-    /// The greedy picks: each row's token id, then each row's count of non-finite logits.
-    picks: CudaSlice<u32>,
-    /// Under fast numerics, the split-KV attention's scratch for every token of a step
-    /// (`part`, zeroed `tickets`); None: the step takes the CPU-order attention.
-    pub(super) split: Option<(CudaSlice<f32>, CudaSlice<i32>)>,
-}
 
 /// The engine's own cache while a batch's stands in its place.
 struct Parked {

@@ -1,7 +1,7 @@
 //! The activations on the device: one buffer per intermediate of a step, sized for a batch of
 //! up to `n` tokens, and the product input in its vec-dot format. `Which` names a buffer so the
 //! launch plan can say "from H into Q" and get two distinct borrows. Also the split-KV decode
-//! attention's scratch.
+//! attention's scratch, and a batch step's own buffers (`RowsStep`).
 
 use std::sync::Arc;
 
@@ -290,6 +290,19 @@ impl SplitScratch {
             ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
         })
     }
+}
+
+/// The device buffers of a batch step beside the engine's activations.
+pub(super) struct RowsStep {
+    /// (sequence, position) of each token of the step.
+    pub(super) ids: CudaSlice<i32>,
+    /// The CPU-order attention's scratch: 2 × capacity values per token and head.
+    pub(super) scores: CudaSlice<f32>,
+    /// The greedy picks: each row's token id, then each row's count of non-finite logits.
+    pub(super) picks: CudaSlice<u32>,
+    /// Under fast numerics, the split-KV attention's scratch for every token of a step
+    /// (`part`, zeroed `tickets`); None: the step takes the CPU-order attention.
+    pub(super) split: Option<(CudaSlice<f32>, CudaSlice<i32>)>,
 }
 
 #[cfg(test)]

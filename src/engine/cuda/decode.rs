@@ -20,8 +20,7 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream};
 
-use super::batch::RowsStep;
-use super::buffers::{Bufs, SplitScratch};
+use super::buffers::{Bufs, RowsStep, SplitScratch};
 use super::clock::{self, KernelClock, Owner, AREAS};
 use super::env_counts::env_count;
 use super::error::wrap;
