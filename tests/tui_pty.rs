@@ -2,7 +2,8 @@
 //! the key of every view (checking each acts, and how fast), pause, sort, reset, export, quit;
 //! then check the exit code and that the terminal was given back (alternate screen left,
 //! cursor shown, raw mode off). A second run quits with Ctrl-C; others are ended by SIGTERM,
-//! SIGINT and SIGHUP (exit 128 + the signal, terminal restored), or by the terminal closing.
+//! SIGINT and SIGHUP (exit 128 + the signal, terminal restored), or by the terminal closing;
+//! one runs a `--batch` sweep and reads it in the `n` view.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -33,6 +34,11 @@ fn lflag(master: &dyn MasterPty) -> libc::tcflag_t {
 
 impl Term {
     fn start(tag: &str) -> Term {
+        Term::start_with(tag, &["--ctx", "64"])
+    }
+
+    /// The view with `extra` arguments after the common ones.
+    fn start_with(tag: &str, extra: &[&str]) -> Term {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let model = root.join("tests/fixtures/conformance/models/conf-qwen2-Q4_K_M.gguf");
         let dir = std::env::temp_dir().join(format!("cbtop-pty-{tag}-{}", std::process::id()));
@@ -47,7 +53,8 @@ impl Term {
             .expect("openpty");
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_cbtop"));
         cmd.args(["--model-path", model.to_str().unwrap(), "--threads", "1"]);
-        cmd.args(["--ctx", "64", "--warmup", "2"]);
+        cmd.args(["--warmup", "2"]);
+        cmd.args(extra);
         cmd.cwd(&dir);
         cmd.env("TERM", "xterm-256color");
         let before = lflag(&*pair.master);
@@ -195,6 +202,21 @@ fn keys_through_every_view_then_q() {
         worst < Duration::from_secs(3),
         "keys acted on slowly: {worst:?}"
     );
+    t.press("q");
+    t.finish();
+}
+
+/// `--batch 1,2`: the sweep runs before the single stream, and `n` shows its rows and the
+/// knee line once both sizes are measured.
+#[test]
+fn the_batch_sweep_shows_its_sizes_in_the_n_view() {
+    let mut t = Term::start_with("batch", &["--ctx", "160", "--batch", "1,2"]);
+    t.wait_for("cbtop", FIRST_FRAME);
+    t.press("n");
+    t.wait_for("batch sweep", KEY_TIMEOUT);
+    t.wait_for("a doubling", FIRST_FRAME);
+    let screen = t.screen();
+    assert!(screen.contains("tok/s (all)"), "{screen}");
     t.press("q");
     t.finish();
 }

@@ -25,7 +25,7 @@ use crate::engine::cuda::CudaBatch;
 use crate::engine::cuda::GpuInfo;
 use crate::engine::{EngineError, Numerics, Timing};
 use crate::profiler::analysis::Budgets;
-use crate::profiler::batch::{context_needed, run_point, Sweep};
+use crate::profiler::batch::{context_needed, prompt_lines, run_point, Sweep, MAX_BATCH};
 use crate::profiler::hardware::Host;
 use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
 use crate::profiler::run::{run_until, Plan, RunResult};
@@ -466,7 +466,7 @@ fn batch_sweep(
     }
     let prompts = match &a.prompt_file {
         None => vec![prompt.to_vec()],
-        Some(path) => prompt_lines(src, path)?,
+        Some(path) => prompt_lines(&src.model, path).map_err(CliError::usage)?,
     };
     let sweep = Sweep {
         warmup: a.warmup.min(4),
@@ -496,32 +496,6 @@ struct BatchPlan {
     ctx: usize,
     prompts: Vec<Vec<u32>>,
 }
-
-/// `--prompt-file`: each non-empty line's tokens.
-fn prompt_lines(src: &ModelSource, path: &Path) -> Result<Vec<Vec<u32>>, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        CliError::usage(format!(
-            "--prompt-file {}: cannot read: {e}",
-            path.display()
-        ))
-    })?;
-    let prompts: Vec<Vec<u32>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| src.model.tokenizer.encode(l, true))
-        .filter(|ids| !ids.is_empty())
-        .collect();
-    if prompts.is_empty() {
-        return Err(CliError::usage(format!(
-            "--prompt-file {}: no prompt in it (one a line)",
-            path.display()
-        )));
-    }
-    Ok(prompts)
-}
-
-/// Most sequences `--batch` takes.
-const MAX_BATCH: usize = 1024;
 
 /// Each batch size of the sweep, on an engine of the run's device and numerics (on the GPU
 /// one engine for the whole sweep, each size's batch on it); an interrupt ends the sweep at a

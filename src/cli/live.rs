@@ -11,11 +11,13 @@ use super::error::CliError;
 use super::interrupt;
 use crate::engine::backend::{timing_label, Device};
 use crate::engine::Timing;
+use crate::model::Model;
 use crate::profiler::analysis::Budgets;
+use crate::profiler::batch::{context_needed, prompt_lines, Sweep, MAX_BATCH};
 use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
 use crate::telemetry::GpuProbe;
 use crate::tui::snapshot::Header;
-use crate::tui::worker::EngineConfig;
+use crate::tui::worker::{EngineConfig, BATCH_STEPS};
 use crate::tui::{LiveError, Source};
 
 /// Context when `--ctx` is not given: long enough for steady numbers, short enough that the
@@ -97,6 +99,43 @@ pub fn device_label(device: &Device) -> String {
     }
 }
 
+/// `--batch`: the sweep's prompts (`--prompt-file`'s lines, or the run's prompt), checked
+/// with the sizes before anything runs: sizes 1 to `MAX_BATCH`, and room in `ctx` for the
+/// longest prompt and the sweep's steps.
+fn batch_prompts(
+    args: &ProfileArgs,
+    model: &Model,
+    prompt: &[u32],
+    ctx: usize,
+) -> Result<Vec<Vec<u32>>, CliError> {
+    if args.batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(&bad) = args.batch.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
+        return Err(CliError::usage(format!(
+            "--batch {bad}: a batch size is 1 to {MAX_BATCH}"
+        )));
+    }
+    let prompts = match &args.prompt_file {
+        None => vec![prompt.to_vec()],
+        Some(path) => prompt_lines(model, path).map_err(CliError::usage)?,
+    };
+    let sweep = Sweep {
+        warmup: 2,
+        tokens: BATCH_STEPS,
+        profiled: true,
+    };
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let need = context_needed(longest, sweep);
+    if need > ctx {
+        return Err(CliError::usage(format!(
+            "--batch: a prompt of {longest} tokens and the sweep's steps need {need} positions a \
+             sequence, over --ctx {ctx}"
+        )));
+    }
+    Ok(prompts)
+}
+
 /// The engine configuration for `args` on `device`, and a first status line (or empty).
 pub fn config(
     source: &Source,
@@ -139,6 +178,7 @@ pub fn config(
         numerics: numerics.name().to_string(),
         synthetic: source.synthetic,
     };
+    let batch_prompts = batch_prompts(args, model, &prompt, ctx)?;
     let budgets = Budgets::from_profile(args.profile.as_deref()).map_err(CliError::usage)?;
     let status = match &args.profile {
         Some(p) => format!("budgets from profile {p}"),
@@ -156,6 +196,8 @@ pub fn config(
             timing,
             numerics,
             nvml_peak_gbps: None,
+            batch: args.batch.clone(),
+            batch_prompts,
         },
         status,
     ))

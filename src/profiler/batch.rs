@@ -6,6 +6,7 @@
 //! same positions; their ratio is the profiler's own cost at that batch size.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Instant;
 
 use schemars::JsonSchema;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::brick::cost::Shapes;
 use crate::brick::{Brick, Recorder};
 use crate::engine::{Batched, EngineError};
+use crate::model::Model;
 
 /// What a sweep runs at each batch size.
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +24,29 @@ pub struct Sweep {
     pub tokens: usize,
     /// Per-brick timing on the measured steps.
     pub profiled: bool,
+}
+
+/// Most sequences a batch takes (`--batch`).
+pub const MAX_BATCH: usize = 1024;
+
+/// `--prompt-file`: each non-empty line's tokens (one prompt a line); an unreadable file or
+/// one with no prompt in it is refused, naming the file.
+pub fn prompt_lines(model: &Model, path: &Path) -> Result<Vec<Vec<u32>>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--prompt-file {}: cannot read: {e}", path.display()))?;
+    let prompts: Vec<Vec<u32>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| model.tokenizer.encode(l, true))
+        .filter(|ids| !ids.is_empty())
+        .collect();
+    if prompts.is_empty() {
+        return Err(format!(
+            "--prompt-file {}: no prompt in it (one a line)",
+            path.display()
+        ));
+    }
+    Ok(prompts)
 }
 
 /// Sequence `s`'s prompt: `base` with the tokens after the first turned by `s` places, so the

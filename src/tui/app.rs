@@ -15,11 +15,13 @@ pub enum View {
     Roofline,
     Gpu,
     Assertions,
+    /// `n`: the `--batch` sweep.
+    Batch,
     Help,
 }
 
 impl View {
-    pub const ALL: [View; 8] = [
+    pub const ALL: [View; 9] = [
         View::Main,
         View::Drill,
         View::Histogram,
@@ -27,6 +29,7 @@ impl View {
         View::Roofline,
         View::Gpu,
         View::Assertions,
+        View::Batch,
         View::Help,
     ];
 
@@ -39,6 +42,7 @@ impl View {
             View::Roofline => "roofline",
             View::Gpu => "gpu",
             View::Assertions => "assertions",
+            View::Batch => "batch",
             View::Help => "help",
         }
     }
@@ -138,6 +142,7 @@ impl App {
             KeyCode::Char('m') => self.toggle(View::Roofline),
             KeyCode::Char('g') => self.toggle(View::Gpu),
             KeyCode::Char('a') => self.toggle(View::Assertions),
+            KeyCode::Char('n') => self.toggle(View::Batch),
             KeyCode::Char('?') => self.toggle(View::Help),
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
@@ -181,6 +186,7 @@ mod tests {
             (ch('m'), View::Roofline),
             (ch('g'), View::Gpu),
             (ch('a'), View::Assertions),
+            (ch('n'), View::Batch),
             (ch('?'), View::Help),
         ] {
             assert_eq!(a.on_key(k, 5), Action::None);

@@ -4,10 +4,11 @@
 
 use std::collections::VecDeque;
 
-use super::snapshot::{BrickView, Peaks, Throughput};
+use super::snapshot::{BatchRow, BrickView, Peaks, Throughput};
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::{Series, Stats};
 use crate::profiler::analysis::Analysis;
+use crate::profiler::batch::BatchPoint;
 
 /// Histogram bins kept per distribution; views regroup them to the rows they have.
 pub const HIST_BINS: usize = 32;
@@ -121,6 +122,21 @@ pub fn peaks(p: &MeasuredPeaks, nvml_bus_gbps: Option<f64>) -> Peaks {
         d2d_copy_gbps: (p.bandwidth.source == "d2d_copy").then_some(p.bandwidth.value),
         nvml_bus_gbps,
         cache_gbps: p.cache_bandwidth.as_ref().map(|c| c.value),
+    }
+}
+
+/// One batch size's row of the sweep panel.
+pub fn batch_row(p: &BatchPoint) -> BatchRow {
+    BatchRow {
+        n: p.n,
+        tok_s: p.tokens_per_sec,
+        tok_s_each: p.per_sequence_tokens_per_sec,
+        step_us: p.step_us,
+        shares: p
+            .bricks
+            .iter()
+            .map(|b| (b.id.clone(), b.share_percent))
+            .collect(),
     }
 }
 

@@ -11,6 +11,8 @@ pub enum Phase {
     /// Measuring the device's peak bandwidth and FMA rate for the roofline.
     #[default]
     Probing,
+    /// Decoding batches of sequences (`--batch`), before the single stream runs.
+    Batch,
     /// Evaluating the prompt.
     Prefill,
     Running,
@@ -23,6 +25,7 @@ impl Phase {
     pub fn name(self) -> &'static str {
         match self {
             Phase::Probing => "PROBING PEAKS",
+            Phase::Batch => "BATCH SWEEP",
             Phase::Prefill => "PREFILL",
             Phase::Running => "RUNNING",
             Phase::Paused => "PAUSED",
@@ -153,6 +156,30 @@ pub struct Snapshot {
     /// Logits that were NaN or infinite, over all steps since the last reset.
     pub nonfinite_logits: u64,
     pub error: Option<String>,
+    /// The `--batch` sweep: the sizes asked for, each one measured so far, and why the sweep
+    /// stopped early (a batch that does not fit).
+    pub batch: BatchSweep,
+}
+
+/// The live view's `--batch` sweep.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BatchSweep {
+    pub sizes: Vec<usize>,
+    pub rows: Vec<BatchRow>,
+    pub error: Option<String>,
+}
+
+/// One batch size: `n` sequences decoded together, one pass per step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BatchRow {
+    pub n: usize,
+    /// Tokens per second over all sequences, and of each.
+    pub tok_s: f64,
+    pub tok_s_each: f64,
+    pub step_us: f64,
+    /// Each brick's share of a profiled step, percent, in pipeline order (empty without
+    /// per-brick timing).
+    pub shares: Vec<(String, f64)>,
 }
 
 impl Snapshot {

@@ -13,14 +13,17 @@ use std::time::{Duration, Instant};
 
 use super::collect;
 use super::kernel_list;
-use super::snapshot::{Header, Phase, Snapshot};
+use super::snapshot::{BatchSweep, Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::{Series, Stats};
 use crate::engine::backend::{Backend, Device};
+use crate::engine::cpu::CpuBatch;
+use crate::engine::cuda::CudaBatch;
 use crate::engine::{Numerics, Timing};
 use crate::model::Model;
 use crate::profiler::analysis::{analyze, Budgets};
+use crate::profiler::batch::{run_point, Sweep};
 use crate::profiler::session::Session;
 
 /// How often a snapshot is published while decoding.
@@ -48,7 +51,14 @@ pub struct EngineConfig {
     pub numerics: Numerics,
     /// NVML's theoretical peak memory bandwidth of the GPU in use, GB/s, when known.
     pub nvml_peak_gbps: Option<f64>,
+    /// `--batch`: batch sizes decoded before the single stream, and the sequences' prompts
+    /// (taken in turn; one prompt is varied per sequence).
+    pub batch: Vec<usize>,
+    pub batch_prompts: Vec<Vec<u32>>,
 }
+
+/// Measured steps of each batch size of the live view's sweep (after two warm-up steps).
+pub const BATCH_STEPS: usize = 32;
 
 /// Requests from the UI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,6 +171,7 @@ struct Worker {
     paused: bool,
     ttft_ms: Option<f64>,
     prefill_tok_s: Option<f64>,
+    batch: BatchSweep,
 }
 
 enum Flow {
@@ -190,6 +201,7 @@ impl Worker {
             paused: false,
             ttft_ms: None,
             prefill_tok_s: None,
+            batch: BatchSweep::default(),
         }
     }
 
@@ -201,7 +213,44 @@ impl Worker {
         let mut s = (**self.slot.lock().unwrap_or_else(|p| p.into_inner())).clone();
         s.phase = phase;
         s.error = error;
+        s.batch = self.batch.clone();
         self.publish(s);
+    }
+
+    /// `--batch`: each size decoded on `engine` in turn (`profiler::batch::run_point`), its
+    /// row published as it ends; a size that fails ends the sweep with its reason shown.
+    /// Returns false when the user quit.
+    fn sweep(&mut self, engine: &mut Backend) -> bool {
+        self.batch.sizes = self.cfg.batch.clone();
+        let sweep = Sweep {
+            warmup: 2,
+            tokens: BATCH_STEPS,
+            profiled: self.cfg.profiled,
+        };
+        let ctx = self.cfg.ctx;
+        for n in self.cfg.batch.clone() {
+            self.publish_phase(Phase::Batch, None);
+            if let Flow::Quit = self.poll() {
+                return false;
+            }
+            let prompts = &self.cfg.batch_prompts;
+            let point = match engine {
+                Backend::Cpu(e) => {
+                    CpuBatch::new(e, ctx, n).and_then(|mut b| run_point(&mut b, prompts, sweep))
+                }
+                Backend::Cuda(e) => {
+                    CudaBatch::new(e, ctx, n).and_then(|mut b| run_point(&mut b, prompts, sweep))
+                }
+            };
+            match point {
+                Ok(p) => self.batch.rows.push(collect::batch_row(&p)),
+                Err(e) => {
+                    self.batch.error = Some(format!("batch {n}: {e}"));
+                    break;
+                }
+            }
+        }
+        true
     }
 
     fn handle(&mut self, c: Command) -> Flow {
@@ -265,6 +314,10 @@ impl Worker {
         };
         let roof = peaks.roof();
         let shapes = Shapes::new(&self.model.config, &self.model.weights);
+        let mut engine = engine;
+        if !self.cfg.batch.is_empty() && !self.sweep(&mut engine) {
+            return;
+        }
         let mut session = Session::new(engine, self.cfg.prompt.clone());
         let mut last = Instant::now() - PUBLISH_EVERY;
         let mut first = true;
@@ -364,6 +417,7 @@ impl Worker {
             ctx_size: session.engine().context(),
             nonfinite_logits: self.nonfinite,
             error: None,
+            batch: self.batch.clone(),
         }
     }
 }

@@ -6,7 +6,9 @@
 use cbtop::brick::BrickId;
 use cbtop::telemetry::{GpuSample, HostSample, TelemetrySample};
 use cbtop::tui::app::{App, View};
-use cbtop::tui::snapshot::{BrickView, Header, Peaks, Phase, Snapshot, TelemetryView, Throughput};
+use cbtop::tui::snapshot::{
+    BatchRow, BatchSweep, BrickView, Header, Peaks, Phase, Snapshot, TelemetryView, Throughput,
+};
 use cbtop::tui::views::{self, Ui};
 use cbtop_widgets::Theme;
 use ratatui::backend::TestBackend;
@@ -135,6 +137,32 @@ pub fn snapshot() -> Snapshot {
         ctx_used: 187,
         ctx_size: 512,
         nonfinite_logits: 0,
+        error: None,
+        batch: batch_sweep(),
+    }
+}
+
+/// A `--batch 1,2,4,8,16` sweep with its last size not measured yet.
+fn batch_sweep() -> BatchSweep {
+    let row = |n: usize, tok_s: f64, shares: [f64; 4]| BatchRow {
+        n,
+        tok_s,
+        tok_s_each: tok_s / n as f64,
+        step_us: 1e6 * n as f64 / tok_s,
+        shares: ["qkv", "rope+attention", "ffn_gate_up", "lm_head"]
+            .into_iter()
+            .zip(shares)
+            .map(|(b, p)| (b.to_string(), p))
+            .collect(),
+    };
+    BatchSweep {
+        sizes: vec![1, 2, 4, 8, 16],
+        rows: vec![
+            row(1, 118.0, [14.0, 6.0, 41.0, 22.0]),
+            row(2, 221.0, [13.5, 9.0, 39.0, 21.0]),
+            row(4, 386.0, [12.8, 15.0, 36.0, 19.5]),
+            row(8, 431.0, [10.2, 31.0, 29.0, 15.0]),
+        ],
         error: None,
     }
 }

@@ -195,8 +195,8 @@ pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
 pub fn footer(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let t = ui.theme;
     let keys = match ui.app.view {
-        View::Main => "q quit  ↑↓/jk select  ⏎ drill-down  h hist  b budget  m roofline  g gpu  a assert  s sort  p pause  r reset  e export  ? help",
-        _ => "Esc back  q quit  ↑↓ select brick  ⏎ drill  h b m g a ? views  s sort  p pause  r reset  e export",
+        View::Main => "q quit  ↑↓/jk select  ⏎ drill-down  h hist  b budget  m roofline  g gpu  a assert  n batch  s sort  p pause  r reset  e export  ? help",
+        _ => "Esc back  q quit  ↑↓ select brick  ⏎ drill  h b m g a n ? views  s sort  p pause  r reset  e export",
     };
     let mut spans = Vec::new();
     if let Some(e) = &ui.snap.error {
@@ -217,6 +217,9 @@ pub fn waiting(snap: &Snapshot) -> String {
             "measuring CPU peak bandwidth and FMA rate for the roofline...".into()
         }
         (None, Phase::Prefill) => "evaluating the prompt...".into(),
+        (None, Phase::Batch) => {
+            "decoding the --batch sweep (n shows it); the single stream starts after it".into()
+        }
         _ => "warming up: brick rows appear after the first measured steps".into(),
     }
 }

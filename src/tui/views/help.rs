@@ -18,6 +18,10 @@ const KEYS: &[(&str, &str)] = &[
     ("m", "bandwidth and roofline"),
     ("g", "GPU detail (or why there is no GPU telemetry)"),
     ("a", "assertions: NaN/Inf, budget, CV"),
+    (
+        "n",
+        "batch sweep (--batch): tok/s and brick shares against N",
+    ),
     ("s", "sort: pipeline, time, gap, score"),
     ("p", "pause / resume decoding"),
     ("r", "reset statistics"),

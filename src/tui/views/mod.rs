@@ -3,6 +3,7 @@
 //! of plain data: snapshot tests and the frame-time benchmark call `draw` directly.
 
 mod assertions;
+mod batch;
 mod budget;
 pub mod common;
 mod drill;
