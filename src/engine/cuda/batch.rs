@@ -45,8 +45,6 @@ enum Out {
     Logits(Vec<f32>),
 }
 
-/// Device bytes a batch of `n` sequences of `cap` positions needs beyond the engine's own:
-/// the caches, the attention's scratch, and the activations of `n` rows (the logits most).
 /// Under fast numerics and head sizes the split-KV kernel takes (a multiple of 8 up to 128),
 /// the floats of its scratch one token of a batch step needs: n_heads × splits × (head_dim +
 /// 2). None: a batch step takes the CPU-order attention.
@@ -59,6 +57,9 @@ fn split_rows(e: &CudaEngine) -> Option<usize> {
     takes.then(|| c.n_heads * e.split.splits * (c.head_dim + 2))
 }
 
+/// Device bytes a batch of `n` sequences of `cap` positions needs beyond the engine's own:
+/// the caches (also returned alone), the attention's scratch, and the activations of `n` rows
+/// (the logits most).
 fn batch_bytes(model: &Model, cap: usize, n: usize) -> (usize, usize) {
     let c = &model.config;
     let kv = n.saturating_mul(c.n_layers * cap * c.kv_dim() * 2 * 2);
@@ -93,29 +94,28 @@ impl<'e> CudaBatch<'e> {
         let c = &engine.model.config;
         let s = &engine.stream;
         let kv_len = n * c.n_layers * cap * c.kv_dim();
-        let alloc = |what| wrap(what);
         let kc = s
             .alloc_zeros::<u16>(kv_len)
-            .map_err(alloc("allocating the batch's KV caches"))?;
+            .map_err(wrap("allocating the batch's KV caches"))?;
         let vc = s
             .alloc_zeros::<u16>(kv_len)
-            .map_err(alloc("allocating the batch's KV caches"))?;
+            .map_err(wrap("allocating the batch's KV caches"))?;
         let step = RowsStep {
             ids: s
                 .alloc_zeros::<i32>(2 * n)
-                .map_err(alloc("allocating the batch's rows"))?,
+                .map_err(wrap("allocating the batch's rows"))?,
             scores: s
                 .alloc_zeros::<f32>(n * c.n_heads * 2 * cap)
-                .map_err(alloc("allocating the batch's attention scratch"))?,
+                .map_err(wrap("allocating the batch's attention scratch"))?,
             picks: s
                 .alloc_zeros::<u32>(2 * n)
-                .map_err(alloc("allocating the batch's picks"))?,
+                .map_err(wrap("allocating the batch's picks"))?,
             split: match split_rows(engine) {
                 Some(per_token) => Some((
                     s.alloc_zeros::<f32>(n * per_token)
-                        .map_err(alloc("allocating the batch's attention scratch"))?,
+                        .map_err(wrap("allocating the batch's attention scratch"))?,
                     s.alloc_zeros::<i32>(n * c.n_heads)
-                        .map_err(alloc("allocating the batch's attention scratch"))?,
+                        .map_err(wrap("allocating the batch's attention scratch"))?,
                 )),
                 None => None,
             },
