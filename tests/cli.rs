@@ -404,17 +404,29 @@ fn generate_batch_prints_each_sequence_as_it_runs_alone() {
     let two = run(&["--prompt", "ab", "--prompt", "c d e"]);
     assert_eq!(two.len(), 2);
     assert_ne!(two[0]["prompt_ids"], two[1]["prompt_ids"]);
-    let o = cbtop(&[
-        "generate",
-        "--model-path",
-        &m,
-        "--device",
-        "cpu",
-        "--ids",
-        "1",
-        "--batch",
-        "0",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr_of(&o).contains("--batch"), "{}", stderr_of(&o));
+    // Every step's logits with --full-logits, as a single sequence prints them (the model's
+    // vocabulary is 512).
+    let full = run(&["--ids", "1 7 9 30", "--batch", "2", "--full-logits"]);
+    for line in &full {
+        let logits = line["steps"][0]["logits"].as_array().map(Vec::len);
+        assert_eq!(logits, Some(512), "{}", line["sequence"]);
+    }
+    for (bad, flag) in [
+        (&["--batch", "0"][..], "--batch"),
+        (&["--batch", "2", "--prompt-logits"][..], "--prompt-logits"),
+    ] {
+        let mut args = vec![
+            "generate",
+            "--model-path",
+            &m,
+            "--device",
+            "cpu",
+            "--ids",
+            "1",
+        ];
+        args.extend(bad);
+        let o = cbtop(&args);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(stderr_of(&o).contains(flag), "{}", stderr_of(&o));
+    }
 }

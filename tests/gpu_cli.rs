@@ -118,6 +118,59 @@ fn headless_on_the_gpu_records_the_numerics() {
     }
 }
 
+/// `generate --batch 3` on the GPU under `exact`: each sequence prints the tokens the prompt
+/// gives alone; the headless `--batch 1,3` sweep on the GPU adds an entry per size, with a
+/// time to first token per sequence.
+#[test]
+fn batches_on_the_gpu_from_the_command_line() {
+    let Some(g) = gpu::gpu("gpu_cli::batch") else {
+        return;
+    };
+    let (m, device) = (model(), format!("cuda:{}", g.ordinal));
+    let ids = |o: &std::process::Output| -> Vec<Value> {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["generated_ids"].clone())
+            .collect()
+    };
+    let alone = ids(&generate(&m, "1 7 9 30", "6", &device, "exact")
+        .output()
+        .unwrap());
+    let three = ids(&generate(&m, "1 7 9 30", "6", &device, "exact")
+        .args(["--batch", "3"])
+        .output()
+        .unwrap());
+    assert_eq!(three.len(), 3);
+    for (s, t) in three.iter().enumerate() {
+        assert_eq!(t, &alone[0], "sequence {s}");
+    }
+    let o = cbtop(&[
+        "--headless",
+        "--ci",
+        "--json",
+        "--model-path",
+        &m,
+        "--device",
+        &device,
+        "--tokens",
+        "4",
+        "--warmup",
+        "1",
+        "--batch",
+        "1,3",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = r["batch"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for (p, n) in points.iter().zip([1, 3]) {
+        assert_eq!(p["n"], n);
+        assert_eq!(p["ttft_ms"].as_array().unwrap().len(), n);
+        assert!(p["tokens_per_sec"].as_f64().unwrap() > 0.0);
+    }
+}
+
 /// A prompt longer than the prefill chunk, evaluated in chunks (`CBTOP_PREFILL_CHUNK=64`: 300
 /// tokens as four chunks of 64 and one of 44, each chunk's products and attention on tensor
 /// cores, attending to the cache the chunks before it wrote) gives the logits of the same

@@ -39,6 +39,12 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
             a.model_path.display()
         )));
     }
+    if a.prompt_logits {
+        return Err(CliError::usage(
+            "--prompt-logits: not with several sequences (--batch or several --prompt); \
+             the batch keeps each prompt's last logits only",
+        ));
+    }
     let n = a.batch.unwrap_or(given.len());
     if n == 0 || n > MAX_BATCH {
         return Err(CliError::usage(format!(
@@ -100,12 +106,16 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
         if a.json {
             let piece = tok.token_bytes(step.token);
             let top = top_k(&step.logits, a.top_k_logits);
-            steps[s].push(json!({
+            let mut line = json!({
                 "top": top.iter().map(|&(i, l)| json!([i, l])).collect::<Vec<_>>(),
                 "token": step.token,
                 "piece_hex": hex(&piece),
                 "piece": String::from_utf8_lossy(&piece),
-            }));
+            });
+            if a.full_logits {
+                line["logits"] = json!(step.logits);
+            }
+            steps[s].push(line);
         }
     })
     .map_err(CliError::runtime)?;
