@@ -103,10 +103,6 @@ fn pairs_vnni<'o, B: crate::quant::x86::fast_rows_vnni::Pairs>(
     }
 }
 
-/// Fewest tokens whose Q8_0 products without a load-time copy (the output matrix) repack
-/// their rows in each task (`FastRows::PerTask`).
-const PER_TASK_FROM: usize = 16;
-
 /// How `m`'s rows go under `fast` numerics for `n` tokens, where they take a fast kernel.
 #[derive(Clone, Copy)]
 pub(super) enum FastRows<'r> {
@@ -126,10 +122,7 @@ pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Op
         Some(p) => return Some(FastRows::Packed(p)),
         None => {}
     }
-    // Each task repacks its rows on every call, which fewer tokens than PER_TASK_FROM do not
-    // repay; they take the exact kernels.
-    (r.kernels && m.ty == GgmlType::Q8_0 && n >= PER_TASK_FROM && m.rows >= 8)
-        .then_some(FastRows::PerTask)
+    (r.kernels && m.ty == GgmlType::Q8_0 && n >= 8 && m.rows >= 8).then_some(FastRows::PerTask)
 }
 
 /// A task's Q4_0 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
