@@ -41,6 +41,23 @@ fn generate(m: &str, ids: &str, max_tokens: &str, device: &str, numerics: &str) 
     c
 }
 
+/// A quiet headless JSON run of model `m` on `device`: 4 steps after 1 warm-up.
+fn headless<'a>(m: &'a str, device: &'a str) -> Vec<&'a str> {
+    vec![
+        "--headless",
+        "--ci",
+        "--json",
+        "--model-path",
+        m,
+        "--device",
+        device,
+        "--tokens",
+        "4",
+        "--warmup",
+        "1",
+    ]
+}
+
 #[test]
 fn generate_on_the_gpu_matches_llama_cpp() {
     let Some(g) = gpu::gpu("gpu_cli::generate") else {
@@ -96,19 +113,7 @@ fn headless_on_the_gpu_records_the_numerics() {
         (Some("exact"), "exact"),
         (Some("fast"), "fast"),
     ] {
-        let mut args = vec![
-            "--headless",
-            "--ci",
-            "--json",
-            "--model-path",
-            &m,
-            "--device",
-            &device,
-            "--tokens",
-            "4",
-            "--warmup",
-            "1",
-        ];
+        let mut args = headless(&m, &device);
         args.extend(asked.iter().flat_map(|n| ["--numerics", n]));
         let o = cbtop(&args);
         assert_eq!(o.status.code(), Some(0), "{asked:?}: {}", stderr(&o));
@@ -145,21 +150,9 @@ fn batches_on_the_gpu_from_the_command_line() {
     for (s, t) in three.iter().enumerate() {
         assert_eq!(t, &alone[0], "sequence {s}");
     }
-    let o = cbtop(&[
-        "--headless",
-        "--ci",
-        "--json",
-        "--model-path",
-        &m,
-        "--device",
-        &device,
-        "--tokens",
-        "4",
-        "--warmup",
-        "1",
-        "--batch",
-        "1,3",
-    ]);
+    let mut args = headless(&m, &device);
+    args.extend(["--batch", "1,3"]);
+    let o = cbtop(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let points = r["batch"].as_array().unwrap();
