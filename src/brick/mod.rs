@@ -4,6 +4,7 @@
 
 pub mod cost;
 pub mod id;
+pub mod kernel;
 pub mod peaks;
 pub mod recorder;
 pub mod score;
@@ -11,5 +12,6 @@ pub mod source;
 pub mod stats;
 
 pub use id::{Brick, BrickId};
+pub use kernel::{Catalogue, KernelInfo, KernelSpan, KernelTime};
 pub use recorder::{Recorder, Span};
 pub use source::Source;

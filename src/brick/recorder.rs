@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use super::id::Brick;
+use super::kernel::KernelSpan;
 use super::source::Source;
 
 /// One timed execution of a brick in one layer of one token.
@@ -28,6 +29,8 @@ pub struct Recorder {
     enabled: bool,
     origin: Instant,
     spans: Vec<Span>,
+    /// The kernels of the step's bricks, where the backend names them.
+    kernels: Vec<KernelSpan>,
     /// GPU idle time between the step's kernels, where the backend measures it.
     gaps_ns: Option<u64>,
 }
@@ -39,6 +42,7 @@ impl Recorder {
             enabled,
             origin,
             spans: Vec::with_capacity(512),
+            kernels: Vec::new(),
             gaps_ns: None,
         }
     }
@@ -96,6 +100,19 @@ impl Recorder {
         }
     }
 
+    /// Add a kernel the backend ran for a brick.
+    pub fn push_kernel(&mut self, k: KernelSpan) {
+        if self.enabled {
+            self.kernels.push(k);
+        }
+    }
+
+    /// Hand over this step's kernels (room kept as `take` does).
+    pub fn take_kernels(&mut self) -> Vec<KernelSpan> {
+        let room = self.kernels.capacity();
+        std::mem::replace(&mut self.kernels, Vec::with_capacity(room))
+    }
+
     pub fn spans(&self) -> &[Span] {
         &self.spans
     }
@@ -122,6 +139,7 @@ impl Recorder {
 
     pub fn clear(&mut self) {
         self.spans.clear();
+        self.kernels.clear();
         self.gaps_ns = None;
     }
 }

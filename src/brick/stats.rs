@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 
 use super::id::Brick;
+use super::kernel::KernelSpan;
 use super::recorder::Span;
 use super::source::Source;
 
@@ -149,6 +150,46 @@ pub struct TokenSample {
     pub spans: Vec<Span>,
     /// GPU idle time between the step's kernels, outside every span (None: not measured).
     pub gaps_ns: Option<u64>,
+    /// The kernels that ran for the bricks, where the backend names them.
+    pub kernels: Vec<KernelSpan>,
+}
+
+/// Measurements of one kernel (a catalogue entry) inside one brick.
+#[derive(Clone, Debug)]
+pub struct KernelStats {
+    pub brick: Brick,
+    /// Index in the backend's kernel catalogue.
+    pub kernel: u32,
+    /// Its run time per step, summed over its launches (every layer); empty where the
+    /// backend does not time kernels.
+    pub per_token: Series,
+    /// Launches per step (in the last step that ran it).
+    pub launches: u32,
+    /// Steps that ran it, and the device idle time before its launches over them.
+    steps: u64,
+    gap_before_ns: u64,
+}
+
+impl KernelStats {
+    fn new(brick: Brick, kernel: u32) -> KernelStats {
+        KernelStats {
+            brick,
+            kernel,
+            per_token: Series::new(2),
+            launches: 0,
+            steps: 0,
+            gap_before_ns: 0,
+        }
+    }
+
+    /// Mean device idle time before its launches in a step, microseconds.
+    pub fn gap_before_us(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            self.gap_before_ns as f64 / self.steps as f64 / 1e3
+        }
+    }
 }
 
 /// All statistics of a run.
@@ -167,6 +208,10 @@ pub struct Stats {
     position_sum: u64,
     /// Bricks made ready by `prepare`, not yet recorded.
     spare: Vec<BrickStats>,
+    /// Per kernel of each brick, in the order they first ran.
+    pub kernels: Vec<KernelStats>,
+    /// The last measured step's kernels, in launch order (the kernel timeline).
+    pub last_kernels: Vec<KernelSpan>,
 }
 
 impl Stats {
@@ -180,6 +225,8 @@ impl Stats {
             recent_token_us: VecDeque::new(),
             position_sum: 0,
             spare: Vec::new(),
+            kernels: Vec::new(),
+            last_kernels: Vec::new(),
         }
     }
 
@@ -210,6 +257,15 @@ impl Stats {
             }
             self.spare
                 .push(BrickStats::new(s.brick, s.source, self.n_layers));
+        }
+        for k in &t.kernels {
+            if !self
+                .kernels
+                .iter()
+                .any(|e| (e.brick, e.kernel) == (k.brick, k.kernel))
+            {
+                self.kernels.push(KernelStats::new(k.brick, k.kernel));
+            }
         }
     }
 
@@ -245,10 +301,64 @@ impl Stats {
             self.gaps.record(g);
             covered += g;
         }
+        self.add_kernels(&t.kernels);
         self.token.record(t.total_ns);
         self.other.record(t.total_ns.saturating_sub(covered));
         push_recent(&mut self.recent_token_us, t.total_ns as f64 / 1e3);
         self.position_sum += t.position as u64;
+    }
+
+    /// Fold a step's kernels: per (brick, kernel) the summed run time, launches and idle time
+    /// before them.
+    fn add_kernels(&mut self, kernels: &[KernelSpan]) {
+        if kernels.is_empty() {
+            return;
+        }
+        // (entry, run time, launches, gap before, timed)
+        let mut step: Vec<(usize, u64, u32, u64, bool)> = Vec::new();
+        for k in kernels {
+            let i = match self
+                .kernels
+                .iter()
+                .position(|e| (e.brick, e.kernel) == (k.brick, k.kernel))
+            {
+                Some(i) => i,
+                None => {
+                    self.kernels.push(KernelStats::new(k.brick, k.kernel));
+                    self.kernels.len() - 1
+                }
+            };
+            let j = match step.iter().position(|s| s.0 == i) {
+                Some(j) => j,
+                None => {
+                    step.push((i, 0, 0, 0, false));
+                    step.len() - 1
+                }
+            };
+            let e = &mut step[j];
+            e.2 += 1;
+            if let Some(t) = k.timed {
+                e.1 += t.dur_ns;
+                e.3 += t.gap_before_ns;
+                e.4 = true;
+            }
+        }
+        for (i, ns, launches, gap, timed) in step {
+            let ks = &mut self.kernels[i];
+            ks.launches = launches;
+            ks.steps += 1;
+            if timed {
+                ks.per_token.record(ns);
+                ks.gap_before_ns += gap;
+            }
+        }
+        self.last_kernels.clear();
+        self.last_kernels.extend_from_slice(kernels);
+    }
+
+    /// The kernels measured inside `brick`, in the order they first ran.
+    pub fn kernels_of(&self, brick: Brick) -> impl Iterator<Item = &KernelStats> {
+        self.kernels.iter().filter(move |k| k.brick == brick)
     }
 
     fn brick_mut(&mut self, brick: Brick, source: Source) -> &mut BrickStats {
@@ -321,6 +431,68 @@ mod tests {
         }
     }
 
+    fn kernel(b: BrickId, layer: u32, kernel: u32, start_ns: u64, dur_ns: u64) -> KernelSpan {
+        KernelSpan {
+            brick: b.into(),
+            layer: Some(layer),
+            kernel,
+            timed: Some(crate::brick::KernelTime {
+                start_ns,
+                dur_ns,
+                gap_before_ns: 100,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_kernel_sums_its_launches_over_the_layers_of_a_step() {
+        let mut st = Stats::new(2);
+        // qkv: kernel 0 (act_quant) and kernel 1 (the product) in both layers; kernel 0 also
+        // under ffn_gate_up, a separate entry.
+        let kernels = vec![
+            kernel(BrickId::Qkv, 0, 0, 0, 1_000),
+            kernel(BrickId::Qkv, 0, 1, 1_100, 4_000),
+            kernel(BrickId::FfnGateUp, 0, 0, 5_200, 1_000),
+            kernel(BrickId::Qkv, 1, 0, 6_300, 2_000),
+            kernel(BrickId::Qkv, 1, 1, 8_400, 6_000),
+        ];
+        for _ in 0..2 {
+            st.add(&TokenSample {
+                total_ns: 20_000,
+                spans: vec![span(BrickId::Qkv, Some(0), 5_000)],
+                kernels: kernels.clone(),
+                ..Default::default()
+            });
+        }
+        let qkv: Vec<&KernelStats> = st.kernels_of(BrickId::Qkv.into()).collect();
+        assert_eq!(qkv.len(), 2);
+        assert_eq!((qkv[0].kernel, qkv[0].launches), (0, 2));
+        assert!((qkv[0].per_token.mean_us() - 3.0).abs() < 1e-9);
+        assert!((qkv[1].per_token.mean_us() - 10.0).abs() < 1e-9);
+        assert!((qkv[1].gap_before_us() - 0.2).abs() < 1e-9);
+        assert_eq!(qkv[1].per_token.count(), 2);
+        let gate: Vec<&KernelStats> = st.kernels_of(BrickId::FfnGateUp.into()).collect();
+        assert_eq!((gate.len(), gate[0].launches), (1, 1));
+        assert_eq!(st.last_kernels, kernels);
+    }
+
+    #[test]
+    fn an_untimed_kernel_counts_launches_without_times() {
+        let mut st = Stats::new(1);
+        st.add(&TokenSample {
+            total_ns: 1_000,
+            kernels: vec![KernelSpan {
+                brick: BrickId::LmHead.into(),
+                layer: None,
+                kernel: 3,
+                timed: None,
+            }],
+            ..Default::default()
+        });
+        let k = st.kernels_of(BrickId::LmHead.into()).next().unwrap();
+        assert_eq!((k.kernel, k.launches, k.per_token.count()), (3, 1, 0));
+    }
+
     #[test]
     fn series_mean_cv_quantiles() {
         let mut s = Series::new(3);
@@ -349,6 +521,7 @@ mod tests {
                 span(BrickId::LmHead, None, 4000),
             ],
             gaps_ns: None,
+            kernels: Vec::new(),
         });
         let qkv = st.brick(BrickId::Qkv.into()).unwrap();
         assert!((qkv.per_token.mean_us() - 4.0).abs() < 1e-12);
@@ -376,6 +549,7 @@ mod tests {
                 span(BrickId::LmHead, None, 4000),
             ],
             gaps_ns: None,
+            kernels: Vec::new(),
         };
         let mut plain = Stats::new(2);
         let mut ready = Stats::new(2);

@@ -18,7 +18,7 @@ use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
 use super::output::write_file;
 use crate::brick::id::is_valid_id;
 use crate::brick::peaks::MeasuredPeaks;
-use crate::brick::BrickId;
+use crate::brick::{BrickId, Catalogue, Source};
 use crate::engine::backend::{timing_label, Backend, Device};
 use crate::engine::cpu::CpuBatch;
 use crate::engine::cuda::CudaBatch;
@@ -112,7 +112,7 @@ impl Progress {
     }
 }
 
-fn trace_data(run: &RunResult) -> (Vec<TraceSpan>, Vec<TraceCounter>) {
+fn trace_data(run: &RunResult, kernels: &Catalogue) -> (Vec<TraceSpan>, Vec<TraceCounter>) {
     let mut spans = Vec::new();
     let mut counters = Vec::new();
     for (i, t) in run.samples.iter().enumerate() {
@@ -124,6 +124,21 @@ fn trace_data(run: &RunResult) -> (Vec<TraceSpan>, Vec<TraceCounter>) {
                 start_us: s.start_ns as f64 / 1e3,
                 dur_us: s.dur_ns as f64 / 1e3,
                 source: s.source,
+                kernel_of: None,
+            });
+        }
+        for k in &t.kernels {
+            let (Some(time), Some(info)) = (k.timed, kernels.get(k.kernel)) else {
+                continue;
+            };
+            spans.push(TraceSpan {
+                name: info.name.clone(),
+                layer: k.layer,
+                token: i as u64,
+                start_us: time.start_ns as f64 / 1e3,
+                dur_us: time.dur_ns as f64 / 1e3,
+                source: Source::GpuGlobaltimer,
+                kernel_of: Some(k.brick.to_string()),
             });
         }
         let end_us = (t.start_ns + t.total_ns) as f64 / 1e3;
@@ -276,6 +291,7 @@ struct Measured {
     nvml_bus_gbps: Option<f64>,
     telemetry: Option<RunTelemetry>,
     run: RunResult,
+    kernels: Catalogue,
 }
 
 /// Open the engine on `device`, measure its peaks, and run `plan` with GPU telemetry sampled
@@ -319,6 +335,7 @@ fn measure(
     .map_err(CliError::runtime)?;
     progress.finish();
     let telemetry = sampler.map(|s| RunTelemetry::collect(&s, session.origin(), &run));
+    let kernels = session.engine().kernels();
     Ok(Measured {
         host,
         peaks,
@@ -331,6 +348,7 @@ fn measure(
         nvml_bus_gbps,
         telemetry,
         run,
+        kernels,
     })
 }
 
@@ -371,6 +389,7 @@ fn run_info<'a>(
         nvml_bus_gbps: m.nvml_bus_gbps,
         telemetry: m.telemetry.as_ref().map(|t| t.summary.clone()),
         prompt_on_tensor_cores: m.prompt_on_tensor_cores,
+        kernels: &m.kernels,
     }
 }
 
@@ -398,7 +417,7 @@ fn emit(
     report: &Report,
 ) -> Result<(), CliError> {
     if let Some(path) = &a.trace {
-        let (spans, mut counters) = trace_data(&m.run);
+        let (spans, mut counters) = trace_data(&m.run, &m.kernels);
         if let Some(t) = &m.telemetry {
             counters.extend(t.counters());
         }
@@ -587,6 +606,7 @@ mod tests {
                     position: 0,
                     spans: Vec::new(),
                     gaps_ns: None,
+                    kernels: Vec::new(),
                 })
                 .collect(),
             unprofiled: None,

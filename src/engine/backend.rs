@@ -14,7 +14,7 @@ use super::cuda::{CudaEngine, GpuDesc, GpuInfo};
 use super::error::EngineError;
 use super::options::{LogitsFor, Numerics, Timing};
 use crate::brick::peaks::MeasuredPeaks;
-use crate::brick::{BrickId, Recorder};
+use crate::brick::{BrickId, Catalogue, Recorder};
 use crate::model::Model;
 
 /// The device an engine runs on, once `auto` has been resolved.
@@ -152,6 +152,16 @@ impl Backend {
         match self {
             Backend::Cpu(e) => e.numerics(),
             Backend::Cuda(e) => e.numerics(),
+        }
+    }
+
+    /// Every kernel the engine has named for its bricks so far (the GPU: stamped launches;
+    /// the CPU: the kernels its products and steps chose), indexed as the recorder's
+    /// `KernelSpan`s name them.
+    pub fn kernels(&self) -> Catalogue {
+        match self {
+            Backend::Cpu(e) => e.kernels(),
+            Backend::Cuda(e) => e.kernels(),
         }
     }
 

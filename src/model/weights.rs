@@ -177,3 +177,34 @@ fn vector(f: &GgufFile, name: &str, len: u64) -> Result<Vec<f32>, WeightsError> 
     quant::dequantize_row(t.ty, f.tensor_data(t), &mut out);
     Ok(out)
 }
+
+/// `blk.3.attn_q.weight` of type Q4_K as `attn_q.weight Q4_K`: the tensor every layer has,
+/// with its type (how the drill-down names what a kernel read).
+pub fn tensor_label(name: &str, ty: GgmlType) -> String {
+    let short = match name.strip_prefix("blk.").and_then(|r| r.split_once('.')) {
+        Some((layer, rest)) if layer.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => name,
+    };
+    format!("{short} {}", ty.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_layer_tensor_is_named_without_its_layer() {
+        assert_eq!(
+            tensor_label("blk.12.attn_q.weight", GgmlType::Q4_K),
+            "attn_q.weight Q4_K"
+        );
+        assert_eq!(
+            tensor_label("output.weight", GgmlType::Q6_K),
+            "output.weight Q6_K"
+        );
+        assert_eq!(
+            tensor_label("blk.x.weight", GgmlType::F16),
+            "blk.x.weight F16"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod batch;
 pub mod hardware;
+pub mod kernels;
 pub mod model_source;
 pub mod run;
 pub mod session;

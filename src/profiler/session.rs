@@ -105,6 +105,7 @@ impl Session {
             position: 0,
             spans: self.rec.take(),
             gaps_ns: self.rec.take_gaps(),
+            kernels: self.rec.take_kernels(),
         })
     }
 
@@ -146,6 +147,7 @@ impl Session {
             position,
             spans: self.rec.take(),
             gaps_ns: self.rec.take_gaps(),
+            kernels: self.rec.take_kernels(),
         })
     }
 }

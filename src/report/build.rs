@@ -7,9 +7,11 @@ use super::types::*;
 use crate::brick::cost::{quantized_products, Shapes};
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::Series;
+use crate::brick::Catalogue;
 use crate::model::Model;
 use crate::profiler::analysis::{analyze, analyze_prefill, Analysis, Budgets, PrefillAnalysis};
 use crate::profiler::hardware::Host;
+use crate::profiler::kernels::{self, KernelRow};
 use crate::profiler::run::RunResult;
 
 /// Everything about the run that is not a measurement: the model, the machine, the engine's
@@ -35,6 +37,27 @@ pub struct RunInfo<'a> {
     pub telemetry: Option<Telemetry>,
     /// The prompt's products ran on tensor cores, whose peak then bounds its bricks.
     pub prompt_on_tensor_cores: bool,
+    /// The kernels the engine named for its bricks.
+    pub kernels: &'a Catalogue,
+}
+
+fn kernel_report(r: KernelRow) -> KernelReport {
+    let (launch, res) = (r.info.launch, r.info.resources);
+    KernelReport {
+        name: r.info.name,
+        reads: r.info.reads,
+        grid: launch.map(|l| l.grid),
+        block: launch.map(|l| l.block),
+        dynamic_shared_bytes: launch.map(|l| l.dynamic_shared_bytes),
+        registers_per_thread: res.map(|r| r.registers_per_thread),
+        static_shared_bytes: res.map(|r| r.static_shared_bytes),
+        occupancy_percent: res.map(|r| r.occupancy_percent),
+        launches_per_token: r.launches,
+        mean_us: r.mean_us,
+        p99_us: r.p99_us,
+        share_percent: r.share_percent,
+        gap_before_us: r.gap_before_us,
+    }
 }
 
 fn model_info(info: &RunInfo) -> ModelInfo {
@@ -157,6 +180,10 @@ pub fn build(info: &RunInfo, run: &RunResult, budgets: &Budgets) -> Report {
             score: r.score,
             grade: r.grade.to_string(),
             per_layer_us: r.per_layer_us.clone(),
+            kernels: kernels::rows(&run.stats, info.kernels, r.brick)
+                .into_iter()
+                .map(kernel_report)
+                .collect(),
         })
         .collect();
     let entry = |i: usize| {

@@ -1,5 +1,7 @@
 //! Chrome/Perfetto trace export (`--trace FILE`): one complete event (`ph: "X"`) per measured
-//! brick span, on one track per timing source, and counter tracks (`ph: "C"`) for per-token
+//! brick span, on one track per timing source, one per timed kernel on a kernels track under
+//! them (a brick's span is its kernels' summed run time, which need not contain every kernel
+//! when the GPU idled between them, so kernels get their own track), and counter tracks (`ph: "C"`) for per-token
 //! tok/s, step time and telemetry. Open in ui.perfetto.dev or chrome://tracing.
 //!
 //! The trace format is a JSON object with a `traceEvents` array; timestamps and durations are
@@ -21,6 +23,8 @@ pub struct TraceSpan {
     pub start_us: f64,
     pub dur_us: f64,
     pub source: Source,
+    /// A kernel of the brick named `brick`, rather than a brick.
+    pub kernel_of: Option<String>,
 }
 
 /// One counter sample.
@@ -30,6 +34,9 @@ pub struct TraceCounter {
     pub ts_us: f64,
     pub value: f64,
 }
+
+/// The kernels track.
+const KERNEL_TID: u32 = 6;
 
 fn tid(source: Source) -> u32 {
     match source {
@@ -62,7 +69,18 @@ pub fn write_trace(
         &mut w,
         json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": title}}),
     )?;
-    let mut sources: Vec<Source> = spans.iter().map(|s| s.source).collect();
+    if spans.iter().any(|s| s.kernel_of.is_some()) {
+        event(
+            &mut w,
+            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": KERNEL_TID,
+                   "args": {"name": "kernels"}}),
+        )?;
+    }
+    let mut sources: Vec<Source> = spans
+        .iter()
+        .filter(|s| s.kernel_of.is_none())
+        .map(|s| s.source)
+        .collect();
     sources.sort_by_key(|s| tid(*s));
     sources.dedup();
     for s in sources {
@@ -73,14 +91,20 @@ pub fn write_trace(
         )?;
     }
     for s in spans {
-        event(
-            &mut w,
-            json!({
+        let v = match &s.kernel_of {
+            None => json!({
                 "name": s.name, "cat": "brick", "ph": "X", "pid": 1, "tid": tid(s.source),
                 "ts": s.start_us, "dur": s.dur_us,
                 "args": {"layer": s.layer, "token": s.token, "source": s.source.name()},
             }),
-        )?;
+            Some(brick) => json!({
+                "name": s.name, "cat": "kernel", "ph": "X", "pid": 1, "tid": KERNEL_TID,
+                "ts": s.start_us, "dur": s.dur_us,
+                "args": {"brick": brick, "layer": s.layer, "token": s.token,
+                         "source": s.source.name()},
+            }),
+        };
+        event(&mut w, v)?;
     }
     for c in counters {
         event(
@@ -107,9 +131,20 @@ mod tests {
                 start_us: 1.5,
                 dur_us: 2.25,
                 source: Source::CpuTimer,
+                kernel_of: None,
             };
             3
         ];
+        let mut spans = spans;
+        spans.push(TraceSpan {
+            name: "mvf_q4_k".into(),
+            layer: Some(0),
+            token: 0,
+            start_us: 1.6,
+            dur_us: 1.0,
+            source: Source::GpuGlobaltimer,
+            kernel_of: Some("qkv".into()),
+        });
         let counters = vec![TraceCounter {
             name: "tok/s".into(),
             ts_us: 10.0,
@@ -119,7 +154,18 @@ mod tests {
         write_trace(&mut out, "t", &spans, &counters).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let ev = v["traceEvents"].as_array().unwrap();
-        assert_eq!(ev.iter().filter(|e| e["ph"] == "X").count(), 3);
+        assert_eq!(ev.iter().filter(|e| e["ph"] == "X").count(), 4);
+        let k = ev.iter().find(|e| e["cat"] == "kernel").unwrap();
+        assert_eq!(
+            (&k["tid"], &k["args"]["brick"]),
+            (&KERNEL_TID.into(), &"qkv".into())
+        );
+        let tracks: Vec<&serde_json::Value> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| &e["args"]["name"])
+            .collect();
+        assert!(tracks.contains(&&"kernels".into()), "{tracks:?}");
         assert_eq!(ev.iter().filter(|e| e["ph"] == "C").count(), 1);
         let x = ev.iter().find(|e| e["ph"] == "X").unwrap();
         assert_eq!(x["dur"], 2.25);

@@ -229,6 +229,38 @@ pub struct BrickReport {
     pub grade: String,
     /// Mean time per layer (empty for bricks outside the layers), microseconds.
     pub per_layer_us: Vec<f64>,
+    /// The kernels that ran for the brick, in the order they first ran (GPU: each stamped
+    /// launch, timed; CPU: the kernels chosen at run time, named). Empty in reports written
+    /// before the field existed, and under timing other than `events` on the GPU.
+    #[serde(default)]
+    pub kernels: Vec<KernelReport>,
+}
+
+/// One kernel of a brick: what it is, how it was launched, and its time per token.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelReport {
+    /// The function's name (kernels/*.cu on the GPU; the CPU kernel and its ISA on the CPU).
+    pub name: String,
+    /// The tensor it read and its GGML type, where it reads one.
+    pub reads: Option<String>,
+    /// Grid, block and dynamic shared memory of its launches (GPU).
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<u32>,
+    pub dynamic_shared_bytes: Option<u32>,
+    /// From the compiled function's attributes (GPU).
+    pub registers_per_thread: Option<u32>,
+    pub static_shared_bytes: Option<u32>,
+    /// Theoretical occupancy of its launches, percent (GPU).
+    pub occupancy_percent: Option<f64>,
+    /// Launches per token (all layers).
+    pub launches_per_token: u32,
+    /// Run time per token summed over its launches, microseconds (None: not timed).
+    pub mean_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// Share of the brick's mean time.
+    pub share_percent: Option<f64>,
+    /// Device idle time before its launches, per token, microseconds.
+    pub gap_before_us: Option<f64>,
 }
 
 /// The prompt's evaluation brick by brick, measured once before the timed prefill (so the

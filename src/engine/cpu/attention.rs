@@ -154,6 +154,20 @@ fn pairs_per_task(pairs: usize, threads: usize) -> usize {
     pairs.div_ceil(TASKS_PER_THREAD * threads.max(1)).max(1)
 }
 
+/// The kernel `attention` takes for `queries` query rows of one sequence at head width `hd`,
+/// named with its instruction set (for the drill-down).
+pub fn kernel_name(queries: usize, hd: usize) -> String {
+    let simd = F16Ops::detect().simd;
+    let isa = if simd { "avx2" } else { "scalar" };
+    if queries >= TILED_FROM {
+        format!("attention tiled_head f32 ({isa})")
+    } else if F16Ops::detect().decode_head(hd).is_some() {
+        format!("attention decode_head<{hd}> f16 ({isa})")
+    } else {
+        "attention f16 dots (scalar)".to_string()
+    }
+}
+
 /// The tiled path for one (query, head): llama.cpp's f32 online softmax over the rows,
 /// writing the unnormalised weighted sum of V into `o`; returns the softmax denominator.
 /// AVX2 where the CPU has it (`attention_x86::tiled_head`), else `tiled_head_scalar`; the

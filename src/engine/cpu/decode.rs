@@ -64,6 +64,11 @@ impl CpuEngine {
     }
 
     /// The numerics the engine runs with (`exact` unless `with_numerics` said otherwise).
+    /// The kernels the forward pass has named (`forward::Scratch::kernels`).
+    pub fn kernels(&self) -> crate::brick::Catalogue {
+        self.scratch.kernels.clone()
+    }
+
     pub fn numerics(&self) -> Numerics {
         self.numerics
     }

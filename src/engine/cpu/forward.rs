@@ -9,12 +9,13 @@
 
 use super::attention::{attention, AttnShape};
 use super::kv_cache::KvCache;
-use super::matmul::{matmul, matmuls};
+use super::matmul::{last_kernels, matmul, matmuls};
 use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
 use super::pool;
 use super::repack::Repacked;
-use crate::brick::{BrickId as B, Recorder};
+use crate::brick::{BrickId as B, Catalogue, KernelInfo, KernelSpan, Recorder};
 use crate::engine::options::LogitsFor;
+use crate::model::weights::Mat;
 use crate::model::Model;
 use crate::quant;
 
@@ -34,6 +35,37 @@ pub struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     normed: Vec<f32>,
+    /// The kernels the bricks ran, named as they were chosen (the drill-down's list).
+    pub kernels: Catalogue,
+}
+
+/// Name the kernels `brick` just ran in `layer` (when recording): `names` one per tensor of
+/// `reads`, or one name for a brick that reads none.
+fn note(
+    rec: &mut Recorder,
+    kernels: &mut Catalogue,
+    brick: B,
+    layer: Option<usize>,
+    names: Vec<String>,
+    reads: &[&Mat],
+) {
+    for (i, name) in names.into_iter().enumerate() {
+        let reads = reads
+            .get(i)
+            .map(|m| crate::model::weights::tensor_label(&m.name, m.ty));
+        let kernel = kernels.intern(KernelInfo {
+            name,
+            reads,
+            launch: None,
+            resources: None,
+        });
+        rec.push_kernel(KernelSpan {
+            brick: brick.into(),
+            layer: layer.map(|l| l as u32),
+            kernel,
+            timed: None,
+        });
+    }
 }
 
 /// `f(t, row)` for every `len`-value row `t` of `rows`. A prompt's rows go over the engine's
@@ -111,7 +143,11 @@ pub fn forward_batch(
         gate,
         up,
         normed,
+        kernels,
     } = scratch;
+    let on = rec.enabled();
+    // The portable element-wise steps (the compiler's vectorisation, no ISA dispatch).
+    let plain = |name: &str| vec![format!("ops::{name} (portable)")];
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
@@ -119,6 +155,10 @@ pub fn forward_batch(
             quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
         }
     });
+    if on {
+        let names = vec!["quant::dequantize_row (portable)".to_string()];
+        note(rec, kernels, B::Embed, None, names, &[&w.token_embd]);
+    }
 
     let h = sized(h, n * e);
     let (q, k, v) = (sized(q, n * qd), sized(k, n * kvd), sized(v, n * kvd));
@@ -134,6 +174,9 @@ pub fn forward_batch(
                 rms_norm(&x[t * e..][..e], &lw.attn_norm, cfg.norm_eps, hr)
             });
         });
+        if on {
+            note(rec, kernels, B::AttnNorm, layer, plain("rms_norm"), &[]);
+        }
         rec.time(B::Qkv, layer, || {
             matmuls(
                 w,
@@ -148,6 +191,17 @@ pub fn forward_batch(
                 }
             }
         });
+        if on {
+            let names = last_kernels();
+            note(
+                rec,
+                kernels,
+                B::Qkv,
+                layer,
+                names,
+                &[&lw.wq, &lw.wk, &lw.wv],
+            );
+        }
         rec.time(B::Rope, layer, || {
             if tables.is_empty() {
                 tables = seqs
@@ -161,6 +215,9 @@ pub fn forward_batch(
             per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
             per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
         });
+        if on {
+            note(rec, kernels, B::Rope, layer, plain("rope"), &[]);
+        }
         // attention stores this batch's K and V first
         rec.time(B::Attention, layer, || {
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
@@ -175,17 +232,38 @@ pub fn forward_batch(
                 attention(shape, q, keys, values, pos0, att);
             }
         });
+        if on {
+            let most = seqs.iter().map(|(_, t)| t.len()).max().unwrap_or(1);
+            let names = vec![super::attention::kernel_name(most, cfg.head_dim)];
+            note(rec, kernels, B::Attention, layer, names, &[]);
+        }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
+        if on {
+            note(rec, kernels, B::AttnOut, layer, last_kernels(), &[&lw.wo]);
+        }
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
         });
+        if on {
+            note(
+                rec,
+                kernels,
+                B::AttnResidual,
+                layer,
+                plain("add_in_place"),
+                &[],
+            );
+        }
         rec.time(B::FfnNorm, layer, || {
             let x = &*x;
             per_row(h, e, |t, hr| {
                 rms_norm(&x[t * e..][..e], &lw.ffn_norm, cfg.norm_eps, hr)
             });
         });
+        if on {
+            note(rec, kernels, B::FfnNorm, layer, plain("rms_norm"), &[]);
+        }
         rec.time(B::FfnGateUp, layer, || {
             matmuls(
                 w,
@@ -194,14 +272,49 @@ pub fn forward_batch(
                 fast,
             );
         });
+        if on {
+            let names = last_kernels();
+            note(
+                rec,
+                kernels,
+                B::FfnGateUp,
+                layer,
+                names,
+                &[&lw.w_gate, &lw.w_up],
+            );
+        }
         rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
+        if on {
+            let names = vec![super::ops::silu_mul_kernel().to_string()];
+            note(rec, kernels, B::FfnAct, layer, names, &[]);
+        }
         rec.time(B::FfnDown, layer, || {
             matmul(w, &lw.w_down, gate, &mut *o, fast)
         });
+        if on {
+            note(
+                rec,
+                kernels,
+                B::FfnDown,
+                layer,
+                last_kernels(),
+                &[&lw.w_down],
+            );
+        }
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
         });
+        if on {
+            note(
+                rec,
+                kernels,
+                B::FfnResidual,
+                layer,
+                plain("add_in_place"),
+                &[],
+            );
+        }
     }
     for (kv, tokens) in seqs.iter_mut() {
         kv.advance(tokens.len());
@@ -222,11 +335,17 @@ pub fn forward_batch(
             rms_norm(&x[t * e..(t + 1) * e], &w.output_norm, cfg.norm_eps, hr);
         }
     });
+    if on {
+        note(rec, kernels, B::FinalNorm, None, plain("rms_norm"), &[]);
+    }
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
         matmul(w, &w.output, normed, &mut logits, fast)
     });
+    if on {
+        note(rec, kernels, B::LmHead, None, last_kernels(), &[&w.output]);
+    }
     if rows.len() == 1 {
         return vec![vec![logits]];
     }

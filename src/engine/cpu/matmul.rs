@@ -85,6 +85,126 @@ fn float_tasks(rows: usize, panels: usize, threads: usize, product: usize, tasks
     }
 }
 
+/// The kernel a product takes (chosen once per call, in this order of preference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// Repacked rows under `fast` (`packed_task`).
+    #[cfg(target_arch = "x86_64")]
+    Packed,
+    /// Q4_0/Q5_0/Q8_0 prompt rows unpacked to signed bytes on AVX-512 VNNI.
+    #[cfg(target_arch = "x86_64")]
+    SignedVnni,
+    /// F16/BF16 rows widened to f32 (tiles under `fast`).
+    #[cfg(target_arch = "x86_64")]
+    Widened,
+    /// k-quant rows unpacked per task under `fast`.
+    #[cfg(target_arch = "x86_64")]
+    KquantFast,
+    /// Legacy prompt rows unpacked once per task.
+    #[cfg(target_arch = "x86_64")]
+    Unpacked,
+    /// Two or three tokens on the one-token dots.
+    FewTokens,
+    /// The type's row dots, four tokens at a time where it has them.
+    Rows,
+}
+
+impl Path {
+    /// The kernel's name with the instruction set it runs on here.
+    fn name(self, ty: GgmlType, n: usize) -> String {
+        let t = ty.name().to_lowercase();
+        let act = format!("{:?}", ActType::for_weights(ty)).to_lowercase();
+        #[cfg(target_arch = "x86_64")]
+        let (avx2, vnni, avx512) = (
+            crate::quant::x86::available(),
+            crate::quant::x86_vnni::available(),
+            crate::quant::x86_kquants512::available(),
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let (avx2, vnni, avx512) = (false, false, false);
+        let simd = |wide: bool| match (wide, avx2) {
+            (true, _) => "avx512",
+            (false, true) => "avx2",
+            _ => "scalar",
+        };
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Path::Packed => format!(
+                "packed_task {t}x8 ({})",
+                if ty == GgmlType::Q8_0 && vnni {
+                    "avx512-vnni"
+                } else {
+                    "avx2"
+                }
+            ),
+            #[cfg(target_arch = "x86_64")]
+            Path::SignedVnni => format!("signed_batch_vnni {t}·q8_0 (avx512-vnni)"),
+            #[cfg(target_arch = "x86_64")]
+            Path::Widened => {
+                let tiles = crate::quant::x86::float_tiles::Tiles::pick();
+                let fast = tiles.is_some() && n >= 2;
+                let isa = simd(tiles.is_some_and(|_| is_x86_feature_detected!("avx512f")));
+                format!(
+                    "widened_batch {t} ({}{isa})",
+                    if fast { "tiles, " } else { "" }
+                )
+            }
+            #[cfg(target_arch = "x86_64")]
+            Path::KquantFast => format!("kquant_task {t}·q8_k unpacked ({})", simd(avx512)),
+            #[cfg(target_arch = "x86_64")]
+            Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
+            Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
+            Path::Rows if has_x4(ty) && n >= 4 => {
+                let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
+                let isa = if kquant && avx2 && avx512 {
+                    "avx512"
+                } else {
+                    rows_isa(ty, avx2)
+                };
+                format!("vec_dot_rows_x4 {t}·{act} ({isa})")
+            }
+            Path::Rows => format!("vec_dot_rows {t}·{act} ({})", rows_isa(ty, avx2)),
+        }
+    }
+}
+
+/// The instruction set `vec_dot_rows` takes for `ty` (quant/act.rs: AVX2 for the types it
+/// has row kernels for, else the scalar dots).
+fn rows_isa(ty: GgmlType, avx2: bool) -> &'static str {
+    use GgmlType as T;
+    let rows = matches!(
+        ty,
+        T::Q4_0
+            | T::Q5_0
+            | T::Q8_0
+            | T::F32
+            | T::F16
+            | T::BF16
+            | T::Q4_1
+            | T::Q5_1
+            | T::Q4_K
+            | T::Q5_K
+            | T::Q6_K
+    );
+    if avx2 && rows {
+        "avx2"
+    } else {
+        "scalar"
+    }
+}
+
+/// The kernels the calling thread's last `matmuls` call ran, one per product, named with
+/// their instruction set.
+pub fn last_kernels() -> Vec<String> {
+    SCRATCH.with_borrow(|s| {
+        s.paths
+            .iter()
+            .zip(&s.types)
+            .map(|(p, &ty)| p.name(ty, s.tokens))
+            .collect()
+    })
+}
+
 /// One matrix of a `matmuls` call and where its `n × m.rows` results go.
 pub type Product<'a> = (&'a Mat, &'a mut [f32]);
 
@@ -111,6 +231,10 @@ struct Scratch {
     panels: Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
     tasks: Vec<Task>,
     outs: Vec<SendPtr>,
+    /// The last call's kernel and weight type per product, and its token count.
+    paths: Vec<Path>,
+    types: Vec<GgmlType>,
+    tokens: usize,
 }
 
 thread_local! {
@@ -276,6 +400,40 @@ fn matmuls_in(
         }));
     }
 
+    // Each product's kernel, chosen once per call (`last_kernels` names them).
+    s.paths.clear();
+    s.types.clear();
+    for (m, _) in products.iter() {
+        #[cfg(target_arch = "x86_64")]
+        let path = if packed(m).is_some() {
+            Path::Packed
+        } else if SignedRows::unpacks(m.ty) && !biased.is_empty() {
+            Path::SignedVnni
+        } else if matches!(m.ty, GgmlType::F16 | GgmlType::BF16)
+            && (n >= 4 || float_fast)
+            && crate::quant::x86::available()
+        {
+            Path::Widened
+        } else if kquant_fast && fast_kquants::unpacks(m.ty) && n >= 4 {
+            Path::KquantFast
+        } else if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
+            Path::Unpacked
+        } else if (2..=FEW_TOKENS).contains(&n) {
+            Path::FewTokens
+        } else {
+            Path::Rows
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let path = if (2..=FEW_TOKENS).contains(&n) {
+            Path::FewTokens
+        } else {
+            Path::Rows
+        };
+        s.paths.push(path);
+        s.types.push(m.ty);
+    }
+    s.tokens = n;
+
     s.outs.clear();
     s.outs.extend(
         products
@@ -283,6 +441,7 @@ fn matmuls_in(
             .map(|(_, out)| SendPtr(out.as_mut_ptr())),
     );
     let (tasks, outs, products) = (&s.tasks, &s.outs, &*products);
+    let paths = &s.paths;
 
     pool::global().run(tasks.len(), &|i| {
         let Task {
@@ -310,39 +469,36 @@ fn matmuls_in(
         with_fma(
             #[inline(always)]
             || {
-                // Under `fast`, repacked Q4_0/Q8_0 rows take the fast kernels (ahead of the
-                // exact VNNI ones).
-                #[cfg(target_arch = "x86_64")]
-                if let Some(p) = packed(m) {
-                    let wide = (summed_rows, biased_rows);
-                    return packed_task(p, (m, r0), rows, acts, wide, &out_rows);
-                }
-                #[cfg(target_arch = "x86_64")]
-                if SignedRows::unpacks(m.ty) && !biased.is_empty() {
-                    return signed_batch_vnni(m.ty, rows, rb, n, &biased, &out_rows);
-                }
-                #[cfg(target_arch = "x86_64")]
-                if matches!(m.ty, GgmlType::F16 | GgmlType::BF16)
-                    && (n >= 4 || float_fast)
-                    && crate::quant::x86::available()
-                {
-                    let tiles = tiles.map(|t| {
-                        let kind = ActType::for_weights(m.ty);
-                        let p = panels.iter().find(|(k, _)| *k == kind).map(|(_, p)| p);
-                        (t, p.expect("packed above"), part)
-                    });
-                    return widened_batch(m.ty, rows, m.cols, acts, tiles, &out_rows);
-                }
-                #[cfg(target_arch = "x86_64")]
-                if kquant_fast && fast_kquants::unpacks(m.ty) && n >= 4 {
-                    return kquant_task(m.ty, rows, rb / m.ty.block_bytes(), acts, &out_rows);
-                }
-                #[cfg(target_arch = "x86_64")]
-                if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
-                    return unpacked_batch(m.ty, rows, acts, &out_rows);
-                }
-                if (2..=FEW_TOKENS).contains(&n) {
-                    return few_tokens(m.ty, (rows, rb), acts, &out_rows);
+                match paths[p] {
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Packed => {
+                        let p = packed(m).expect("the path checked it");
+                        let wide = (summed_rows, biased_rows);
+                        return packed_task(p, (m, r0), rows, acts, wide, &out_rows);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::SignedVnni => {
+                        return signed_batch_vnni(m.ty, rows, rb, n, &biased, &out_rows)
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Widened => {
+                        let tiles = tiles.map(|t| {
+                            let kind = ActType::for_weights(m.ty);
+                            let p = panels.iter().find(|(k, _)| *k == kind).map(|(_, p)| p);
+                            (t, p.expect("packed above"), part)
+                        });
+                        return widened_batch(m.ty, rows, m.cols, acts, tiles, &out_rows);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::KquantFast => {
+                        return kquant_task(m.ty, rows, rb / m.ty.block_bytes(), acts, &out_rows)
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Unpacked => return unpacked_batch(m.ty, rows, acts, &out_rows),
+                    Path::FewTokens => {
+                        return few_tokens(m.ty, (rows, rb), acts, &out_rows);
+                    }
+                    Path::Rows => {}
                 }
                 let fours = if has_x4(m.ty) { n / 4 * 4 } else { 0 };
                 for t in (0..fours).step_by(4) {

@@ -63,6 +63,15 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     });
 }
 
+/// The kernel `silu_mul` takes here, named with its instruction set (for the drill-down).
+pub fn silu_mul_kernel() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::x86::available() {
+        return "ops_x86::silu_mul (avx2)";
+    }
+    "ops::silu_mul (scalar)"
+}
+
 /// `silu_mul` on the calling thread: AVX2 where the CPU has it (`ops_x86::silu_mul`, the
 /// same bits), else the scalar loop.
 fn silu_mul_serial(gate: &mut [f32], up: &[f32]) {

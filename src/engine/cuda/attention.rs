@@ -18,6 +18,9 @@ use crate::engine::options::Numerics;
 use crate::model::{Config, RopeStyle};
 use crate::quant::ActType;
 
+/// What the attention kernels read, for the launch log.
+pub(super) const KV_CACHE: &str = "KV cache F16";
+
 impl CudaEngine {
     /// RoPE on Q and K, and K and V of `n` tokens into layer `l`'s cache rows at the device's
     /// position: one launch (kernels/rope.cu `rope_store`), the attention brick's KV write with
@@ -61,7 +64,7 @@ impl CudaEngine {
                 .arg(&seq_stride)
                 .arg(&self.rope)
                 .arg(&h.neox)
-                .arg(&st.ptr)
+                .stamp(&st)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -171,7 +174,8 @@ impl CudaEngine {
                 .arg(&self.pos)
                 .arg(&h.scale)
                 .arg(&mut b.att)
-                .arg(&st.ptr)
+                .reads(KV_CACHE)
+                .stamp(&st)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -218,7 +222,8 @@ impl CudaEngine {
                 .arg(&tiled)
                 .arg(scores)
                 .arg(att)
-                .arg(&s2.ptr)
+                .reads(KV_CACHE)
+                .stamp(&s2)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -376,7 +381,8 @@ pub(super) fn attention_split(
         .arg(&aq)
         .arg(&ad)
         .arg(&ax)
-        .arg(&st.ptr);
+        .reads(KV_CACHE)
+        .stamp(&st);
     // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
     // to 128; the activation buffers hold q_dim values (the engine's, sized for every
     // product's input). The grouped kernels: the part buffer holds n_heads × 2 group_splits

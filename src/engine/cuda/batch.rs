@@ -317,9 +317,10 @@ impl CudaEngine {
         if pick {
             self.pick_rows(n, rec)?;
         }
+        let launched = self.k.log.take_step();
         let owners = self
             .clock
-            .finish(&self.stream, false)
+            .finish(&self.stream, false, &launched)
             .map_err(EngineError::Device)?;
         let out = match (pick, &self.rows) {
             (true, Some(step)) => Out::Picks(
@@ -397,7 +398,8 @@ impl CudaEngine {
                 .arg(part)
                 .arg(tickets)
                 .arg(&mut b.att)
-                .arg(&st.ptr)
+                .reads(super::attention::KV_CACHE)
+                .stamp(&st)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -423,7 +425,7 @@ impl CudaEngine {
                     .arg(&e.bufs.logits)
                     .arg(&vocab)
                     .arg(&mut step.picks)
-                    .arg(&st.ptr)
+                    .stamp(&st)
                     .launch(cfg)
             }
             .map(|_| ())

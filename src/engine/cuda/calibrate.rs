@@ -12,7 +12,7 @@ use cudarc::driver::{
     sys, CudaContext, CudaFunction, CudaGraph, CudaStream, DriverError, LaunchConfig,
 };
 
-use super::clock::{self, KernelClock, Owner, PinnedBuf, Resolved};
+use super::clock::{self, KernelClock, Owner, PinnedBuf, Resolved, Slot};
 use super::error::device_error;
 use super::module;
 use super::pdl_launch::{pdl_for, Launch, PushArg};
@@ -30,7 +30,7 @@ pub struct SpinBrick {
 /// A captured graph of spin bricks and the owners of its stamped launches.
 pub struct SpinStep {
     graph: CudaGraph,
-    owners: Vec<Option<Owner>>,
+    owners: Vec<Slot>,
 }
 
 /// What one replay measured.
@@ -87,7 +87,7 @@ impl TimingCheck {
         unsafe {
             Launch::new(&self.stream, &self.spin, self.pdl)
                 .arg(&cycles)
-                .arg(&st.ptr)
+                .stamp(&st)
                 .launch(cfg)
         }
         .map(|_| ())
@@ -128,7 +128,7 @@ impl TimingCheck {
             self.clock.enter(None);
         }
         let copied = self.tok.copy_from(&self.stream, &self.dummy, 1);
-        let owners = self.clock.finish(&self.stream, false);
+        let owners = self.clock.finish(&self.stream, false, &[]);
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))

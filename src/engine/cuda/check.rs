@@ -135,6 +135,7 @@ impl KernelCheck {
             cols,
             row_bytes: w.len() / rows,
             data: upload_padded(s, w).map_err(wrap("kernel check"))?,
+            label: format!("kernel check {}", ty.name()),
         };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;

@@ -40,6 +40,14 @@ pub struct Owner {
     pub layer: Option<u32>,
 }
 
+/// A stamped launch: its owner, and its kernel's entry in the launch log's catalogue
+/// (launch_log.rs; None where the launch was not noted there).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Slot {
+    pub owner: Option<Owner>,
+    pub kernel: Option<u32>,
+}
+
 /// Page-locked host memory that a copy inside a CUDA graph can land in. cudarc's pinned slice
 /// synchronises through events on every access, which cannot be captured into a graph, so
 /// this one is a bare allocation read after the stream has been synchronised.
@@ -196,13 +204,15 @@ impl KernelClock {
     }
 
     /// End a step's launches: queue one copy to the host of the sampled token (with
-    /// `token`) and of the stamps (when armed), and hand back the slots' owners (kept with a
-    /// captured graph, whose replays fill the same slots).
+    /// `token`) and of the stamps (when armed), and hand back the slots (kept with a captured
+    /// graph, whose replays fill the same slots), each with its kernel from `launched` (the
+    /// launch log's stamp addresses and catalogue entries).
     pub fn finish(
         &mut self,
         stream: &Arc<CudaStream>,
         token: bool,
-    ) -> Result<Vec<Option<Owner>>, String> {
+        launched: &[(u64, u32)],
+    ) -> Result<Vec<Slot>, String> {
         let owners = std::mem::take(&mut self.owners);
         let armed = std::mem::replace(&mut self.armed, false);
         if armed && owners.len() > self.cap {
@@ -212,16 +222,24 @@ impl KernelClock {
                 self.cap
             ));
         }
+        let mut slots: Vec<Slot> = owners
+            .iter()
+            .map(|&owner| Slot {
+                owner,
+                kernel: None,
+            })
+            .collect();
+        attach(&mut slots, self.areas[self.area].base, launched);
         let n = match (armed, token) {
-            (true, _) => HEADER + STRIDE * owners.len(),
+            (true, _) => HEADER + STRIDE * slots.len(),
             (false, true) => HEADER,
-            (false, false) => return Ok(owners),
+            (false, false) => return Ok(slots),
         };
         let a = &mut self.areas[self.area];
         a.host
             .copy_from(stream, &a.dev, n)
             .map_err(|e| format!("copying the step's token and timestamps back: {e:?}"))?;
-        Ok(owners)
+        Ok(slots)
     }
 
     /// The stamps a step left in `area` (`STRIDE` values per slot), once its stream is
@@ -238,6 +256,23 @@ impl KernelClock {
     }
 }
 
+/// Give each slot its kernel from `launched` (stamp address, catalogue entry), the slots'
+/// area starting at device address `base`; an address outside the slots is ignored.
+fn attach(slots: &mut [Slot], base: u64, launched: &[(u64, u32)]) {
+    let word_bytes = std::mem::size_of::<u64>() as u64;
+    for &(ptr, kernel) in launched {
+        let Some(word) = ptr.checked_sub(base).map(|b| (b / word_bytes) as usize) else {
+            continue;
+        };
+        let Some(i) = word.checked_sub(HEADER).map(|w| w / STRIDE) else {
+            continue;
+        };
+        if let Some(slot) = slots.get_mut(i) {
+            slot.kernel = Some(kernel);
+        }
+    }
+}
+
 /// One brick's share of a step, from its kernels' stamps.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BrickTime {
@@ -248,10 +283,25 @@ pub struct BrickTime {
     pub busy_ns: u64,
 }
 
+/// One kernel's share of a step, from its stamps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelRun {
+    pub owner: Owner,
+    /// The launch log's catalogue entry.
+    pub kernel: Option<u32>,
+    /// Its start, nanoseconds after the step's first kernel started.
+    pub offset_ns: u64,
+    pub busy_ns: u64,
+    /// Idle time between the end of the kernels before it and its start.
+    pub gap_before_ns: u64,
+}
+
 /// A step's stamps, folded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolved {
     pub bricks: Vec<BrickTime>,
+    /// Every owned launch, in launch order; a brick's busy time is the sum of its kernels'.
+    pub kernels: Vec<KernelRun>,
     /// GPU idle time between consecutive kernels of the step.
     pub gaps_ns: u64,
     /// First kernel's start to last kernel's end.
@@ -260,15 +310,17 @@ pub struct Resolved {
     pub first_ns: u64,
 }
 
-/// Fold the stamps (start and end per slot, in launch order) of the slots `owners` names.
-/// Consecutive launches of one owner make one brick; a launch of no owner counts in the window
-/// but in no brick. A slot its kernel did not stamp is an error (a kernel without the guard).
-pub fn resolve(owners: &[Option<Owner>], stamps: &[u64]) -> Result<Resolved, String> {
+/// Fold the stamps (start and end per slot, in launch order) of `slots`. Consecutive
+/// launches of one owner make one brick; a launch of no owner counts in the window but in no
+/// brick. A slot its kernel did not stamp is an error (a kernel without the guard).
+pub fn resolve(slots: &[Slot], stamps: &[u64]) -> Result<Resolved, String> {
     let mut bricks: Vec<BrickTime> = Vec::new();
+    let mut kernels: Vec<KernelRun> = Vec::new();
     let mut gaps = 0u64;
     let mut first: Option<u64> = None;
     let mut prev_end: Option<u64> = None;
-    for (i, owner) in owners.iter().enumerate() {
+    for (i, slot) in slots.iter().enumerate() {
+        let owner = &slot.owner;
         let (start, end) = match stamps.get(STRIDE * i..STRIDE * (i + 1)) {
             Some(&[s, e]) => (s, e),
             _ => return Err(format!("kernel slot {i} is outside the stamp buffer")),
@@ -280,14 +332,22 @@ pub fn resolve(owners: &[Option<Owner>], stamps: &[u64]) -> Result<Resolved, Str
             ));
         }
         let t0 = *first.get_or_insert(start);
-        if let Some(pe) = prev_end {
-            gaps += start.saturating_sub(pe);
-        }
+        let gap = prev_end.map_or(0, |pe| start.saturating_sub(pe));
+        gaps += gap;
         prev_end = Some(prev_end.map_or(end, |pe| pe.max(end)));
         let Some(o) = owner else { continue };
         let busy = end - start;
+        kernels.push(KernelRun {
+            owner: *o,
+            kernel: slot.kernel,
+            offset_ns: start.saturating_sub(t0),
+            busy_ns: busy,
+            gap_before_ns: gap,
+        });
         match bricks.last_mut() {
-            Some(b) if b.owner == *o && i > 0 && owners[i - 1] == Some(*o) => b.busy_ns += busy,
+            Some(b) if b.owner == *o && i > 0 && slots[i - 1].owner == Some(*o) => {
+                b.busy_ns += busy
+            }
             _ => bricks.push(BrickTime {
                 owner: *o,
                 offset_ns: start.saturating_sub(t0),
@@ -301,6 +361,7 @@ pub fn resolve(owners: &[Option<Owner>], stamps: &[u64]) -> Result<Resolved, Str
     };
     Ok(Resolved {
         bricks,
+        kernels,
         gaps_ns: gaps,
         window_ns,
         first_ns: first.unwrap_or(0),
@@ -312,11 +373,14 @@ mod tests {
     use super::*;
     use crate::brick::BrickId;
 
-    fn own(b: BrickId, l: Option<u32>) -> Option<Owner> {
-        Some(Owner {
-            brick: b.into(),
-            layer: l,
-        })
+    fn own(b: BrickId, l: Option<u32>) -> Slot {
+        Slot {
+            owner: Some(Owner {
+                brick: b.into(),
+                layer: l,
+            }),
+            kernel: None,
+        }
     }
 
     /// Stamps in the kernels' layout from (start, end) pairs.
@@ -331,7 +395,7 @@ mod tests {
             own(BrickId::Qkv, Some(0)),
             own(BrickId::Qkv, Some(0)),
             own(BrickId::Rope, Some(0)),
-            None,
+            Slot::default(),
         ];
         let stamps = lay(&[(100, 150), (160, 200), (230, 240), (250, 260)]);
         let r = resolve(&owners, &stamps).unwrap();
@@ -345,6 +409,38 @@ mod tests {
         // bricks + gaps + the unowned kernel = the window
         let busy: u64 = r.bricks.iter().map(|b| b.busy_ns).sum();
         assert_eq!(busy + r.gaps_ns + 10, r.window_ns);
+        // Each brick's kernels add up to it; the unowned kernel is in none.
+        assert_eq!(r.kernels.len(), 3);
+        for b in &r.bricks {
+            let of: u64 = r
+                .kernels
+                .iter()
+                .filter(|k| k.owner == b.owner)
+                .map(|k| k.busy_ns)
+                .sum();
+            assert_eq!(of, b.busy_ns);
+        }
+        let gaps: Vec<u64> = r.kernels.iter().map(|k| k.gap_before_ns).collect();
+        assert_eq!(gaps, [0, 10, 30]);
+        assert_eq!(r.kernels[2].offset_ns, 130);
+    }
+
+    #[test]
+    fn each_stamp_address_names_its_own_slot() {
+        let mut slots = vec![own(BrickId::Qkv, Some(0)); 3];
+        let base = 0x1000u64;
+        let addr = |i: usize| base + 8 * (HEADER + STRIDE * i) as u64;
+        // Out of order, one outside the slots, one below the base, one at the header.
+        let launched = [
+            (addr(2), 7),
+            (addr(0), 5),
+            (addr(3), 9),
+            (base - 8, 1),
+            (base, 2),
+        ];
+        attach(&mut slots, base, &launched);
+        let kernels: Vec<Option<u32>> = slots.iter().map(|s| s.kernel).collect();
+        assert_eq!(kernels, [Some(5), None, Some(7)]);
     }
 
     #[test]

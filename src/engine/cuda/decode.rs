@@ -21,7 +21,7 @@ use std::time::Instant;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream};
 
 use super::buffers::{Bufs, RowsStep, SplitScratch};
-use super::clock::{self, KernelClock, Owner, AREAS};
+use super::clock::{self, KernelClock, Slot, AREAS};
 use super::env_counts::env_count;
 use super::error::wrap;
 use super::kernel_table::Kernels;
@@ -29,7 +29,7 @@ use super::module;
 use super::probe::GpuDesc;
 use super::step_trace::{StepRow, StepTrace};
 use super::weights::GWeights;
-use crate::brick::{Recorder, Source, Span};
+use crate::brick::{KernelSpan, KernelTime, Recorder, Source, Span};
 use crate::engine::error::EngineError;
 use crate::engine::options::{LogitsFor, Numerics, Timing};
 use crate::model::Model;
@@ -52,7 +52,7 @@ pub(super) fn prefill_chunk() -> Result<usize, String> {
 /// A captured decode step and the bricks its stamped launches belong to.
 pub(super) struct Step {
     graph: CudaGraph,
-    owners: Vec<Option<Owner>>,
+    owners: Vec<Slot>,
 }
 
 /// A decode step launched before the host asked for it: it runs on the token and at the
@@ -195,6 +195,11 @@ impl CudaEngine {
     }
 
     /// The numerics the product kernels were chosen for.
+    /// The kernels stamped launches have run (launch_log.rs).
+    pub fn kernels(&self) -> crate::brick::Catalogue {
+        self.k.log.catalogue()
+    }
+
     pub fn numerics(&self) -> Numerics {
         self.numerics
     }
@@ -309,9 +314,10 @@ impl CudaEngine {
         self.clock.arm(self.stamped(rec), self.area);
         let rows = self.launch_layers(n, want, rec)?;
         self.advance_device(n)?;
+        let launched = self.k.log.take_step();
         let owners = self
             .clock
-            .finish(&self.stream, false)
+            .finish(&self.stream, false, &launched)
             .map_err(EngineError::Device)?;
         let vocab = self.model.weights.output.rows;
         let host = self
@@ -409,7 +415,7 @@ impl CudaEngine {
         self.on_device = Some(id);
         let mut gpu = None;
         if stamped {
-            let owners: &[Option<Owner>] = match &owners {
+            let owners: &[Slot] = match &owners {
                 Some(o) => o,
                 None => self.graphs[1][area].as_ref().map_or(&[], |s| &s.owners),
             };
@@ -523,12 +529,13 @@ impl CudaEngine {
         stamped: bool,
         area: usize,
         rec: &mut Recorder,
-    ) -> Result<Vec<Option<Owner>>, EngineError> {
+    ) -> Result<Vec<Slot>, EngineError> {
         self.clock.arm(stamped, area);
         self.launch_layers(n, LogitsFor::Last, rec)?;
         self.sample(rec, n)?;
+        let launched = self.k.log.take_step();
         self.clock
-            .finish(&self.stream, true)
+            .finish(&self.stream, true, &launched)
             .map_err(EngineError::Device)
     }
 
@@ -561,7 +568,7 @@ impl CudaEngine {
     /// one's end on the GPU's clock (None: no stamped launch).
     pub(super) fn record_stamps(
         &self,
-        owners: &[Option<Owner>],
+        owners: &[Slot],
         area: usize,
         rec: &mut Recorder,
         t0: Instant,
@@ -579,6 +586,19 @@ impl CudaEngine {
                 start_ns: base_ns + b.offset_ns,
                 dur_ns: b.busy_ns,
                 source: Source::GpuGlobaltimer,
+            });
+        }
+        for k in &r.kernels {
+            let Some(kernel) = k.kernel else { continue };
+            rec.push_kernel(KernelSpan {
+                brick: k.owner.brick,
+                layer: k.owner.layer,
+                kernel,
+                timed: Some(KernelTime {
+                    start_ns: base_ns + k.offset_ns,
+                    dur_ns: k.busy_ns,
+                    gap_before_ns: k.gap_before_ns,
+                }),
             });
         }
         rec.add_gaps(r.gaps_ns);

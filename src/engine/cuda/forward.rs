@@ -118,7 +118,8 @@ impl CudaEngine {
                     .arg(&cols)
                     .arg(&s.bufs.tok)
                     .arg(&mut s.bufs.x)
-                    .arg(&st.ptr)
+                    .reads(&m.label)
+                    .stamp(&st)
                     .launch(cfg)
             }
             .map(|_| ())
@@ -186,7 +187,7 @@ impl CudaEngine {
                         .arg(&mut b.act.q)
                         .arg(&mut b.act.d)
                         .arg(&mut b.act.x)
-                        .arg(&st.ptr)
+                        .stamp(&st)
                         .launch(lin(n * ff))
                 }
                 .map(|_| ())

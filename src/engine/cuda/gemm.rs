@@ -16,7 +16,7 @@ use super::clock::KernelClock;
 use super::env_counts::env_count;
 use super::error::wrap;
 use super::launch_params::{ceil_div, lin, Epilogue};
-use super::pdl_launch::{Launch, PushArg};
+use super::pdl_launch::{Launcher, PushArg};
 use super::weights::GMat;
 use crate::engine::error::EngineError;
 use crate::quant::GgmlType;
@@ -275,7 +275,7 @@ pub(super) fn applies(
 pub(super) fn gemm_product(
     s: &Arc<CudaStream>,
     g: &GemmKernels,
-    pdl: bool,
+    launcher: Launcher<'_>,
     m: &GMat,
     n: usize,
     x: &CudaSlice<f32>,
@@ -289,11 +289,12 @@ pub(super) fn gemm_product(
         let (t, st) = (total as i32, clock.stamp());
         // SAFETY: n × cols values of x into as many f16 (applies() checked the room).
         unsafe {
-            Launch::new(s, &g.to_f16, pdl)
+            launcher
+                .launch(s, &g.to_f16)
                 .arg(x)
                 .arg(&t)
                 .arg(&mut bufs.a)
-                .arg(&st.ptr)
+                .stamp(&st)
                 .launch(lin(total))
         }?;
     }
@@ -328,14 +329,16 @@ pub(super) fn gemm_product(
             // SAFETY: rows r0..r0 + rows of the matrix (each row_bytes) into rows × cols f16
             // values of the scratch (slice_rows × cols fit in it).
             unsafe {
-                Launch::new(s, g.dequant(m.ty), pdl)
+                launcher
+                    .launch(s, g.dequant(m.ty))
                     .arg(&m.data)
                     .arg(&rb)
                     .arg(&r)
                     .arg(&nr)
                     .arg(&cols)
                     .arg(&mut bufs.w)
-                    .arg(&st.ptr)
+                    .reads(&m.label)
+                    .stamp(&st)
                     .launch(cfg)
             }?;
             bufs.w.device_ptr(s).0
@@ -358,7 +361,8 @@ pub(super) fn gemm_product(
         // the bias, when there is one, holds the matrix's rows values; with a split, `part`
         // takes splits × n × rows values (plan() checked the room).
         unsafe {
-            Launch::new(s, &tile.f, pdl)
+            launcher
+                .launch(s, &tile.f)
                 .arg(&bufs.a)
                 .arg(&b_ptr)
                 .arg(&nn)
@@ -369,7 +373,12 @@ pub(super) fn gemm_product(
                 .arg(&c_ptr)
                 .arg(&ldc)
                 .arg(&mut bufs.part)
-                .arg(&st.ptr)
+                .reads(if direct {
+                    &m.label
+                } else {
+                    "dequantized f16 tile"
+                })
+                .stamp(&st)
                 .launch(cfg)
         }?;
         if splits > 1 {
@@ -377,7 +386,8 @@ pub(super) fn gemm_product(
             // SAFETY: splits × n × rows partial sums into n rows of `rows` values of C, as
             // the product's own epilogue would write them.
             unsafe {
-                Launch::new(s, &g.reduce, pdl)
+                launcher
+                    .launch(s, &g.reduce)
                     .arg(&bufs.part)
                     .arg(&sp)
                     .arg(&nn)
@@ -386,7 +396,7 @@ pub(super) fn gemm_product(
                     .arg(&acc)
                     .arg(&c_ptr)
                     .arg(&ldc)
-                    .arg(&st.ptr)
+                    .stamp(&st)
                     .launch(lin(n * rows))
             }?;
         }

@@ -7,9 +7,10 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 
 use super::gemm::GemmKernels;
+use super::launch_log::LaunchLog;
 use super::launch_params::{group_mma_shared_bytes, FAST_ROWS, GROUP_MAX, MVO_BYTES};
 use super::module;
-use super::pdl_launch::Launch;
+use super::pdl_launch::{Launch, Launcher};
 use crate::engine::options::Numerics;
 use crate::quant::GgmlType;
 
@@ -70,6 +71,8 @@ pub(super) struct Kernels {
     pub(super) advance: CudaFunction,
     /// Launches carry programmatic dependent launch (pdl_launch.rs).
     pub(super) pdl: bool,
+    /// The kernels stamped launches ran (launch_log.rs).
+    pub(super) log: LaunchLog,
     /// Fast numerics: prompt products on tensor cores (gemm.rs).
     pub(super) gemm: Option<GemmKernels>,
     /// Fast numerics: prompt attention on tensor cores for head sizes 64 and 128
@@ -87,7 +90,12 @@ impl Kernels {
         pdl: bool,
         sms: usize,
     ) -> Result<Kernels, String> {
-        let f = |n: &str| module::function(m, n);
+        let log = LaunchLog::default();
+        let f = |n: &str| {
+            let func = module::function(m, n)?;
+            log.name(&func, n);
+            Ok(func)
+        };
         let mut typed = Vec::new();
         for ty in GgmlType::ALL {
             let name = ty.name().to_lowercase();
@@ -134,6 +142,7 @@ impl Kernels {
                 Numerics::Fast => Some([f("attention_prefill_64")?, f("attention_prefill_128")?]),
                 Numerics::Exact => None,
             },
+            log,
         })
     }
 
@@ -151,7 +160,15 @@ impl Kernels {
 
     /// A launch of `f` (one of this table's kernels) on `s`.
     pub(super) fn launch<'a>(&'a self, s: &'a CudaStream, f: &'a CudaFunction) -> Launch<'a> {
-        Launch::new(s, f, self.pdl)
+        self.launcher().launch(s, f)
+    }
+
+    /// How this table's kernels are launched.
+    pub(super) fn launcher(&self) -> Launcher<'_> {
+        Launcher {
+            pdl: self.pdl,
+            log: Some(&self.log),
+        }
     }
 
     pub(super) fn product(&self, ty: GgmlType) -> &Product {

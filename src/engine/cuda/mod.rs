@@ -32,6 +32,7 @@ mod forward;
 mod gemm;
 mod hardware;
 mod kernel_table;
+mod launch_log;
 mod launch_params;
 pub mod module;
 mod pdl_launch;

@@ -15,6 +15,8 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
+use super::clock::Stamp;
+use super::launch_log::LaunchLog;
 use cudarc::driver::{
     sys, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut,
     DriverError, LaunchConfig,
@@ -33,12 +35,35 @@ enum Arg {
     Host(*const c_void),
 }
 
-/// A kernel launch being built: `Launch::new(stream, func, pdl).arg(..)...launch(cfg)`.
+/// How the engine's launches are made: with PDL or not, and the log their kernels are noted
+/// in (launch_log.rs).
+#[derive(Clone, Copy)]
+pub struct Launcher<'a> {
+    pub pdl: bool,
+    pub log: Option<&'a LaunchLog>,
+}
+
+impl<'a> Launcher<'a> {
+    /// A launch of `f` on `s`.
+    pub fn launch(self, s: &'a CudaStream, f: &'a CudaFunction) -> Launch<'a> {
+        let mut l = Launch::new(s, f, self.pdl);
+        l.log = self.log;
+        l
+    }
+}
+
+/// A kernel launch being built: `Launch::new(stream, func, pdl).arg(..)...stamp(&st)
+/// .launch(cfg)`.
 pub struct Launch<'a> {
     stream: &'a CudaStream,
     func: &'a CudaFunction,
     pdl: bool,
     args: Vec<Arg>,
+    log: Option<&'a LaunchLog>,
+    /// The stamp slot's address (0: not stamped).
+    stamp: u64,
+    /// The tensor the kernel reads, for the log.
+    reads: Option<&'a str>,
     _host: PhantomData<&'a ()>,
 }
 
@@ -55,8 +80,23 @@ impl<'a> Launch<'a> {
             func,
             pdl,
             args: Vec::with_capacity(20),
+            log: None,
+            stamp: 0,
+            reads: None,
             _host: PhantomData,
         }
+    }
+
+    /// Push the trailing argument every kernel takes, its stamp slot (clock.rs).
+    pub fn stamp(&mut self, st: &'a Stamp) -> &mut Self {
+        self.stamp = st.ptr;
+        self.host_value(&st.ptr)
+    }
+
+    /// Name the tensor the kernel reads (name and GGML type), for the launch log.
+    pub fn reads(&mut self, what: &'a str) -> &mut Self {
+        self.reads = Some(what);
+        self
     }
 
     /// Queue the kernel on the stream (or into the graph being captured from it).
@@ -110,7 +150,11 @@ impl<'a> Launch<'a> {
                 std::ptr::null_mut(),
             )
         }
-        .result()
+        .result()?;
+        if let (Some(log), true) = (self.log, self.stamp != 0) {
+            log.note(self.stream, self.func, &cfg, self.stamp, self.reads);
+        }
+        Ok(())
     }
 }
 

@@ -46,7 +46,7 @@ pub(super) fn quantize(
             .arg(&mut act.q)
             .arg(&mut act.d)
             .arg(&mut act.x)
-            .arg(&st.ptr)
+            .stamp(&st)
             .launch(LaunchConfig {
                 grid_dim: (ceil_div(n * cols, 256), 1, 1),
                 block_dim: (256, 1, 1),
@@ -80,7 +80,7 @@ pub(super) fn product(
     if gemm::applies(k.gemm.as_ref(), act.f16.as_ref(), m, n) {
         let g = k.gemm.as_ref().expect("applies() checked");
         let b = act.f16.as_mut().expect("applies() checked");
-        gemm::gemm_product(s, g, k.pdl, m, n, x, b, out, ep, clock)?;
+        gemm::gemm_product(s, g, k.launcher(), m, n, x, b, out, ep, clock)?;
         return Ok(Held {
             quantized: false,
             f16: true,
@@ -165,7 +165,11 @@ pub(super) fn product(
             Some(b) => l.arg(b),
             None => l.arg(&null),
         };
-        l.arg(&accumulate).arg(out).arg(&st.ptr).launch(cfg)
+        l.arg(&accumulate)
+            .arg(out)
+            .reads(&m.label)
+            .stamp(&st)
+            .launch(cfg)
     }?;
     Ok(Held {
         quantized: true,
@@ -312,6 +316,13 @@ impl CudaEngine {
         let shared = if self.k.ordered { MVO_BYTES } else { 0 };
         let (cols, acc) = (cols as i32, i32::from(accumulate));
         let st = self.clock.stamp();
+        let labels = (st.ptr != 0).then(|| {
+            let names: Vec<&str> = outs
+                .iter()
+                .map(|&(m, _)| mat(&self.w, m).label.as_str())
+                .collect();
+            names.join(" + ")
+        });
         let a = &self.bufs.act;
         // SAFETY: each matrix's rows × row_bytes of weights against `cols` activations
         // (quantized, or rounded floats in `xf`); each output (a distinct buffer of the engine)
@@ -326,7 +337,8 @@ impl CudaEngine {
                 .arg(&a.x)
                 .arg(&a.xf)
                 .arg(&acc)
-                .arg(&st.ptr)
+                .reads(labels.as_deref().unwrap_or_default())
+                .stamp(&st)
                 .launch(LaunchConfig {
                     grid_dim: (blocks as u32, 1, 1),
                     block_dim: (128, 1, 1),

@@ -38,7 +38,7 @@ impl CudaEngine {
                     .arg(&b.logits)
                     .arg(&vocab)
                     .arg(&mut b.part)
-                    .arg(&s1.ptr)
+                    .stamp(&s1)
                     .launch(cfg(ARGMAX_BLOCKS))?;
                 e.k.launch(&e.stream, &e.k.argmax_final)
                     .arg(&b.part)
@@ -46,7 +46,7 @@ impl CudaEngine {
                     .arg(&sampled)
                     .arg(&mut e.pos)
                     .arg(&nn)
-                    .arg(&s2.ptr)
+                    .stamp(&s2)
                     .launch(cfg(1))
             }
             .map(|_| ())
@@ -63,7 +63,7 @@ impl CudaEngine {
                 .launch(&self.stream, &self.k.advance)
                 .arg(&mut self.pos)
                 .arg(&nn)
-                .arg(&st.ptr)
+                .stamp(&st)
                 .launch(LaunchConfig {
                     grid_dim: (1, 1, 1),
                     block_dim: (1, 1, 1),
@@ -123,7 +123,7 @@ impl CudaEngine {
                 .arg(&mut b.act.q)
                 .arg(&mut b.act.d)
                 .arg(&mut b.act.x)
-                .arg(&st.ptr)
+                .stamp(&st)
                 .launch(cfg)
         }
         .map(|_| ())

@@ -24,6 +24,9 @@ pub(super) struct GMat {
     pub(super) cols: usize,
     pub(super) row_bytes: usize,
     pub(super) data: CudaSlice<u8>,
+    /// The tensor's name without its layer, and its type (`attn_q.weight Q4_K`): what the
+    /// launch log says a product kernel read.
+    pub(super) label: String,
 }
 
 /// One transformer layer's weights on the device.
@@ -126,6 +129,7 @@ fn upload_mat(
         row_bytes: m.row_bytes(),
         data: upload_padded(s, w.bytes(m))
             .map_err(|e| device_error(&format!("uploading {}", m.name), e))?,
+        label: crate::model::weights::tensor_label(&m.name, m.ty),
     })
 }
 
