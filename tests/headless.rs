@@ -500,3 +500,46 @@ fn batch_sweep_adds_one_entry_per_size() {
         );
     }
 }
+
+/// On the CPU every brick names the kernels chosen at run time (with their instruction set)
+/// and the tensors they read, with the file's types; nothing is timed per kernel there.
+#[test]
+fn the_cpu_report_names_each_bricks_kernels() {
+    let o = headless(&["--json", "--tokens", "4"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_report(&o);
+    let model = cbtop::model::Model::load(std::path::Path::new(&model())).unwrap();
+    let l0 = &model.weights.layers[0];
+    let label = |m: &cbtop::model::weights::Mat| cbtop::model::weights::tensor_label(&m.name, m.ty);
+    let want: Vec<(&str, Vec<String>)> = vec![
+        ("qkv", vec![label(&l0.wq), label(&l0.wk), label(&l0.wv)]),
+        ("attn_out", vec![label(&l0.wo)]),
+        ("ffn_gate_up", vec![label(&l0.w_gate), label(&l0.w_up)]),
+        ("ffn_down", vec![label(&l0.w_down)]),
+        ("lm_head", vec![label(&model.weights.output)]),
+    ];
+    let bricks = r["bricks"].as_array().unwrap();
+    let avx2 = cfg!(target_arch = "x86_64") && std::is_x86_feature_detected!("avx2");
+    for b in bricks {
+        let id = b["id"].as_str().unwrap();
+        let ks = b["kernels"].as_array().unwrap();
+        assert!(!ks.is_empty(), "{id} names its kernels");
+        for k in ks {
+            assert!(k["mean_us"].is_null() && k["grid"].is_null(), "{id}: {k}");
+            assert!(k["launches_per_token"].as_u64().unwrap() >= 1, "{k}");
+            let name = k["name"].as_str().unwrap();
+            assert!(name.ends_with(')'), "{id}: {name} says its ISA");
+        }
+        if let Some((_, tensors)) = want.iter().find(|(w, _)| *w == id) {
+            let reads: Vec<&str> = ks.iter().filter_map(|k| k["reads"].as_str()).collect();
+            for t in tensors {
+                assert!(reads.contains(&t.as_str()), "{id} reads {t}: {reads:?}");
+            }
+            for k in ks {
+                let name = k["name"].as_str().unwrap();
+                // The conformance model's types all have AVX2 row kernels.
+                assert_eq!(name.contains("(scalar)"), !avx2, "{id}: {name}");
+            }
+        }
+    }
+}

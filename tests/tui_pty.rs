@@ -3,7 +3,9 @@
 //! then check the exit code and that the terminal was given back (alternate screen left,
 //! cursor shown, raw mode off). A second run quits with Ctrl-C; others are ended by SIGTERM,
 //! SIGINT and SIGHUP (exit 128 + the signal, terminal restored), or by the terminal closing;
-//! one runs a `--batch` sweep and reads it in the `n` view.
+//! one runs a `--batch` sweep and reads it in the `n` view. An ignored test captures the
+//! drill-down and the `w` kernel timeline of any model on any device to files
+//! (`CBTOP_PTY_CAPTURE`), for a device run's record.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -41,20 +43,26 @@ impl Term {
     fn start_with(tag: &str, extra: &[&str]) -> Term {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let model = root.join("tests/fixtures/conformance/models/conf-qwen2-Q4_K_M.gguf");
+        let mut args = vec!["--model-path", model.to_str().unwrap(), "--threads", "1"];
+        args.extend(["--warmup", "2"]);
+        args.extend(extra);
+        Term::start_sized(tag, &args, (24, 80))
+    }
+
+    /// cbtop with exactly `args` in a terminal of (rows, cols).
+    fn start_sized(tag: &str, args: &[&str], (rows, cols): (u16, u16)) -> Term {
         let dir = std::env::temp_dir().join(format!("cbtop-pty-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let pair = native_pty_system()
             .openpty(PtySize {
-                rows: 24,
-                cols: 80,
+                rows,
+                cols,
                 pixel_width: 0,
                 pixel_height: 0,
             })
             .expect("openpty");
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_cbtop"));
-        cmd.args(["--model-path", model.to_str().unwrap(), "--threads", "1"]);
-        cmd.args(["--warmup", "2"]);
-        cmd.args(extra);
+        cmd.args(args);
         cmd.cwd(&dir);
         cmd.env("TERM", "xterm-256color");
         let before = lflag(&*pair.master);
@@ -73,7 +81,7 @@ impl Term {
         });
         let writer = pair.master.take_writer().unwrap();
         Term {
-            parser: vt100::Parser::new(24, 80, 0),
+            parser: vt100::Parser::new(rows, cols, 0),
             raw: Vec::new(),
             rx,
             writer,
@@ -174,6 +182,7 @@ fn keys_through_every_view_then_q() {
         ("m", "bandwidth and roofline"),
         ("g", "gpu detail"),
         ("a", "assertions"),
+        ("w", "kernel timeline"),
         ("?", "help"),
         ("\x1b", "brick pipeline"),
         ("s", "sorted by time"),
@@ -217,6 +226,72 @@ fn the_batch_sweep_shows_its_sizes_in_the_n_view() {
     t.wait_for("a doubling", FIRST_FRAME);
     let screen = t.screen();
     assert!(screen.contains("tok/s (all)"), "{screen}");
+    t.press("q");
+    t.finish();
+}
+
+/// The drill-down names the brick's kernels as the CPU chose them.
+#[test]
+fn the_drill_down_lists_the_kernels_that_ran() {
+    let mut t = Term::start("drill");
+    t.wait_for("qkv", FIRST_FRAME);
+    // qkv is the third brick in pipeline order.
+    t.press("j");
+    t.press("j");
+    t.press("\r");
+    t.wait_for("drill-down: qkv", KEY_TIMEOUT);
+    t.wait_for("attn_q.weight", KEY_TIMEOUT);
+    let screen = t.screen();
+    assert!(screen.contains("kernels (per token)"), "{screen}");
+    t.press("q");
+    t.finish();
+}
+
+/// A capture for the record, not a check: `CBTOP_PTY_CAPTURE=FILE CBTOP_PTY_ARGS="--model-path
+/// M --device cuda" cargo test --test tui_pty -- --ignored capture` writes the main view, the
+/// drill-down of `CBTOP_PTY_BRICK` (a brick row's position, default 2: qkv) and the `w`
+/// timeline (paused, then scrolled) at 160x48 into FILE, one after another.
+#[test]
+#[ignore = "a capture tool for device runs: set CBTOP_PTY_CAPTURE and CBTOP_PTY_ARGS"]
+fn capture_the_drill_down_and_the_timeline() {
+    let (Ok(file), Ok(args)) = (
+        std::env::var("CBTOP_PTY_CAPTURE"),
+        std::env::var("CBTOP_PTY_ARGS"),
+    ) else {
+        panic!("set CBTOP_PTY_CAPTURE (a file) and CBTOP_PTY_ARGS (cbtop's arguments)");
+    };
+    let mut out = String::new();
+    let brick: usize = std::env::var("CBTOP_PTY_BRICK").map_or(2, |b| b.parse().unwrap());
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let mut t = Term::start_sized("capture", &args, (48, 160));
+    t.wait_for("brick pipeline", FIRST_FRAME);
+    t.wait_for("qkv", FIRST_FRAME);
+    std::thread::sleep(Duration::from_secs(5));
+    let mut save = |t: &mut Term, name: &str| {
+        t.pump();
+        out += &format!("==== {name} ====\n{}\n", t.screen());
+    };
+    save(&mut t, "main view");
+    for _ in 0..brick {
+        t.press("j");
+    }
+    t.press("\r");
+    t.wait_for("kernels (per token)", KEY_TIMEOUT);
+    std::thread::sleep(Duration::from_secs(2));
+    save(&mut t, "drill-down (Enter)");
+    t.press("w");
+    t.wait_for("kernel timeline", KEY_TIMEOUT);
+    std::thread::sleep(Duration::from_secs(1));
+    t.press("p");
+    std::thread::sleep(Duration::from_secs(1));
+    save(&mut t, "kernel timeline (w, then p)");
+    for _ in 0..40 {
+        t.press("j");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    save(&mut t, "kernel timeline scrolled (40 x j)");
+    std::fs::write(&file, out).unwrap();
+    println!("wrote {file}");
     t.press("q");
     t.finish();
 }

@@ -86,6 +86,7 @@ fn drill_down_follows_the_selection() {
 /// GPU panel and GPU detail show NVML's theoretical bandwidth beside the measured copy.
 fn cuda_snapshot() -> Snapshot {
     let mut s = tui_fixture::snapshot();
+    tui_fixture::gpu_kernels(&mut s);
     s.header.device = "cuda:0 NVIDIA H100 80GB HBM3 · sm_90 · 79 GiB".into();
     s.header.timing = "gpu_globaltimer".into();
     // Kernel timestamps measure the GPU's idle time between kernels: its own row.
@@ -135,4 +136,54 @@ fn gpu_run_shows_device_timing_and_both_bandwidth_peaks() {
     );
     assert!(frame.contains("GPU engine (gpu_globaltimer)"), "{frame}");
     assert!(frame.contains(peaks), "{frame}");
+}
+
+#[test]
+fn the_gpu_drill_down_lists_each_kernel_with_its_launch_and_time() {
+    let snap = cuda_snapshot();
+    let app = App {
+        view: View::Drill,
+        selected: 2,
+        ..App::default()
+    };
+    let frame = tui_fixture::render_with(&snap, &app, &tui_fixture::with_gpu(), 160, 48);
+    let b = &snap.bricks[2];
+    for want in [
+        "kernels (per token)",
+        "act_quant",
+        "mvf_q4_k",
+        &format!("{}.weight Q4_K", b.id),
+        "grid 132,1,1 block 128",
+        "80.0%",
+        "75%",
+        "4K",
+    ] {
+        assert!(frame.contains(want), "{want:?} missing:\n{frame}");
+    }
+}
+
+#[test]
+fn the_timeline_shows_the_last_steps_kernels_and_the_idle_between() {
+    let snap = cuda_snapshot();
+    let app = App {
+        view: View::Timeline,
+        ..App::default()
+    };
+    let frame = tui_fixture::render_with(&snap, &app, &tui_fixture::with_gpu(), 160, 48);
+    assert!(frame.contains("8 kernels"), "{frame}");
+    assert!(
+        frame.contains("qkv[3]") && frame.contains("mvf_q4_k"),
+        "{frame}"
+    );
+    assert!(frame.contains('░') && frame.contains('█'), "{frame}");
+    // Scrolled past the end it shows the last page, not nothing.
+    let app = App {
+        timeline_top: 1000,
+        ..app
+    };
+    let frame = tui_fixture::render_with(&snap, &app, &tui_fixture::with_gpu(), 160, 48);
+    assert!(frame.contains("qkv[3]"), "{frame}");
+    // On the CPU it says why there is no timeline.
+    let cpu = tui_fixture::render(View::Timeline, &tui_fixture::no_gpu(), 160, 48);
+    assert!(cpu.contains("kernels are not"), "{cpu}");
 }

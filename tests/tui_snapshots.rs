@@ -25,6 +25,19 @@ fn every_view_at_80x24_and_160x48() {
 }
 
 #[test]
+fn gpu_kernel_drill_down_and_timeline() {
+    let tele = tui_fixture::with_gpu();
+    let mut snap = tui_fixture::snapshot();
+    tui_fixture::gpu_kernels(&mut snap);
+    for v in [View::Drill, View::Timeline] {
+        for (w, h) in [(80, 24), (160, 48)] {
+            let frame = tui_fixture::render_with(&snap, &tui_fixture::app(v), &tele, w, h);
+            check(&format!("{}_gpu_kernels_{w}x{h}", v.name()), frame);
+        }
+    }
+}
+
+#[test]
 fn gpu_panels_with_a_gpu() {
     let tele = tui_fixture::with_gpu();
     for v in [View::Main, View::Gpu] {

@@ -270,6 +270,7 @@ impl Backend {
                     .pop()
                     .unwrap_or_default();
                 let token = rec.time(BrickId::Sample, None, || cpu_argmax(&row));
+                e.note_sample(rec);
                 Ok(Greedy {
                     token,
                     row: Some(row),

@@ -17,11 +17,13 @@ pub enum View {
     Assertions,
     /// `n`: the `--batch` sweep.
     Batch,
+    /// `w`: the last step's kernels on the GPU clock.
+    Timeline,
     Help,
 }
 
 impl View {
-    pub const ALL: [View; 9] = [
+    pub const ALL: [View; 10] = [
         View::Main,
         View::Drill,
         View::Histogram,
@@ -30,6 +32,7 @@ impl View {
         View::Gpu,
         View::Assertions,
         View::Batch,
+        View::Timeline,
         View::Help,
     ];
 
@@ -43,6 +46,7 @@ impl View {
             View::Gpu => "gpu",
             View::Assertions => "assertions",
             View::Batch => "batch",
+            View::Timeline => "timeline",
             View::Help => "help",
         }
     }
@@ -77,6 +81,9 @@ impl Sort {
     }
 }
 
+/// Rows a PgUp/PgDn moves the kernel timeline.
+const TIMELINE_PAGE: usize = 20;
+
 /// What a key asks of the world outside the UI state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -95,6 +102,8 @@ pub struct App {
     pub sort: Sort,
     pub paused: bool,
     pub status: String,
+    /// First row of the kernel timeline on screen (the view clamps it).
+    pub timeline_top: usize,
 }
 
 impl Default for App {
@@ -105,6 +114,7 @@ impl Default for App {
             sort: Sort::Pipeline,
             paused: false,
             status: String::new(),
+            timeline_top: 0,
         }
     }
 }
@@ -121,7 +131,27 @@ impl App {
             return Action::None;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if self.view == View::Timeline {
+            // The arrows scroll the timeline here, not the brick selection.
+            let t = &mut self.timeline_top;
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => *t = t.saturating_sub(1),
+                KeyCode::Down | KeyCode::Char('j') => *t = t.saturating_add(1),
+                KeyCode::PageUp => *t = t.saturating_sub(TIMELINE_PAGE),
+                KeyCode::PageDown => *t = t.saturating_add(TIMELINE_PAGE),
+                KeyCode::Home => *t = 0,
+                KeyCode::End => *t = usize::MAX / 2,
+                _ => {}
+            }
+        }
         match key.code {
+            KeyCode::Up
+            | KeyCode::Down
+            | KeyCode::Char('k')
+            | KeyCode::Char('j')
+            | KeyCode::Home
+            | KeyCode::End
+                if self.view == View::Timeline => {}
             KeyCode::Char('c') if ctrl => return Action::Quit,
             KeyCode::Char('q') => return Action::Quit,
             KeyCode::Esc => {
@@ -143,6 +173,7 @@ impl App {
             KeyCode::Char('g') => self.toggle(View::Gpu),
             KeyCode::Char('a') => self.toggle(View::Assertions),
             KeyCode::Char('n') => self.toggle(View::Batch),
+            KeyCode::Char('w') => self.toggle(View::Timeline),
             KeyCode::Char('?') => self.toggle(View::Help),
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
@@ -187,6 +218,7 @@ mod tests {
             (ch('g'), View::Gpu),
             (ch('a'), View::Assertions),
             (ch('n'), View::Batch),
+            (ch('w'), View::Timeline),
             (ch('?'), View::Help),
         ] {
             assert_eq!(a.on_key(k, 5), Action::None);
@@ -198,6 +230,26 @@ mod tests {
             assert_eq!(a.view, View::Main, "Esc leaves {v:?}");
         }
         assert_eq!(a.on_key(key(KeyCode::Esc), 5), Action::Quit);
+    }
+
+    #[test]
+    fn the_timeline_scrolls_without_moving_the_selection() {
+        let mut a = App::default();
+        a.on_key(ch('w'), 5);
+        for _ in 0..3 {
+            a.on_key(ch('j'), 5);
+        }
+        a.on_key(key(KeyCode::PageDown), 5);
+        a.on_key(key(KeyCode::Up), 5);
+        assert_eq!((a.timeline_top, a.selected), (2 + TIMELINE_PAGE, 0));
+        a.on_key(key(KeyCode::Home), 5);
+        assert_eq!(a.timeline_top, 0);
+        a.on_key(key(KeyCode::PageUp), 5);
+        assert_eq!(a.timeline_top, 0);
+        // Back on the main view the arrows select bricks again.
+        a.on_key(ch('w'), 5);
+        a.on_key(ch('j'), 5);
+        assert_eq!((a.timeline_top, a.selected), (0, 1));
     }
 
     #[test]

@@ -4,11 +4,13 @@
 
 use std::collections::VecDeque;
 
-use super::snapshot::{BatchRow, BrickView, Peaks, Throughput};
+use super::snapshot::{BatchRow, BrickView, KernelLine, Peaks, Throughput, TimelineLine};
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::stats::{Series, Stats};
+use crate::brick::Catalogue;
 use crate::profiler::analysis::Analysis;
 use crate::profiler::batch::BatchPoint;
+use crate::profiler::kernels::{self, KernelRow, TimelineRow};
 
 /// Histogram bins kept per distribution; views regroup them to the rows they have.
 pub const HIST_BINS: usize = 32;
@@ -17,12 +19,47 @@ pub const SPARK_LEN: usize = 240;
 /// Steps averaged for "tok/s now".
 const NOW_WINDOW: usize = 8;
 
-/// One row per analysed brick, with its histogram and kernels.
-pub fn bricks(
-    stats: &Stats,
-    analysis: &Analysis,
-    kernels: impl Fn(crate::brick::Brick) -> Vec<String>,
-) -> Vec<BrickView> {
+fn kernel_line(r: KernelRow) -> KernelLine {
+    let launch = r.info.launch;
+    let res = r.info.resources;
+    KernelLine {
+        name: r.info.name,
+        reads: r.info.reads,
+        launch: launch.map(|l| {
+            let [x, y, z] = l.grid;
+            format!("grid {x},{y},{z} block {}", l.block)
+        }),
+        registers: res.map(|r| r.registers_per_thread),
+        shared_bytes: res
+            .map(|r| r.static_shared_bytes + launch.map_or(0, |l| l.dynamic_shared_bytes)),
+        occupancy_pct: res.map(|r| r.occupancy_percent),
+        launches: r.launches,
+        mean_us: r.mean_us,
+        p99_us: r.p99_us,
+        share_pct: r.share_percent,
+        gap_before_us: r.gap_before_us,
+    }
+}
+
+/// The last measured step's kernels for the timeline view.
+pub fn timeline(stats: &Stats, catalogue: &Catalogue) -> Vec<TimelineLine> {
+    kernels::timeline(stats, catalogue)
+        .into_iter()
+        .map(|r: TimelineRow| TimelineLine {
+            brick: match r.layer {
+                Some(l) => format!("{}[{l}]", r.brick),
+                None => r.brick.to_string(),
+            },
+            name: r.name,
+            start_us: r.start_us,
+            dur_us: r.dur_us,
+            gap_before_us: r.gap_before_us,
+        })
+        .collect()
+}
+
+/// One row per analysed brick, with its histogram and the kernels `catalogue` names.
+pub fn bricks(stats: &Stats, analysis: &Analysis, catalogue: &Catalogue) -> Vec<BrickView> {
     analysis
         .rows
         .iter()
@@ -57,7 +94,10 @@ pub fn bricks(
                 .brick(r.brick)
                 .map(|b| b.per_token.bins(HIST_BINS))
                 .unwrap_or_default(),
-            kernels: kernels(r.brick),
+            kernels: kernels::rows(stats, catalogue, r.brick)
+                .into_iter()
+                .map(kernel_line)
+                .collect(),
         })
         .collect()
 }

@@ -5,14 +5,13 @@
 //!
 //! Modules: `app` (keys → state), `snapshot` (the data views draw), `collect` (profiler →
 //! snapshot), `worker` (the engine thread), `views` (one module per screen), `terminal` (raw
-//! mode, restore on drop, on panic and on SIGINT/SIGTERM/SIGHUP), `export` (the `e` key),
-//! `kernel_list` (what runs each brick). The command-line glue (flags → `EngineConfig`,
+//! mode, restore on drop, on panic and on SIGINT/SIGTERM/SIGHUP), `export` (the `e` key).
+//! The command-line glue (flags → `EngineConfig`,
 //! `LiveError` → exit code) is `cli::live`; nothing here knows about the command line.
 
 pub mod app;
 mod collect;
 pub mod export;
-mod kernel_list;
 pub mod snapshot;
 mod terminal;
 pub mod views;

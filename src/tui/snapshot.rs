@@ -107,8 +107,39 @@ pub struct BrickView {
     pub per_layer_us: Vec<f64>,
     /// (upper bound µs, count) of the per-token time.
     pub hist: Vec<(f64, u64)>,
-    /// Which code runs the brick and on which tensors.
-    pub kernels: Vec<String>,
+    /// The kernels that ran for the brick, in the order they first ran.
+    pub kernels: Vec<KernelLine>,
+}
+
+/// One kernel of a brick, as the drill-down lists it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct KernelLine {
+    pub name: String,
+    /// The tensor it read and its type.
+    pub reads: Option<String>,
+    /// `grid x,y,z block b` and dynamic shared memory (GPU).
+    pub launch: Option<String>,
+    pub registers: Option<u32>,
+    /// Static + dynamic shared memory per block, bytes.
+    pub shared_bytes: Option<u32>,
+    pub occupancy_pct: Option<f64>,
+    pub launches: u32,
+    /// Per token (None: the backend names kernels without timing them).
+    pub mean_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub share_pct: Option<f64>,
+    pub gap_before_us: Option<f64>,
+}
+
+/// One kernel of the last measured step, for the `w` timeline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimelineLine {
+    /// `qkv` or `qkv[3]`.
+    pub brick: String,
+    pub name: String,
+    pub start_us: f64,
+    pub dur_us: f64,
+    pub gap_before_us: f64,
 }
 
 /// The peaks the roofline is drawn against, with how they were measured.
@@ -159,6 +190,10 @@ pub struct Snapshot {
     /// The `--batch` sweep: the sizes asked for, each one measured so far, and why the sweep
     /// stopped early (a batch that does not fit).
     pub batch: BatchSweep,
+    /// The last measured step's kernels in launch order (empty where kernels are not timed).
+    pub timeline: Vec<TimelineLine>,
+    /// Why kernels are not listed or not timed, where they are not.
+    pub kernels_note: Option<String>,
 }
 
 /// The live view's `--batch` sweep.

@@ -12,7 +12,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::collect;
-use super::kernel_list;
 use super::snapshot::{BatchSweep, Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::peaks::MeasuredPeaks;
@@ -55,6 +54,21 @@ pub struct EngineConfig {
     /// (taken in turn; one prompt is varied per sequence).
     pub batch: Vec<usize>,
     pub batch_prompts: Vec<Vec<u32>>,
+}
+
+/// Why the drill-down's kernels or the `w` timeline are empty or untimed, where they are.
+fn kernels_note(c: &EngineConfig) -> Option<String> {
+    match (&c.device, c.timing) {
+        (_, _) if !c.profiled => Some("no per-brick timing (--timing off): no kernels".into()),
+        (Device::Cpu, _) => Some(
+            "CPU: kernels named as chosen at run time; bricks are timed, kernels are not".into(),
+        ),
+        (Device::Cuda(_), Timing::Events) => None,
+        (Device::Cuda(_), _) => Some(
+            "GPU kernels are listed and timed from their own stamps: run with --timing events"
+                .into(),
+        ),
+    }
 }
 
 /// Measured steps of each batch size of the live view's sweep (after two warm-up steps).
@@ -385,6 +399,7 @@ impl Worker {
         peaks: &MeasuredPeaks,
     ) -> Snapshot {
         let a = analyze(&self.stats, shapes, roof, &self.cfg.budgets);
+        let kernels = session.engine().kernels();
         let model = &self.model;
         let text = model.tokenizer.decode(session.generated());
         Snapshot {
@@ -401,7 +416,7 @@ impl Worker {
                 self.ttft_ms,
                 self.prefill_tok_s,
             ),
-            bricks: collect::bricks(&self.stats, &a, |b| kernel_list::describe(model, b)),
+            bricks: collect::bricks(&self.stats, &a, &kernels),
             gaps_us: a.gaps_us,
             gaps_share_pct: a.gaps_share_percent,
             other_us: a.other_us,
@@ -418,6 +433,8 @@ impl Worker {
             nonfinite_logits: self.nonfinite,
             error: None,
             batch: self.batch.clone(),
+            timeline: collect::timeline(&self.stats, &kernels),
+            kernels_note: kernels_note(&self.cfg),
         }
     }
 }

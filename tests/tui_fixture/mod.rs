@@ -7,7 +7,8 @@ use cbtop::brick::BrickId;
 use cbtop::telemetry::{GpuSample, HostSample, TelemetrySample};
 use cbtop::tui::app::{App, View};
 use cbtop::tui::snapshot::{
-    BatchRow, BatchSweep, BrickView, Header, Peaks, Phase, Snapshot, TelemetryView, Throughput,
+    BatchRow, BatchSweep, BrickView, Header, KernelLine, Peaks, Phase, Snapshot, TelemetryView,
+    Throughput, TimelineLine,
 };
 use cbtop::tui::views::{self, Ui};
 use cbtop_widgets::Theme;
@@ -75,7 +76,12 @@ pub fn snapshot() -> Snapshot {
                     Vec::new()
                 },
                 hist: bins(mean, 32),
-                kernels: vec![format!("cpu::matmul: {} Q4_K [256x256]", b.name())],
+                kernels: vec![KernelLine {
+                    name: "vec_dot_rows q4_k·q8_k (avx2)".into(),
+                    reads: Some(format!("{}.weight Q4_K", b.name())),
+                    launches: if b.per_layer() { layers as u32 } else { 1 },
+                    ..KernelLine::default()
+                }],
             }
         })
         .collect();
@@ -139,7 +145,68 @@ pub fn snapshot() -> Snapshot {
         nonfinite_logits: 0,
         error: None,
         batch: batch_sweep(),
+        timeline: Vec::new(),
+        kernels_note: Some(
+            "CPU: kernels named as chosen at run time; bricks are timed, kernels are not".into(),
+        ),
     }
+}
+
+/// The kernels of a GPU step: each brick's kernels timed, with their launches, and the last
+/// step's timeline (two layers of act_quant + product, with an idle gap before each product).
+pub fn gpu_kernels(s: &mut Snapshot) {
+    for b in &mut s.bricks {
+        let mean = b.mean_us;
+        b.kernels = vec![
+            KernelLine {
+                name: "act_quant".into(),
+                reads: None,
+                launch: Some("grid 4,1,1 block 256".into()),
+                registers: Some(16),
+                shared_bytes: Some(0),
+                occupancy_pct: Some(100.0),
+                launches: 4,
+                mean_us: Some(0.2 * mean),
+                p99_us: Some(0.3 * mean),
+                share_pct: Some(20.0),
+                gap_before_us: Some(0.9),
+            },
+            KernelLine {
+                name: "mvf_q4_k".into(),
+                reads: Some(format!("{}.weight Q4_K", b.id)),
+                launch: Some("grid 132,1,1 block 128".into()),
+                registers: Some(40),
+                shared_bytes: Some(4096),
+                occupancy_pct: Some(75.0),
+                launches: 4,
+                mean_us: Some(0.8 * mean),
+                p99_us: Some(0.9 * mean),
+                share_pct: Some(80.0),
+                gap_before_us: Some(0.4),
+            },
+        ];
+    }
+    let mut t = 0.0;
+    s.timeline = (0..8)
+        .map(|i| {
+            let (name, dur, gap) = if i % 2 == 0 {
+                ("act_quant", 1.5, 0.8)
+            } else {
+                ("mvf_q4_k", 6.0, 2.5)
+            };
+            t += gap;
+            let line = TimelineLine {
+                brick: format!("qkv[{}]", i / 2),
+                name: name.into(),
+                start_us: t,
+                dur_us: dur,
+                gap_before_us: gap,
+            };
+            t += dur;
+            line
+        })
+        .collect();
+    s.kernels_note = None;
 }
 
 /// A `--batch 1,2,4,8,16` sweep with its last size not measured yet.

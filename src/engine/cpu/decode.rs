@@ -64,6 +64,25 @@ impl CpuEngine {
     }
 
     /// The numerics the engine runs with (`exact` unless `with_numerics` said otherwise).
+    /// Name the greedy pick's kernel as the `sample` brick's (when `rec` records).
+    pub fn note_sample(&mut self, rec: &mut Recorder) {
+        if !rec.enabled() {
+            return;
+        }
+        let kernel = self.scratch.kernels.intern(crate::brick::KernelInfo {
+            name: "ops::argmax (portable)".into(),
+            reads: None,
+            launch: None,
+            resources: None,
+        });
+        rec.push_kernel(crate::brick::KernelSpan {
+            brick: crate::brick::BrickId::Sample.into(),
+            layer: None,
+            kernel,
+            timed: None,
+        });
+    }
+
     /// The kernels the forward pass has named (`forward::Scratch::kernels`).
     pub fn kernels(&self) -> crate::brick::Catalogue {
         self.scratch.kernels.clone()

@@ -109,7 +109,46 @@ enum Path {
     Rows,
 }
 
+/// What a `matmuls` call prepared that decides a product's path.
+#[derive(Clone, Copy, Default)]
+struct Had {
+    /// The matrix has repacked rows for this many tokens (`fast_rows`).
+    packed: bool,
+    /// The tokens were biased for the VNNI prompt kernel.
+    biased: bool,
+    float_fast: bool,
+    kquant_fast: bool,
+}
+
 impl Path {
+    /// The path a `ty` product of `n` tokens takes, given what the call prepared.
+    fn choose(ty: GgmlType, n: usize, had: Had) -> Path {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 = crate::quant::x86::available();
+            if had.packed {
+                return Path::Packed;
+            } else if SignedRows::unpacks(ty) && had.biased {
+                return Path::SignedVnni;
+            } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
+                && (n >= 4 || had.float_fast)
+                && avx2
+            {
+                return Path::Widened;
+            } else if had.kquant_fast && fast_kquants::unpacks(ty) && n >= 4 {
+                return Path::KquantFast;
+            } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
+                return Path::Unpacked;
+            }
+        }
+        let _ = (ty, had);
+        if (2..=FEW_TOKENS).contains(&n) {
+            Path::FewTokens
+        } else {
+            Path::Rows
+        }
+    }
+
     /// The kernel's name with the instruction set it runs on here.
     fn name(self, ty: GgmlType, n: usize) -> String {
         let t = ty.name().to_lowercase();
@@ -405,31 +444,15 @@ fn matmuls_in(
     s.types.clear();
     for (m, _) in products.iter() {
         #[cfg(target_arch = "x86_64")]
-        let path = if packed(m).is_some() {
-            Path::Packed
-        } else if SignedRows::unpacks(m.ty) && !biased.is_empty() {
-            Path::SignedVnni
-        } else if matches!(m.ty, GgmlType::F16 | GgmlType::BF16)
-            && (n >= 4 || float_fast)
-            && crate::quant::x86::available()
-        {
-            Path::Widened
-        } else if kquant_fast && fast_kquants::unpacks(m.ty) && n >= 4 {
-            Path::KquantFast
-        } else if prompt_rows::unpacks(m.ty) && n >= 8 && crate::quant::x86::available() {
-            Path::Unpacked
-        } else if (2..=FEW_TOKENS).contains(&n) {
-            Path::FewTokens
-        } else {
-            Path::Rows
+        let had = Had {
+            packed: packed(m).is_some(),
+            biased: !biased.is_empty(),
+            float_fast,
+            kquant_fast,
         };
         #[cfg(not(target_arch = "x86_64"))]
-        let path = if (2..=FEW_TOKENS).contains(&n) {
-            Path::FewTokens
-        } else {
-            Path::Rows
-        };
-        s.paths.push(path);
+        let had = Had::default();
+        s.paths.push(Path::choose(m.ty, n, had));
         s.types.push(m.ty);
     }
     s.tokens = n;

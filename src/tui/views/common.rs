@@ -195,8 +195,9 @@ pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
 pub fn footer(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let t = ui.theme;
     let keys = match ui.app.view {
-        View::Main => "q quit  ↑↓/jk select  ⏎ drill-down  h hist  b budget  m roofline  g gpu  a assert  n batch  s sort  p pause  r reset  e export  ? help",
-        _ => "Esc back  q quit  ↑↓ select brick  ⏎ drill  h b m g a n ? views  s sort  p pause  r reset  e export",
+        View::Main => "q quit  ↑↓/jk select  ⏎ drill-down  h hist  b budget  m roofline  g gpu  a assert  n batch  w kernels  s sort  p pause  r reset  e export  ? help",
+        View::Timeline => "Esc back  q quit  ↑↓ PgUp PgDn scroll  p pause (freeze the step)  h b m g a n ? views  ⏎ drill",
+        _ => "Esc back  q quit  ↑↓ select brick  ⏎ drill  h b m g a n w ? views  s sort  p pause  r reset  e export",
     };
     let mut spans = Vec::new();
     if let Some(e) = &ui.snap.error {

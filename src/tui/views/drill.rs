@@ -1,5 +1,6 @@
 //! The drill-down into the selected brick: its distribution in numbers, per-layer bars, the
-//! latency histogram, the cost model against the roofline, and the kernels that run it.
+//! latency histogram, the cost model against the roofline, and the kernels that ran it (each
+//! with what it read, its launch, resources and its own time).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -8,6 +9,7 @@ use ratatui::widgets::Widget;
 
 use super::common::{self, bytes, lines, panel, us};
 use super::ui::Ui;
+use crate::tui::snapshot::KernelLine;
 use cbtop_widgets::{regroup, LatencyHistogram, LayerBars};
 
 pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
@@ -23,7 +25,16 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         &format!("drill-down: {} ({}, {} steps)", b.id, b.source, b.count),
         ui.theme,
     );
-    let [stats, rest] = Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(inner);
+    let kernel_h = match b.kernels.len() {
+        0 => 3,
+        n => (n as u16 + 3).min(14),
+    };
+    let [stats, rest, kern] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Min(0),
+        Constraint::Length(kernel_h),
+    ])
+    .areas(inner);
     lines(
         stats,
         buf,
@@ -78,13 +89,7 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
         }
         .render(l, buf);
     }
-    let kernel_h = (b.kernels.len() as u16 + 2).min(6);
-    let [hist, cost, kern] = Layout::vertical([
-        Constraint::Min(3),
-        Constraint::Length(8),
-        Constraint::Length(kernel_h),
-    ])
-    .areas(right);
+    let [hist, cost] = Layout::vertical([Constraint::Min(3), Constraint::Length(7)]).areas(right);
     let h = panel(hist, buf, "latency histogram (per token)", ui.theme);
     let bins = regroup(&b.hist, h.height as usize);
     LatencyHistogram {
@@ -132,10 +137,103 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
             )),
         ],
     );
-    let k = panel(kern, buf, "kernels", ui.theme);
+    let k = panel(kern, buf, "kernels (per token)", ui.theme);
     lines(
         k,
         buf,
-        b.kernels.iter().map(|s| Line::from(s.clone())).collect(),
+        kernel_lines(&b.kernels, ui.snap.kernels_note.as_deref(), k.width),
     );
+}
+
+/// Optional number, or `-`.
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".to_string(), f)
+}
+
+/// The kernels table: one line a kernel, name and what it read first, then its launch and
+/// resources and its measured time, as far as `width` allows.
+fn kernel_lines(ks: &[KernelLine], note: Option<&str>, width: u16) -> Vec<Line<'static>> {
+    if ks.is_empty() {
+        return vec![Line::from(
+            note.unwrap_or("no kernels recorded for this brick yet")
+                .to_string(),
+        )];
+    }
+    let timed = ks.iter().any(|k| k.mean_us.is_some());
+    let launched = ks.iter().any(|k| k.launch.is_some());
+    let w = width as usize;
+    let name_w = ks
+        .iter()
+        .map(|k| k.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 34);
+    let reads_w = ks
+        .iter()
+        .map(|k| k.reads.as_deref().map_or(1, |r| r.chars().count()))
+        .max()
+        .unwrap_or(1)
+        .clamp(5, 34);
+    let mut head = format!("{:<name_w$} {:<reads_w$} {:>4}", "kernel", "reads", "x/tk");
+    if timed {
+        head += &format!(
+            " {:>8} {:>8} {:>6} {:>7}",
+            "µs", "p99 µs", "share", "gap µs"
+        );
+    }
+    if launched {
+        head += "  regs  smem  occ  launch";
+    }
+    let mut out = vec![Line::from(clip(&head, w))];
+    for k in ks {
+        let reads = k.reads.as_deref().unwrap_or("-");
+        let mut line = format!(
+            "{:<name_w$} {:<reads_w$} {:>4}",
+            clip(&k.name, name_w),
+            clip(reads, reads_w),
+            k.launches
+        );
+        if timed {
+            line += &format!(
+                " {:>8} {:>8} {:>6} {:>7}",
+                opt(k.mean_us, us),
+                opt(k.p99_us, us),
+                opt(k.share_pct, |p| format!("{p:.1}%")),
+                opt(k.gap_before_us, us),
+            );
+        }
+        if launched {
+            line += &format!(
+                "  {:>4} {:>5} {:>4} {}",
+                k.registers.map_or("-".into(), |r| r.to_string()),
+                k.shared_bytes.map_or("-".into(), bytes_short),
+                opt(k.occupancy_pct, |o| format!("{o:.0}%")),
+                k.launch.as_deref().unwrap_or("-"),
+            );
+        }
+        out.push(Line::from(clip(&line, w)));
+    }
+    if let Some(n) = note {
+        out.push(Line::from(clip(n, w)));
+    }
+    out
+}
+
+/// Shared memory in bytes as `48K` or `512`.
+fn bytes_short(b: u32) -> String {
+    if b >= 1024 {
+        format!("{}K", b / 1024)
+    } else {
+        b.to_string()
+    }
+}
+
+/// `s` cut to `w` characters (the last one `…` when cut).
+fn clip(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }

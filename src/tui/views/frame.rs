@@ -3,7 +3,9 @@
 use ratatui::Frame;
 
 use super::ui::Ui;
-use super::{assertions, batch, budget, drill, gpu, help, histogram, main_view, roofline};
+use super::{
+    assertions, batch, budget, drill, gpu, help, histogram, main_view, roofline, timeline,
+};
 use crate::tui::app::View;
 
 /// Draw the current view over the whole frame.
@@ -22,6 +24,7 @@ pub fn draw(f: &mut Frame, ui: &Ui) {
         View::Gpu => gpu::render(area, buf, ui),
         View::Assertions => assertions::render(area, buf, ui),
         View::Batch => batch::render(area, buf, ui),
+        View::Timeline => timeline::render(area, buf, ui),
         View::Help => help::render(area, buf, ui),
     }
 }

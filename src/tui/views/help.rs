@@ -22,6 +22,10 @@ const KEYS: &[(&str, &str)] = &[
         "n",
         "batch sweep (--batch): tok/s and brick shares against N",
     ),
+    (
+        "w",
+        "kernel timeline of the last step (GPU, --timing events): ↑↓ PgUp PgDn scroll",
+    ),
     ("s", "sort: pipeline, time, gap, score"),
     ("p", "pause / resume decoding"),
     ("r", "reset statistics"),

@@ -14,6 +14,7 @@ mod histogram;
 mod main_view;
 mod panels;
 mod roofline;
+mod timeline;
 mod ui;
 
 pub use frame::draw;
