@@ -267,9 +267,19 @@ fn capture_the_drill_down_and_the_timeline() {
     t.wait_for("brick pipeline", FIRST_FRAME);
     t.wait_for("qkv", FIRST_FRAME);
     std::thread::sleep(Duration::from_secs(5));
+    // A screen is saved once two reads 300 ms apart agree (not in the middle of a frame).
     let mut save = |t: &mut Term, name: &str| {
-        t.pump();
-        out += &format!("==== {name} ====\n{}\n", t.screen());
+        let mut last = String::new();
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(300));
+            t.pump();
+            let now = t.screen();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        out += &format!("==== {name} ====\n{last}\n");
     };
     save(&mut t, "main view");
     for _ in 0..brick {

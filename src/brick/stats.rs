@@ -182,13 +182,19 @@ impl KernelStats {
         }
     }
 
-    /// Mean device idle time before its launches in a step, microseconds.
-    pub fn gap_before_us(&self) -> f64 {
-        if self.steps == 0 {
-            0.0
-        } else {
-            self.gap_before_ns as f64 / self.steps as f64 / 1e3
-        }
+    /// Steps that ran it.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Its run time over all the steps that ran it, microseconds.
+    pub fn total_us(&self) -> f64 {
+        self.per_token.mean_us() * self.per_token.count() as f64
+    }
+
+    /// Device idle time before its launches over all the steps that ran it, microseconds.
+    pub fn gap_before_total_us(&self) -> f64 {
+        self.gap_before_ns as f64 / 1e3
     }
 }
 
@@ -469,7 +475,9 @@ mod tests {
         assert_eq!((qkv[0].kernel, qkv[0].launches), (0, 2));
         assert!((qkv[0].per_token.mean_us() - 3.0).abs() < 1e-9);
         assert!((qkv[1].per_token.mean_us() - 10.0).abs() < 1e-9);
-        assert!((qkv[1].gap_before_us() - 0.2).abs() < 1e-9);
+        assert!((qkv[1].gap_before_total_us() - 0.4).abs() < 1e-9);
+        assert!((qkv[1].total_us() - 20.0).abs() < 1e-9);
+        assert_eq!(qkv[1].steps(), 2);
         assert_eq!(qkv[1].per_token.count(), 2);
         let gate: Vec<&KernelStats> = st.kernels_of(BrickId::FfnGateUp.into()).collect();
         assert_eq!((gate.len(), gate[0].launches), (1, 1));

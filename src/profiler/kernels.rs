@@ -11,33 +11,42 @@ pub struct KernelRow {
     pub info: KernelInfo,
     /// Launches per step (every layer's).
     pub launches: u32,
-    /// Run time per token, summed over its launches (None: the backend names kernels without
-    /// timing them).
+    /// Run time per token, summed over its launches, over every step the brick was measured
+    /// in (a step that took another kernel counts zero: a brick whose kernel changes with the
+    /// context, such as attention, adds up; None: the backend names kernels without timing
+    /// them).
     pub mean_us: Option<f64>,
+    /// The 99th percentile over the steps that ran it.
     pub p99_us: Option<f64>,
     /// Share of the brick's mean time.
     pub share_percent: Option<f64>,
-    /// Device idle time before its launches, per token.
+    /// Device idle time before its launches, per token (as `mean_us`).
     pub gap_before_us: Option<f64>,
+    /// Steps that ran it, of the brick's measured steps.
+    pub steps: u64,
 }
 
 /// `brick`'s kernels in the order they first ran, from `stats` and the backend's catalogue
 /// (an entry the catalogue lacks is left out).
 pub fn rows(stats: &Stats, catalogue: &Catalogue, brick: Brick) -> Vec<KernelRow> {
-    let brick_us = stats.brick(brick).map_or(0.0, |b| b.per_token.mean_us());
+    let (brick_us, brick_steps) = stats
+        .brick(brick)
+        .map_or((0.0, 0), |b| (b.per_token.mean_us(), b.per_token.count()));
+    let per_step = |total: f64| total / brick_steps.max(1) as f64;
     stats
         .kernels_of(brick)
         .filter_map(|k| {
             let info = catalogue.get(k.kernel)?.clone();
             let timed = k.per_token.count() > 0;
-            let mean = k.per_token.mean_us();
+            let mean = per_step(k.total_us());
             Some(KernelRow {
                 info,
                 launches: k.launches,
                 mean_us: timed.then_some(mean),
                 p99_us: timed.then(|| k.per_token.quantile_us(0.99)),
                 share_percent: (timed && brick_us > 0.0).then(|| 100.0 * mean / brick_us),
-                gap_before_us: timed.then(|| k.gap_before_us()),
+                gap_before_us: timed.then(|| per_step(k.gap_before_total_us())),
+                steps: k.steps(),
             })
         })
         .collect()
@@ -148,6 +157,44 @@ mod tests {
         assert_eq!(rows[0].info.name, "act_quant");
         assert!((rows[1].mean_us.unwrap() - 8.0).abs() < 1e-9);
         assert!((rows[1].gap_before_us.unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    /// A brick whose kernel changes between steps (attention past a context length): each
+    /// kernel's time per token counts the steps it did not run as zero, so they still add up.
+    #[test]
+    fn kernels_that_take_turns_still_add_up_to_the_brick() {
+        let mut c = Catalogue::default();
+        let (short, long) = (
+            named(&mut c, "attention_split"),
+            named(&mut c, "attention_group_mma"),
+        );
+        let mut st = Stats::new(1);
+        for (kernel, ns) in [(short, 4_000), (short, 6_000), (long, 20_000)] {
+            st.add(&TokenSample {
+                total_ns: 50_000,
+                spans: vec![Span {
+                    brick: BrickId::Attention.into(),
+                    layer: Some(0),
+                    start_ns: 0,
+                    dur_ns: ns,
+                    source: Source::GpuGlobaltimer,
+                }],
+                kernels: vec![run(BrickId::Attention, kernel, 0, ns)],
+                ..Default::default()
+            });
+        }
+        let rows = rows(&st, &c, BrickId::Attention.into());
+        let means: Vec<f64> = rows.iter().map(|r| r.mean_us.unwrap()).collect();
+        assert!((means[0] - 10.0 / 3.0).abs() < 1e-9 && (means[1] - 20.0 / 3.0).abs() < 1e-9);
+        let brick = st
+            .brick(BrickId::Attention.into())
+            .unwrap()
+            .per_token
+            .mean_us();
+        assert!((means.iter().sum::<f64>() - brick).abs() < 1e-9);
+        assert_eq!((rows[0].steps, rows[1].steps), (2, 1));
+        // The percentile is over the steps that ran it.
+        assert!((rows[1].p99_us.unwrap() - 20.0).abs() < 0.5);
     }
 
     #[test]

@@ -53,6 +53,7 @@ fn kernel_report(r: KernelRow) -> KernelReport {
         static_shared_bytes: res.map(|r| r.static_shared_bytes),
         occupancy_percent: res.map(|r| r.occupancy_percent),
         launches_per_token: r.launches,
+        steps: r.steps,
         mean_us: r.mean_us,
         p99_us: r.p99_us,
         share_percent: r.share_percent,

@@ -38,6 +38,7 @@ pub fn to_markdown(r: &Report) -> String {
     let mut s = String::new();
     header_markdown(&mut s, r);
     bricks_markdown(&mut s, r);
+    kernels_markdown(&mut s, r);
     if let Some(b) = &r.bottleneck {
         let _ = writeln!(
             s,
@@ -251,6 +252,50 @@ fn bricks_markdown(s: &mut String, r: &Report) {
             r.token_us
         );
     }
+}
+
+/// Each brick's kernels: one table, a row per kernel under its brick.
+fn kernels_markdown(s: &mut String, r: &Report) {
+    if r.bricks.iter().all(|b| b.kernels.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "| brick | kernel | reads | per token | mean us | p99 us | share % | gap before us | regs | smem B | occ % | grid | block |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    );
+    let num = |v: Option<f64>, d: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.d$}"));
+    let int = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
+    for b in &r.bricks {
+        for k in &b.kernels {
+            let smem = match (k.static_shared_bytes, k.dynamic_shared_bytes) {
+                (Some(a), Some(d)) => Some(a + d),
+                (a, d) => a.or(d),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                b.id,
+                k.name,
+                k.reads.as_deref().unwrap_or("-"),
+                k.launches_per_token,
+                num(k.mean_us, 2),
+                num(k.p99_us, 2),
+                num(k.share_percent, 1),
+                num(k.gap_before_us, 2),
+                int(k.registers_per_thread),
+                int(smem),
+                num(k.occupancy_percent, 0),
+                k.grid
+                    .map_or_else(|| "-".into(), |[x, y, z]| format!("{x},{y},{z}")),
+                int(k.block),
+            );
+        }
+    }
+    s.push('\n');
 }
 
 /// The `--batch` sweep: a line per batch size, then each size's brick table.

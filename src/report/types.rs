@@ -254,8 +254,12 @@ pub struct KernelReport {
     pub occupancy_percent: Option<f64>,
     /// Launches per token (all layers).
     pub launches_per_token: u32,
-    /// Run time per token summed over its launches, microseconds (None: not timed).
+    /// Measured steps that ran it (a brick's kernel can change with the context).
+    pub steps: u64,
+    /// Run time per token summed over its launches, over all the brick's measured steps (a
+    /// step that ran another kernel counts zero), microseconds (None: not timed).
     pub mean_us: Option<f64>,
+    /// Over the steps that ran it.
     pub p99_us: Option<f64>,
     /// Share of the brick's mean time.
     pub share_percent: Option<f64>,

@@ -168,12 +168,15 @@ fn kernel_lines(ks: &[KernelLine], note: Option<&str>, width: u16) -> Vec<Line<'
         .max()
         .unwrap_or(4)
         .clamp(4, 34);
+    // The columns after `reads`: time (37), resources and launch (~45).
+    let rest = if timed { 37 } else { 0 } + if launched { 45 } else { 0 };
+    let room = w.saturating_sub(name_w + 6 + rest).max(5);
     let reads_w = ks
         .iter()
         .map(|k| k.reads.as_deref().map_or(1, |r| r.chars().count()))
         .max()
         .unwrap_or(1)
-        .clamp(5, 34);
+        .clamp(5, room.max(5));
     let mut head = format!("{:<name_w$} {:<reads_w$} {:>4}", "kernel", "reads", "x/tk");
     if timed {
         head += &format!(
