@@ -9,6 +9,7 @@ pub mod recorder;
 pub mod score;
 pub mod source;
 pub mod stats;
+pub mod test_delay;
 
 pub use id::{Brick, BrickId};
 pub use recorder::{Recorder, Span};

@@ -91,6 +91,20 @@ impl Series {
         self.max as f64 / 1e3
     }
 
+    /// Sum of the recorded values, nanoseconds (exact, not from the buckets).
+    pub fn sum_ns(&self) -> f64 {
+        self.sum
+    }
+
+    /// Recorded values at or below `ns`, from the histogram (a value counts in the bucket of
+    /// its equivalent range, so an edge is as precise as the histogram's significant figures).
+    pub fn count_at_most(&self, ns: u64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        self.hist.count_between(0, ns.clamp(1, MAX_NS))
+    }
+
     /// Histogram buckets for display: (upper bound µs, count) over `n` equal-width bins
     /// between the minimum and maximum recorded values.
     pub fn bins(&self, n: usize) -> Vec<(f64, u64)> {

@@ -3,7 +3,7 @@
 use super::args::{Cli, Command};
 use super::device::{resolve_device, setup_threads};
 use super::error::CliError;
-use super::{compare, doctor, generate, headless, inspect, live, schema, synth, tokenize};
+use super::{compare, doctor, generate, headless, history, inspect, live, schema, synth, tokenize};
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
@@ -16,6 +16,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Some(Command::Synth(a)) => synth::run(a),
         Some(Command::Compare(a)) => compare::run(a),
+        Some(Command::History(a)) => history::run(a),
         Some(Command::Schema) => schema::run(),
         Some(Command::Doctor) => doctor::run(),
         None if cli.profile.headless => headless::run_headless(cli.profile),

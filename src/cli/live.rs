@@ -8,9 +8,11 @@
 use super::args::ProfileArgs;
 use super::device::nvml_index;
 use super::error::CliError;
+use super::headless::device_metric_label;
 use super::interrupt;
 use crate::engine::backend::{timing_label, Device};
 use crate::engine::Timing;
+use crate::metrics::{Labels, MetricsServer, Shared};
 use crate::model::Model;
 use crate::profiler::analysis::Budgets;
 use crate::profiler::batch::{context_needed, prompt_lines, Sweep, MAX_BATCH};
@@ -61,8 +63,29 @@ pub fn run_source(
             g.ordinal, g.name
         );
     }
-    let (mut cfg, first) = config(&source, args, device)?;
+    let (mut cfg, mut first) = config(&source, args, device)?;
     cfg.nvml_peak_gbps = nvml_peak;
+    // Bound before the terminal is taken over, so an address in use is one line (exit 2).
+    let _server = match &args.metrics_listen {
+        Some(addr) => {
+            let shared = Shared::default();
+            let server = MetricsServer::bind(addr, shared.clone()).map_err(CliError::usage)?;
+            let labels = Labels {
+                model: source.model.name(),
+                device: device_metric_label(&cfg.device),
+                numerics: cfg.numerics.name().to_string(),
+            };
+            cfg.metrics = Some((shared, labels));
+            let at = format!("serving /metrics on http://{}/metrics", server.local_addr());
+            first = if first.is_empty() {
+                at
+            } else {
+                format!("{first}; {at}")
+            };
+            Some(server)
+        }
+        None => None,
+    };
     let status = match (status, first.is_empty()) {
         (Some(s), true) => s,
         (Some(s), false) => format!("{s}; {first}"),
@@ -198,6 +221,7 @@ pub fn config(
             nvml_peak_gbps: None,
             batch: args.batch.clone(),
             batch_prompts,
+            metrics: None,
         },
         status,
     ))

@@ -10,6 +10,7 @@ mod error;
 mod generate;
 mod generate_batch;
 pub mod headless;
+mod history;
 mod ids;
 mod inspect;
 pub mod interrupt;

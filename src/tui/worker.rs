@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::collect;
 use super::kernel_list;
+use super::live_metrics;
 use super::snapshot::{BatchSweep, Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::peaks::MeasuredPeaks;
@@ -55,6 +56,8 @@ pub struct EngineConfig {
     /// (taken in turn; one prompt is varied per sequence).
     pub batch: Vec<usize>,
     pub batch_prompts: Vec<Vec<u32>>,
+    /// `--metrics-listen`: where each published snapshot's metrics go, and their labels.
+    pub metrics: Option<(crate::metrics::Shared, crate::metrics::Labels)>,
 }
 
 /// Measured steps of each batch size of the live view's sweep (after two warm-up steps).
@@ -372,6 +375,9 @@ impl Worker {
             if last.elapsed() >= PUBLISH_EVERY {
                 last = Instant::now();
                 let snap = self.build(&session, &shapes, &roof, &peaks);
+                if let Some((shared, labels)) = &self.cfg.metrics {
+                    shared.set_frame(live_metrics::frame(labels, &self.stats, &snap));
+                }
                 self.publish(snap);
             }
         }
