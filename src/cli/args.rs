@@ -246,6 +246,10 @@ pub struct CompareArgs {
     /// more).
     #[arg(long, value_name = "PCT", default_value_t = 10.0, requires = "db")]
     pub min_effect: f64,
+    /// With --db: a brick's change must also be at least this share of the token time,
+    /// percent (so a brick of a microsecond moving by the timer's granularity is not news).
+    #[arg(long, value_name = "PCT", default_value_t = 0.2, requires = "db")]
+    pub min_share: f64,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

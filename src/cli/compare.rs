@@ -59,11 +59,12 @@ fn run_db(a: &CompareArgs, path: &Path) -> Result<(), CliError> {
             a.alpha
         )));
     }
-    if !(a.min_effect.is_finite() && a.min_effect >= 0.0) {
-        return Err(CliError::usage(format!(
-            "--min-effect {}: must be a non-negative number",
-            a.min_effect
-        )));
+    for (flag, v) in [("--min-effect", a.min_effect), ("--min-share", a.min_share)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(CliError::usage(format!(
+                "{flag} {v}: must be a non-negative number"
+            )));
+        }
     }
     if a.last == 0 {
         return Err(CliError::usage("--last must be at least 1"));
@@ -102,6 +103,7 @@ fn run_db(a: &CompareArgs, path: &Path) -> Result<(), CliError> {
         &Options {
             alpha: a.alpha,
             min_effect_percent: a.min_effect,
+            min_share_percent: a.min_share,
             ..Options::default()
         },
     );

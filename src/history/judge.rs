@@ -1,11 +1,13 @@
 //! `compare --db`: is the newest run slower than the runs before it, brick by brick? A brick
-//! moved when three things hold: the Mann-Whitney test of its per-step times against the
+//! moved when four things hold: the Mann-Whitney test of its per-step times against the
 //! baseline runs' pooled per-step times rejects at `alpha` divided by the number of bricks
-//! tested (Bonferroni), its median changed by more than the larger of `min_effect` and `k`
-//! times the baseline runs' own spread (the robust standard deviation of their medians), and
-//! the new median lies outside every baseline run's median. The first alone flags tiny shifts
-//! that thousands of steps make significant; the second and third are what "knows the noise"
-//! of a machine whose runs differ from one another more than steps within a run do.
+//! tested (Bonferroni); its median changed by more than the larger of `min_effect` and `k`
+//! times the baseline runs' own spread (the robust standard deviation of their medians); the
+//! change is at least `min_share` of the token time; and the new median lies outside every
+//! baseline run's median. The test alone flags tiny shifts that thousands of steps make
+//! significant; the rest is what "knows the noise" of a machine whose runs differ from one
+//! another more than steps within a run do, and of bricks of a microsecond, whose medians
+//! move by the timer's own granularity.
 
 use std::fmt::Write;
 
@@ -23,6 +25,9 @@ pub struct Options {
     pub min_effect_percent: f64,
     /// A change must also exceed this many run-to-run standard deviations.
     pub spread_k: f64,
+    /// A brick's change must also be this share of the token time, percent (the sum of the
+    /// bricks' baseline medians).
+    pub min_share_percent: f64,
 }
 
 impl Default for Options {
@@ -31,6 +36,7 @@ impl Default for Options {
             alpha: 0.01,
             min_effect_percent: 10.0,
             spread_k: 3.0,
+            min_share_percent: 0.2,
         }
     }
 }
@@ -84,6 +90,8 @@ pub struct Judgement {
     /// `alpha` over the bricks tested.
     pub corrected_alpha: f64,
     pub min_effect_percent: f64,
+    /// The smallest change of a brick that counts, microseconds (`min_share` of the token).
+    pub min_change_us: f64,
     pub tokens_per_sec: ThroughputVerdict,
     pub bricks: Vec<BrickVerdict>,
     /// Bricks that got slower (and faster), by id.
@@ -124,6 +132,19 @@ pub fn judge(new: &RunRow, baseline: &[RunRow], o: &Options) -> Judgement {
         .map(|b| b.id.as_str())
         .collect();
     let corrected = o.alpha / tested.len().max(1) as f64;
+    let pooled = |id: &str| -> Vec<f64> {
+        baseline
+            .iter()
+            .filter_map(|r| r.bricks.iter().find(|x| x.id == id))
+            .flat_map(|x| x.samples_us.iter().copied())
+            .collect()
+    };
+    let token_us: f64 = new
+        .bricks
+        .iter()
+        .filter_map(|b| median(&pooled(&b.id)))
+        .sum();
+    let floor_us = token_us * o.min_share_percent / 100.0;
     let bricks: Vec<BrickVerdict> = new
         .bricks
         .iter()
@@ -148,8 +169,12 @@ pub fn judge(new: &RunRow, baseline: &[RunRow], o: &Options) -> Judgement {
                 .copied()
                 .fold(f64::NEG_INFINITY, f64::max);
             let lo = run_medians.iter().copied().fold(f64::INFINITY, f64::min);
+            let big = match (base, now) {
+                (Some(x), Some(y)) => (y - x).abs() >= floor_us,
+                _ => false,
+            };
             let moved = match (test, change, now) {
-                (Some(m), Some(c), Some(y)) if m.p < corrected => {
+                (Some(m), Some(c), Some(y)) if m.p < corrected && big => {
                     if c > t && y > hi {
                         Move::Slower
                     } else if c < -t && y < lo {
@@ -204,6 +229,7 @@ pub fn judge(new: &RunRow, baseline: &[RunRow], o: &Options) -> Judgement {
         alpha: o.alpha,
         corrected_alpha: corrected,
         min_effect_percent: o.min_effect_percent,
+        min_change_us: floor_us,
         tokens_per_sec: ThroughputVerdict {
             new: new.tokens_per_sec,
             baseline_median: base_tps,
@@ -230,7 +256,7 @@ pub fn to_text(j: &Judgement) -> String {
     };
     let _ = writeln!(
         s,
-        "run {}{} against the last {}; alpha {} over {} bricks, min effect {}%",
+        "run {}{} against the last {}; alpha {} over {} bricks, min effect {}% and {:.1} us",
         j.new_run,
         j.new_commit.as_deref().map_or(String::new(), |c| format!(
             " (commit {})",
@@ -239,7 +265,8 @@ pub fn to_text(j: &Judgement) -> String {
         ids(&j.baseline_runs),
         j.alpha,
         (j.alpha / j.corrected_alpha).round(),
-        j.min_effect_percent
+        j.min_effect_percent,
+        j.min_change_us
     );
     let t = &j.tokens_per_sec;
     let _ = writeln!(
@@ -343,6 +370,21 @@ mod tests {
         assert!(j.regressed());
         assert_eq!(j.tokens_per_sec.moved, Move::Slower);
         assert!(to_text(&j).contains("slower: ffn_down"));
+    }
+
+    #[test]
+    fn a_brick_of_a_microsecond_moving_a_fraction_of_one_is_not_a_regression() {
+        let mut rng = Rng::new(5);
+        let normal = [("final_norm", 1.0), ("ffn_down", 900.0)];
+        let base: Vec<RunRow> = (1..=10).map(|i| run(i, &mut rng, &normal)).collect();
+        let j = judge(
+            &run(11, &mut rng, &[("final_norm", 1.5), ("ffn_down", 900.0)]),
+            &base,
+            &Options::default(),
+        );
+        assert!(j.bricks[0].change_percent.unwrap() > 30.0);
+        assert!(j.min_change_us > 1.5, "{}", j.min_change_us);
+        assert_eq!(j.bricks[0].moved, Move::Unchanged, "{}", to_text(&j));
     }
 
     #[test]
