@@ -26,9 +26,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             // headless does; a fallback from auto to the CPU is said in the status line
             // (stderr is hidden behind the view).
             setup_threads(&cli.profile.engine)?;
+            let metrics = headless::start_metrics(&cli.profile)?;
             let src = headless::load_model(cli.profile.model_path.as_deref())?;
             let (device, note) = resolve_device(&cli.profile.engine, true)?;
-            live::run(cli.profile, src, device, note)
+            live::run(cli.profile, src, device, note, metrics)
         }
     }
 }

@@ -558,7 +558,7 @@ fn run_batches(
 }
 
 /// `--metrics-listen`: bind before anything runs (an address in use is exit 2, naming it).
-fn start_metrics(a: &ProfileArgs) -> Result<Option<(MetricsServer, Shared)>, CliError> {
+pub fn start_metrics(a: &ProfileArgs) -> Result<Option<(MetricsServer, Shared)>, CliError> {
     let Some(addr) = &a.metrics_listen else {
         return Ok(None);
     };

@@ -33,6 +33,7 @@ pub fn run(
     src: ModelSource,
     device: Device,
     status: Option<String>,
+    metrics: Option<(MetricsServer, Shared)>,
 ) -> Result<(), CliError> {
     let label = src.label();
     run_source(
@@ -44,16 +45,19 @@ pub fn run(
         &args,
         device,
         status,
+        metrics,
     )
 }
 
 /// The live view on an already-loaded model; `status` is a first status line to show (e.g.
-/// why `--device auto` fell back to the CPU).
+/// why `--device auto` fell back to the CPU); `metrics` is the `--metrics-listen` server,
+/// already bound, that each snapshot's metrics go to.
 pub fn run_source(
     source: Source,
     args: &ProfileArgs,
     device: Device,
     status: Option<String>,
+    metrics: Option<(MetricsServer, Shared)>,
 ) -> Result<(), CliError> {
     let nvml_index = nvml_index(&device);
     let nvml_peak = nvml_index.and_then(|i| GpuProbe::open(i).ok()?.peak_bandwidth_gbps().ok());
@@ -65,11 +69,8 @@ pub fn run_source(
     }
     let (mut cfg, mut first) = config(&source, args, device)?;
     cfg.nvml_peak_gbps = nvml_peak;
-    // Bound before the terminal is taken over, so an address in use is one line (exit 2).
-    let _server = match &args.metrics_listen {
-        Some(addr) => {
-            let shared = Shared::default();
-            let server = MetricsServer::bind(addr, shared.clone()).map_err(CliError::usage)?;
+    let _server = match metrics {
+        Some((server, shared)) => {
             let labels = Labels {
                 model: source.model.name(),
                 device: device_metric_label(&cfg.device),
