@@ -190,9 +190,10 @@ mod tests {
         let first = get(addr, "/metrics");
         assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
         assert!(first.contains(CONTENT_TYPE) && first.ends_with("# EOF\n"));
-        let mut f = Frame::default();
-        f.tokens_per_second = Some(12.0);
-        shared.set_frame(f);
+        shared.set_frame(Frame {
+            tokens_per_second: Some(12.0),
+            ..Frame::default()
+        });
         assert!(get(addr, "/metrics").contains("\ncbtop_tokens_per_second{"));
         assert!(get(addr, "/nope").starts_with("HTTP/1.1 404"));
         let e = MetricsServer::bind(&addr.to_string(), Shared::default())
