@@ -244,3 +244,30 @@ fn a_locked_database_is_exit_3_and_the_report_is_still_written() {
     assert_eq!(runs.len(), 1);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn flags_out_of_place_are_one_line_and_exit_2() {
+    for args in [
+        &["--db", "x.db"][..],
+        &["--headless", "--metrics-hold", "5"],
+        &[
+            "--headless",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--metrics-hold",
+            "-1",
+        ],
+        &["compare"],
+        &["compare", "--db", "x.db", "a.json"],
+        &["compare", "--db", "x.db", "--alpha", "2"],
+        &["compare", "--db", "x.db", "--min-share", "-1"],
+        &["compare", "a.json", "b.json", "--last", "3"],
+        &["history", "x.db", "--width", "5"],
+    ] {
+        let o = cbtop(args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
+        assert!(e.starts_with("cbtop: error: "), "{args:?}: {e}");
+    }
+}

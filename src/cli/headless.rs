@@ -334,6 +334,8 @@ fn measure(
                 if published.elapsed() >= METRICS_EVERY && stats.tokens() > 0 {
                     published = Instant::now();
                     shared.set_frame(Frame::from_stats(labels.clone(), stats));
+                    let gpu = sampler.as_ref().and_then(|s| s.latest()?.gpu);
+                    shared.set_gpu(gpu);
                 }
             }
         },
