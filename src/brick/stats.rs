@@ -96,13 +96,24 @@ impl Series {
         self.sum
     }
 
-    /// Recorded values at or below `ns`, from the histogram (a value counts in the bucket of
-    /// its equivalent range, so an edge is as precise as the histogram's significant figures).
-    pub fn count_at_most(&self, ns: u64) -> u64 {
-        if self.n == 0 {
-            return 0;
+    /// Recorded values at or below each of `bounds_ns` (increasing), from the histogram in one
+    /// pass over its recorded values: cumulative counts, as a Prometheus histogram's buckets. A
+    /// value counts by its bucket's highest equivalent value, so an edge is as precise as the
+    /// histogram's significant figures; values above the last bound are in no entry.
+    pub fn cumulative_at(&self, bounds_ns: &[u64]) -> Vec<u64> {
+        let mut per = vec![0u64; bounds_ns.len()];
+        for v in self.hist.iter_recorded() {
+            let i = bounds_ns.partition_point(|&b| b < v.value_iterated_to());
+            if let Some(c) = per.get_mut(i) {
+                *c += v.count_at_value();
+            }
         }
-        self.hist.count_between(0, ns.clamp(1, MAX_NS))
+        let mut total = 0;
+        for c in &mut per {
+            total += *c;
+            *c = total;
+        }
+        per
     }
 
     /// Histogram buckets for display: (upper bound µs, count) over `n` equal-width bins

@@ -55,21 +55,17 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    /// The series' counts at each of `BUCKETS_NS`. A bucket edge is as precise as the
-    /// histogram's significant figures; counts are kept monotonic and at most `count`.
+    /// The series' counts at each of `BUCKETS_NS` (one pass over the hdrhistogram, so a
+    /// scrape or a run in progress pays little for it).
     pub fn from_series(s: &Series) -> Histogram {
-        let count = s.count();
-        let mut last = 0;
-        let buckets = BUCKETS_NS
-            .iter()
-            .map(|&ns| {
-                last = s.count_at_most(ns).clamp(last, count);
-                (ns as f64 / 1e9, last)
-            })
-            .collect();
+        let counts = s.cumulative_at(&BUCKETS_NS);
         Histogram {
-            buckets,
-            count,
+            buckets: BUCKETS_NS
+                .iter()
+                .zip(counts)
+                .map(|(&ns, n)| (ns as f64 / 1e9, n))
+                .collect(),
+            count: s.count(),
             sum_seconds: s.sum_ns() / 1e9,
         }
     }
