@@ -17,6 +17,7 @@ use super::error::{exit, CliError};
 use super::history::db_error;
 use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
 use super::output::write_file;
+use super::sinks::{append_history, hold, metric_labels, start_metrics};
 use crate::brick::id::is_valid_id;
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::BrickId;
@@ -25,9 +26,8 @@ use crate::engine::cpu::CpuBatch;
 use crate::engine::cuda::CudaBatch;
 use crate::engine::cuda::GpuInfo;
 use crate::engine::{EngineError, Numerics, Timing};
-use crate::history::db::{current_commit, step_samples};
 use crate::history::Db;
-use crate::metrics::{openmetrics, Frame, Labels, MetricsServer, Shared};
+use crate::metrics::{openmetrics, Frame, Labels, Shared};
 use crate::profiler::analysis::Budgets;
 use crate::profiler::batch::{context_needed, prompt_lines, run_point, Sweep, MAX_BATCH};
 use crate::profiler::hardware::Host;
@@ -559,67 +559,6 @@ fn run_batches(
     Ok(points)
 }
 
-/// `--metrics-listen`: bind before anything runs (an address in use is exit 2, naming it).
-pub fn start_metrics(a: &ProfileArgs) -> Result<Option<(MetricsServer, Shared)>, CliError> {
-    let Some(addr) = &a.metrics_listen else {
-        return Ok(None);
-    };
-    let shared = Shared::default();
-    let server = MetricsServer::bind(addr, shared.clone()).map_err(CliError::usage)?;
-    // Always said (also under --ci): with port 0 this is the only way to learn the port.
-    eprintln!(
-        "cbtop: serving /metrics on http://{}/metrics",
-        server.local_addr()
-    );
-    Ok(Some((server, shared)))
-}
-
-/// The `device` label of the metrics: `cpu` or `cuda:N`.
-pub fn device_metric_label(device: &Device) -> String {
-    match device {
-        Device::Cpu => "cpu".to_string(),
-        Device::Cuda(g) => format!("cuda:{}", g.ordinal),
-    }
-}
-
-/// The labels of every metric: the model, `cpu` or `cuda:N`, the numerics.
-pub fn metric_labels(src: &ModelSource, device: &Device, numerics: Numerics) -> Labels {
-    Labels {
-        model: src.model.name(),
-        device: device_metric_label(device),
-        numerics: numerics.name().to_string(),
-    }
-}
-
-/// `--db`: append the report. A failure is exit 3 naming the file, and says where the report
-/// went (it is written before this).
-fn append_history(
-    a: &ProfileArgs,
-    db: &mut Db,
-    report: &Report,
-    m: &Measured,
-) -> Result<(), CliError> {
-    let samples = step_samples(&m.run.samples);
-    db.append(report, &samples, current_commit().as_deref())
-        .map(|_| ())
-        .map_err(|e| {
-            let mut e = db_error(e);
-            e.message = match &a.output {
-                Some(p) => format!("{}; the report was written to {}", e.message, p.display()),
-                None => format!("{}; the report was written to stdout", e.message),
-            };
-            e
-        })
-}
-
-/// `--metrics-hold`: keep serving for a while after the report, ended early by a signal.
-fn hold(seconds: f64, signals: &Interrupt) {
-    let until = Instant::now() + Duration::from_secs_f64(seconds);
-    while Instant::now() < until && !signals.caught() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// `cbtop --headless`: validate, open, run, assemble, emit.
 pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     // Caught from the start, so a signal at any point ends in a report or an exit code that
@@ -667,7 +606,7 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     }
     emit(&a, checks.fmt, &src, &m, &report, &frame)?;
     if let Some(db) = &mut db {
-        append_history(&a, db, &report, &m)?;
+        append_history(db, &report, &m.run.samples, a.output.as_deref())?;
     }
     if let (Some(secs), Some(_)) = (a.metrics_hold, &metrics) {
         hold(secs, &signals);

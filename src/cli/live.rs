@@ -8,8 +8,8 @@
 use super::args::ProfileArgs;
 use super::device::nvml_index;
 use super::error::CliError;
-use super::headless::device_metric_label;
 use super::interrupt;
+use super::sinks::device_metric_label;
 use crate::engine::backend::{timing_label, Device};
 use crate::engine::Timing;
 use crate::metrics::{Labels, MetricsServer, Shared};

@@ -17,6 +17,7 @@ pub mod interrupt;
 mod live;
 pub mod output;
 mod schema;
+mod sinks;
 mod synth;
 mod tokenize;
 
