@@ -28,6 +28,7 @@ LAYERS = [
     ["engine", "synth", "telemetry"],
     ["profiler"],
     ["report"],
+    ["metrics", "history"],
     ["tui"],
     ["cli"],
     ["lib", "main"],

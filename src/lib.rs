@@ -6,6 +6,8 @@ pub mod brick;
 pub mod cli;
 pub mod engine;
 pub mod gguf;
+pub mod history;
+pub mod metrics;
 pub mod model;
 pub mod profile;
 pub mod profiler;

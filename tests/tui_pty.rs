@@ -3,9 +3,11 @@
 //! then check the exit code and that the terminal was given back (alternate screen left,
 //! cursor shown, raw mode off). A second run quits with Ctrl-C; others are ended by SIGTERM,
 //! SIGINT and SIGHUP (exit 128 + the signal, terminal restored), or by the terminal closing;
-//! one runs a `--batch` sweep and reads it in the `n` view. An ignored test captures the
-//! drill-down and the `w` kernel timeline of any model on any device to files
-//! (`CBTOP_PTY_CAPTURE`), for a device run's record.
+//! one runs a `--batch` sweep and reads it in the `n` view; one serves `--metrics-listen`. An
+//! ignored test captures the drill-down and the `w` kernel timeline of any model on any device
+//! to a file (`CBTOP_PTY_CAPTURE`), for a device run's record.
+
+mod common;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -302,6 +304,48 @@ fn capture_the_drill_down_and_the_timeline() {
     save(&mut t, "kernel timeline scrolled (40 x j)");
     std::fs::write(&file, out).unwrap();
     println!("wrote {file}");
+    t.press("q");
+    t.finish();
+}
+
+#[test]
+fn the_live_view_serves_metrics_while_it_runs() {
+    let mut t = Term::start_with(
+        "metrics",
+        &["--ctx", "64", "--metrics-listen", "127.0.0.1:0"],
+    );
+    t.wait_for("attn_norm", FIRST_FRAME);
+    // The address is said on stderr before the view takes the screen, and in its status line.
+    let raw = String::from_utf8_lossy(&t.raw).into_owned();
+    let at = raw
+        .find("serving /metrics on http://")
+        .expect("the address on stderr");
+    let rest = &raw[at + "serving /metrics on http://".len()..];
+    let addr = rest[..rest.find("/metrics").unwrap()].to_string();
+    let t0 = Instant::now();
+    let counted = loop {
+        let (code, body) = common::http::get(&addr, "/metrics").expect("scrape");
+        assert_eq!(code, 200);
+        let n = body
+            .lines()
+            .find(|l| {
+                l.starts_with("cbtop_brick_latency_seconds_count{")
+                    && l.contains("brick=\"attn_norm\"")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        if n > 0 {
+            assert!(body.contains("\ncbtop_tokens_per_second{"), "{body}");
+            assert!(body.ends_with("# EOF\n"));
+            break n;
+        }
+        assert!(
+            t0.elapsed() < KEY_TIMEOUT,
+            "no attn_norm steps served:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("live view at {addr}: attn_norm histogram of {counted} steps");
     t.press("q");
     t.finish();
 }

@@ -10,6 +10,7 @@ pub mod recorder;
 pub mod score;
 pub mod source;
 pub mod stats;
+pub mod test_delay;
 
 pub use id::{Brick, BrickId};
 pub use kernel::{Catalogue, KernelInfo, KernelSpan, KernelTime};

@@ -11,6 +11,7 @@ use std::time::Instant;
 use super::id::Brick;
 use super::kernel::KernelSpan;
 use super::source::Source;
+use super::test_delay;
 
 /// One timed execution of a brick in one layer of one token.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,14 +78,18 @@ impl Recorder {
         layer: Option<usize>,
         work: impl FnOnce() -> R,
     ) -> R {
+        let brick = brick.into();
         if !self.enabled {
-            return work();
+            let r = work();
+            test_delay::after(brick);
+            return r;
         }
         let t0 = Instant::now();
         let r = work();
+        test_delay::after(brick);
         let t1 = Instant::now();
         self.spans.push(Span {
-            brick: brick.into(),
+            brick,
             layer: layer.map(|l| l as u32),
             start_ns: self.since_origin(t0),
             dur_ns: t1.saturating_duration_since(t0).as_nanos() as u64,

@@ -92,6 +92,31 @@ impl Series {
         self.max as f64 / 1e3
     }
 
+    /// Sum of the recorded values, nanoseconds (exact, not from the buckets).
+    pub fn sum_ns(&self) -> f64 {
+        self.sum
+    }
+
+    /// Recorded values at or below each of `bounds_ns` (increasing), from the histogram in one
+    /// pass over its recorded values: cumulative counts, as a Prometheus histogram's buckets. A
+    /// value counts by its bucket's highest equivalent value, so an edge is as precise as the
+    /// histogram's significant figures; values above the last bound are in no entry.
+    pub fn cumulative_at(&self, bounds_ns: &[u64]) -> Vec<u64> {
+        let mut per = vec![0u64; bounds_ns.len()];
+        for v in self.hist.iter_recorded() {
+            let i = bounds_ns.partition_point(|&b| b < v.value_iterated_to());
+            if let Some(c) = per.get_mut(i) {
+                *c += v.count_at_value();
+            }
+        }
+        let mut total = 0;
+        for c in &mut per {
+            total += *c;
+            *c = total;
+        }
+        per
+    }
+
     /// Histogram buckets for display: (upper bound µs, count) over `n` equal-width bins
     /// between the minimum and maximum recorded values.
     pub fn bins(&self, n: usize) -> Vec<(f64, u64)> {

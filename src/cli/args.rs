@@ -32,8 +32,11 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Write a synthetic model (random weights, real shape) as GGUF.
     Synth(SynthArgs),
-    /// Compare two headless reports.
+    /// Compare two headless reports, or the newest run of a --db history with the runs
+    /// before it.
     Compare(CompareArgs),
+    /// Plot tok/s and each brick's time over the runs of a --db history.
+    History(HistoryArgs),
     /// Print the JSON Schema of the headless report.
     Schema,
     /// Report the CUDA driver, NVRTC and GPUs, or why no GPU is usable.
@@ -86,6 +89,8 @@ pub enum FormatArg {
     Json,
     Md,
     Csv,
+    /// OpenMetrics text (Prometheus): for a pushgateway or a textfile collector.
+    Openmetrics,
 }
 
 /// The profiler: live view by default, a report with `--headless`.
@@ -162,8 +167,37 @@ pub struct ProfileArgs {
     /// Gate: tok/s may drop at most PCT percent below the baseline.
     #[arg(long, value_name = "PCT", requires = "baseline")]
     pub max_regression: Option<f64>,
+    /// Serve /metrics (OpenMetrics: brick latency histograms, tok/s, TTFT, NVML gauges) on
+    /// ADDR, e.g. 127.0.0.1:9464 (port 0: any free port, printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// With --headless and --metrics-listen: keep serving the finished run's metrics this
+    /// many seconds after the report is written, so a scraper sees the final state.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "metrics_listen",
+        requires = "headless"
+    )]
+    pub metrics_hold: Option<f64>,
+    /// With --headless: append the report to this SQLite history (created when new); see
+    /// `cbtop history` and `cbtop compare --db`.
+    #[arg(long, value_name = "FILE", requires = "headless")]
+    pub db: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// The history database (`--db FILE` of headless runs).
+    pub file: PathBuf,
+    /// Show the newest N runs of the newest run's model, device and numerics.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub last: usize,
+    /// Width of the plots in columns.
+    #[arg(long, default_value_t = 80, value_name = "COLUMNS")]
+    pub width: u16,
 }
 
 #[derive(Args, Debug)]
@@ -186,12 +220,36 @@ pub struct SynthArgs {
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// Baseline report (JSON).
-    pub a: PathBuf,
+    #[arg(required_unless_present = "db", conflicts_with = "db")]
+    pub a: Option<PathBuf>,
     /// New report (JSON).
-    pub b: PathBuf,
+    #[arg(required_unless_present = "db", conflicts_with = "db")]
+    pub b: Option<PathBuf>,
     /// Exit 1 when B's tok/s is more than PCT percent below A's.
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", conflicts_with = "db")]
     pub max_regression: Option<f64>,
+    /// Judge the newest run of this history against the runs before it (same model, device
+    /// and numerics) with a Mann-Whitney test on per-step brick times; exit 1 when a brick or
+    /// tok/s got slower.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// With --db: how many earlier runs make the baseline.
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "db")]
+    pub last: usize,
+    /// With --db: judge this run id instead of the newest.
+    #[arg(long, value_name = "ID", requires = "db")]
+    pub run: Option<i64>,
+    /// With --db: family-wise significance level, split over the bricks (Bonferroni).
+    #[arg(long, value_name = "P", default_value_t = 0.01, requires = "db")]
+    pub alpha: f64,
+    /// With --db: the smallest change that counts, percent (the runs' own spread may ask for
+    /// more).
+    #[arg(long, value_name = "PCT", default_value_t = 10.0, requires = "db")]
+    pub min_effect: f64,
+    /// With --db: a brick's change must also be at least this share of the token time,
+    /// percent (so a brick of a microsecond moving by the timer's granularity is not news).
+    #[arg(long, value_name = "PCT", default_value_t = 0.2, requires = "db")]
+    pub min_share: f64,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

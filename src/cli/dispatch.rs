@@ -3,7 +3,9 @@
 use super::args::{Cli, Command};
 use super::device::{resolve_device, setup_threads};
 use super::error::CliError;
-use super::{compare, doctor, generate, headless, inspect, live, schema, synth, tokenize};
+use super::{
+    compare, doctor, generate, headless, history, inspect, live, schema, sinks, synth, tokenize,
+};
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
@@ -16,6 +18,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Some(Command::Synth(a)) => synth::run(a),
         Some(Command::Compare(a)) => compare::run(a),
+        Some(Command::History(a)) => history::run(a),
         Some(Command::Schema) => schema::run(),
         Some(Command::Doctor) => doctor::run(),
         None if cli.profile.headless => headless::run_headless(cli.profile),
@@ -25,9 +28,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             // headless does; a fallback from auto to the CPU is said in the status line
             // (stderr is hidden behind the view).
             setup_threads(&cli.profile.engine)?;
+            let metrics = sinks::start_metrics(&cli.profile)?;
             let src = headless::load_model(cli.profile.model_path.as_deref())?;
             let (device, note) = resolve_device(&cli.profile.engine, true)?;
-            live::run(cli.profile, src, device, note)
+            live::run(cli.profile, src, device, note, metrics)
         }
     }
 }

@@ -14,8 +14,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::args::{FormatArg, ProfileArgs, TimingArg};
 use super::device::{nvml_index, resolve_device, setup_threads};
 use super::error::{exit, CliError};
+use super::history::db_error;
 use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
 use super::output::write_file;
+use super::sinks::{append_history, hold, metric_labels, start_metrics};
 use crate::brick::id::is_valid_id;
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::{BrickId, Catalogue, Source};
@@ -24,6 +26,8 @@ use crate::engine::cpu::CpuBatch;
 use crate::engine::cuda::CudaBatch;
 use crate::engine::cuda::GpuInfo;
 use crate::engine::{EngineError, Numerics, Timing};
+use crate::history::Db;
+use crate::metrics::{openmetrics, Frame, Labels, Shared};
 use crate::profiler::analysis::Budgets;
 use crate::profiler::batch::{context_needed, prompt_lines, run_point, Sweep, MAX_BATCH};
 use crate::profiler::hardware::Host;
@@ -64,7 +68,7 @@ pub fn prompt_tokens(src: &ModelSource, a: &ProfileArgs) -> Result<Vec<u32>, Cli
 fn output_format(a: &ProfileArgs) -> Result<FormatArg, CliError> {
     match (a.json, a.format) {
         (true, Some(f)) if f != FormatArg::Json => Err(CliError::usage(
-            "--json and --format md/csv ask for different formats; give one",
+            "--json and --format md/csv/openmetrics ask for different formats; give one",
         )),
         (true, _) => Ok(FormatArg::Json),
         (false, Some(f)) => Ok(f),
@@ -156,6 +160,9 @@ fn trace_data(run: &RunResult, kernels: &Catalogue) -> (Vec<TraceSpan>, Vec<Trac
     (spans, counters)
 }
 
+/// How often a run in progress refreshes what `--metrics-listen` serves.
+const METRICS_EVERY: Duration = Duration::from_millis(250);
+
 /// Telemetry samples were kept this long at most (an hour at 10 Hz).
 const TELEMETRY_KEEP: usize = 36_000;
 /// NVML is sampled this often (about 10 Hz, as in the live view).
@@ -226,6 +233,11 @@ impl Checks {
         let fmt = output_format(a)?;
         if a.tokens == 0 {
             return Err(CliError::usage("--tokens must be at least 1"));
+        }
+        if let Some(h) = a.metrics_hold.filter(|h| !(h.is_finite() && *h >= 0.0)) {
+            return Err(CliError::usage(format!(
+                "--metrics-hold {h}: must be a non-negative number of seconds"
+            )));
         }
         let gates = GateSpec::from_flags(GateFlags {
             min_tok_s: a.min_tok_s,
@@ -303,8 +315,10 @@ fn measure(
     (plan, ctx): (Plan, usize),
     device: &Device,
     signals: &Interrupt,
+    metrics: Option<(&Shared, &Labels)>,
 ) -> Result<Measured, CliError> {
     let mut progress = Progress::new(a.ci);
+    let mut published = Instant::now();
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
     let timing = Timing::from(a.timing);
@@ -329,7 +343,18 @@ fn measure(
         &mut session,
         src.model.config.n_layers,
         plan,
-        |d, t| progress.update(d, t, "decoding"),
+        |d, t, stats| {
+            progress.update(d, t, "decoding");
+            // A scrape during the run sees the steps measured so far.
+            if let Some((shared, labels)) = metrics {
+                if published.elapsed() >= METRICS_EVERY && stats.tokens() > 0 {
+                    published = Instant::now();
+                    shared.set_frame(Frame::from_stats(labels.clone(), stats));
+                    let gpu = sampler.as_ref().and_then(|s| s.latest()?.gpu);
+                    shared.set_gpu(gpu);
+                }
+            }
+        },
         || signals.caught(),
     )
     .map_err(CliError::runtime)?;
@@ -415,6 +440,7 @@ fn emit(
     src: &ModelSource,
     m: &Measured,
     report: &Report,
+    frame: &Frame,
 ) -> Result<(), CliError> {
     if let Some(path) = &a.trace {
         let (spans, mut counters) = trace_data(&m.run, &m.kernels);
@@ -435,6 +461,7 @@ fn emit(
         FormatArg::Json => format::to_json(report),
         FormatArg::Md => format::to_markdown(report),
         FormatArg::Csv => format::to_csv(report),
+        FormatArg::Openmetrics => openmetrics::render(frame),
     };
     write_out(a.output.as_deref(), &text)
 }
@@ -558,6 +585,12 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     let signals = Interrupt::install(&[SIGINT, SIGTERM])
         .map_err(|e| CliError::runtime(format!("installing signal handlers: {e}")))?;
     let checks = Checks::validate(&a)?;
+    // The history and the listening address are arguments too: refused before the model.
+    let mut db = match &a.db {
+        Some(p) => Some(Db::open(p, true).map_err(db_error)?),
+        None => None,
+    };
+    let metrics = start_metrics(&a)?;
     setup_threads(&a.engine)?;
     let src = load_model(a.model_path.as_deref())?;
     let prompt = prompt_tokens(&src, &a)?;
@@ -567,8 +600,10 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     if let (Some(n), false) = (&note, a.ci) {
         eprintln!("cbtop: note: {n}");
     }
+    let labels = metric_labels(&src, &device, a.engine.numerics_on(&device));
     let sweep = batch_sweep(&a, &src, &prompt)?;
-    let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals)?;
+    let shared = metrics.as_ref().map(|(_, s)| (s, &labels));
+    let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals, shared)?;
     let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
     let mut report = build(&info, &m.run, &checks.budgets);
     if let Some(plan) = &sweep {
@@ -579,7 +614,22 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
         .interrupted
         .then(|| signals.signal().unwrap_or(SIGINT));
     judge(&mut report, &checks.gates, interrupted.is_some())?;
-    emit(&a, checks.fmt, &src, &m, &report)?;
+    let mut frame = Frame::from_report(labels, &m.run.stats, &report);
+    frame.gpu = m
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.samples.last())
+        .and_then(|s| s.gpu.clone());
+    if let Some((_, shared)) = &metrics {
+        shared.set_frame(frame.clone());
+    }
+    emit(&a, checks.fmt, &src, &m, &report, &frame)?;
+    if let Some(db) = &mut db {
+        append_history(db, &report, &m.run.samples, a.output.as_deref())?;
+    }
+    if let (Some(secs), Some(_)) = (a.metrics_hold, &metrics) {
+        hold(secs, &signals);
+    }
     outcome(&report, interrupted, a.tokens)
 }
 

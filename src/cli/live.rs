@@ -9,8 +9,10 @@ use super::args::ProfileArgs;
 use super::device::nvml_index;
 use super::error::CliError;
 use super::interrupt;
+use super::sinks::device_metric_label;
 use crate::engine::backend::{timing_label, Device};
 use crate::engine::Timing;
+use crate::metrics::{Labels, MetricsServer, Shared};
 use crate::model::Model;
 use crate::profiler::analysis::Budgets;
 use crate::profiler::batch::{context_needed, prompt_lines, Sweep, MAX_BATCH};
@@ -31,6 +33,7 @@ pub fn run(
     src: ModelSource,
     device: Device,
     status: Option<String>,
+    metrics: Option<(MetricsServer, Shared)>,
 ) -> Result<(), CliError> {
     let label = src.label();
     run_source(
@@ -42,16 +45,19 @@ pub fn run(
         &args,
         device,
         status,
+        metrics,
     )
 }
 
 /// The live view on an already-loaded model; `status` is a first status line to show (e.g.
-/// why `--device auto` fell back to the CPU).
+/// why `--device auto` fell back to the CPU); `metrics` is the `--metrics-listen` server,
+/// already bound, that each snapshot's metrics go to.
 pub fn run_source(
     source: Source,
     args: &ProfileArgs,
     device: Device,
     status: Option<String>,
+    metrics: Option<(MetricsServer, Shared)>,
 ) -> Result<(), CliError> {
     let nvml_index = nvml_index(&device);
     let nvml_peak = nvml_index.and_then(|i| GpuProbe::open(i).ok()?.peak_bandwidth_gbps().ok());
@@ -61,8 +67,26 @@ pub fn run_source(
             g.ordinal, g.name
         );
     }
-    let (mut cfg, first) = config(&source, args, device)?;
+    let (mut cfg, mut first) = config(&source, args, device)?;
     cfg.nvml_peak_gbps = nvml_peak;
+    let _server = match metrics {
+        Some((server, shared)) => {
+            let labels = Labels {
+                model: source.model.name(),
+                device: device_metric_label(&cfg.device),
+                numerics: cfg.numerics.name().to_string(),
+            };
+            cfg.metrics = Some((shared, labels));
+            let at = format!("serving /metrics on http://{}/metrics", server.local_addr());
+            first = if first.is_empty() {
+                at
+            } else {
+                format!("{first}; {at}")
+            };
+            Some(server)
+        }
+        None => None,
+    };
     let status = match (status, first.is_empty()) {
         (Some(s), true) => s,
         (Some(s), false) => format!("{s}; {first}"),
@@ -198,6 +222,7 @@ pub fn config(
             nvml_peak_gbps: None,
             batch: args.batch.clone(),
             batch_prompts,
+            metrics: None,
         },
         status,
     ))

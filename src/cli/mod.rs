@@ -10,12 +10,14 @@ mod error;
 mod generate;
 mod generate_batch;
 pub mod headless;
+mod history;
 mod ids;
 mod inspect;
 pub mod interrupt;
 mod live;
 pub mod output;
 mod schema;
+mod sinks;
 mod synth;
 mod tokenize;
 

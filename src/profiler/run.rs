@@ -66,18 +66,19 @@ pub fn run(
     session: &mut Session,
     n_layers: usize,
     plan: Plan,
-    progress: impl FnMut(usize, usize),
+    mut progress: impl FnMut(usize, usize),
 ) -> Result<RunResult, EngineError> {
-    run_until(session, n_layers, plan, progress, || false)
+    run_until(session, n_layers, plan, |d, t, _| progress(d, t), || false)
 }
 
 /// `run`, stopping at the first step boundary where `stop()` is true (checked after the
 /// prefill and after every step); the result then holds the steps measured so far.
+/// `progress` also sees the statistics so far (for a metrics endpoint during the run).
 pub fn run_until(
     session: &mut Session,
     n_layers: usize,
     plan: Plan,
-    mut progress: impl FnMut(usize, usize),
+    mut progress: impl FnMut(usize, usize, &Stats),
     stop: impl Fn() -> bool,
 ) -> Result<RunResult, EngineError> {
     let total = plan.steps();
@@ -124,7 +125,7 @@ pub fn run_until(
         } else if let Some(u) = unprofiled.as_mut() {
             u.record(s.total_ns);
         }
-        progress(done, total);
+        progress(done, total, &stats);
         // Stop only where as many unprofiled steps as measured ones have run.
         let paired = !overhead
             || i < measured_from

@@ -12,6 +12,7 @@
 pub mod app;
 mod collect;
 pub mod export;
+mod live_metrics;
 pub mod snapshot;
 mod terminal;
 pub mod views;
@@ -68,6 +69,7 @@ pub fn run_live(
     nvml_index: u32,
 ) -> Result<(), LiveError> {
     let sampler = Sampler::spawn(nvml_index, TELEMETRY_PERIOD, TELEMETRY_KEEP);
+    let metrics = cfg.metrics.as_ref().map(|(shared, _)| shared.clone());
     let engine = EngineHandle::spawn(source.model, cfg).map_err(|e| match e {
         SpawnError::Thread(e) => LiveError::Engine(format!("starting the engine thread: {e}")),
         SpawnError::Engine(m) => LiveError::Engine(m),
@@ -76,7 +78,7 @@ pub fn run_live(
     // exit; SIGHUP (and a loop that does not end) is the watcher's (`terminal`).
     let signals = terminal::SignalWatch::start()
         .map_err(|e| LiveError::Terminal(format!("installing signal handlers: {e}")))?;
-    match ui_loop(engine, &sampler, status, &signals) {
+    match ui_loop(engine, &sampler, status, &signals, metrics.as_ref()) {
         Ok(None) => Ok(()),
         Ok(Some(sig)) => Err(LiveError::Interrupted(sig)),
         // A closed terminal fails the next draw (EIO) about when the kernel's SIGHUP lands;
@@ -97,6 +99,7 @@ fn ui_loop(
     sampler: &Sampler,
     status: String,
     signals: &terminal::SignalWatch,
+    metrics: Option<&crate::metrics::Shared>,
 ) -> std::io::Result<Option<i32>> {
     let theme = Theme::from_env();
     let mut app = App {
@@ -130,6 +133,9 @@ fn ui_loop(
                 gpu: sampler.gpu_status(),
                 history: sampler.history(),
             };
+            if let Some(m) = metrics {
+                m.set_gpu(tele.latest().and_then(|s| s.gpu.clone()));
+            }
             io!(guard.terminal.draw(|f| {
                 views::draw(
                     f,

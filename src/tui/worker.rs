@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::collect;
+use super::live_metrics;
 use super::snapshot::{BatchSweep, Header, Phase, Snapshot};
 use crate::brick::cost::Shapes;
 use crate::brick::peaks::MeasuredPeaks;
@@ -54,6 +55,8 @@ pub struct EngineConfig {
     /// (taken in turn; one prompt is varied per sequence).
     pub batch: Vec<usize>,
     pub batch_prompts: Vec<Vec<u32>>,
+    /// `--metrics-listen`: where each published snapshot's metrics go, and their labels.
+    pub metrics: Option<(crate::metrics::Shared, crate::metrics::Labels)>,
 }
 
 /// Why the drill-down's kernels or the `w` timeline are empty or untimed, where they are.
@@ -386,6 +389,9 @@ impl Worker {
             if last.elapsed() >= PUBLISH_EVERY {
                 last = Instant::now();
                 let snap = self.build(&session, &shapes, &roof, &peaks);
+                if let Some((shared, labels)) = &self.cfg.metrics {
+                    shared.set_frame(live_metrics::frame(labels, &self.stats, &snap));
+                }
                 self.publish(snap);
             }
         }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod batch;
+pub mod http;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
