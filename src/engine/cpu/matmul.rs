@@ -20,7 +20,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::matmul_fast::{act_rows, kquant_task, packed_task};
-use super::matmul_fast::{fast_rows, group_rows, FastRows};
+use super::matmul_fast::{fast_rows, group_rows};
 use super::pool;
 use super::repack::{Packed, Repacked};
 use crate::model::weights::{Mat, Weights};
@@ -343,8 +343,8 @@ fn matmuls_in(
             products.iter().any(|(m, _)| {
                 matches!(
                     (packed(m), ty),
-                    (Some(FastRows::Packed(Packed::Q4_0(_))), GgmlType::Q4_0)
-                        | (Some(FastRows::Packed(Packed::Q8_0(_))), GgmlType::Q8_0)
+                    (Some(Packed::Q4_0(_)), GgmlType::Q4_0)
+                        | (Some(Packed::Q8_0(_)), GgmlType::Q8_0)
                 )
             })
         };

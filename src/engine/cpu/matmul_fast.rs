@@ -103,37 +103,25 @@ fn pairs_vnni<'o, B: crate::quant::x86::fast_rows_vnni::Pairs>(
     }
 }
 
-/// How `m`'s rows go under `fast` numerics for `n` tokens, where they take a fast kernel.
-#[derive(Clone, Copy)]
-pub(super) enum FastRows<'r> {
-    /// Repacked at load (Q4_0; Q8_0 and Q5_0, as Q8_0, for two or more tokens).
-    Packed(&'r Packed),
-    /// A prompt's Q8_0 rows, repacked by each task.
-    PerTask,
-}
-
-pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<FastRows<'r>> {
-    let r = fast?;
-    match r.get(m) {
-        // Q8_0's (and Q5_0's) one-token products read the file's layout faster than the
-        // repacked one.
+/// `m`'s rows repacked at load, where its `n`-token products under `fast` numerics take them.
+pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<&'r Packed> {
+    match fast?.get(m) {
+        // Q8_0's products of one or two tokens, and Q5_0's of one, read the file's layout
+        // faster than the repacked one (docs/measurements/cpu-engine.md).
         #[cfg(target_arch = "x86_64")]
-        Some(Packed::Q8_0(_)) if n == 1 => return None,
-        Some(p) => return Some(FastRows::Packed(p)),
-        None => {}
+        Some(Packed::Q8_0(_)) if n == 1 || (n == 2 && m.ty == GgmlType::Q8_0) => None,
+        p => p,
     }
-    (r.kernels && m.ty == GgmlType::Q8_0 && n >= 8 && m.rows >= 8).then_some(FastRows::PerTask)
 }
 
 /// A task's Q4_0 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
-/// eight) against every token under `fast` numerics, repacked at load or here (into a buffer
-/// each pool thread keeps): each group of eight against the tokens `T` at a time (then four,
+/// eight) against every token under `fast` numerics, repacked at load (`how`): each group of eight against the tokens `T` at a time (then four,
 /// then one; on AVX-512 VNNI two groups at a time); rows past the matrix's last whole group
 /// take the exact one-token kernel. `acts` are the tokens' Q8_0 rows, `summed` the same with
 /// their sums (for Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn packed_task<'o>(
-    how: FastRows,
+    how: &Packed,
     (m, r0): (&Mat, usize),
     rows: &[u8],
     acts: &'o [QuantizedAct],
@@ -143,10 +131,7 @@ pub(super) fn packed_task<'o>(
     ),
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q8_0x8};
-    thread_local! {
-        static Q8_0_ROWS: RefCell<Vec<Q8_0x8>> = const { RefCell::new(Vec::new()) };
-    }
+    use crate::quant::x86::fast_rows::{rows8, Interleaved};
     let rb = m.row_bytes();
     let (n, per_row, task_rows) = (acts.len(), rb / m.ty.block_bytes(), rows.len() / rb);
     let whole = (m.rows / 8 * 8).saturating_sub(r0).min(task_rows);
@@ -190,7 +175,7 @@ pub(super) fn packed_task<'o>(
     let from = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1;
     let vnni = crate::quant::x86::fast_rows_vnni::available();
     match how {
-        FastRows::Packed(Packed::Q4_0(b)) => {
+        Packed::Q4_0(b) => {
             let act = |t: usize| summed[t].as_slice();
             if vnni {
                 pairs_vnni(&b[span], per_row, n, (&act, &act), &from);
@@ -198,20 +183,13 @@ pub(super) fn packed_task<'o>(
                 groups::<_, 8>(&b[span], per_row, n, &act, &eight);
             }
         }
-        FastRows::Packed(Packed::Q8_0(b)) => {
+        Packed::Q8_0(b) => {
             if vnni {
                 let wide = |t: usize| biased[t].as_slice();
                 pairs_vnni(&b[span], per_row, n, (&wide, &q8), &from);
             } else {
                 groups::<_, 8>(&b[span], per_row, n, &q8, &eight);
             }
-        }
-        FastRows::PerTask => {
-            let act = q8;
-            Q8_0_ROWS.with_borrow_mut(|b| {
-                repack(&rows[..whole * rb], rb, b);
-                groups::<_, 8>(b, per_row, n, &act, &eight);
-            });
         }
     }
     if whole < task_rows {
