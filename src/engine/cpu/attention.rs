@@ -156,15 +156,19 @@ fn pairs_per_task(pairs: usize, threads: usize) -> usize {
 
 /// The kernel `attention` takes for `queries` query rows of one sequence at head width `hd`,
 /// named with its instruction set (for the drill-down).
-pub fn kernel_name(queries: usize, hd: usize) -> String {
-    let simd = F16Ops::detect().simd;
-    let isa = if simd { "avx2" } else { "scalar" };
-    if queries >= TILED_FROM {
-        format!("attention tiled_head f32 ({isa})")
-    } else if F16Ops::detect().decode_head(hd).is_some() {
-        format!("attention decode_head<{hd}> f16 ({isa})")
-    } else {
-        "attention f16 dots (scalar)".to_string()
+pub fn kernel_name(queries: usize, hd: usize) -> &'static str {
+    let ops = F16Ops::detect();
+    match (
+        queries >= TILED_FROM,
+        ops.simd,
+        ops.decode_head(hd).map(|_| hd),
+    ) {
+        (true, true, _) => "attention tiled_head f32 (avx2)",
+        (true, false, _) => "attention tiled_head f32 (scalar)",
+        (false, _, Some(64)) => "attention decode_head<64> f16 (avx2)",
+        (false, _, Some(_)) => "attention decode_head<128> f16 (avx2)",
+        (false, true, None) => "attention f16 dots (avx2)",
+        (false, false, None) => "attention f16 dots (scalar)",
     }
 }
 

@@ -69,23 +69,14 @@ impl CpuEngine {
         if !rec.enabled() {
             return;
         }
-        let kernel = self.scratch.kernels.intern(crate::brick::KernelInfo {
-            name: "ops::argmax (portable)".into(),
-            reads: None,
-            launch: None,
-            resources: None,
-        });
-        rec.push_kernel(crate::brick::KernelSpan {
-            brick: crate::brick::BrickId::Sample.into(),
-            layer: None,
-            kernel,
-            timed: None,
-        });
+        let name = "ops::argmax (portable)";
+        let sample = crate::brick::BrickId::Sample;
+        self.scratch.kernels.op(rec, sample, None, name, None);
     }
 
     /// The kernels the forward pass has named (`forward::Scratch::kernels`).
     pub fn kernels(&self) -> crate::brick::Catalogue {
-        self.scratch.kernels.clone()
+        self.scratch.kernels.catalogue().clone()
     }
 
     pub fn numerics(&self) -> Numerics {

@@ -8,14 +8,14 @@
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
 use super::attention::{attention, AttnShape};
+use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
-use super::matmul::{last_kernels, matmul, matmuls};
+use super::matmul::{matmul, matmuls};
 use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
 use super::pool;
 use super::repack::Repacked;
-use crate::brick::{BrickId as B, Catalogue, KernelInfo, KernelSpan, Recorder};
+use crate::brick::{BrickId as B, Recorder};
 use crate::engine::options::LogitsFor;
-use crate::model::weights::Mat;
 use crate::model::Model;
 use crate::quant;
 
@@ -36,36 +36,7 @@ pub struct Scratch {
     up: Vec<f32>,
     normed: Vec<f32>,
     /// The kernels the bricks ran, named as they were chosen (the drill-down's list).
-    pub kernels: Catalogue,
-}
-
-/// Name the kernels `brick` just ran in `layer` (when recording): `names` one per tensor of
-/// `reads`, or one name for a brick that reads none.
-fn note(
-    rec: &mut Recorder,
-    kernels: &mut Catalogue,
-    brick: B,
-    layer: Option<usize>,
-    names: Vec<String>,
-    reads: &[&Mat],
-) {
-    for (i, name) in names.into_iter().enumerate() {
-        let reads = reads
-            .get(i)
-            .map(|m| crate::model::weights::tensor_label(&m.name, m.ty));
-        let kernel = kernels.intern(KernelInfo {
-            name,
-            reads,
-            launch: None,
-            resources: None,
-        });
-        rec.push_kernel(KernelSpan {
-            brick: brick.into(),
-            layer: layer.map(|l| l as u32),
-            kernel,
-            timed: None,
-        });
-    }
+    pub kernels: KernelNames,
 }
 
 /// `f(t, row)` for every `len`-value row `t` of `rows`. A prompt's rows go over the engine's
@@ -145,9 +116,9 @@ pub fn forward_batch(
         normed,
         kernels,
     } = scratch;
-    let on = rec.enabled();
-    // The portable element-wise steps (the compiler's vectorisation, no ISA dispatch).
-    let plain = |name: &str| vec![format!("ops::{name} (portable)")];
+    // Names of the element-wise steps without an ISA dispatch (the compiler's vectorisation).
+    const RMS_NORM: &str = "ops::rms_norm (portable)";
+    const ADD: &str = "ops::add_in_place (portable)";
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
@@ -155,10 +126,8 @@ pub fn forward_batch(
             quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
         }
     });
-    if on {
-        let names = vec!["quant::dequantize_row (portable)".to_string()];
-        note(rec, kernels, B::Embed, None, names, &[&w.token_embd]);
-    }
+    let embed = "quant::dequantize_row (portable)";
+    kernels.op(rec, B::Embed, None, embed, Some(&w.token_embd));
 
     let h = sized(h, n * e);
     let (q, k, v) = (sized(q, n * qd), sized(k, n * kvd), sized(v, n * kvd));
@@ -174,9 +143,7 @@ pub fn forward_batch(
                 rms_norm(&x[t * e..][..e], &lw.attn_norm, cfg.norm_eps, hr)
             });
         });
-        if on {
-            note(rec, kernels, B::AttnNorm, layer, plain("rms_norm"), &[]);
-        }
+        kernels.op(rec, B::AttnNorm, layer, RMS_NORM, None);
         rec.time(B::Qkv, layer, || {
             matmuls(
                 w,
@@ -191,17 +158,7 @@ pub fn forward_batch(
                 }
             }
         });
-        if on {
-            let names = last_kernels();
-            note(
-                rec,
-                kernels,
-                B::Qkv,
-                layer,
-                names,
-                &[&lw.wq, &lw.wk, &lw.wv],
-            );
-        }
+        kernels.products(rec, B::Qkv, layer, &[&lw.wq, &lw.wk, &lw.wv]);
         rec.time(B::Rope, layer, || {
             if tables.is_empty() {
                 tables = seqs
@@ -215,9 +172,7 @@ pub fn forward_batch(
             per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
             per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
         });
-        if on {
-            note(rec, kernels, B::Rope, layer, plain("rope"), &[]);
-        }
+        kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
         // attention stores this batch's K and V first
         rec.time(B::Attention, layer, || {
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
@@ -232,38 +187,25 @@ pub fn forward_batch(
                 attention(shape, q, keys, values, pos0, att);
             }
         });
-        if on {
+        if rec.enabled() {
             let most = seqs.iter().map(|(_, t)| t.len()).max().unwrap_or(1);
-            let names = vec![super::attention::kernel_name(most, cfg.head_dim)];
-            note(rec, kernels, B::Attention, layer, names, &[]);
+            let name = super::attention::kernel_name(most, cfg.head_dim);
+            kernels.op(rec, B::Attention, layer, name, None);
         }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
-        if on {
-            note(rec, kernels, B::AttnOut, layer, last_kernels(), &[&lw.wo]);
-        }
+        kernels.products(rec, B::AttnOut, layer, &[&lw.wo]);
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
         });
-        if on {
-            note(
-                rec,
-                kernels,
-                B::AttnResidual,
-                layer,
-                plain("add_in_place"),
-                &[],
-            );
-        }
+        kernels.op(rec, B::AttnResidual, layer, ADD, None);
         rec.time(B::FfnNorm, layer, || {
             let x = &*x;
             per_row(h, e, |t, hr| {
                 rms_norm(&x[t * e..][..e], &lw.ffn_norm, cfg.norm_eps, hr)
             });
         });
-        if on {
-            note(rec, kernels, B::FfnNorm, layer, plain("rms_norm"), &[]);
-        }
+        kernels.op(rec, B::FfnNorm, layer, RMS_NORM, None);
         rec.time(B::FfnGateUp, layer, || {
             matmuls(
                 w,
@@ -272,49 +214,19 @@ pub fn forward_batch(
                 fast,
             );
         });
-        if on {
-            let names = last_kernels();
-            note(
-                rec,
-                kernels,
-                B::FfnGateUp,
-                layer,
-                names,
-                &[&lw.w_gate, &lw.w_up],
-            );
-        }
+        kernels.products(rec, B::FfnGateUp, layer, &[&lw.w_gate, &lw.w_up]);
         rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
-        if on {
-            let names = vec![super::ops::silu_mul_kernel().to_string()];
-            note(rec, kernels, B::FfnAct, layer, names, &[]);
-        }
+        let act = super::ops::silu_mul_kernel();
+        kernels.op(rec, B::FfnAct, layer, act, None);
         rec.time(B::FfnDown, layer, || {
             matmul(w, &lw.w_down, gate, &mut *o, fast)
         });
-        if on {
-            note(
-                rec,
-                kernels,
-                B::FfnDown,
-                layer,
-                last_kernels(),
-                &[&lw.w_down],
-            );
-        }
+        kernels.products(rec, B::FfnDown, layer, &[&lw.w_down]);
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
         });
-        if on {
-            note(
-                rec,
-                kernels,
-                B::FfnResidual,
-                layer,
-                plain("add_in_place"),
-                &[],
-            );
-        }
+        kernels.op(rec, B::FfnResidual, layer, ADD, None);
     }
     for (kv, tokens) in seqs.iter_mut() {
         kv.advance(tokens.len());
@@ -335,17 +247,13 @@ pub fn forward_batch(
             rms_norm(&x[t * e..(t + 1) * e], &w.output_norm, cfg.norm_eps, hr);
         }
     });
-    if on {
-        note(rec, kernels, B::FinalNorm, None, plain("rms_norm"), &[]);
-    }
+    kernels.op(rec, B::FinalNorm, None, RMS_NORM, None);
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
         matmul(w, &w.output, normed, &mut logits, fast)
     });
-    if on {
-        note(rec, kernels, B::LmHead, None, last_kernels(), &[&w.output]);
-    }
+    kernels.products(rec, B::LmHead, None, &[&w.output]);
     if rows.len() == 1 {
         return vec![vec![logits]];
     }

@@ -86,7 +86,7 @@ fn float_tasks(rows: usize, panels: usize, threads: usize, product: usize, tasks
 }
 
 /// The kernel a product takes (chosen once per call, in this order of preference).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Path {
     /// Repacked rows under `fast` (`packed_task`).
     #[cfg(target_arch = "x86_64")]
@@ -232,15 +232,32 @@ fn rows_isa(ty: GgmlType, avx2: bool) -> &'static str {
     }
 }
 
-/// The kernels the calling thread's last `matmuls` call ran, one per product, named with
-/// their instruction set.
-pub fn last_kernels() -> Vec<String> {
+/// A product's kernel as a `matmuls` call chose it: the path, the weight type and the token
+/// count (all its name depends on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Chosen {
+    path: Path,
+    ty: GgmlType,
+    tokens: usize,
+}
+
+impl Chosen {
+    /// The kernel's name with the instruction set it runs on here.
+    pub fn name(&self) -> String {
+        self.path.name(self.ty, self.tokens)
+    }
+}
+
+/// The kernels the calling thread's last `matmuls` call ran, one per product, into `out`
+/// (cleared first).
+pub fn last_chosen(out: &mut Vec<Chosen>) {
+    out.clear();
     SCRATCH.with_borrow(|s| {
-        s.paths
-            .iter()
-            .zip(&s.types)
-            .map(|(p, &ty)| p.name(ty, s.tokens))
-            .collect()
+        out.extend(s.paths.iter().zip(&s.types).map(|(&path, &ty)| Chosen {
+            path,
+            ty,
+            tokens: s.tokens,
+        }))
     })
 }
 
