@@ -340,6 +340,13 @@ pub struct GenerateArgs {
     /// Prompt as token ids, e.g. "1 5 9".
     #[arg(long)]
     pub ids: Option<String>,
+    /// Each --prompt is a user's turn, laid out by the model's chat template
+    /// (`tokenizer.chat_template`) with the assistant's turn opened after it.
+    #[arg(long, conflicts_with = "ids")]
+    pub chat: bool,
+    /// A system turn before the user's (with --chat).
+    #[arg(long, requires = "chat")]
+    pub system: Option<String>,
     /// Tokens to generate.
     #[arg(long, default_value_t = 32)]
     pub max_tokens: usize,

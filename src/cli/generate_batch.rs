@@ -27,7 +27,11 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
     let tok = &model.tokenizer;
     let given: Vec<Vec<u32>> = match &a.ids {
         Some(ids) => vec![parse_ids(ids)?],
-        None => a.prompt.iter().map(|p| tok.encode(p, true)).collect(),
+        None => a
+            .prompt
+            .iter()
+            .map(|p| super::generate::prompt_ids(a, model, p))
+            .collect::<Result<_, _>>()?,
     };
     if given.iter().any(Vec::is_empty) {
         return Err(CliError::usage("--prompt: a prompt encodes to no tokens"));

@@ -16,7 +16,7 @@ use crate::metrics::{Labels, MetricsServer, Shared};
 use crate::model::Model;
 use crate::profiler::analysis::Budgets;
 use crate::profiler::batch::{context_needed, prompt_lines, Sweep, MAX_BATCH};
-use crate::profiler::model_source::{ModelSource, DEFAULT_PROMPT};
+use crate::profiler::model_source::{chat_default_prompt, ModelSource};
 use crate::telemetry::GpuProbe;
 use crate::tui::snapshot::Header;
 use crate::tui::worker::{EngineConfig, BATCH_STEPS};
@@ -167,8 +167,11 @@ pub fn config(
     device: Device,
 ) -> Result<(EngineConfig, String), CliError> {
     let model = &source.model;
-    let text = args.prompt.as_deref().unwrap_or(DEFAULT_PROMPT);
-    let mut prompt = model.tokenizer.encode(text, true);
+    let (text, chat_note) = match args.prompt.as_deref() {
+        Some(p) => (p.to_string(), None),
+        None => chat_default_prompt(model),
+    };
+    let mut prompt = model.tokenizer.encode(&text, true);
     if prompt.is_empty() {
         return Err(CliError::usage("--prompt: the prompt encodes to no tokens"));
     }
@@ -204,9 +207,10 @@ pub fn config(
     };
     let batch_prompts = batch_prompts(args, model, &prompt, ctx)?;
     let budgets = Budgets::from_profile(args.profile.as_deref()).map_err(CliError::usage)?;
-    let status = match &args.profile {
-        Some(p) => format!("budgets from profile {p}"),
-        None => String::new(),
+    let status = match (&args.profile, chat_note) {
+        (Some(p), _) => format!("budgets from profile {p}"),
+        (None, Some(note)) => note,
+        (None, None) => String::new(),
     };
     Ok((
         EngineConfig {

@@ -1,6 +1,7 @@
-//! Interpreting a GGUF file as a model: hyper-parameters from metadata, the weights table, and
-//! the tokenizer.
+//! Interpreting a GGUF file as a model: hyper-parameters from metadata, the weights table, the
+//! tokenizer and the chat template.
 
+pub mod chat;
 pub mod config;
 mod load;
 pub mod tokenizer;

@@ -20,6 +20,24 @@ pub const DEFAULT_SEED: u64 = 0;
 pub const DEFAULT_PROMPT: &str = "The history of computing is a story of machines that got \
     faster every year, and of the people who measured exactly where the time went.";
 
+/// The live view's default prompt for `model`: on a chat model (one with a chat template)
+/// `DEFAULT_PROMPT` as a user's turn, laid out by the template with the assistant's turn
+/// opened; else the text as it is. A template that fails to render is said in the returned
+/// note (the text is then used as it is).
+pub fn chat_default_prompt(model: &Model) -> (String, Option<String>) {
+    use crate::model::chat::{conversation, ChatTemplate};
+    let rendered = ChatTemplate::of(model)
+        .map(|t| t.and_then(|t| t.render(&conversation(None, DEFAULT_PROMPT), true)));
+    match rendered {
+        None => (DEFAULT_PROMPT.to_string(), None),
+        Some(Ok(text)) => (text, None),
+        Some(Err(e)) => (
+            DEFAULT_PROMPT.to_string(),
+            Some(format!("the default prompt is raw text: {e}")),
+        ),
+    }
+}
+
 /// A loaded model and what the report says about where it came from.
 pub struct ModelSource {
     pub model: Arc<Model>,
