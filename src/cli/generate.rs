@@ -15,10 +15,10 @@ use super::args::GenerateArgs;
 use super::device::resolve_device;
 use super::error::CliError;
 use super::ids::{hex, parse_ids};
+use super::prompt::prompt_ids;
 use crate::engine::backend::{Backend, Device};
 use crate::engine::sampler::{top_k, Sampler, SamplerConfig};
 use crate::engine::{generate, Timing};
-use crate::model::chat::{self, ChatTemplate};
 use crate::model::Model;
 
 /// What the whole-step times are read from: the host clock, which on the GPU waits for each
@@ -28,32 +28,6 @@ fn timing_source(device: &Device) -> &'static str {
         Device::Cpu => "cpu_timer",
         Device::Cuda(_) => "host_sync",
     }
-}
-
-/// The token ids of prompt `text`: with `--chat` a user's turn (after `--system`'s) laid out
-/// by the model's chat template, the assistant's turn opened; special tokens are parsed.
-pub(super) fn prompt_ids(
-    a: &GenerateArgs,
-    model: &Model,
-    text: &str,
-) -> Result<Vec<u32>, CliError> {
-    if !a.chat {
-        return Ok(model.tokenizer.encode(text, true));
-    }
-    let file = a.model_path.display();
-    let template = ChatTemplate::of(model)
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "--chat: {file} has no chat template ({})",
-                chat::TEMPLATE_KEY
-            ))
-        })?
-        .map_err(|e| CliError::usage(format!("--chat: {file}: {e}")))?;
-    let turns = chat::conversation(a.system.as_deref(), text);
-    let laid_out = template
-        .render(&turns, true)
-        .map_err(|e| CliError::usage(format!("--chat: {file}: {e}")))?;
-    Ok(model.tokenizer.encode(&laid_out, true))
 }
 
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {

@@ -30,7 +30,7 @@ pub fn run(a: &GenerateArgs, model: &Arc<Model>) -> Result<(), CliError> {
         None => a
             .prompt
             .iter()
-            .map(|p| super::generate::prompt_ids(a, model, p))
+            .map(|p| super::prompt::prompt_ids(a, model, p))
             .collect::<Result<_, _>>()?,
     };
     if given.iter().any(Vec::is_empty) {

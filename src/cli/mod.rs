@@ -16,6 +16,7 @@ mod inspect;
 pub mod interrupt;
 mod live;
 pub mod output;
+mod prompt;
 mod schema;
 mod sinks;
 mod synth;
