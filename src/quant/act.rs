@@ -251,6 +251,9 @@ pub fn vec_dot_rows(
                 }
                 (GgmlType::Q4_1, Q8_1(a)) => return l::rows_q4_1_q8_1(rows, row_bytes, a, out),
                 (GgmlType::Q5_1, Q8_1(a)) => return l::rows_q5_1_q8_1(rows, row_bytes, a, out),
+                (GgmlType::Q2_K, Q8_K(a)) => {
+                    return super::x86::q2k::rows_q2_k_q8_k(rows, row_bytes, a, out)
+                }
                 (GgmlType::Q4_K, Q8_K(a)) => return k::rows_q4_k_q8_k(rows, row_bytes, a, out),
                 (GgmlType::Q5_K, Q8_K(a)) => return k::rows_q5_k_q8_k(rows, row_bytes, a, out),
                 (GgmlType::Q6_K, Q8_K(a)) => return k::rows_q6_k_q8_k(rows, row_bytes, a, out),
@@ -336,6 +339,9 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
                 }
                 (GgmlType::Q5_1, QuantizedAct::Q8_1(a)) => {
                     return super::x86::vec_dot_q5_1_q8_1(w, a)
+                }
+                (GgmlType::Q2_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86::q2k::vec_dot_q2_k_q8_k(w, a)
                 }
                 (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => {
                     return super::x86::kquants::vec_dot_q4_k_q8_k(w, a)

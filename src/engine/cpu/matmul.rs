@@ -208,7 +208,7 @@ impl Path {
 }
 
 /// The instruction set `vec_dot_rows` takes for `ty` (quant/act.rs: AVX2 for the types it
-/// has row kernels for, else the scalar dots).
+/// has row kernels for and Q3_K's AVX2 decode, else the scalar dots).
 fn rows_isa(ty: GgmlType, avx2: bool) -> &'static str {
     use GgmlType as T;
     let rows = matches!(
@@ -221,6 +221,8 @@ fn rows_isa(ty: GgmlType, avx2: bool) -> &'static str {
             | T::BF16
             | T::Q4_1
             | T::Q5_1
+            | T::Q2_K
+            | T::Q3_K
             | T::Q4_K
             | T::Q5_K
             | T::Q6_K

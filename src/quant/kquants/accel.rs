@@ -1,7 +1,7 @@
 //! The k-quant decoders that have an AVX2 form (`x86::kquant_core`): taken where the CPU has
 //! it, the scalar reference (`decode`) otherwise; the same integers either way.
 
-use super::decode::{lane_sums_scalar, q45_levels_scalar, q6_levels_scalar};
+use super::decode::{lane_sums_scalar, q3_levels_scalar, q45_levels_scalar, q6_levels_scalar};
 use crate::quant::blocks::QK_K;
 
 /// Q4_K/Q5_K 4-bit levels: in each 64-weight group `g`, weights 0..32 are the low nibbles of
@@ -15,6 +15,18 @@ pub(super) fn q45_levels(qs: &[u8], qh: Option<&[u8]>, out: &mut [i8; QK_K]) {
         return unsafe { crate::quant::x86::q45_levels(qs, qh, out) };
     }
     q45_levels_scalar(qs, qh, out)
+}
+
+/// Q3_K levels (-4..3): the 2 low bits as in Q2_K, minus 4 where bit `w / 32` of
+/// `hmask[w % 32]` is clear.
+#[inline]
+pub(super) fn q3_levels(b: &[u8], out: &mut [i8; QK_K]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::x86::available() {
+        // SAFETY: AVX2 was just detected; `b` is a whole Q3_K block.
+        return unsafe { crate::quant::x86::q3_levels(b, out) };
+    }
+    q3_levels_scalar(b, out)
 }
 
 /// Q6_K levels (-32..31): in each 128-weight half `h`, weight `32k + l` takes the low (k < 2)

@@ -63,7 +63,7 @@ pub(super) fn q2_levels(b: &[u8], out: &mut [i8; QK_K]) {
 /// Q3_K block, decoded: signed 3-bit levels (-4..3): the 2 low bits as in Q2_K, minus 4 where the
 /// `hmask[w % 32]` bit `w / 32` is clear.
 #[inline]
-pub(super) fn q3_levels(b: &[u8], out: &mut [i8; QK_K]) {
+pub(crate) fn q3_levels_scalar(b: &[u8], out: &mut [i8; QK_K]) {
     let hmask = &b[0..32];
     let qs = &b[32..96];
     for (w, o) in out.iter_mut().enumerate() {

@@ -2,8 +2,8 @@
 
 use super::accel::{q45_levels, q6_levels};
 use super::decode::{
-    check_blocks, f16_at, k4_scales_mins, q2_levels, q3_levels, q3_scales, Q2_K_BYTES, Q3_K_BYTES,
-    Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES,
+    check_blocks, f16_at, k4_scales_mins, q2_levels, q3_levels_scalar, q3_scales, Q2_K_BYTES,
+    Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES,
 };
 use crate::quant::blocks::QK_K;
 
@@ -33,7 +33,7 @@ pub fn dequantize_q3_k(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(Q3_K_BYTES).zip(dst.chunks_exact_mut(QK_K)) {
         let d = f16_at(b, 108);
         let scales = q3_scales(&b[96..108]);
-        q3_levels(b, &mut lv);
+        q3_levels_scalar(b, &mut lv);
         for ((ys, ls), &sc) in y.chunks_exact_mut(16).zip(lv.chunks_exact(16)).zip(&scales) {
             let dl = d * sc as f32;
             for (o, &q) in ys.iter_mut().zip(ls) {

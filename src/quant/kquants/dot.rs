@@ -2,9 +2,9 @@
 //! `ggml_vec_dot_q*_K_q8_K_generic` in ggml-cpu/quants.c: exact integer sums per super-block,
 //! then f32 accumulation in the generic code's order.
 
-use super::accel::lane_sums;
+use super::accel::{lane_sums, q3_levels};
 use super::decode::{
-    f16_at, k4_scales_mins, lane_sums_scalar, q2_levels, q3_levels, q3_scales, q45_levels_scalar,
+    f16_at, k4_scales_mins, lane_sums_scalar, q2_levels, q3_scales, q45_levels_scalar,
     q6_levels_scalar, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES,
 };
 use crate::quant::blocks::{BlockQ8K, QK_K};

@@ -92,6 +92,29 @@ pub unsafe fn q6_levels(b: &[u8], out: &mut [i8; 256]) {
     }
 }
 
+/// Q3_K levels (`kquants::q3_levels`, -4..3), 32 at a time: for half `n` and quarter `j`,
+/// bits `2j..2j+2` of `qs[32n ..]`, minus 4 where bit `4n + j` of `hmask` is clear.
+///
+/// # Safety
+/// AVX2 must be available; `b` holds a 110-byte Q3_K block.
+#[target_feature(enable = "avx2")]
+pub unsafe fn q3_levels(b: &[u8], out: &mut [i8; 256]) {
+    assert!(b.len() >= 96);
+    let hmask = _mm256_loadu_si256(b.as_ptr() as *const __m256i);
+    let m2 = _mm256_set1_epi8(0x03);
+    let four = _mm256_set1_epi8(4);
+    for n in 0..2 {
+        let qs = _mm256_loadu_si256(b.as_ptr().add(32 + 32 * n) as *const __m256i);
+        for j in 0..4 {
+            let low = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
+            let bit = _mm256_set1_epi8((1u8 << (4 * n + j)) as i8);
+            let clear = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), _mm256_setzero_si256());
+            let lv = _mm256_sub_epi8(low, _mm256_and_si256(clear, four));
+            _mm256_storeu_si256(out.as_mut_ptr().add(128 * n + 32 * j) as *mut __m256i, lv);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +135,10 @@ mod tests {
             // SAFETY: AVX2 was just detected; b is a whole Q6_K block.
             unsafe { q6_levels(&b, &mut got) };
             assert_eq!(got, want, "Q6_K");
+            crate::quant::kquants::q3_levels_scalar(&b[..110], &mut want);
+            // SAFETY: as above; b holds a whole Q3_K block.
+            unsafe { q3_levels(&b[..110], &mut got) };
+            assert_eq!(got, want, "Q3_K");
             for qh in [None, Some(&b[128..160])] {
                 crate::quant::kquants::q45_levels_scalar(&b[..128], qh, &mut want);
                 // SAFETY: as above; 128 bytes of nibbles and 32 of high bits.

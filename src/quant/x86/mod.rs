@@ -27,13 +27,14 @@ mod legacy;
 mod loads;
 pub(crate) mod prefetch;
 pub mod prompt_rows;
+pub mod q2k;
 mod q5_0;
 #[cfg(test)]
 mod tests;
 pub mod vnni;
 
 pub use features::available;
-pub use kquant_core::{kquant_lane_sums, q45_levels, q6_levels};
+pub use kquant_core::{kquant_lane_sums, q3_levels, q45_levels, q6_levels};
 pub use legacy::{
     rows_q4_0_q8_0, rows_q4_1_q8_1, rows_q4_1_q8_1_x4, rows_q5_0_q8_0, rows_q5_0_q8_0_x4,
     rows_q5_1_q8_1, rows_q8_0_q8_0, rows_q8_0_q8_0_x4, vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1,
