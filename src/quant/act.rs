@@ -120,6 +120,7 @@ pub fn has_x4(ty: GgmlType) -> bool {
                 | GgmlType::Q4_1
                 | GgmlType::Q5_0
                 | GgmlType::Q8_0
+                | GgmlType::Q3_K
                 | GgmlType::Q4_K
                 | GgmlType::Q5_K
                 | GgmlType::Q6_K
@@ -192,6 +193,9 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
         // `kquant_x4`).
         unsafe {
             return match (ty, acts) {
+                (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => Some(
+                    super::x86::kquants::vec_dot_q3_k_q8_k_x4(w, [a, b, c, d]),
+                ),
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     Some(k[0](w, [a, b, c, d]))
                 }
@@ -254,6 +258,7 @@ pub fn vec_dot_rows(
                 (GgmlType::Q2_K, Q8_K(a)) => {
                     return super::x86::q2k::rows_q2_k_q8_k(rows, row_bytes, a, out)
                 }
+                (GgmlType::Q3_K, Q8_K(a)) => return k::rows_q3_k_q8_k(rows, row_bytes, a, out),
                 (GgmlType::Q4_K, Q8_K(a)) => return k::rows_q4_k_q8_k(rows, row_bytes, a, out),
                 (GgmlType::Q5_K, Q8_K(a)) => return k::rows_q5_k_q8_k(rows, row_bytes, a, out),
                 (GgmlType::Q6_K, Q8_K(a)) => return k::rows_q6_k_q8_k(rows, row_bytes, a, out),
@@ -300,6 +305,9 @@ pub fn vec_dot_rows_x4(
                 (GgmlType::Q8_0, [Q8_0(a), Q8_0(b), Q8_0(c), Q8_0(d)]) => {
                     return l::rows_q8_0_q8_0_x4(rows, rb, [a, b, c, d], out)
                 }
+                (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    return l::kquants::rows_q3_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                }
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     return k[0](rows, rb, [a, b, c, d], out)
                 }
@@ -342,6 +350,9 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &QuantizedAct) -> f32 {
                 }
                 (GgmlType::Q2_K, QuantizedAct::Q8_K(a)) => {
                     return super::x86::q2k::vec_dot_q2_k_q8_k(w, a)
+                }
+                (GgmlType::Q3_K, QuantizedAct::Q8_K(a)) => {
+                    return super::x86::kquants::vec_dot_q3_k_q8_k(w, a)
                 }
                 (GgmlType::Q4_K, QuantizedAct::Q8_K(a)) => {
                     return super::x86::kquants::vec_dot_q4_k_q8_k(w, a)

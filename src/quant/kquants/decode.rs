@@ -39,7 +39,7 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
 /// nibble `q[j] & 15` (j < 8) or `q[j - 8] >> 4` (j >= 8), and its top 2 bits in
 /// `q[8 + j % 4]` at bit `2 * (j / 4)`.
 #[inline]
-pub(super) fn q3_scales(q: &[u8]) -> [i8; 16] {
+pub(crate) fn q3_scales(q: &[u8]) -> [i8; 16] {
     let mut s = [0i8; 16];
     for (j, out) in s.iter_mut().enumerate() {
         let low = if j < 8 { q[j] & 0xF } else { q[j - 8] >> 4 };

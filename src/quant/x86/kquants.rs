@@ -1,4 +1,4 @@
-//! AVX2 dot products of Q4_K, Q5_K and Q6_K rows with Q8_K activations, for one activation row
+//! AVX2 dot products of Q3_K, Q4_K, Q5_K and Q6_K rows with Q8_K activations, for one activation row
 //! (decode) and for four at once (a prompt: each weight block unpacked once for four tokens),
 //! giving bit for bit what the scalar reference `kquants::vec_dot_q*_k_q8_k` gives.
 //!
@@ -16,7 +16,8 @@
 //!
 //! Q6_K's levels are signed (-32..31); `maddubs` wants unsigned weights, so the kernel uses the
 //! stored 0..63 and subtracts 32 times the activations' pair sums (llama.cpp's own trick), which
-//! is the same integer.
+//! is the same integer. Q3_K's (-4..3) are taken the same way, as 0..7 less 4; its 16 scales of
+//! 16 weights are laid out as Q6_K's.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -25,19 +26,37 @@ use std::arch::x86_64::*;
 use super::loads::{f16_one, f16_pair};
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::{BlockQ8K, PAIR_ORDER};
-use crate::quant::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+use crate::quant::kquants::{q3_scales, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 
 /// The weight type of a kernel (a constant wherever `dot_rows` is inlined).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
+    Q3K,
     Q4K,
     Q5K,
     Q6K,
 }
 
+impl Kind {
+    /// What the unpacked levels exceed the weights' by (`maddubs` takes them unsigned).
+    pub(super) fn offset(self) -> i8 {
+        match self {
+            Kind::Q3K => 4,
+            Kind::Q6K => 32,
+            Kind::Q4K | Kind::Q5K => 0,
+        }
+    }
+
+    /// Whether its blocks subtract a min term (Q4_K, Q5_K).
+    pub(super) fn has_mins(self) -> bool {
+        matches!(self, Kind::Q4K | Kind::Q5K)
+    }
+}
+
 /// One weight block, unpacked once for however many activation rows use it.
 pub(super) struct Unpacked {
-    /// The eight 32-weight chunks' levels, unsigned (Q6_K: plus 32), in `PAIR_ORDER`.
+    /// The eight 32-weight chunks' levels, unsigned (Q6_K: plus 32, Q3_K: plus 4), in
+    /// `PAIR_ORDER`.
     pub(super) levels: [__m256i; 8],
     /// For chunk pair `p` (chunks `2p`, `2p + 1`): their scales as 16-bit pairs, the first
     /// 16 weights' in the low 128 bits and the last 16 weights' in the high 128 bits.
@@ -165,25 +184,56 @@ unsafe fn unpack_q6_k(b: &[u8]) -> Unpacked {
             levels[4 * h + k] = _mm256_or_si256(low, _mm256_slli_epi16::<4>(top));
         }
     }
-    // Scales of chunk pair p: (s[4p], s[4p + 2]) for the first 16 weights of each chunk,
-    // (s[4p + 1], s[4p + 3]) for the last 16: even scales into the low half, odd into the high.
-    let evens_odds = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    let s = _mm_shuffle_epi8(
-        _mm_loadu_si128(b.as_ptr().add(192) as *const __m128i),
-        evens_odds,
-    );
     Unpacked {
         levels,
-        scales: pair_scales(_mm256_cvtepi8_epi16(s)),
+        scales: scales16(_mm_loadu_si128(b.as_ptr().add(192) as *const __m128i)),
         mins: _mm_setzero_si128(),
         d: f16_one(b, 208),
         dmin: 0.0,
     }
 }
 
+/// Sixteen i8 scales of 16 weights each as chunk-pair scales: for pair p, (s[4p], s[4p + 2])
+/// for the first 16 weights of each chunk, (s[4p + 1], s[4p + 3]) for the last 16 (even
+/// scales into the low half, odd into the high).
+#[inline(always)]
+unsafe fn scales16(s: __m128i) -> [__m256i; 4] {
+    let evens_odds = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    pair_scales(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(s, evens_odds)))
+}
+
+/// A Q3_K block: 32 bytes of high bits (`hmask`), 64 of 2-bit levels (`qs`), 12 scale bytes,
+/// `d`. Half `n`, chunk `j` (weights `128n + 32j ..`): bits `2j..2j + 2` of `qs[32n ..]`,
+/// plus 4 where bit `4n + j` of `hmask` is set (the stored level less 4 is the weight's).
+#[inline(always)]
+unsafe fn unpack_q3_k(b: &[u8]) -> Unpacked {
+    let shuf = pair_shuffle();
+    let m2 = _mm256_set1_epi8(0x03);
+    let four = _mm256_set1_epi8(4);
+    let hmask = _mm256_shuffle_epi8(load(b, 0), shuf);
+    let mut levels = [_mm256_setzero_si256(); 8];
+    for n in 0..2 {
+        let qs = _mm256_shuffle_epi8(load(b, 32 + 32 * n), shuf);
+        for j in 0..4 {
+            let low = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
+            let bit = _mm256_set1_epi8((1u8 << (4 * n + j)) as i8);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(hmask, bit), bit);
+            levels[4 * n + j] = _mm256_or_si256(low, _mm256_and_si256(set, four));
+        }
+    }
+    let sc = q3_scales(&b[96..108]);
+    Unpacked {
+        levels,
+        scales: scales16(_mm_loadu_si128(sc.as_ptr() as *const __m128i)),
+        mins: _mm_setzero_si128(),
+        d: f16_one(b, 108),
+        dmin: 0.0,
+    }
+}
+
 /// The block's eight integer lane sums against one activation block (`q` in `PAIR_ORDER`).
 #[inline(always)]
-unsafe fn lanes(u: &Unpacked, q: &[i8; 256], q6: bool) -> __m256i {
+unsafe fn lanes(u: &Unpacked, q: &[i8; 256], offset: i8) -> __m256i {
     let mut lo = _mm256_setzero_si256();
     let mut hi = _mm256_setzero_si256();
     for p in 0..4 {
@@ -192,10 +242,10 @@ unsafe fn lanes(u: &Unpacked, q: &[i8; 256], q6: bool) -> __m256i {
         // |pair| <= 2 * 63 * 127: no saturation
         let mut ma = _mm256_maddubs_epi16(u.levels[2 * p], qa);
         let mut mb = _mm256_maddubs_epi16(u.levels[2 * p + 1], qb);
-        if q6 {
-            let m32 = _mm256_set1_epi8(32);
-            ma = _mm256_sub_epi16(ma, _mm256_maddubs_epi16(m32, qa));
-            mb = _mm256_sub_epi16(mb, _mm256_maddubs_epi16(m32, qb));
+        if offset != 0 {
+            let m = _mm256_set1_epi8(offset);
+            ma = _mm256_sub_epi16(ma, _mm256_maddubs_epi16(m, qa));
+            mb = _mm256_sub_epi16(mb, _mm256_maddubs_epi16(m, qb));
         }
         let sc = u.scales[p];
         lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(ma, mb), sc));
@@ -230,6 +280,7 @@ pub(super) unsafe fn fold(sumf: f32, sums: __m256) -> f32 {
 /// blocks as each activation row in `a`.
 pub(super) fn block_bytes(w: &[u8], a: &[&[BlockQ8K]], kind: Kind) -> usize {
     let bytes = match kind {
+        Kind::Q3K => Q3_K_BYTES,
         Kind::Q4K => Q4_K_BYTES,
         Kind::Q5K => Q5_K_BYTES,
         Kind::Q6K => Q6_K_BYTES,
@@ -250,6 +301,7 @@ pub(super) fn block_bytes(w: &[u8], a: &[&[BlockQ8K]], kind: Kind) -> usize {
 #[inline(always)]
 pub(super) unsafe fn unpack(b: &[u8], kind: Kind) -> Unpacked {
     match kind {
+        Kind::Q3K => unpack_q3_k(b),
         Kind::Q4K => unpack_k45(b, false),
         Kind::Q5K => unpack_k45(b, true),
         Kind::Q6K => unpack_q6_k(b),
@@ -273,10 +325,10 @@ unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) ->
         let u = unpack(b, kind);
         for t in 0..N {
             let y = &a[t][i];
-            let l = _mm256_cvtepi32_ps(lanes(&u, &y.qs_pairs, kind == Kind::Q6K));
+            let l = _mm256_cvtepi32_ps(lanes(&u, &y.qs_pairs, kind.offset()));
             let d = u.d * y.d;
             sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(_mm256_set1_ps(d), l));
-            if kind != Kind::Q6K {
+            if kind.has_mins() {
                 let dmin = u.dmin * y.d;
                 sumf[t] -= dmin * min_sum(u.mins, y) as f32;
             }
@@ -307,6 +359,24 @@ pub unsafe fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     dot_rows(w, [a], Kind::Q6K)[0]
+}
+
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q3_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    dot_rows(w, [a], Kind::Q3K)[0]
+}
+
+/// `vec_dot_q4_k_q8_k_x4` for Q3_K.
+///
+/// # Safety
+/// As `vec_dot_q4_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q3_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_rows(w, a, Kind::Q3K)
 }
 
 /// Four activation rows against one Q4_K weight row; each result bit-identical to
@@ -343,6 +413,8 @@ pub unsafe fn vec_dot_q6_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
 row_loops!(rows_q4_k_q8_k = vec_dot_q4_k_q8_k, BlockQ8K);
 row_loops!(rows_q5_k_q8_k = vec_dot_q5_k_q8_k, BlockQ8K);
 row_loops!(rows_q6_k_q8_k = vec_dot_q6_k_q8_k, BlockQ8K);
+row_loops!(rows_q3_k_q8_k = vec_dot_q3_k_q8_k, BlockQ8K);
+row_loops!(rows_q3_k_q8_k_x4 = vec_dot_q3_k_q8_k_x4 x4, BlockQ8K);
 row_loops!(rows_q4_k_q8_k_x4 = vec_dot_q4_k_q8_k_x4 x4, BlockQ8K);
 row_loops!(rows_q5_k_q8_k_x4 = vec_dot_q5_k_q8_k_x4 x4, BlockQ8K);
 row_loops!(rows_q6_k_q8_k_x4 = vec_dot_q6_k_q8_k_x4 x4, BlockQ8K);

@@ -68,7 +68,7 @@ unsafe fn paired(a: &BlockQ8K, b: &BlockQ8K) -> Paired {
 /// `x86_kquants::lanes` for two tokens at once (`x`, from `paired`): the first token's eight
 /// lane sums in the low 256 bits, the second's in the high.
 #[inline(always)]
-unsafe fn lanes2(w: &Wide, x: &Paired, q6: bool) -> __m512i {
+unsafe fn lanes2(w: &Wide, x: &Paired, offset: i8) -> __m512i {
     let mut lo = _mm512_setzero_si512();
     let mut hi = _mm512_setzero_si512();
     for p in 0..4 {
@@ -76,10 +76,10 @@ unsafe fn lanes2(w: &Wide, x: &Paired, q6: bool) -> __m512i {
         // |pair| <= 2 * 63 * 127: no saturation
         let mut ma = _mm512_maddubs_epi16(w.levels[2 * p], xa);
         let mut mb = _mm512_maddubs_epi16(w.levels[2 * p + 1], xb);
-        if q6 {
-            let m32 = _mm512_set1_epi8(32);
-            ma = _mm512_sub_epi16(ma, _mm512_maddubs_epi16(m32, xa));
-            mb = _mm512_sub_epi16(mb, _mm512_maddubs_epi16(m32, xb));
+        if offset != 0 {
+            let m = _mm512_set1_epi8(offset);
+            ma = _mm512_sub_epi16(ma, _mm512_maddubs_epi16(m, xa));
+            mb = _mm512_sub_epi16(mb, _mm512_maddubs_epi16(m, xb));
         }
         let sc = w.scales[p];
         lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(ma, mb), sc));
@@ -124,7 +124,7 @@ unsafe fn dot_rows4(
                     &here
                 }
             };
-            let l = _mm512_cvtepi32_ps(lanes2(&wide, x, kind == Kind::Q6K));
+            let l = _mm512_cvtepi32_ps(lanes2(&wide, x, kind.offset()));
             let d = _mm512_mask_blend_ps(
                 0xff00,
                 _mm512_set1_ps(u.d * ya.d),
@@ -132,7 +132,7 @@ unsafe fn dot_rows4(
             );
             sums[p] = _mm512_add_ps(sums[p], _mm512_mul_ps(d, l));
         }
-        if kind != Kind::Q6K {
+        if kind.has_mins() {
             for (t, s) in sumf.iter_mut().enumerate() {
                 let y = &a[t][i];
                 *s -= u.dmin * y.d * min_sum(u.mins, y) as f32;

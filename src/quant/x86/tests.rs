@@ -432,7 +432,7 @@ mod kquant_kernels {
     use super::super::kquants::*;
     use crate::quant::blocks::BlockQ8K;
     use crate::quant::kquants::{self, quantize_act_q8_k, QK_K};
-    use crate::quant::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+    use crate::quant::kquants::{Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
     use crate::quant::x86::available;
     use half::f16;
 
@@ -448,6 +448,8 @@ mod kquant_kernels {
         for b in out.chunks_exact_mut(bytes) {
             if bytes == Q6_K_BYTES {
                 put_f16(b, 208, rng.next_signed() * 0.05);
+            } else if bytes == Q3_K_BYTES {
+                put_f16(b, 108, rng.next_signed() * 0.05);
             } else {
                 put_f16(b, 0, rng.next_signed() * 0.05);
                 put_f16(b, 2, rng.next_signed() * 0.05);
@@ -485,7 +487,14 @@ mod kquant_kernels {
             eprintln!("skipped: this CPU has no AVX2/FMA/F16C");
             return;
         }
-        let cases: [(&str, usize, Kernel, Kernel4, Reference); 3] = [
+        let cases: [(&str, usize, Kernel, Kernel4, Reference); 4] = [
+            (
+                "Q3_K",
+                Q3_K_BYTES,
+                vec_dot_q3_k_q8_k,
+                vec_dot_q3_k_q8_k_x4,
+                kquants::vec_dot_q3_k_q8_k,
+            ),
             (
                 "Q4_K",
                 Q4_K_BYTES,
@@ -533,6 +542,7 @@ mod kquant_kernels {
                         // and through the dispatch the engine uses
                         let act = crate::quant::QuantizedAct::Q8_K(a.clone());
                         let ty = match name {
+                            "Q3_K" => crate::quant::GgmlType::Q3_K,
                             "Q4_K" => crate::quant::GgmlType::Q4_K,
                             "Q5_K" => crate::quant::GgmlType::Q5_K,
                             _ => crate::quant::GgmlType::Q6_K,
