@@ -120,6 +120,7 @@ pub fn has_x4(ty: GgmlType) -> bool {
                 | GgmlType::Q4_1
                 | GgmlType::Q5_0
                 | GgmlType::Q8_0
+                | GgmlType::Q2_K
                 | GgmlType::Q3_K
                 | GgmlType::Q4_K
                 | GgmlType::Q5_K
@@ -193,9 +194,12 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
         // `kquant_x4`).
         unsafe {
             return match (ty, acts) {
-                (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => Some(
-                    super::x86::kquants::vec_dot_q3_k_q8_k_x4(w, [a, b, c, d]),
-                ),
+                (GgmlType::Q2_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(super::x86::q2k::vec_dot_q2_k_q8_k_x4(w, [a, b, c, d]))
+                }
+                (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    Some(super::x86::kquants::vec_dot_q3_k_q8_k_x4(w, [a, b, c, d]))
+                }
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     Some(k[0](w, [a, b, c, d]))
                 }
@@ -304,6 +308,9 @@ pub fn vec_dot_rows_x4(
                 }
                 (GgmlType::Q8_0, [Q8_0(a), Q8_0(b), Q8_0(c), Q8_0(d)]) => {
                     return l::rows_q8_0_q8_0_x4(rows, rb, [a, b, c, d], out)
+                }
+                (GgmlType::Q2_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
+                    return l::q2k::rows_q2_k_q8_k_x4(rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     return l::kquants::rows_q3_k_q8_k_x4(rows, rb, [a, b, c, d], out)

@@ -1,5 +1,6 @@
-//! AVX2 dot product of Q2_K rows with Q8_K activations, bit for bit what the scalar reference
-//! `kquants::vec_dot_q2_k_q8_k` gives: per 256-weight block two integers (the scaled level
+//! AVX2 dot products of Q2_K rows with Q8_K activations, for one activation row (decode) and
+//! four at once (a prompt: each block unpacked once for four tokens), bit for bit what the
+//! scalar reference `kquants::vec_dot_q2_k_q8_k` gives: per 256-weight block two integers (the scaled level
 //! sum and the min sum), then the reference's float arithmetic on them. Integer sums are exact
 //! in any order, so the 2-bit levels are taken 32 at a time against their 32 activations
 //! (`maddubs`: levels 0..3 unsigned, activations signed), two 16-weight groups a register,
@@ -23,65 +24,110 @@ unsafe fn hsum(v: __m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
-/// One block's `Σ scale(group) · Σ level·q8` and `Σ min(group) · bsum(group)`.
-#[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn block_sums(b: &[u8], y: &BlockQ8K) -> (i32, i32) {
+/// One weight block, unpacked once for however many activation rows use it.
+struct Unpacked {
+    /// Weights `32c ..` (c = 4n + j: half n, shift j) as levels 0..3.
+    levels: [__m256i; 8],
+    /// Chunk c's two groups' scales, 8 16-bit copies each.
+    scales: [__m256i; 8],
+    /// The 16 groups' mins as 16-bit values.
+    mins: __m256i,
+    d: f32,
+    dmin: f32,
+}
+
+#[inline(always)]
+unsafe fn unpack(b: &[u8]) -> Unpacked {
     debug_assert_eq!(b.len(), Q2_K_BYTES);
     let sc = _mm_loadu_si128(b.as_ptr() as *const __m128i);
     let low4 = _mm_set1_epi8(0x0F);
-    let scales = _mm_and_si128(sc, low4);
-    let mins = _mm_and_si128(_mm_srli_epi16(sc, 4), low4);
-    // The min sum: the activations' 16 group sums times the 16 mins.
-    let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-    let summs = hsum(_mm256_madd_epi16(bsums, _mm256_cvtepu8_epi16(mins)));
     let mut sc16 = [0i16; 16];
     _mm256_storeu_si256(
         sc16.as_mut_ptr() as *mut __m256i,
-        _mm256_cvtepu8_epi16(scales),
+        _mm256_cvtepu8_epi16(_mm_and_si128(sc, low4)),
     );
     let three = _mm256_set1_epi8(3);
-    let mut acc = _mm256_setzero_si256();
+    let mut levels = [_mm256_setzero_si256(); 8];
+    let mut scales = [_mm256_setzero_si256(); 8];
     for n in 0..2 {
         let q = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * n) as *const __m256i);
         for j in 0..4 {
-            // Weights n*128 + j*32 .. +32: groups g and g + 1.
-            let g = 8 * n + 2 * j;
+            let (c, g) = (4 * n + j, 8 * n + 2 * j);
             let shift = _mm_cvtsi32_si128(2 * j as i32);
-            let levels = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
-            let act = _mm256_loadu_si256(y.qs.as_ptr().add(128 * n + 32 * j) as *const __m256i);
-            let pairs = _mm256_maddubs_epi16(levels, act);
-            let scale = _mm256_setr_m128i(_mm_set1_epi16(sc16[g]), _mm_set1_epi16(sc16[g + 1]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scale));
+            levels[c] = _mm256_and_si256(_mm256_srl_epi16(q, shift), three);
+            scales[c] = _mm256_setr_m128i(_mm_set1_epi16(sc16[g]), _mm_set1_epi16(sc16[g + 1]));
         }
     }
+    Unpacked {
+        levels,
+        scales,
+        mins: _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4)),
+        d: f16_one(b, 80),
+        dmin: f16_one(b, 82),
+    }
+}
+
+/// A block's `Σ scale(group) · Σ level·q8` and `Σ min(group) · bsum(group)` against `y`.
+#[inline(always)]
+unsafe fn block_sums(u: &Unpacked, y: &BlockQ8K) -> (i32, i32) {
+    let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+    let summs = hsum(_mm256_madd_epi16(bsums, u.mins));
+    let mut acc = _mm256_setzero_si256();
+    for c in 0..8 {
+        let act = _mm256_loadu_si256(y.qs.as_ptr().add(32 * c) as *const __m256i);
+        let pairs = _mm256_maddubs_epi16(u.levels[c], act);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, u.scales[c]));
+    }
     (hsum(acc), summs)
+}
+
+/// One Q2_K row against `N` activation rows, each result the reference's for its row.
+#[inline(always)]
+unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N]) -> [f32; N] {
+    for a in a {
+        assert_eq!(
+            w.len(),
+            a.len() * Q2_K_BYTES,
+            "Q2_K row against Q8_K blocks"
+        );
+    }
+    let mut sumf = [0f32; N];
+    for (i, b) in w.chunks_exact(Q2_K_BYTES).enumerate() {
+        let u = unpack(b);
+        for t in 0..N {
+            let y = &a[t][i];
+            let (isum, summs) = block_sums(&u, y);
+            let dall = y.d * u.d;
+            let dmin = y.d * u.dmin;
+            sumf[t] += dall * isum as f32 - dmin * summs as f32;
+        }
+    }
+    sumf
 }
 
 /// Q2_K · Q8_K over a row, as `kquants::vec_dot_q2_k_q8_k`.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C (`x86::available()`); `w` holds `a.len()` Q2_K
-/// blocks.
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q2_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    assert_eq!(
-        w.len(),
-        a.len() * Q2_K_BYTES,
-        "Q2_K row against Q8_K blocks"
-    );
-    let mut sumf = 0f32;
-    for (b, y) in w.chunks_exact(Q2_K_BYTES).zip(a) {
-        let (isum, summs) = block_sums(b, y);
-        let dall = y.d * f16_one(b, 80);
-        let dmin = y.d * f16_one(b, 82);
-        sumf += dall * isum as f32 - dmin * summs as f32;
-    }
-    sumf
+    dot_rows(w, [a])[0]
+}
+
+/// Four activation rows against one Q2_K row (each weight block unpacked once for the four);
+/// each result bit-identical to `vec_dot_q2_k_q8_k`'s for that row.
+///
+/// # Safety
+/// As `vec_dot_q2_k_q8_k`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q2_k_q8_k_x4(w: &[u8], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    dot_rows(w, a)
 }
 
 row_loops!(rows_q2_k_q8_k = vec_dot_q2_k_q8_k, BlockQ8K);
+row_loops!(rows_q2_k_q8_k_x4 = vec_dot_q2_k_q8_k_x4 x4, BlockQ8K);
 
 #[cfg(test)]
 mod tests {
