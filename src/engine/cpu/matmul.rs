@@ -154,13 +154,12 @@ impl Path {
         let t = ty.name().to_lowercase();
         let act = format!("{:?}", ActType::for_weights(ty)).to_lowercase();
         #[cfg(target_arch = "x86_64")]
-        let (avx2, vnni, avx512) = (
+        let (avx2, avx512) = (
             crate::quant::x86::available(),
-            crate::quant::x86_vnni::available(),
             crate::quant::x86_kquants512::available(),
         );
         #[cfg(not(target_arch = "x86_64"))]
-        let (avx2, vnni, avx512) = (false, false, false);
+        let (avx2, avx512) = (false, false);
         let simd = |wide: bool| match (wide, avx2) {
             (true, _) => "avx512",
             (false, true) => "avx2",
@@ -168,14 +167,12 @@ impl Path {
         };
         match self {
             #[cfg(target_arch = "x86_64")]
-            Path::Packed => format!(
-                "packed_task {t}x8 ({})",
-                if ty == GgmlType::Q8_0 && vnni {
-                    "avx512-vnni"
-                } else {
-                    "avx2"
-                }
-            ),
+            Path::Packed => {
+                // packed_task pairs groups on AVX-512 VNNI for both repacked types.
+                let pairs = crate::quant::x86::fast_rows_vnni::available();
+                let isa = if pairs { "avx512-vnni" } else { "avx2" };
+                format!("packed_task {t}x8 ({isa})")
+            }
             #[cfg(target_arch = "x86_64")]
             Path::SignedVnni => format!("signed_batch_vnni {t}·q8_0 (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
