@@ -11,7 +11,7 @@ use super::common::{self, lines, panel, us};
 use super::ui::Ui;
 use crate::tui::snapshot::TimelineLine;
 
-/// Columns before the bars: start, run time, gap, brick, kernel.
+/// Columns before the bars: start, end, run time, gap, brick, kernel.
 const BRICK_W: usize = 18;
 const NAME_W: usize = 26;
 
@@ -44,10 +44,11 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let rows = (inner.height as usize).saturating_sub(1);
     let top = ui.app.timeline_top.min(t.len().saturating_sub(rows.max(1)));
     let shown = &t[top..(top + rows).min(t.len())];
-    let bar_w = (inner.width as usize).saturating_sub(8 + 8 + 8 + BRICK_W + NAME_W + 6);
+    let bar_w = (inner.width as usize).saturating_sub(4 * 8 + BRICK_W + NAME_W + 6);
     let mut out = vec![Line::from(format!(
-        "{:>8}{:>8}{:>8}  {:<BRICK_W$} {:<NAME_W$} bars: rows {}-{} of {} (░ idle before)",
+        "{:>8}{:>8}{:>8}{:>8}  {:<BRICK_W$} {:<NAME_W$} bars: rows {}-{} of {} (░ idle before)",
         "start µs",
+        "end µs",
         "µs",
         "gap µs",
         "brick",
@@ -59,8 +60,9 @@ pub fn render(area: Rect, buf: &mut Buffer, ui: &Ui) {
     let (lo, hi) = span_of(shown);
     for k in shown {
         let text = format!(
-            "{:>8}{:>8}{:>8}  {:<BRICK_W$} {:<NAME_W$} ",
+            "{:>8}{:>8}{:>8}{:>8}  {:<BRICK_W$} {:<NAME_W$} ",
             us(k.start_us),
+            us(k.start_us + k.dur_us),
             us(k.dur_us),
             us(k.gap_before_us),
             cut(&k.brick, BRICK_W),
