@@ -174,6 +174,18 @@ fn kquant_x4() -> ([KDot4; 3], [KRows4; 3]) {
     }
 }
 
+/// Q3_K's four-token kernels this CPU runs, as `kquant_x4` picks the others'.
+#[cfg(target_arch = "x86_64")]
+fn q3_k_x4() -> ([KDot4; 1], KRows4) {
+    use super::x86::kquants as k;
+    use super::x86::kquants512 as k512;
+    if k512::available() {
+        ([k512::vec_dot_q3_k_q8_k_x4], k512::rows_q3_k_q8_k_x4)
+    } else {
+        ([k::vec_dot_q3_k_q8_k_x4], k::rows_q3_k_q8_k_x4)
+    }
+}
+
 /// `vec_dot` of one weight row with four activation rows at once, where a SIMD kernel takes
 /// four (a prompt's products unpack each weight block once for them); every result is
 /// bit-identical to `vec_dot`'s. None where no such kernel exists: call `vec_dot` per row.
@@ -190,6 +202,7 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
     if super::x86::available() {
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
         let (k, _) = kquant_x4();
+        let (q3, _) = q3_k_x4();
         // SAFETY: AVX2 and FMA were just detected (and the k-quant kernels' own features by
         // `kquant_x4`).
         unsafe {
@@ -198,7 +211,7 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
                     Some(super::x86::q2k::vec_dot_q2_k_q8_k_x4(w, [a, b, c, d]))
                 }
                 (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    Some(super::x86::kquants::vec_dot_q3_k_q8_k_x4(w, [a, b, c, d]))
+                    Some(q3[0](w, [a, b, c, d]))
                 }
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     Some(k[0](w, [a, b, c, d]))
@@ -293,6 +306,7 @@ pub fn vec_dot_rows_x4(
         use QuantizedAct::{F32, Q8_0, Q8_1, Q8_K};
         let rb = row_bytes;
         let (_, k) = kquant_x4();
+        let (_, q3) = q3_k_x4();
         // SAFETY: AVX2, FMA and F16C were just detected (and the k-quant kernels' own
         // features by `kquant_x4`).
         unsafe {
@@ -313,7 +327,7 @@ pub fn vec_dot_rows_x4(
                     return l::q2k::rows_q2_k_q8_k_x4(rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    return l::kquants::rows_q3_k_q8_k_x4(rows, rb, [a, b, c, d], out)
+                    return q3(rows, rb, [a, b, c, d], out)
                 }
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     return k[0](rows, rb, [a, b, c, d], out)

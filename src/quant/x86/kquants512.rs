@@ -188,6 +188,7 @@ macro_rules! entries {
     };
 }
 
+entries!(vec_dot_q3_k_q8_k_x4, rows_q3_k_q8_k_x4, Kind::Q3K);
 entries!(vec_dot_q4_k_q8_k_x4, rows_q4_k_q8_k_x4, Kind::Q4K);
 entries!(vec_dot_q5_k_q8_k_x4, rows_q5_k_q8_k_x4, Kind::Q5K);
 entries!(vec_dot_q6_k_q8_k_x4, rows_q6_k_q8_k_x4, Kind::Q6K);

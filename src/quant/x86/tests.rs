@@ -565,7 +565,14 @@ mod kquant_kernels {
             return;
         }
         type Rows4 = unsafe fn(&[u8], usize, [&[BlockQ8K]; 4], [&mut [f32]; 4]);
-        let cases: [(&str, usize, Kernel4, Rows4, Reference); 3] = [
+        let cases: [(&str, usize, Kernel4, Rows4, Reference); 4] = [
+            (
+                "Q3_K",
+                Q3_K_BYTES,
+                k512::vec_dot_q3_k_q8_k_x4,
+                k512::rows_q3_k_q8_k_x4,
+                kquants::vec_dot_q3_k_q8_k,
+            ),
             (
                 "Q4_K",
                 Q4_K_BYTES,
