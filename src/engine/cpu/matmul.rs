@@ -191,7 +191,10 @@ impl Path {
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
             Path::Rows if has_x4(ty) && n >= 4 => {
-                let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
+                let kquant = matches!(
+                    ty,
+                    GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+                );
                 let isa = if kquant && avx2 && avx512 {
                     "avx512"
                 } else {
