@@ -24,6 +24,20 @@ fn messages(v: &Value) -> Vec<Message> {
         .collect()
 }
 
+/// `cbtop generate --chat` on model file `model` on the CPU, with `args` after.
+fn generate_chat(model: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "generate",
+        "--model-path",
+        model,
+        "--chat",
+        "--device",
+        "cpu",
+    ];
+    all.extend_from_slice(args);
+    common::cbtop(&all)
+}
+
 #[test]
 fn smollm2s_template_renders_as_jinja2_renders_it() {
     let model = Model::load(&common::smollm2()).unwrap();
@@ -58,20 +72,10 @@ fn generate_chat_feeds_the_laid_out_turn_with_special_tokens() {
     let case = &f["cases"][0];
     let user = case["messages"][0]["content"].as_str().unwrap();
     let p = path.display().to_string();
-    let o = common::cbtop(&[
-        "generate",
-        "--model-path",
+    let o = generate_chat(
         &p,
-        "--chat",
-        "--prompt",
-        user,
-        "--max-tokens",
-        "4",
-        "--greedy",
-        "--json",
-        "--device",
-        "cpu",
-    ]);
+        &["--prompt", user, "--max-tokens", "4", "--greedy", "--json"],
+    );
     assert!(o.status.success(), "{}", common::stderr(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     let ids = common::ids(&out["prompt_ids"]);
@@ -85,26 +89,22 @@ fn generate_chat_feeds_the_laid_out_turn_with_special_tokens() {
         .count();
     assert_eq!(marks, 3, "system, user and assistant turns");
     // A system turn replaces the template's default one.
-    let o = common::cbtop(&[
-        "generate",
-        "--model-path",
-        &p,
-        "--chat",
+    let system = "You answer in one line.";
+    let args = [
         "--system",
-        "You answer in one line.",
+        system,
         "--prompt",
         user,
         "--max-tokens",
         "1",
         "--json",
-        "--device",
-        "cpu",
-    ]);
+    ];
+    let o = generate_chat(&p, &args);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     let text = model.tokenizer.decode(&common::ids(&out["prompt_ids"]));
     assert!(
-        text.contains("You answer in one line.") && !text.contains("SmolLM"),
+        text.contains(system) && !text.contains("SmolLM"),
         "{text:?}"
     );
 }
@@ -130,16 +130,7 @@ fn the_live_views_default_prompt_on_a_chat_model_is_a_users_turn() {
 fn a_file_without_a_template_is_refused_by_name() {
     let m = common::fixture("conformance/models/conf-llama-Q8_0.gguf");
     let p = m.display().to_string();
-    let o = common::cbtop(&[
-        "generate",
-        "--model-path",
-        &p,
-        "--chat",
-        "--prompt",
-        "Hi",
-        "--device",
-        "cpu",
-    ]);
+    let o = generate_chat(&p, &["--prompt", "Hi"]);
     assert_eq!(o.status.code(), Some(2));
     let err = common::stderr(&o);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

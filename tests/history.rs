@@ -29,20 +29,8 @@ fn scratch(name: &str) -> PathBuf {
 /// A short headless run on one CPU thread, appended to `db`, with `env` set.
 fn run_into(db: &Path, out: &Path, env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cbtop"))
-        .args([
-            "--headless",
-            "--ci",
-            "--json",
-            "--device",
-            "cpu",
-            "--threads",
-            "1",
-            "--tokens",
-            "24",
-            "--warmup",
-            "4",
-            "--db",
-        ])
+        .args(common::HEADLESS_CPU)
+        .args(["--tokens", "24", "--warmup", "4", "--db"])
         .arg(db)
         .arg("--output")
         .arg(out)

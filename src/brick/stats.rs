@@ -2,7 +2,7 @@
 //! brick and layer, per token, and `other` (token time no brick covers). Percentiles come from
 //! hdrhistogram; mean and CV from exact running sums (the histogram's buckets would round them).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use hdrhistogram::Histogram;
 
@@ -241,6 +241,11 @@ pub struct Stats {
     spare: Vec<BrickStats>,
     /// Per kernel of each brick, in the order they first ran.
     pub kernels: Vec<KernelStats>,
+    /// Where each (brick, kernel) is in `kernels`.
+    kernel_at: HashMap<(Brick, u32), usize>,
+    /// One step's run time, launches, idle time before and whether timed, per entry of
+    /// `kernels` (kept between steps).
+    kernel_step: Vec<(u64, u32, u64, bool)>,
     /// The last measured step's kernels, in launch order (the kernel timeline).
     pub last_kernels: Vec<KernelSpan>,
 }
@@ -257,6 +262,8 @@ impl Stats {
             position_sum: 0,
             spare: Vec::new(),
             kernels: Vec::new(),
+            kernel_at: HashMap::new(),
+            kernel_step: Vec::new(),
             last_kernels: Vec::new(),
         }
     }
@@ -290,13 +297,7 @@ impl Stats {
                 .push(BrickStats::new(s.brick, s.source, self.n_layers));
         }
         for k in &t.kernels {
-            if !self
-                .kernels
-                .iter()
-                .any(|e| (e.brick, e.kernel) == (k.brick, k.kernel))
-            {
-                self.kernels.push(KernelStats::new(k.brick, k.kernel));
-            }
+            self.kernel_entry(k.brick, k.kernel);
         }
     }
 
@@ -339,43 +340,40 @@ impl Stats {
         self.position_sum += t.position as u64;
     }
 
+    /// The index in `kernels` of `brick`'s `kernel` (added when new).
+    fn kernel_entry(&mut self, brick: Brick, kernel: u32) -> usize {
+        let kernels = &mut self.kernels;
+        *self.kernel_at.entry((brick, kernel)).or_insert_with(|| {
+            kernels.push(KernelStats::new(brick, kernel));
+            kernels.len() - 1
+        })
+    }
+
     /// Fold a step's kernels: per (brick, kernel) the summed run time, launches and idle time
     /// before them.
     fn add_kernels(&mut self, kernels: &[KernelSpan]) {
         if kernels.is_empty() {
             return;
         }
-        // (entry, run time, launches, gap before, timed)
-        let mut step: Vec<(usize, u64, u32, u64, bool)> = Vec::new();
+        let mut step = std::mem::take(&mut self.kernel_step);
+        step.clear();
         for k in kernels {
-            let i = match self
-                .kernels
-                .iter()
-                .position(|e| (e.brick, e.kernel) == (k.brick, k.kernel))
-            {
-                Some(i) => i,
-                None => {
-                    self.kernels.push(KernelStats::new(k.brick, k.kernel));
-                    self.kernels.len() - 1
-                }
-            };
-            let j = match step.iter().position(|s| s.0 == i) {
-                Some(j) => j,
-                None => {
-                    step.push((i, 0, 0, 0, false));
-                    step.len() - 1
-                }
-            };
-            let e = &mut step[j];
-            e.2 += 1;
+            let i = self.kernel_entry(k.brick, k.kernel);
+            if step.len() <= i {
+                step.resize(i + 1, (0, 0, 0, false));
+            }
+            let e = &mut step[i];
+            e.1 += 1;
             if let Some(t) = k.timed {
-                e.1 += t.dur_ns;
-                e.3 += t.gap_before_ns;
-                e.4 = true;
+                e.0 += t.dur_ns;
+                e.2 += t.gap_before_ns;
+                e.3 = true;
             }
         }
-        for (i, ns, launches, gap, timed) in step {
-            let ks = &mut self.kernels[i];
+        for (ks, &(ns, launches, gap, timed)) in self.kernels.iter_mut().zip(&step) {
+            if launches == 0 {
+                continue;
+            }
             ks.launches = launches;
             ks.steps += 1;
             if timed {
@@ -383,6 +381,7 @@ impl Stats {
                 ks.gap_before_ns += gap;
             }
         }
+        self.kernel_step = step;
         self.last_kernels.clear();
         self.last_kernels.extend_from_slice(kernels);
     }

@@ -83,6 +83,16 @@ pub struct BrickFrame {
     pub score: Option<f64>,
 }
 
+impl BrickFrame {
+    /// The brick's judged figures, in the units they are shown in (µs, GB/s).
+    pub fn judged(&mut self, budget_us: f64, roofline_us: f64, gbps: f64, score: f64) {
+        self.budget_seconds = Some(budget_us / 1e6);
+        self.roofline_seconds = Some(roofline_us / 1e6);
+        self.bytes_per_second = Some(gbps * 1e9);
+        self.score = Some(score);
+    }
+}
+
 /// The `--batch` sweep: one batch size's aggregate and per-sequence throughput.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BatchFrame {
@@ -153,10 +163,7 @@ impl Frame {
         f.score = Some(r.score);
         for b in &mut f.bricks {
             if let Some(x) = r.bricks.iter().find(|x| x.id == b.id) {
-                b.budget_seconds = Some(x.budget_us / 1e6);
-                b.roofline_seconds = Some(x.roofline_us / 1e6);
-                b.bytes_per_second = Some(x.gbps * 1e9);
-                b.score = Some(x.score);
+                b.judged(x.budget_us, x.roofline_us, x.gbps, x.score);
             }
         }
         f.batch = r

@@ -176,13 +176,13 @@ fn kquant_x4() -> ([KDot4; 3], [KRows4; 3]) {
 
 /// Q3_K's four-token kernels this CPU runs, as `kquant_x4` picks the others'.
 #[cfg(target_arch = "x86_64")]
-fn q3_k_x4() -> ([KDot4; 1], KRows4) {
+fn q3_k_x4() -> (KDot4, KRows4) {
     use super::x86::kquants as k;
     use super::x86::kquants512 as k512;
     if k512::available() {
-        ([k512::vec_dot_q3_k_q8_k_x4], k512::rows_q3_k_q8_k_x4)
+        (k512::vec_dot_q3_k_q8_k_x4, k512::rows_q3_k_q8_k_x4)
     } else {
-        ([k::vec_dot_q3_k_q8_k_x4], k::rows_q3_k_q8_k_x4)
+        (k::vec_dot_q3_k_q8_k_x4, k::rows_q3_k_q8_k_x4)
     }
 }
 
@@ -210,9 +210,7 @@ pub fn vec_dot_x4(ty: GgmlType, w: &[u8], acts: [&QuantizedAct; 4]) -> Option<[f
                 (GgmlType::Q2_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     Some(super::x86::q2k::vec_dot_q2_k_q8_k_x4(w, [a, b, c, d]))
                 }
-                (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
-                    Some(q3[0](w, [a, b, c, d]))
-                }
+                (GgmlType::Q3_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => Some(q3(w, [a, b, c, d])),
                 (GgmlType::Q4_K, [Q8_K(a), Q8_K(b), Q8_K(c), Q8_K(d)]) => {
                     Some(k[0](w, [a, b, c, d]))
                 }

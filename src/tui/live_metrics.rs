@@ -17,10 +17,7 @@ pub fn frame(labels: &Labels, stats: &Stats, snap: &Snapshot) -> Frame {
     f.score = (t.tokens > 0).then_some(snap.score);
     for b in &mut f.bricks {
         if let Some(v) = snap.bricks.iter().find(|v| v.id == b.id) {
-            b.budget_seconds = Some(v.budget_us / 1e6);
-            b.roofline_seconds = Some(v.roofline_us / 1e6);
-            b.bytes_per_second = Some(v.gbps * 1e9);
-            b.score = Some(v.score);
+            b.judged(v.budget_us, v.roofline_us, v.gbps, v.score);
         }
     }
     f.batch = snap

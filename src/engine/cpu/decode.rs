@@ -66,9 +66,6 @@ impl CpuEngine {
     /// The numerics the engine runs with (`exact` unless `with_numerics` said otherwise).
     /// Name the greedy pick's kernel as the `sample` brick's (when `rec` records).
     pub fn note_sample(&mut self, rec: &mut Recorder) {
-        if !rec.enabled() {
-            return;
-        }
         let name = "ops::argmax (portable)";
         let sample = crate::brick::BrickId::Sample;
         self.scratch.kernels.op(rec, sample, None, name, None);
