@@ -177,8 +177,9 @@ fn metrics_served_during_device_all_carry_every_gpu() {
             &model(),
             "--device",
             "all",
+            // About a second of decoding, so NVML (10 Hz) has read each GPU during the run.
             "--tokens",
-            "6",
+            "1500",
             "--warmup",
             "1",
             "--metrics-listen",
