@@ -34,8 +34,9 @@ impl CudaEngine {
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let st = self.clock.stamp();
+        let rope = self.rope.layer(l);
         let mut kc = self.kc.slice_mut(span.clone());
         let mut vc = self.vc.slice_mut(span);
         let rows = match &self.rows {
@@ -62,7 +63,7 @@ impl CudaEngine {
                 .arg(&h.rope_dims)
                 .arg(rows)
                 .arg(&seq_stride)
-                .arg(&self.rope)
+                .arg(rope)
                 .arg(&h.neox)
                 .stamp(&st)
                 .launch(cfg)
@@ -118,12 +119,16 @@ impl CudaEngine {
     }
 
     /// Whether `n` queries take the split-KV kernel: one token of one sequence under fast
-    /// numerics (the kernel reads K and V rows in 16-byte pieces, so head_dim a multiple of 8).
+    /// numerics (the kernel reads K and V rows in 16-byte pieces, so head_dim a multiple of 8,
+    /// and holds a head in 128 values of shared memory: wider heads, gemma3's 256, take the
+    /// CPU-order kernel, which takes any width).
     fn split_attention(&self, n: usize) -> bool {
+        let hd = self.model.config.head_dim;
         self.numerics == Numerics::Fast
             && n == 1
             && self.rows.is_none()
-            && self.model.config.head_dim.is_multiple_of(8)
+            && hd.is_multiple_of(8)
+            && hd <= 128
     }
 
     /// The activation format the split kernel writes its output in for the output projection
@@ -156,7 +161,7 @@ impl CudaEngine {
             block_dim: (128, 1, 1),
             shared_mem_bytes: (2 * 64 * (c.head_dim + 8) * 2) as u32,
         };
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let nn = n as i32;
         let st = self.clock.stamp();
         let b = &mut self.bufs;
@@ -173,6 +178,7 @@ impl CudaEngine {
                 .arg(&h.kv_heads)
                 .arg(&self.pos)
                 .arg(&h.scale)
+                .arg(&h.window)
                 .arg(&mut b.att)
                 .reads(KV_CACHE)
                 .stamp(&st)
@@ -191,10 +197,10 @@ impl CudaEngine {
         let s2 = self.clock.stamp();
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, n as u32, 1),
-            block_dim: (128, 1, 1),
+            block_dim: (attention_threads(c.head_dim), 1, 1),
             shared_mem_bytes: (c.head_dim * 4) as u32,
         };
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let cap = self.cap as i32;
         // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries of one
         // sequence; a batch step has one query a sequence.
@@ -219,6 +225,7 @@ impl CudaEngine {
                 .arg(&seq_stride)
                 .arg(&cap)
                 .arg(&h.scale)
+                .arg(&h.window)
                 .arg(&tiled)
                 .arg(scores)
                 .arg(att)
@@ -242,14 +249,14 @@ impl CudaEngine {
             &self.stream,
             &self.k,
             SplitArgs {
-                head: HeadArgs::of(&self.model.config),
+                head: HeadArgs::layer(&self.model.config, l),
                 q: &b.q,
                 k: &b.k,
                 v: &b.v,
                 kc: &mut self.kc.slice_mut(layer.clone()),
                 vc: &mut self.vc.slice_mut(layer),
                 pos: &self.pos,
-                rope: &self.rope,
+                rope: self.rope.layer(l),
                 splits: sp.splits,
                 group_splits: if self.grouped_now { sp.group_splits } else { 0 },
                 shared_bytes: sp.shared_bytes,
@@ -351,7 +358,14 @@ pub(super) fn attention_split(
             block_dim: (256, 1, 1),
             shared_mem_bytes,
         };
-        (&k.attention_split, cfg)
+        // A sliding-window layer takes the kernel that shifts to its window (the other one,
+        // without that shift, keeps its registers).
+        let f = if h.window > 0 {
+            &k.attention_split_window
+        } else {
+            &k.attention_split
+        };
+        (f, cfg)
     };
     // The kernels share their parameters but for the chunk count (and the one-head kernel's
     // CPU-order limit after the scale).
@@ -367,7 +381,8 @@ pub(super) fn attention_split(
         .arg(a.pos)
         .arg(a.rope)
         .arg(&h.rope_dims)
-        .arg(&h.neox);
+        .arg(&h.neox)
+        .arg(&h.window);
     if grouped {
         l.arg(&group_splits).arg(&h.scale);
     } else {
@@ -401,15 +416,20 @@ pub(super) struct HeadArgs {
     pub(super) neox: i32,
     /// 1 / sqrt(head_dim), the attention scores' scale.
     pub(super) scale: f32,
+    /// A sliding-window layer's window in positions (0: the layer sees every position).
+    pub(super) window: i32,
 }
 
 impl HeadArgs {
-    pub(super) fn of(c: &Config) -> HeadArgs {
-        HeadArgs::new(
+    /// The heads of layer `l` of a model of configuration `c`: its window where it slides.
+    pub(super) fn layer(c: &Config, l: usize) -> HeadArgs {
+        let mut h = HeadArgs::new(
             AttnShape::of(c),
             c.rope_dims,
             c.arch.rope_style() == RopeStyle::Neox,
-        )
+        );
+        h.window = layer_window(c, l);
+        h
     }
 
     /// Heads of `shape`, `rope_dims` of each rotated in NEOX pairs or NORM pairs.
@@ -421,6 +441,18 @@ impl HeadArgs {
             rope_dims: rope_dims as i32,
             neox: i32::from(neox),
             scale: 1.0 / (shape.head_dim as f32).sqrt(),
+            window: 0,
         }
     }
+}
+
+/// Layer `l`'s sliding window for the attention kernels (0: none).
+fn layer_window(_c: &Config, _l: usize) -> i32 {
+    0
+}
+
+/// Threads of the CPU-order attention kernel (kernels/attention.cu) for heads of `head_dim`:
+/// a thread per output dimension, and at least the 128 its score pass was checked with.
+pub(super) fn attention_threads(head_dim: usize) -> u32 {
+    head_dim.next_multiple_of(32).max(128) as u32
 }

@@ -353,7 +353,7 @@ impl CudaEngine {
     /// (kernels/attention_fast.cu `attention_split_rows`).
     pub(super) fn attention_split_rows(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let (span, seq_stride) = self.cache_span(l);
         let st = self.clock.stamp();
         let sp = &self.split;
@@ -389,9 +389,10 @@ impl CudaEngine {
                 .arg(&h.head_dim)
                 .arg(&step.ids)
                 .arg(&seq_stride)
-                .arg(&self.rope)
+                .arg(self.rope.layer(l))
                 .arg(&h.rope_dims)
                 .arg(&h.neox)
+                .arg(&h.window)
                 .arg(&splits)
                 .arg(&h.scale)
                 .arg(&ordered)

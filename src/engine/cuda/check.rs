@@ -192,9 +192,9 @@ impl KernelCheck {
                 .arg(&rb)
                 .arg(&c)
                 .arg(&dt)
+                .arg(&1.0f32)
                 .arg(&mut out)
                 .arg(&0u64)
-                .arg(&0i32)
                 .launch(cfg)
         }
         .map_err(wrap("kernel check"))?;
@@ -225,7 +225,7 @@ impl KernelCheck {
         } = step.shape;
         let kv_dim = n_kv_heads * head_dim;
         let pos = step.keys.len() / kv_dim;
-        let table = rope_rows(pos + 1, step.n_rot, step.rope_base);
+        let table = rope_rows(pos + 1, step.n_rot, step.rope_base, 1.0);
         let w = || wrap("decode attention check");
         let cache = |rows: &[u16]| {
             let mut all = rows.to_vec();

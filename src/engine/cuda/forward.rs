@@ -18,6 +18,11 @@ use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::error::EngineError;
 use crate::engine::options::{LogitsFor, Timing};
 
+/// The factor the embedding gather multiplies each value by (1: none).
+fn embed_scale(_c: &crate::model::Config) -> f32 {
+    1.0
+}
+
 impl CudaEngine {
     /// Run one brick's launches: their stamps belong to it, or, with `Sync` timing while
     /// recording, the stream is synchronised around it and the host clock times it.
@@ -104,6 +109,7 @@ impl CudaEngine {
         self.brick(rec, B::Embed, None, |s| {
             let m = &s.w.token_embd;
             let (rb, cols) = (m.row_bytes as u64, m.cols as i32);
+            let scale = embed_scale(c);
             let cfg = LaunchConfig {
                 grid_dim: (ceil_div(m.cols, 256), n as u32, 1),
                 block_dim: (256, 1, 1),
@@ -117,6 +123,7 @@ impl CudaEngine {
                     .arg(&rb)
                     .arg(&cols)
                     .arg(&s.bufs.tok)
+                    .arg(&scale)
                     .arg(&mut s.bufs.x)
                     .reads(&m.label)
                     .stamp(&st)

@@ -48,6 +48,8 @@ pub(super) struct Kernels {
     /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu), a block per
     /// query head, and the grouped kernel long contexts take.
     pub(super) attention_split: CudaFunction,
+    /// The same for a sliding-window layer (reads only the window).
+    pub(super) attention_split_window: CudaFunction,
     /// The split kernel over a batch step's tokens, each over its own sequence.
     pub(super) attention_split_rows: CudaFunction,
     pub(super) attention_group: CudaFunction,
@@ -62,7 +64,15 @@ pub(super) struct Kernels {
     /// products' `mvo` kernels, and CPU-order decode attention at short contexts.
     pub(super) ordered: bool,
     pub(super) silu_mul_quant: CudaFunction,
+    /// GeGLU with the down projection's quantization (kernels/geglu.cu).
+    pub(super) geglu_quant: CudaFunction,
     pub(super) rms_norm_quant: CudaFunction,
+    /// Per-head RMSNorm of Q and K (kernels/qk_norm.cu).
+    pub(super) qk_norm: CudaFunction,
+    /// RMSNorm of a product's output added to the residual (kernels/post_norm.cu).
+    pub(super) post_norm_residual: CudaFunction,
+    /// Final logit soft-capping (kernels/softcap.cu).
+    pub(super) softcap: CudaFunction,
     pub(super) argmax_blocks: CudaFunction,
     pub(super) argmax_final: CudaFunction,
     /// The greedy pick of every row of a batch step (a row a sequence).
@@ -120,6 +130,7 @@ impl Kernels {
             attention: f("attention")?,
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
+            attention_split_window: f("attention_split_window")?,
             attention_split_rows: f("attention_split_rows")?,
             attention_group: f("attention_group")?,
             attention_group_mma: agm,
@@ -127,7 +138,11 @@ impl Kernels {
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
+            geglu_quant: f("geglu_quant")?,
             rms_norm_quant: f("rms_norm_quant")?,
+            qk_norm: f("qk_norm")?,
+            post_norm_residual: f("post_norm_residual")?,
+            softcap: f("softcap")?,
             argmax_blocks: f("argmax_blocks")?,
             argmax_final: f("argmax_final")?,
             argmax_rows: f("argmax_rows")?,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaContext};
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream};
 
 use super::buffers::{Bufs, SplitScratch};
 use super::clock::KernelClock;
@@ -18,7 +18,7 @@ use super::weights::{upload_vec, GWeights};
 use crate::engine::cpu::ops::rope_table;
 use crate::engine::error::EngineError;
 use crate::engine::options::{Numerics, Timing};
-use crate::model::Model;
+use crate::model::{Config, Model};
 
 /// Kernel launches a step may time: a layer takes at most 20 on the vec-dot products (seven
 /// products, each with its activation quantization, and six more kernels); on tensor cores a
@@ -30,11 +30,53 @@ fn clock_slots(n_layers: usize) -> usize {
 
 /// The RoPE table kernels/rope.cu reads, for positions `0..positions`: per position the CPU
 /// engine's `n_rot / 2` (cos, sin) pairs, flattened.
-pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32) -> Vec<f32> {
+pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32, _freq_scale: f32) -> Vec<f32> {
     (0..positions)
         .flat_map(|pos| rope_table(pos, n_rot, base))
         .flat_map(|(cos, sin)| [cos, sin])
         .collect()
+}
+
+/// The RoPE tables on the device (`rope_rows` for every position below the capacity): one per
+/// distinct RoPE of the model's layers (gemma3's sliding layers rotate with another base than
+/// its global ones), and which one each layer takes.
+pub(super) struct RopeTables {
+    tables: Vec<CudaSlice<f32>>,
+    of_layer: Vec<usize>,
+}
+
+impl RopeTables {
+    /// The tables of `c`'s layers for `cap` positions.
+    fn upload(s: &Arc<CudaStream>, c: &Config, cap: usize) -> Result<RopeTables, EngineError> {
+        let mut seen: Vec<(u32, u32)> = Vec::new();
+        let mut tables = Vec::new();
+        let mut of_layer = Vec::with_capacity(c.n_layers);
+        for l in 0..c.n_layers {
+            let (base, freq_scale) = layer_rope(c, l);
+            let key = (base.to_bits(), freq_scale.to_bits());
+            let i = match seen.iter().position(|k| *k == key) {
+                Some(i) => i,
+                None => {
+                    let rows = rope_rows(cap, c.rope_dims, base, freq_scale);
+                    tables.push(upload_vec(s, &rows)?);
+                    seen.push(key);
+                    seen.len() - 1
+                }
+            };
+            of_layer.push(i);
+        }
+        Ok(RopeTables { tables, of_layer })
+    }
+
+    /// The table layer `l` rotates with.
+    pub(super) fn layer(&self, l: usize) -> &CudaSlice<f32> {
+        &self.tables[self.of_layer[l]]
+    }
+}
+
+/// Layer `l`'s RoPE base and linear frequency scale.
+fn layer_rope(c: &Config, _l: usize) -> (f32, f32) {
+    (c.rope_base, 1.0)
 }
 
 impl CudaEngine {
@@ -62,9 +104,11 @@ impl CudaEngine {
         let k = Kernels::load(&m, numerics, cpu_order_fast(&model), pdl, sms)
             .map_err(EngineError::Device)?;
         let c = &model.config;
-        if c.head_dim > 128 {
+        // Heads wider than the split kernels' 128 take the CPU-order attention, a thread per
+        // dimension (`attention::attention_threads`), at most a block's 1024.
+        if c.head_dim > 1024 {
             return Err(EngineError::Device(format!(
-                "head dimension {} is over the GPU attention kernel's 128 (kernels/attention.cu)",
+                "head dimension {} is over the GPU attention kernel's 1024 (kernels/attention.cu)",
                 c.head_dim
             )));
         }
@@ -78,7 +122,7 @@ impl CudaEngine {
             .alloc_zeros::<u16>(kv_len)
             .map_err(wrap("allocating the KV cache"))?;
         let bufs = Bufs::alloc(&stream, &model, cap, 1, None)?;
-        let rope = upload_vec(&stream, &rope_rows(cap, c.rope_dims, c.rope_base))?;
+        let rope = RopeTables::upload(&stream, c, cap)?;
         let pos = stream
             .alloc_zeros::<i32>(1)
             .map_err(wrap("allocating the position"))?;
