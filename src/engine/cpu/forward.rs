@@ -7,7 +7,7 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention, AttnShape};
+use super::attention::{attention, AttnLayer, AttnShape};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
@@ -173,6 +173,7 @@ pub fn forward_batch(
             per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
+        let layer_attn = AttnLayer::causal(cfg.head_dim);
         // attention stores this batch's K and V first
         rec.time(B::Attention, layer, || {
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
@@ -184,7 +185,7 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                attention(shape, q, keys, values, pos0, att);
+                attention(shape, layer_attn, q, keys, values, pos0, att);
             }
         });
         if rec.enabled() {

@@ -10,6 +10,7 @@ pub mod batch;
 pub mod decode;
 pub mod expf;
 pub mod forward;
+pub mod geglu;
 pub mod kernel_names;
 pub mod kv_cache;
 pub mod matmul;

@@ -93,11 +93,19 @@ fn silu_mul_serial(gate: &mut [f32], up: &[f32]) {
 /// Cosine/sine table for one position: `n_rot / 2` pairs, as ggml's rope cache (theta
 /// multiplied by `base^(-2/n_rot)` step by step in f32).
 pub fn rope_table(pos: usize, n_rot: usize, base: f32) -> Vec<(f32, f32)> {
+    rope_table_scaled(pos, n_rot, base, 1.0)
+}
+
+/// `rope_table` with linear RoPE scaling: each angle is `freq_scale * theta` (one f32
+/// product, ggml's `rope_yarn` with `ext_factor` 0 and `mscale` 1), where `freq_scale` is
+/// 1/`rope.scaling.factor`. A scale of 1 gives `rope_table`'s bits.
+pub fn rope_table_scaled(pos: usize, n_rot: usize, base: f32, freq_scale: f32) -> Vec<(f32, f32)> {
     let theta_scale = base.powf(-2.0 / n_rot as f32);
     let mut theta = pos as f32;
     (0..n_rot / 2)
         .map(|_| {
-            let cs = (theta.cos(), theta.sin());
+            let t = freq_scale * theta;
+            let cs = (t.cos(), t.sin());
             theta *= theta_scale;
             cs
         })
@@ -167,6 +175,26 @@ mod tests {
         let mut id = orig;
         rope(&mut id, 4, &rope_table(0, 4, 10000.0), RopeStyle::Neox);
         assert_eq!(id, orig);
+    }
+
+    /// Linear scaling divides every angle by the factor: the table at `pos` with scale 1/8
+    /// is the unscaled table at `pos / 8` wherever `pos` is a multiple of 8 (f32 products by
+    /// a power of two are exact), and scale 1 is `rope_table` bit for bit.
+    #[test]
+    fn scaled_rope_table_divides_the_angles() {
+        for base in [10_000.0f32, 1_000_000.0] {
+            assert_eq!(
+                rope_table(37, 64, base),
+                rope_table_scaled(37, 64, base, 1.0)
+            );
+            let scaled = rope_table_scaled(8 * 13, 64, base, 0.125);
+            assert_eq!(scaled, rope_table(13, 64, base));
+            for (i, a) in scaled.iter().enumerate() {
+                let theta = 13.0f64 * (base as f64).powf(-2.0 / 64.0).powi(i as i32);
+                assert!((a.0 as f64 - theta.cos()).abs() < 1e-4, "{i}");
+                assert!((a.1 as f64 - theta.sin()).abs() < 1e-4, "{i}");
+            }
+        }
     }
 
     /// The pooled `silu_mul` gives each element the serial loop's bits.
