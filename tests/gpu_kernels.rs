@@ -358,6 +358,7 @@ fn fast_decode_attention_matches_the_cpu() {
                 n_rot: head_dim,
                 neox,
                 rope_base: 10000.0,
+                window: 0,
                 q: &q,
                 k: &k,
                 v: &v,
@@ -478,6 +479,7 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
                 n_rot: head_dim,
                 neox: true,
                 rope_base: 10000.0,
+                window: 0,
                 q: &r.q,
                 k: &r.k,
                 v: &r.v,
@@ -522,6 +524,112 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
                 };
                 if !same {
                     failures.push(format!("{what}: not the CPU quantizer's bits"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A sliding-window layer's decode attention (gemma3): with a window of W positions the step at
+/// position p sees only the keys at p - W + 1 ..= p, and the kernels read only those. Against
+/// the CPU engine's attention over the window's rows alone (the keys before it are random
+/// here, so any read of them shows): the CPU-order path gives the CPU's bits, the one-head and
+/// grouped paths (head sizes 64 and 128: the tensor-core grouped kernel; 80: the CUDA-core
+/// one) agree within the bound of `fast_decode_attention_matches_the_cpu`. Windows shorter
+/// and longer than the context, and contexts that split into several chunks.
+#[test]
+fn windowed_decode_attention_reads_only_the_window() {
+    use cbtop::engine::cpu::attention::{attention, AttnShape};
+    use cbtop::engine::cpu::ops::{rope, rope_table};
+    use cbtop::engine::cuda::DecodeStep;
+    use cbtop::model::RopeStyle;
+    use half::f16;
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    for (n_heads, n_kv_heads, head_dim) in [(8, 2, 64), (4, 1, 128), (6, 2, 80)] {
+        for (pos, window) in [
+            (0usize, 4usize),
+            (5, 4),
+            (100, 32),
+            (127, 128),
+            (600, 512),
+            (1300, 1024),
+            (300, 4096),
+        ] {
+            let shape = AttnShape {
+                n_heads,
+                n_kv_heads,
+                head_dim,
+            };
+            let kv_dim = n_kv_heads * head_dim;
+            let RandomStep {
+                q,
+                k,
+                v,
+                mut keys,
+                mut values,
+            } = random_step(shape, pos, (pos * 17 + window + head_dim) as u64);
+            let step = DecodeStep {
+                shape,
+                n_rot: head_dim,
+                neox: true,
+                rope_base: 10000.0,
+                window,
+                q: &q,
+                k: &k,
+                v: &v,
+                keys: &f16_bits(&keys),
+                values: &f16_bits(&values),
+            };
+            let got = kc.decode_attention(&step, 8, 0, 0, None).unwrap();
+            let ordered = kc.decode_attention(&step, 8, 0, 128, None).unwrap();
+            let grouped = kc.decode_attention(&step, 8, 16, 0, None).unwrap();
+
+            let table = rope_table(pos, head_dim, 10000.0);
+            let (mut qr, mut kr) = (q.clone(), k.clone());
+            rope(&mut qr, head_dim, &table, RopeStyle::Neox);
+            rope(&mut kr, head_dim, &table, RopeStyle::Neox);
+            keys.extend(kr.iter().map(|&x| f16::from_f32(x)));
+            values.extend(v.iter().map(|&x| f16::from_f32(x)));
+            let first = (pos + 1).saturating_sub(window);
+            let mut want = vec![0f32; n_heads * head_dim];
+            attention(
+                shape,
+                &qr,
+                &keys[first * kv_dim..],
+                &values[first * kv_dim..],
+                pos - first,
+                &mut want,
+            );
+            let what = format!(
+                "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, window {window}"
+            );
+            for out in [&got, &ordered, &grouped] {
+                if out.key_row != f16_bits(&keys[pos * kv_dim..]) {
+                    failures.push(format!("{what}: the step's K row differs from the CPU's"));
+                }
+            }
+            if pos - first < 128 && ordered.out != want {
+                failures.push(format!("{what}: the CPU-order path is not the CPU's bits"));
+            }
+            let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let bound = (1.0 + ((pos - first + 1) as f32).sqrt()) / 2048.0;
+            for (path, out) in [("one head a block", &got), ("grouped", &grouped)] {
+                let worst = out
+                    .out
+                    .iter()
+                    .zip(&want)
+                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                eprintln!("{what}, {path}: max |gpu - cpu| = {worst:.2e} (largest {top:.2e})");
+                if worst > bound * top {
+                    failures.push(format!(
+                        "{what}, {path}: {worst:.2e} over {bound:.2e} of {top:.2e}"
+                    ));
                 }
             }
         }

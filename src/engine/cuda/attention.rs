@@ -65,6 +65,7 @@ impl CudaEngine {
                 .arg(&seq_stride)
                 .arg(rope)
                 .arg(&h.neox)
+                .arg(&h.q_scale)
                 .stamp(&st)
                 .launch(cfg)
         }
@@ -383,10 +384,11 @@ pub(super) fn attention_split(
         .arg(&h.rope_dims)
         .arg(&h.neox)
         .arg(&h.window);
+    let scale = h.folded_scale();
     if grouped {
-        l.arg(&group_splits).arg(&h.scale);
+        l.arg(&group_splits).arg(&scale);
     } else {
-        l.arg(&splits).arg(&h.scale).arg(&a.ordered_upto);
+        l.arg(&splits).arg(&scale).arg(&a.ordered_upto);
     }
     l.arg(a.part)
         .arg(a.tickets)
@@ -414,8 +416,12 @@ pub(super) struct HeadArgs {
     pub(super) rope_dims: i32,
     /// NEOX-style RoPE (qwen2) rather than NORM (llama).
     pub(super) neox: i32,
-    /// 1 / sqrt(head_dim), the attention scores' scale.
+    /// The attention scores' scale (`Config::kq_scale`: 1 / sqrt(head_dim), or 1 where the
+    /// query is scaled instead).
     pub(super) scale: f32,
+    /// What RoPE's launch multiplies the rotated query by (gemma3's and phi3's attention
+    /// scale, applied to Q as llama.cpp does; 1 elsewhere, which changes nothing).
+    pub(super) q_scale: f32,
     /// A sliding-window layer's window in positions (0: the layer sees every position).
     pub(super) window: i32,
 }
@@ -428,8 +434,20 @@ impl HeadArgs {
             c.rope_dims,
             c.arch.rope_style() == RopeStyle::Neox,
         );
-        h.window = layer_window(c, l);
+        h.window = c
+            .layer_window(l)
+            .map_or(0, |w| w.min(i32::MAX as usize) as i32);
+        h.scale = c.kq_scale();
+        if c.attn_scale_on_q {
+            h.q_scale = c.attn_scale;
+        }
         h
+    }
+
+    /// The score scale of a kernel that rotates the query itself (the split decode
+    /// kernels, fast numerics): the query's scale folded into the scores'.
+    pub(super) fn folded_scale(&self) -> f32 {
+        self.scale * self.q_scale
     }
 
     /// Heads of `shape`, `rope_dims` of each rotated in NEOX pairs or NORM pairs.
@@ -441,14 +459,10 @@ impl HeadArgs {
             rope_dims: rope_dims as i32,
             neox: i32::from(neox),
             scale: 1.0 / (shape.head_dim as f32).sqrt(),
+            q_scale: 1.0,
             window: 0,
         }
     }
-}
-
-/// Layer `l`'s sliding window for the attention kernels (0: none).
-fn layer_window(_c: &Config, _l: usize) -> i32 {
-    0
 }
 
 /// Threads of the CPU-order attention kernel (kernels/attention.cu) for heads of `head_dim`:

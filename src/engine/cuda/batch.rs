@@ -358,6 +358,7 @@ impl CudaEngine {
         let st = self.clock.stamp();
         let sp = &self.split;
         let (splits, ordered) = (sp.splits as i32, sp.ordered_upto);
+        let scale = h.folded_scale();
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, sp.splits as u32, n as u32),
             block_dim: (256, 1, 1),
@@ -394,7 +395,7 @@ impl CudaEngine {
                 .arg(&h.neox)
                 .arg(&h.window)
                 .arg(&splits)
-                .arg(&h.scale)
+                .arg(&scale)
                 .arg(&ordered)
                 .arg(part)
                 .arg(tickets)

@@ -34,6 +34,9 @@ pub struct DecodeStep<'a> {
     pub n_rot: usize,
     pub neox: bool,
     pub rope_base: f32,
+    /// A sliding-window layer's window in positions (0: none): the step sees only the keys of
+    /// the last `window` positions, its own included.
+    pub window: usize,
     pub q: &'a [f32],
     pub k: &'a [f32],
     pub v: &'a [f32],
@@ -256,7 +259,10 @@ impl KernelCheck {
             s,
             &self.k,
             SplitArgs {
-                head: HeadArgs::new(step.shape, step.n_rot, step.neox),
+                head: HeadArgs {
+                    window: step.window.min(i32::MAX as usize) as i32,
+                    ..HeadArgs::new(step.shape, step.n_rot, step.neox)
+                },
                 q: &q,
                 k: &k,
                 v: &v,

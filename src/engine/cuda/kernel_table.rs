@@ -289,5 +289,9 @@ pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
         )
         .collect();
     let bytes: usize = products.iter().map(|m| m.rows * m.row_bytes()).sum();
-    bytes <= CPU_ORDER_MAX_BYTES && products.iter().all(|m| is_legacy(m.ty))
+    // The split attention's CPU-order path rounds the query as it comes; a model whose query
+    // is scaled before attention (gemma3, phi3) would need that product first.
+    !model.config.attn_scale_on_q
+        && bytes <= CPU_ORDER_MAX_BYTES
+        && products.iter().all(|m| is_legacy(m.ty))
 }

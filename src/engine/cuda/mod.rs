@@ -5,8 +5,9 @@
 //! Read it as a plan, top down:
 //! - `decode`: the engine (`CudaEngine`), its decode loop, graph capture and replay;
 //!   `setup` puts a model on the device; `forward` is the per-layer launch plan.
-//! - `attention`, `products`, `step_ops`: the launches the plan makes; `gemm` the prompt
-//!   products on tensor cores.
+//! - `attention`, `products`, `step_ops`: the launches the plan makes, and `arch_ops` those
+//!   of the operations only some architectures have; `gemm` the prompt products on tensor
+//!   cores.
 //! - `batch`: several sequences decoded together (`CudaBatch`), a step of one token each in
 //!   one pass of the same plan.
 //! - `kernel_table` (the compiled module's functions), `launch_params` (geometry and the
@@ -17,6 +18,7 @@
 //! - With the `test-support` feature, `check` (single kernels against the CPU reference) and
 //!   `calibrate` (the kernel clock against work of known length) for the GPU tests.
 
+mod arch_ops;
 mod attention;
 mod batch;
 mod buffers;

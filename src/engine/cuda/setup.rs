@@ -15,9 +15,10 @@ use super::pdl_launch::pdl_for;
 use super::probe::GpuDesc;
 use super::step_trace::StepTrace;
 use super::weights::{upload_vec, GWeights};
-use crate::engine::cpu::ops::rope_table;
+use crate::engine::cpu::ops::rope_table_scaled;
 use crate::engine::error::EngineError;
 use crate::engine::options::{Numerics, Timing};
+use crate::model::config::RopeParams;
 use crate::model::{Config, Model};
 
 /// Kernel launches a step may time: a layer takes at most 20 on the vec-dot products (seven
@@ -30,9 +31,9 @@ fn clock_slots(n_layers: usize) -> usize {
 
 /// The RoPE table kernels/rope.cu reads, for positions `0..positions`: per position the CPU
 /// engine's `n_rot / 2` (cos, sin) pairs, flattened.
-pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32, _freq_scale: f32) -> Vec<f32> {
+pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32, freq_scale: f32) -> Vec<f32> {
     (0..positions)
-        .flat_map(|pos| rope_table(pos, n_rot, base))
+        .flat_map(|pos| rope_table_scaled(pos, n_rot, base, freq_scale))
         .flat_map(|(cos, sin)| [cos, sin])
         .collect()
 }
@@ -52,7 +53,7 @@ impl RopeTables {
         let mut tables = Vec::new();
         let mut of_layer = Vec::with_capacity(c.n_layers);
         for l in 0..c.n_layers {
-            let (base, freq_scale) = layer_rope(c, l);
+            let RopeParams { base, freq_scale } = c.layer_rope(l);
             let key = (base.to_bits(), freq_scale.to_bits());
             let i = match seen.iter().position(|k| *k == key) {
                 Some(i) => i,
@@ -74,24 +75,17 @@ impl RopeTables {
     }
 }
 
-/// Layer `l`'s RoPE base and linear frequency scale.
-fn layer_rope(c: &Config, _l: usize) -> (f32, f32) {
-    (c.rope_base, 1.0)
-}
-
-/// What of `cfg` the GPU engine does not run, as a sentence (None: it runs all of it).
-pub fn unsupported(cfg: &crate::model::Config) -> Option<String> {
-    use crate::model::Arch;
-    match cfg.arch {
-        Arch::Llama | Arch::Qwen2 if cfg.rope_freq_scale == 1.0 => None,
-        Arch::Llama | Arch::Qwen2 => {
-            Some("the GPU engine does not run linear RoPE scaling yet".to_string())
-        }
-        other => Some(format!(
-            "the GPU engine does not run {} files yet",
-            other.name()
-        )),
-    }
+/// What of `cfg` the GPU engine does not run, as a sentence (None: it runs all of it): every
+/// architecture cbtop reads runs; only soft-capped attention scores (which no supported
+/// architecture's llama.cpp graph applies) are refused.
+pub fn unsupported(cfg: &Config) -> Option<String> {
+    cfg.attn_logit_softcap.map(|cap| {
+        format!(
+            "the GPU engine does not soft-cap attention scores ({}.attn_logit_softcapping = \
+             {cap})",
+            cfg.arch.name()
+        )
+    })
 }
 
 impl CudaEngine {
