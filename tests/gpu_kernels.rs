@@ -319,7 +319,7 @@ fn f16_bits(x: &[half::f16]) -> Vec<u16> {
 /// one-head blocks either way.
 #[test]
 fn fast_decode_attention_matches_the_cpu() {
-    use cbtop::engine::cpu::attention::{attention, AttnShape};
+    use cbtop::engine::cpu::attention::{attention, AttnLayer, AttnShape};
     use cbtop::engine::cpu::ops::{rope, rope_table};
     use cbtop::engine::cuda::DecodeStep;
     use cbtop::model::RopeStyle;
@@ -387,7 +387,15 @@ fn fast_decode_attention_matches_the_cpu() {
             keys.extend(kr.iter().map(|&x| f16::from_f32(x)));
             values.extend(v.iter().map(|&x| f16::from_f32(x)));
             let mut want = vec![0f32; n_heads * head_dim];
-            attention(shape, &qr, &keys, &values, pos, &mut want);
+            attention(
+                shape,
+                AttnLayer::causal(head_dim),
+                &qr,
+                &keys,
+                &values,
+                pos,
+                &mut want,
+            );
 
             let what = format!(
                 "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, {splits} splits"
@@ -540,7 +548,7 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
 /// and longer than the context, and contexts that split into several chunks.
 #[test]
 fn windowed_decode_attention_reads_only_the_window() {
-    use cbtop::engine::cpu::attention::{attention, AttnShape};
+    use cbtop::engine::cpu::attention::{attention, AttnLayer, AttnShape};
     use cbtop::engine::cpu::ops::{rope, rope_table};
     use cbtop::engine::cuda::DecodeStep;
     use cbtop::model::RopeStyle;
@@ -598,14 +606,12 @@ fn windowed_decode_attention_reads_only_the_window() {
             values.extend(v.iter().map(|&x| f16::from_f32(x)));
             let first = (pos + 1).saturating_sub(window);
             let mut want = vec![0f32; n_heads * head_dim];
-            attention(
-                shape,
-                &qr,
-                &keys[first * kv_dim..],
-                &values[first * kv_dim..],
-                pos - first,
-                &mut want,
-            );
+            // The CPU engine's own window: it starts at the window's first key.
+            let layer = AttnLayer {
+                window: Some(window),
+                ..AttnLayer::causal(head_dim)
+            };
+            attention(shape, layer, &qr, &keys, &values, pos, &mut want);
             let what = format!(
                 "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, window {window}"
             );
@@ -633,6 +639,88 @@ fn windowed_decode_attention_reads_only_the_window() {
                 }
             }
         }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// f32 values as their bits, for comparisons that must be bit for bit.
+fn f32_bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+/// The architectures' extra per-row kernels against the CPU engine's functions, bit for bit
+/// (both numerics launch the same kernels): qwen3's and gemma3's per-head Q/K RMSNorm (head
+/// sizes 64, 128, 256 and an odd 80, several tokens), gemma3's post norm added to the
+/// residual (rows of 640 and of 2560, more than one 1024-thread block a row), and GeGLU from
+/// the CPU's f16 GELU table (the cut-offs at +-10 and values across the table's range).
+#[test]
+fn arch_row_kernels_give_the_cpu_engines_bits() {
+    use cbtop::engine::cpu::geglu::geglu;
+    use cbtop::engine::cpu::ops::{add_in_place, rms_norm};
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Exact).unwrap();
+    let mut rng = SplitMix64::new(38);
+    let mut draw =
+        |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
+    let mut failures = Vec::new();
+    for (hd, heads, kv_heads, tokens) in [
+        (64, 8, 2, 3),
+        (128, 16, 8, 1),
+        (256, 4, 1, 5),
+        (80, 6, 2, 2),
+    ] {
+        let (q, k) = (
+            draw(tokens * heads * hd, 4.0),
+            draw(tokens * kv_heads * hd, 4.0),
+        );
+        let (qw, kw) = (draw(hd, 2.0), draw(hd, 2.0));
+        let eps = 1e-6;
+        let (gq, gk) = kc
+            .qk_norm(&q, &k, (&qw, &kw), (heads, kv_heads), eps)
+            .unwrap();
+        let per_head = |x: &[f32], w: &[f32]| -> Vec<f32> {
+            let mut out = vec![0f32; x.len()];
+            for (o, r) in out.chunks_exact_mut(hd).zip(x.chunks_exact(hd)) {
+                rms_norm(r, w, eps, o);
+            }
+            out
+        };
+        if f32_bits(&gq) != f32_bits(&per_head(&q, &qw))
+            || f32_bits(&gk) != f32_bits(&per_head(&k, &kw))
+        {
+            failures.push(format!("qk_norm, head_dim {hd}: not the CPU's bits"));
+        }
+    }
+    for (cols, rows) in [(640usize, 3usize), (2560, 2)] {
+        let (y, w, x) = (
+            draw(rows * cols, 30.0),
+            draw(cols, 1.5),
+            draw(rows * cols, 10.0),
+        );
+        let got = kc.post_norm(&y, &w, &x, 1e-6).unwrap();
+        let mut want = x.clone();
+        for (xr, yr) in want.chunks_exact_mut(cols).zip(y.chunks_exact(cols)) {
+            let mut normed = vec![0f32; cols];
+            rms_norm(yr, &w, 1e-6, &mut normed);
+            add_in_place(xr, &normed);
+        }
+        if f32_bits(&got) != f32_bits(&want) {
+            failures.push(format!(
+                "post_norm_residual, {cols} columns: not the CPU's bits"
+            ));
+        }
+    }
+    let mut gate = draw(6912, 14.0);
+    gate[..8].copy_from_slice(&[-10.0, 10.0, -9.999, 9.999, -10.001, 10.001, 0.0, -0.0]);
+    let up = draw(6912, 3.0);
+    let got = kc.geglu(&gate, &up).unwrap();
+    let mut want = gate.clone();
+    geglu(&mut want, &up);
+    if f32_bits(&got) != f32_bits(&want) {
+        failures.push("geglu: not the CPU's bits".to_string());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
