@@ -563,7 +563,7 @@ fn fast_kquant(
 /// One decode step's attention on one thread: SmolLM2's shape (9 query heads over 3 KV heads
 /// of 64) against `n_ctx` cached positions. Prints ns per (head, position).
 fn attention(n_ctx: usize, reps: usize) {
-    use cbtop::engine::cpu::attention::{attention, AttnShape};
+    use cbtop::engine::cpu::attention::{attention, AttnLayer, AttnShape};
     let shape = AttnShape {
         n_heads: 9,
         n_kv_heads: 3,
@@ -579,7 +579,15 @@ fn attention(n_ctx: usize, reps: usize) {
         .collect();
     let mut out = vec![0f32; q.len()];
     let t = best(reps, || {
-        attention(shape, &q, &keys, &values, n_ctx - 1, &mut out);
+        attention(
+            shape,
+            AttnLayer::causal(64),
+            &q,
+            &keys,
+            &values,
+            n_ctx - 1,
+            &mut out,
+        );
         out[0]
     });
     println!(

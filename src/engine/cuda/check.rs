@@ -19,7 +19,7 @@ use super::module;
 use super::pdl_launch::{pdl_for, PushArg};
 use super::probe::GpuDesc;
 use super::products::product;
-use super::setup::rope_rows;
+use super::rope_tables::rope_rows;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::AttnShape;
 use crate::engine::error::EngineError;

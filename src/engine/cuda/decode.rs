@@ -27,7 +27,7 @@ use super::error::wrap;
 use super::kernel_table::Kernels;
 use super::module;
 use super::probe::GpuDesc;
-use super::setup::RopeTables;
+use super::rope_tables::RopeTables;
 use super::step_trace::{StepRow, StepTrace};
 use super::weights::GWeights;
 use crate::brick::{KernelSpan, KernelTime, Recorder, Source, Span};

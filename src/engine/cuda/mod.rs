@@ -12,6 +12,7 @@
 //!   one pass of the same plan.
 //! - `kernel_table` (the compiled module's functions), `launch_params` (geometry and the
 //!   kernels' parameter structs), `pdl_launch` (the launch builder), `weights`, `buffers`,
+//!   `rope_tables`,
 //!   `clock` (per-kernel stamps): what the launches are made with.
 //! - `probe`, `module`, `hardware`, `error`: the device, its compiled kernels, its description
 //!   and peaks, and its errors; `step_trace` and `env_counts` measuring aids.
@@ -40,6 +41,7 @@ pub mod module;
 mod pdl_launch;
 pub mod probe;
 mod products;
+mod rope_tables;
 mod setup;
 mod step_ops;
 pub mod step_trace;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{sys, CudaContext};
 
 use super::buffers::{Bufs, SplitScratch};
 use super::clock::KernelClock;
@@ -13,12 +13,11 @@ use super::kernel_table::{cpu_order_fast, Kernels};
 use super::module;
 use super::pdl_launch::pdl_for;
 use super::probe::GpuDesc;
+use super::rope_tables::RopeTables;
 use super::step_trace::StepTrace;
-use super::weights::{upload_vec, GWeights};
-use crate::engine::cpu::ops::rope_table_scaled;
+use super::weights::GWeights;
 use crate::engine::error::EngineError;
 use crate::engine::options::{Numerics, Timing};
-use crate::model::config::RopeParams;
 use crate::model::{Config, Model};
 
 /// Kernel launches a step may time: a layer takes at most 20 on the vec-dot products (seven
@@ -27,52 +26,6 @@ use crate::model::{Config, Model};
 /// for a layer whose largest matrices take two slices). Plus the embedding, head and sampling.
 fn clock_slots(n_layers: usize) -> usize {
     48 * n_layers + 32
-}
-
-/// The RoPE table kernels/rope.cu reads, for positions `0..positions`: per position the CPU
-/// engine's `n_rot / 2` (cos, sin) pairs, flattened.
-pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32, freq_scale: f32) -> Vec<f32> {
-    (0..positions)
-        .flat_map(|pos| rope_table_scaled(pos, n_rot, base, freq_scale))
-        .flat_map(|(cos, sin)| [cos, sin])
-        .collect()
-}
-
-/// The RoPE tables on the device (`rope_rows` for every position below the capacity): one per
-/// distinct RoPE of the model's layers (gemma3's sliding layers rotate with another base than
-/// its global ones), and which one each layer takes.
-pub(super) struct RopeTables {
-    tables: Vec<CudaSlice<f32>>,
-    of_layer: Vec<usize>,
-}
-
-impl RopeTables {
-    /// The tables of `c`'s layers for `cap` positions.
-    fn upload(s: &Arc<CudaStream>, c: &Config, cap: usize) -> Result<RopeTables, EngineError> {
-        let mut seen: Vec<(u32, u32)> = Vec::new();
-        let mut tables = Vec::new();
-        let mut of_layer = Vec::with_capacity(c.n_layers);
-        for l in 0..c.n_layers {
-            let RopeParams { base, freq_scale } = c.layer_rope(l);
-            let key = (base.to_bits(), freq_scale.to_bits());
-            let i = match seen.iter().position(|k| *k == key) {
-                Some(i) => i,
-                None => {
-                    let rows = rope_rows(cap, c.rope_dims, base, freq_scale);
-                    tables.push(upload_vec(s, &rows)?);
-                    seen.push(key);
-                    seen.len() - 1
-                }
-            };
-            of_layer.push(i);
-        }
-        Ok(RopeTables { tables, of_layer })
-    }
-
-    /// The table layer `l` rotates with.
-    pub(super) fn layer(&self, l: usize) -> &CudaSlice<f32> {
-        &self.tables[self.of_layer[l]]
-    }
 }
 
 /// What of `cfg` the GPU engine does not run, as a sentence (None: it runs all of it): every
