@@ -23,3 +23,20 @@ pub mod repack;
 
 pub use batch::CpuBatch;
 pub use decode::CpuEngine;
+
+use crate::model::{Arch, Config};
+
+/// What of `cfg` the CPU engine does not run, as a sentence (None: it runs all of it).
+/// `Backend::open` refuses such a model before building the engine.
+pub fn unsupported(cfg: &Config) -> Option<String> {
+    match cfg.arch {
+        Arch::Qwen3 | Arch::Gemma3 | Arch::Phi3 => Some(format!(
+            "the CPU engine does not run {} files yet",
+            cfg.arch.name()
+        )),
+        _ if cfg.rope_freq_scale != 1.0 => {
+            Some("the CPU engine does not run linear RoPE scaling yet".to_string())
+        }
+        _ => None,
+    }
+}

@@ -37,6 +37,21 @@ pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32) -> Vec<f32> {
         .collect()
 }
 
+/// What of `cfg` the GPU engine does not run, as a sentence (None: it runs all of it).
+pub fn unsupported(cfg: &crate::model::Config) -> Option<String> {
+    use crate::model::Arch;
+    match cfg.arch {
+        Arch::Llama | Arch::Qwen2 if cfg.rope_freq_scale == 1.0 => None,
+        Arch::Llama | Arch::Qwen2 => {
+            Some("the GPU engine does not run linear RoPE scaling yet".to_string())
+        }
+        other => Some(format!(
+            "the GPU engine does not run {} files yet",
+            other.name()
+        )),
+    }
+}
+
 impl CudaEngine {
     /// Put `model` on GPU `gpu` with room for `ctx` positions (capped at the model's context),
     /// bricks timed by `timing`, products run with the kernels `numerics` picks.
@@ -47,6 +62,9 @@ impl CudaEngine {
         timing: Timing,
         numerics: Numerics,
     ) -> Result<CudaEngine, EngineError> {
+        if let Some(why) = unsupported(&model.config) {
+            return Err(EngineError::Device(why));
+        }
         let cx = CudaContext::new(gpu.ordinal).map_err(wrap("creating a CUDA context"))?;
         // One stream: cudarc's cross-stream event tracking is pure overhead here.
         // SAFETY: nothing in this engine uses a second stream.
