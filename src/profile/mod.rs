@@ -33,6 +33,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "smollm2-135m",
         include_str!("../../profiles/smollm2-135m.toml"),
     ),
+    ("gemma3-1b", include_str!("../../profiles/gemma3-1b.toml")),
+    ("gemma3-4b", include_str!("../../profiles/gemma3-4b.toml")),
     (
         "example-budgets",
         include_str!("../../profiles/example-budgets.toml"),
@@ -64,16 +66,28 @@ fn builtin_names() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Shape {
     pub name: String,
-    /// `llama` or `qwen2`.
+    /// `llama`, `qwen2` or `gemma3`.
     pub arch: String,
     pub n_layers: usize,
     pub n_embd: usize,
     pub n_ff: usize,
     pub n_heads: usize,
     pub n_kv_heads: usize,
+    /// Width of one attention head where it is not `n_embd / n_heads` (gemma3: 256).
+    #[serde(default)]
+    pub head_dim: Option<usize>,
     pub vocab: usize,
     pub context_length: usize,
     pub rope_base: f32,
+    /// RoPE base of the sliding-window layers (gemma3: 10000).
+    #[serde(default)]
+    pub rope_base_swa: Option<f32>,
+    /// Linear RoPE scaling factor (of the global layers, on gemma3).
+    #[serde(default)]
+    pub rope_scaling_factor: Option<f32>,
+    /// Sliding-window width of the windowed layers (gemma3: five of every six).
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
     pub norm_eps: f32,
     /// No `output.weight`: the output head is `token_embd`.
     pub tied_embeddings: bool,
@@ -81,7 +95,7 @@ pub struct Shape {
 
 impl Shape {
     pub fn head_dim(&self) -> usize {
-        self.n_embd / self.n_heads
+        self.head_dim.unwrap_or(self.n_embd / self.n_heads)
     }
 
     /// Range checks, so a hand-written shape file fails with a sentence, not an allocation.
@@ -93,9 +107,9 @@ impl Shape {
                 Err(format!("shape.{what} = {v} is outside {lo}..={hi}"))
             }
         };
-        if self.arch != "llama" && self.arch != "qwen2" {
+        if !["llama", "qwen2", "gemma3"].contains(&self.arch.as_str()) {
             return Err(format!(
-                "shape.arch = {:?}: only \"llama\" and \"qwen2\" are supported",
+                "shape.arch = {:?}: only \"llama\", \"qwen2\" and \"gemma3\" are supported",
                 self.arch
             ));
         }
@@ -106,7 +120,25 @@ impl Shape {
         limit("n_kv_heads", self.n_kv_heads, 1, self.n_heads)?;
         limit("vocab", self.vocab, 1024, 1 << 20)?;
         limit("context_length", self.context_length, 16, 1 << 24)?;
-        if !self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2) {
+        if let Some(hd) = self.head_dim {
+            limit("head_dim", hd, 2, 1024)?;
+        }
+        if let Some(n) = self.sliding_window {
+            limit("sliding_window", n, 1, 1 << 24)?;
+        }
+        for (what, v) in [
+            ("rope_base_swa", self.rope_base_swa),
+            ("rope_scaling_factor", self.rope_scaling_factor),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                return Err(format!("shape.{what} must be a positive number"));
+            }
+        }
+        if self.head_dim.is_some() {
+            if !self.head_dim().is_multiple_of(2) {
+                return Err(format!("shape.head_dim = {} is not even", self.head_dim()));
+            }
+        } else if !self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2) {
             return Err(format!(
                 "shape.n_embd = {} is not an even multiple of shape.n_heads = {}",
                 self.n_embd, self.n_heads

@@ -103,6 +103,7 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
         t.push(weight("output.weight".into(), Role::Output, 0, e, vocab));
     }
     let qwen = shape.arch == "qwen2";
+    let gemma = shape.arch == "gemma3";
     for l in 0..nl {
         let n = |s: &str| format!("blk.{l}.{s}");
         t.push(vector(n("attn_norm.weight"), e, Fill::Norm));
@@ -115,10 +116,20 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
             t.push(vector(n("attn_v.bias"), kvd, Fill::Bias));
         }
         t.push(weight(n("attn_output.weight"), Role::AttnOut, l, qd, e));
+        if gemma {
+            // gemma3's per-head Q/K norms and its norms of the attention and FFN outputs
+            // (the converter stores them with Gemma's +1 already added: weights near 1)
+            t.push(vector(n("attn_q_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("attn_k_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("post_attention_norm.weight"), e, Fill::Norm));
+        }
         t.push(vector(n("ffn_norm.weight"), e, Fill::Norm));
         t.push(weight(n("ffn_gate.weight"), Role::FfnGate, l, e, ff));
         t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, ff));
         t.push(weight(n("ffn_down.weight"), Role::FfnDown, l, ff, e));
+        if gemma {
+            t.push(vector(n("post_ffw_norm.weight"), e, Fill::Norm));
+        }
     }
     t
 }
@@ -186,23 +197,54 @@ pub fn writer(shape: &Shape, mix: QuantMix, seed: u64) -> (GgufWriter, Vec<Tenso
             &k("attention.layer_norm_rms_epsilon"),
             MetaValue::F32(shape.norm_eps),
         )
-        .meta(&k("vocab_size"), u32v(shape.vocab))
-        .meta("tokenizer.ggml.model", MetaValue::String("gpt2".into()))
+        .meta(&k("vocab_size"), u32v(shape.vocab));
+    if let Some(hd) = shape.head_dim {
+        w.meta(&k("attention.key_length"), u32v(hd))
+            .meta(&k("attention.value_length"), u32v(hd));
+    }
+    if let Some(n) = shape.sliding_window {
+        w.meta(&k("attention.sliding_window"), u32v(n));
+    }
+    if let Some(base) = shape.rope_base_swa {
+        w.meta(&k("rope.freq_base_swa"), MetaValue::F32(base));
+    }
+    if let Some(factor) = shape.rope_scaling_factor {
+        w.meta(&k("rope.scaling.type"), MetaValue::String("linear".into()))
+            .meta(&k("rope.scaling.factor"), MetaValue::F32(factor));
+    }
+    w.meta("tokenizer.ggml.model", MetaValue::String(v.model.into()))
         .meta("tokenizer.ggml.pre", MetaValue::String(v.pre.into()))
-        .meta("tokenizer.ggml.tokens", strings(v.tokens))
-        .meta(
-            "tokenizer.ggml.token_type",
+        .meta("tokenizer.ggml.tokens", strings(v.tokens));
+    if !v.scores.is_empty() {
+        w.meta(
+            "tokenizer.ggml.scores",
             MetaValue::Array(
-                value_type::I32,
-                v.types.into_iter().map(MetaValue::I32).collect(),
+                value_type::F32,
+                v.scores.into_iter().map(MetaValue::F32).collect(),
             ),
-        )
-        .meta("tokenizer.ggml.merges", strings(v.merges))
-        .meta("tokenizer.ggml.bos_token_id", MetaValue::U32(v.bos))
+        );
+    }
+    w.meta(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(
+            value_type::I32,
+            v.types.into_iter().map(MetaValue::I32).collect(),
+        ),
+    );
+    if !v.merges.is_empty() {
+        w.meta("tokenizer.ggml.merges", strings(v.merges));
+    }
+    w.meta("tokenizer.ggml.bos_token_id", MetaValue::U32(v.bos))
         .meta("tokenizer.ggml.eos_token_id", MetaValue::U32(v.eos))
         .meta("tokenizer.ggml.add_bos_token", MetaValue::Bool(v.add_bos));
     if let Some(eot) = v.eot {
         w.meta("tokenizer.ggml.eot_token_id", MetaValue::U32(eot));
+    }
+    if let Some(unk) = v.unk {
+        w.meta("tokenizer.ggml.unknown_token_id", MetaValue::U32(unk));
+    }
+    if let Some(add) = v.add_space_prefix {
+        w.meta("tokenizer.ggml.add_space_prefix", MetaValue::Bool(add));
     }
     for s in &specs {
         w.tensor_later(&s.name, &s.dims, s.ty, s.bytes());
@@ -249,6 +291,37 @@ mod tests {
         assert!((350e6..420e6).contains(&(total as f64)), "{total}");
         let embd = &t[0];
         assert_eq!(embd.ty, GgmlType::Q8_0); // tied head, 896 % 256 != 0
+    }
+
+    /// gemma3's shapes: the published parameter counts (Gemma-3-1B 999,885,952; the 4B's
+    /// language model 3.88e9, llama.cpp's llama-bench reads the same from these files), the
+    /// per-head Q/K norms and the two post norms in every layer, no output head.
+    #[test]
+    fn gemma3_shapes_have_their_tensors_and_sizes() {
+        let params =
+            |t: &[TensorSpec]| -> u64 { t.iter().map(|x| x.dims.iter().product::<u64>()).sum() };
+        let s = Profile::shape("gemma3-1b").unwrap();
+        assert_eq!(s.head_dim(), 256);
+        let t = tensors(&s, QuantMix::Q8_0);
+        assert_eq!(params(&t), 999_885_952);
+        assert_eq!(t.len(), 2 + 26 * 13);
+        for name in [
+            "blk.5.attn_q_norm.weight",
+            "blk.5.attn_k_norm.weight",
+            "blk.5.post_attention_norm.weight",
+            "blk.5.post_ffw_norm.weight",
+        ] {
+            assert!(t.iter().any(|x| x.name == name), "{name}");
+        }
+        let qn = t
+            .iter()
+            .find(|x| x.name == "blk.0.attn_q_norm.weight")
+            .unwrap();
+        assert_eq!(qn.dims, [256]);
+        assert!(t.iter().all(|x| x.name != "output.weight"));
+        let s4 = Profile::shape("gemma3-4b").unwrap();
+        let p4 = params(&tensors(&s4, QuantMix::Q4_0));
+        assert_eq!(p4, 3_880_263_168);
     }
 
     #[test]
