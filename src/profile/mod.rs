@@ -118,7 +118,7 @@ impl Shape {
         limit("n_ff", self.n_ff, 32, 262144)?;
         limit("n_heads", self.n_heads, 1, 1024)?;
         limit("n_kv_heads", self.n_kv_heads, 1, self.n_heads)?;
-        limit("vocab", self.vocab, 1024, 1 << 20)?;
+        limit("vocab", self.vocab, 512, 1 << 20)?;
         limit("context_length", self.context_length, 16, 1 << 24)?;
         if let Some(hd) = self.head_dim {
             limit("head_dim", hd, 2, 1024)?;

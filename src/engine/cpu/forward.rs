@@ -1,5 +1,8 @@
-//! The forward pass of a llama/qwen2 decoder on the CPU, top to bottom: embed, then per layer
-//! attention and feed-forward blocks with residuals, then the final norm and the output head.
+//! The forward pass of a llama/qwen2/gemma3 decoder on the CPU, top to bottom: embed, then per
+//! layer attention and feed-forward blocks with residuals, then the final norm and the output
+//! head. gemma3 adds its embedding scale, per-head Q/K norms, Q scaled before attention,
+//! sliding-window layers with their own RoPE, norms of the attention and FFN outputs before
+//! their residual adds, GeGLU, and an optional final logit soft cap.
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
 //! Several sequences, each with its own KV cache, run as one batch (`forward_batch`): their
 //! rows share every product, and each sequence's rows attend to its own cache.
@@ -8,14 +11,19 @@
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
 use super::attention::{attention, AttnLayer, AttnShape};
+use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
-use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
+use super::ops::{
+    add_in_place, rms_norm, rms_norm_pieces, rope, rope_table_scaled, scale_in_place, silu_mul,
+    softcap,
+};
 use super::pool;
 use super::repack::Repacked;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::options::LogitsFor;
+use crate::model::config::{FfnAct, RopeParams};
 use crate::model::Model;
 use crate::quant;
 
@@ -119,14 +127,22 @@ pub fn forward_batch(
     // Names of the element-wise steps without an ISA dispatch (the compiler's vectorisation).
     const RMS_NORM: &str = "ops::rms_norm (portable)";
     const ADD: &str = "ops::add_in_place (portable)";
+    const RMS_NORM_PIECES: &str = "ops::rms_norm_pieces (portable)";
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
         for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
             quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
+            if let Some(s) = cfg.embed_scale {
+                scale_in_place(row, s);
+            }
         }
     });
-    let embed = "quant::dequantize_row (portable)";
+    let embed = if cfg.embed_scale.is_some() {
+        "quant::dequantize_row + ops::scale_in_place (portable)"
+    } else {
+        "quant::dequantize_row (portable)"
+    };
     kernels.op(rec, B::Embed, None, embed, Some(&w.token_embd));
 
     let h = sized(h, n * e);
@@ -134,7 +150,9 @@ pub fn forward_batch(
     let att = sized(att, n * qd);
     let o = sized(o, n * e);
     let (gate, up) = (sized(gate, n * ff), sized(up, n * ff));
-    let mut tables = Vec::new();
+    // RoPE tables per distinct (base, scale), built at the first layer that uses them
+    // (gemma3: one for its sliding layers, one for its global layers).
+    let mut tables: Vec<(RopeParams, Vec<Vec<(f32, f32)>>)> = Vec::new();
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
@@ -159,23 +177,43 @@ pub fn forward_batch(
             }
         });
         kernels.products(rec, B::Qkv, layer, &[&lw.wq, &lw.wk, &lw.wv]);
+        if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
+            rec.time(B::QkNorm, layer, || {
+                per_row(q, qd, |_, qr| rms_norm_pieces(qr, qn, cfg.norm_eps));
+                per_row(k, kvd, |_, kr| rms_norm_pieces(kr, kn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::QkNorm, layer, RMS_NORM_PIECES, None);
+        }
+        let rp = cfg.layer_rope(l);
         rec.time(B::Rope, layer, || {
-            if tables.is_empty() {
-                tables = seqs
-                    .iter()
-                    .zip(&starts)
-                    .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
-                    .map(|pos| rope_table(pos, cfg.rope_dims, cfg.rope_base))
-                    .collect();
-            }
-            let tables = &tables;
+            let at = match tables.iter().position(|(p, _)| *p == rp) {
+                Some(i) => i,
+                None => {
+                    let rows = seqs
+                        .iter()
+                        .zip(&starts)
+                        .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
+                        .map(|pos| rope_table_scaled(pos, cfg.rope_dims, rp.base, rp.freq_scale))
+                        .collect();
+                    tables.push((rp, rows));
+                    tables.len() - 1
+                }
+            };
+            let tables = &tables[at].1;
             per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
             per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
-        let layer_attn = AttnLayer::causal(cfg.head_dim);
-        // attention stores this batch's K and V first
+        let layer_attn = AttnLayer {
+            scale: cfg.kq_scale(),
+            window: cfg.layer_window(l),
+        };
+        // attention stores this batch's K and V first (and scales Q first where llama.cpp
+        // does: an f32 product before attention reads Q)
         rec.time(B::Attention, layer, || {
+            if cfg.attn_scale_on_q {
+                per_row(q, qd, |_, qr| scale_in_place(qr, cfg.attn_scale));
+            }
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
                 let m = tokens.len();
                 for t in 0..m {
@@ -195,6 +233,12 @@ pub fn forward_batch(
         }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         kernels.products(rec, B::AttnOut, layer, &[&lw.wo]);
+        if let Some(pn) = &lw.post_attn_norm {
+            rec.time(B::PostAttnNorm, layer, || {
+                per_row(o, e, |_, or| rms_norm_pieces(or, pn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::PostAttnNorm, layer, RMS_NORM_PIECES, None);
+        }
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -216,13 +260,27 @@ pub fn forward_batch(
             );
         });
         kernels.products(rec, B::FfnGateUp, layer, &[&lw.w_gate, &lw.w_up]);
-        rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
-        let act = super::ops::silu_mul_kernel();
-        kernels.op(rec, B::FfnAct, layer, act, None);
+        match cfg.ffn_act {
+            FfnAct::SiluGlu => {
+                rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
+                let act = super::ops::silu_mul_kernel();
+                kernels.op(rec, B::FfnAct, layer, act, None);
+            }
+            FfnAct::GeluGlu => {
+                rec.time(B::FfnGeglu, layer, || geglu(&mut *gate, up));
+                kernels.op(rec, B::FfnGeglu, layer, geglu_kernel(), None);
+            }
+        }
         rec.time(B::FfnDown, layer, || {
             matmul(w, &lw.w_down, gate, &mut *o, fast)
         });
         kernels.products(rec, B::FfnDown, layer, &[&lw.w_down]);
+        if let Some(pn) = &lw.post_ffn_norm {
+            rec.time(B::PostFfnNorm, layer, || {
+                per_row(o, e, |_, or| rms_norm_pieces(or, pn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::PostFfnNorm, layer, RMS_NORM_PIECES, None);
+        }
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -252,7 +310,10 @@ pub fn forward_batch(
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
-        matmul(w, &w.output, normed, &mut logits, fast)
+        matmul(w, &w.output, normed, &mut logits, fast);
+        if let Some(cap) = cfg.final_logit_softcap {
+            softcap(&mut logits, cap);
+        }
     });
     kernels.products(rec, B::LmHead, None, &[&w.output]);
     if rows.len() == 1 {

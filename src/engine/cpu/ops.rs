@@ -16,6 +16,31 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
+/// `rms_norm` of every `w.len()`-value piece of `x` in place: llama.cpp's RMSNorm of each
+/// head of Q or K (qwen3's and gemma3's `attn_q_norm` / `attn_k_norm`), and of a whole row
+/// where `w` is as long as it (gemma3's post-norms). Same arithmetic as `rms_norm`.
+pub fn rms_norm_pieces(x: &mut [f32], w: &[f32], eps: f32) {
+    for piece in x.chunks_exact_mut(w.len()) {
+        let sum: f64 = piece.iter().map(|&v| (v * v) as f64).sum();
+        let mean = (sum / piece.len() as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        for (v, &g) in piece.iter_mut().zip(w) {
+            *v = (*v * scale) * g;
+        }
+    }
+}
+
+/// `x = s * x` (ggml_scale): the embedding scale and Q scaled before attention.
+pub fn scale_in_place(x: &mut [f32], s: f32) {
+    x.iter_mut().for_each(|v| *v *= s);
+}
+
+/// Logit soft capping as llama.cpp builds it from three ops: `x * (1/cap)`, `tanhf`, `* cap`.
+pub fn softcap(x: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    x.iter_mut().for_each(|v| *v = (*v * inv).tanh() * cap);
+}
+
 /// `x += y`.
 pub fn add_in_place(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {
@@ -154,6 +179,30 @@ mod tests {
         for i in 0..4 {
             assert!((out[i] - x[i] / rms * w[i]).abs() < 1e-6);
         }
+    }
+
+    /// In-place pieces give `rms_norm`'s bits, piece by piece.
+    #[test]
+    fn rms_norm_pieces_equal_rms_norm_per_piece() {
+        let mut rng = crate::rng::SplitMix64::new(4);
+        let x: Vec<f32> = (0..4 * 64).map(|_| rng.next_signed() * 3.0).collect();
+        let w: Vec<f32> = (0..64).map(|_| 1.0 + 0.2 * rng.next_signed()).collect();
+        let mut got = x.clone();
+        rms_norm_pieces(&mut got, &w, 1e-6);
+        for (piece, out) in x.chunks_exact(64).zip(got.chunks_exact(64)) {
+            let mut want = [0f32; 64];
+            rms_norm(piece, &w, 1e-6, &mut want);
+            assert_eq!(out, want);
+        }
+    }
+
+    #[test]
+    fn softcap_bounds_and_keeps_small_values() {
+        let mut x = [0.0f32, 1.0, -1000.0, 1000.0];
+        softcap(&mut x, 30.0);
+        assert_eq!(x[0], 0.0);
+        assert!((x[1] - 30.0 * (1.0f32 / 30.0).tanh()).abs() < 1e-6);
+        assert_eq!((x[2], x[3]), (-30.0, 30.0));
     }
 
     #[test]
