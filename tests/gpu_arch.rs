@@ -5,7 +5,10 @@
 //! bound of the CPU's (the llama.cpp bounds themselves are tests/gpu_conformance.rs's). The
 //! new architectures' operations (per-head Q/K norms, post norms, GeGLU, sliding windows,
 //! scaled embeddings and queries, per-layer RoPE, heads of 256) all run in these passes.
-//! Skips (saying why) without a GPU.
+//! The second test runs the same comparison on the conformance shapes
+//! (tests/fixtures/conformance/shapes/*.toml: gemma3's, and the other architectures' where
+//! they are) synthesized in every weight type the fixtures use, so it needs no llama.cpp
+//! reference. Skips (saying why) without a GPU.
 
 mod common;
 mod gpu;
@@ -14,6 +17,9 @@ use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaEngine, GpuDesc, Timing};
 use cbtop::engine::{CpuEngine, LogitsFor, Numerics};
 use common::max_abs_diff;
+
+/// The prompt the architectures' conformance fixtures use.
+const PROMPT: [u32; 10] = [1, 5, 9, 200, 300, 17, 42, 499, 3, 256];
 
 /// Logits of `prompt` at every position, then of each of `steps` fed one at a time.
 type Run = (Vec<Vec<f32>>, Vec<Vec<f32>>);
@@ -62,6 +68,8 @@ fn rows<'a>(a: &'a Run, b: &'a Run) -> impl Iterator<Item = (String, &'a [f32], 
         .chain(steps.map(|(i, (x, y))| (format!("step {i}"), &x[..], &y[..])))
 }
 
+/// Every conformance model the CPU engine runs (llama.cpp's prompt and greedy tokens fed to
+/// both engines): `compare`, with the fixture's bound.
 #[test]
 fn gpu_exact_is_the_cpu_engine_bit_for_bit_and_fast_within_bounds() {
     let Some(g) = gpu::gpu("gpu_arch") else {
@@ -85,44 +93,123 @@ fn gpu_exact_is_the_cpu_engine_bit_for_bit_and_fast_within_bounds() {
             .map(|s| s["token"].as_u64().unwrap() as u32)
             .collect();
         let cpu = on_cpu(&model, &prompt, &steps);
-        for numerics in [Numerics::Exact, Numerics::Fast] {
-            let gpu = match on_gpu(&g, &model, numerics, &prompt, &steps) {
-                Ok(r) => r,
-                Err(e) => {
-                    failures.push(format!("{name} ({}): {e}", numerics.name()));
-                    continue;
-                }
-            };
-            let mut worst = 0f32;
-            let mut differ = 0usize;
-            let mut first_bad = None;
-            for (what, c, d) in rows(&cpu, &gpu) {
-                let e = max_abs_diff(c, d);
-                worst = worst.max(e);
-                let n = c
-                    .iter()
-                    .zip(d)
-                    .filter(|(x, y)| x.to_bits() != y.to_bits())
-                    .count();
-                differ += n;
-                let bad = match numerics {
-                    Numerics::Exact => n > 0,
-                    Numerics::Fast => e > bound,
-                };
-                if bad && first_bad.is_none() {
-                    first_bad = Some(format!("{what}: {n} logits differ, max {e:.6}"));
-                }
-            }
-            eprintln!(
-                "{name} ({}): GPU vs CPU max |diff| {worst:.6}, {differ} logits not the CPU's \
-                 bits",
-                numerics.name()
-            );
-            if let Some(b) = first_bad {
-                failures.push(format!("{name} ({}): {b} (bound {bound})", numerics.name()));
-            }
-        }
+        failures.extend(compare(&g, &name, &model, bound, &prompt, &steps, &cpu));
     }
     eprintln!("architectures compared: {archs:?}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The GPU under both numerics against the CPU's run `cpu` of `prompt` then `steps`: exact
+/// bit for bit, fast within `bound`; what failed, as sentences.
+fn compare(
+    g: &GpuDesc,
+    name: &str,
+    model: &std::sync::Arc<cbtop::model::Model>,
+    bound: f32,
+    prompt: &[u32],
+    steps: &[u32],
+    cpu: &Run,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for numerics in [Numerics::Exact, Numerics::Fast] {
+        let gpu = match on_gpu(g, model, numerics, prompt, steps) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{name} ({}): {e}", numerics.name()));
+                continue;
+            }
+        };
+        let mut worst = 0f32;
+        let mut differ = 0usize;
+        let mut first_bad = None;
+        for (what, c, d) in rows(cpu, &gpu) {
+            let e = max_abs_diff(c, d);
+            worst = worst.max(e);
+            let n = c
+                .iter()
+                .zip(d)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count();
+            differ += n;
+            let bad = match numerics {
+                Numerics::Exact => n > 0,
+                Numerics::Fast => e > bound,
+            };
+            if bad && first_bad.is_none() {
+                first_bad = Some(format!("{what}: {n} logits differ, max {e:.6}"));
+            }
+        }
+        eprintln!(
+            "{name} ({}): GPU vs CPU max |diff| {worst:.6}, {differ} logits not the CPU's bits",
+            numerics.name()
+        );
+        if let Some(b) = first_bad {
+            failures.push(format!("{name} ({}): {b} (bound {bound})", numerics.name()));
+        }
+    }
+    failures
+}
+
+/// Every conformance shape in every fixture weight type, synthesized (seed 0, as the
+/// fixtures): the prompt and 8 of the CPU's greedy steps on the GPU under both numerics,
+/// against the CPU engine (`compare`; bound 0.005 for float weights, 0.05 quantized).
+#[test]
+fn synthesized_conformance_shapes_match_the_cpu_engine_on_the_gpu() {
+    use cbtop::engine::sampler::argmax;
+    use cbtop::profile::Profile;
+    use cbtop::synth::{self, QuantMix};
+
+    let Some(g) = gpu::gpu("gpu_arch") else {
+        return;
+    };
+    let dir = common::fixture("conformance/shapes");
+    let mut shapes: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    shapes.sort();
+    let mut failures = Vec::new();
+    for path in &shapes {
+        let shape = Profile::shape(path.to_str().unwrap()).unwrap();
+        for mix in [
+            "pure-f32",
+            "pure-f16",
+            "pure-q8_0",
+            "pure-q4_k",
+            "pure-q6_k",
+        ] {
+            let name = format!("{} {mix}", shape.name);
+            let file = std::env::temp_dir().join(format!(
+                "cbtop-gpu-arch-{}-{mix}-{}.gguf",
+                shape.name,
+                std::process::id()
+            ));
+            synth::write_file(&shape, QuantMix::from_name(mix).unwrap(), 0, &file).unwrap();
+            let model = std::sync::Arc::new(cbtop::model::Model::load(&file).unwrap());
+            let _ = std::fs::remove_file(&file);
+            if let Some(why) = cbtop::engine::cpu::unsupported(&model.config) {
+                eprintln!("{name}: skipped: {why}");
+                continue;
+            }
+            // The CPU's own greedy continuation, 8 steps.
+            let mut e = CpuEngine::new(model.clone(), 64).with_numerics(Numerics::Exact);
+            let mut steps = Vec::new();
+            let mut last = e.eval(&PROMPT, LogitsFor::Last).unwrap().pop().unwrap();
+            for _ in 0..8 {
+                let t = argmax(&last);
+                steps.push(t);
+                last = e.eval(&[t], LogitsFor::Last).unwrap().pop().unwrap();
+            }
+            let bound = if mix.ends_with("f32") || mix.ends_with("f16") {
+                0.005
+            } else {
+                0.05
+            };
+            let cpu = on_cpu(&model, &PROMPT, &steps);
+            failures.extend(compare(&g, &name, &model, bound, &PROMPT, &steps, &cpu));
+        }
+    }
+    assert!(!shapes.is_empty(), "no shapes in {}", dir.display());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
