@@ -23,7 +23,7 @@ impl CudaEngine {
         let c = &self.model.config;
         let lw = &self.w.layers[l];
         let (Some(qw), Some(kw)) = (&lw.q_norm, &lw.k_norm) else {
-            unreachable!("the launch plan norms Q and K only where the model has their weights")
+            unreachable!("the launch plan norms Q and K only where the layer has their weights")
         };
         let (heads, kv_heads, hd) = (c.n_heads as i32, c.n_kv_heads as i32, c.head_dim as i32);
         let eps = c.norm_eps;
@@ -66,7 +66,7 @@ impl CudaEngine {
             PostNorm::Ffn(_) => &lw.post_ffn_norm,
         };
         let Some(w) = w else {
-            unreachable!("the launch plan post-norms only where the model has the weights")
+            unreachable!("the launch plan post-norms only where the layer has the weights")
         };
         // As rms_norm: a block per 1024 values of each row.
         let cfg = LaunchConfig {

@@ -155,7 +155,14 @@ impl CudaEngine {
                 ];
                 s.products(n, Which::H, &outs, false, Some(qfeed))
             })?;
-            if c.qk_norm {
+            // The extra norms run where the layer has their weights, as on the CPU.
+            let gl = &self.w.layers[l];
+            let (qk_norm, post_attn, post_ffn) = (
+                gl.q_norm.is_some() && gl.k_norm.is_some(),
+                gl.post_attn_norm.is_some(),
+                gl.post_ffn_norm.is_some(),
+            );
+            if qk_norm {
                 self.brick(rec, B::QkNorm, layer, |s| s.qk_norm(n, l))?;
             }
             // RoPE runs in the launch that writes K and V to the cache (the attention brick's
@@ -165,7 +172,7 @@ impl CudaEngine {
             self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
                 s.rope_attention(n, l, akind)
             })?;
-            if c.post_norms {
+            if post_attn {
                 // The output projection into H, normed and added to X.
                 self.brick(rec, B::AttnOut, layer, |s| {
                     s.products(
@@ -227,7 +234,7 @@ impl CudaEngine {
                     .map(|_| ())
                 })?;
             }
-            if c.post_norms {
+            if post_ffn {
                 self.brick(rec, B::FfnDown, layer, |s| {
                     s.products(
                         n,
