@@ -1,33 +1,38 @@
 //! The GPU engine against the CPU engine on every conformance model (the llama and qwen2
-//! models, and qwen3's, gemma3's, phi3's and Mistral's where the fixtures have them): under
-//! `exact` the GPU's logits at every prompt position and every step (llama.cpp's tokens fed
-//! to both) are the CPU engine's bit for bit; under `fast` they stay within the fixture's
-//! bound of the CPU's (the llama.cpp bounds themselves are tests/gpu_conformance.rs's). The
-//! new architectures' operations (per-head Q/K norms, post norms, GeGLU, sliding windows,
-//! scaled embeddings and queries, per-layer RoPE, heads of 256) all run in these passes.
+//! models, and qwen3's, phi3's and Mistral's where the fixtures list them): under `exact` the
+//! GPU's logits at every prompt position and every step (the same tokens fed to both) are the
+//! CPU engine's bit for bit; under `fast` they stay within the fixture's bound of the CPU's
+//! (the llama.cpp bounds themselves are tests/gpu_conformance.rs's). The new architectures'
+//! operations (per-head Q/K norms, post norms, GeGLU, sliding windows, scaled embeddings and
+//! queries, per-layer RoPE) all run in these passes.
+//!
 //! The second test runs the same comparison on the conformance shapes
-//! (tests/fixtures/conformance/shapes/*.toml: gemma3's, and the other architectures' where
-//! they are) synthesized in every weight type the fixtures use, so it needs no llama.cpp
-//! reference. Skips (saying why) without a GPU.
+//! (tests/fixtures/conformance/shapes/*.toml) synthesized in every weight type the fixtures
+//! use, with a short and an 80-token prompt, and, where llama.cpp's reference for the model is
+//! in the fixtures (gemma3's `conf-gemma3-TYPE`), against that reference too. Skips (saying
+//! why) without a GPU.
 
 mod common;
 mod gpu;
 
+use std::sync::Arc;
+
 use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaEngine, GpuDesc, Timing};
 use cbtop::engine::{CpuEngine, LogitsFor, Numerics};
+use cbtop::model::Model;
 use common::max_abs_diff;
 
 /// The prompt the architectures' conformance fixtures use.
 const PROMPT: [u32; 10] = [1, 5, 9, 200, 300, 17, 42, 499, 3, 256];
 
-/// Logits of `prompt` at every position, then of each of `steps` fed one at a time.
-type Run = (Vec<Vec<f32>>, Vec<Vec<f32>>);
-
 /// Room the engines are made with: the longest prompt and its steps.
 const CTX: usize = 128;
 
-fn on_cpu(model: &std::sync::Arc<cbtop::model::Model>, prompt: &[u32], steps: &[u32]) -> Run {
+/// Logits of a prompt at every position, then of each step's token fed one at a time.
+type Run = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
+fn on_cpu(model: &Arc<Model>, prompt: &[u32], steps: &[u32]) -> Run {
     let mut e = CpuEngine::new(model.clone(), CTX).with_numerics(Numerics::Exact);
     let all = e.eval(prompt, LogitsFor::All).unwrap();
     let each = steps
@@ -39,7 +44,7 @@ fn on_cpu(model: &std::sync::Arc<cbtop::model::Model>, prompt: &[u32], steps: &[
 
 fn on_gpu(
     g: &GpuDesc,
-    model: &std::sync::Arc<cbtop::model::Model>,
+    model: &Arc<Model>,
     numerics: Numerics,
     prompt: &[u32],
     steps: &[u32],
@@ -52,23 +57,141 @@ fn on_gpu(
         .map_err(|e| e.to_string())?;
     let mut each = Vec::new();
     for &t in steps {
-        each.push(
-            e.eval(&[t], LogitsFor::Last, rec)
-                .map_err(|e| e.to_string())?
-                .pop()
-                .unwrap(),
-        );
+        let mut l = e
+            .eval(&[t], LogitsFor::Last, rec)
+            .map_err(|e| e.to_string())?;
+        each.push(l.pop().unwrap());
     }
     Ok((all, each))
 }
 
-/// Rows of `a` and `b` side by side, labelled: (label, a row, b row).
+/// Rows of `a` and `b` side by side, labelled (as many as both have).
 fn rows<'a>(a: &'a Run, b: &'a Run) -> impl Iterator<Item = (String, &'a [f32], &'a [f32])> {
     let prompt = a.0.iter().zip(&b.0).enumerate();
     let steps = a.1.iter().zip(&b.1).enumerate();
     prompt
         .map(|(i, (x, y))| (format!("prompt position {i}"), &x[..], &y[..]))
         .chain(steps.map(|(i, (x, y))| (format!("step {i}"), &x[..], &y[..])))
+}
+
+/// How far fast numerics may move a logit from the CPU's.
+#[derive(Clone, Copy, Debug)]
+enum Bound {
+    /// At most this much.
+    Abs(f32),
+    /// At most this share of the CPU row's range (max - min): prompts of 64 tokens or more,
+    /// whose products and attention take the tensor cores' f16 operands.
+    OfRange(f32),
+}
+
+impl Bound {
+    fn limit(self, cpu_row: &[f32]) -> f32 {
+        match self {
+            Bound::Abs(b) => b,
+            Bound::OfRange(share) => {
+                let hi = cpu_row.iter().fold(f32::MIN, |m, v| m.max(*v));
+                let lo = cpu_row.iter().fold(f32::MAX, |m, v| m.min(*v));
+                share * (hi - lo)
+            }
+        }
+    }
+}
+
+/// One model's run to check on the GPU.
+struct Case<'a> {
+    name: String,
+    model: &'a Arc<Model>,
+    prompt: &'a [u32],
+    steps: &'a [u32],
+    /// How far fast numerics may move a logit from the CPU's.
+    bound: Bound,
+    /// llama.cpp's logits for the same tokens, and how far either numerics may be from them.
+    reference: Option<(Run, f32)>,
+}
+
+/// `case` on the CPU, then on the GPU under both numerics: exact the CPU's bits, fast within
+/// the bound, both within the reference's bound of llama.cpp where there is one; what failed,
+/// as sentences.
+fn compare(g: &GpuDesc, case: &Case) -> Vec<String> {
+    let cpu = on_cpu(case.model, case.prompt, case.steps);
+    let name = &case.name;
+    let mut failures = Vec::new();
+    for numerics in [Numerics::Exact, Numerics::Fast] {
+        let gpu = match on_gpu(g, case.model, numerics, case.prompt, case.steps) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{name} ({}): {e}", numerics.name()));
+                continue;
+            }
+        };
+        let (mut worst, mut differ, mut first_bad) = (0f32, 0usize, None);
+        for (what, c, d) in rows(&cpu, &gpu) {
+            let e = max_abs_diff(c, d);
+            worst = worst.max(e);
+            let n = c
+                .iter()
+                .zip(d)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count();
+            differ += n;
+            let bad = match numerics {
+                Numerics::Exact => n > 0,
+                Numerics::Fast => e > case.bound.limit(c),
+            };
+            if bad && first_bad.is_none() {
+                first_bad = Some(format!(
+                    "{what}: {n} logits differ from the CPU's, max {e:.6} (bound {:?})",
+                    case.bound
+                ));
+            }
+        }
+        let mut vs_ref = 0f32;
+        if let Some((reference, bound)) = &case.reference {
+            for (what, r, d) in rows(reference, &gpu) {
+                let e = max_abs_diff(r, d);
+                vs_ref = vs_ref.max(e);
+                if e > *bound && first_bad.is_none() {
+                    first_bad = Some(format!("{what}: {e:.6} from llama.cpp's > {bound}"));
+                }
+            }
+        }
+        eprintln!(
+            "{name} ({}): GPU vs CPU max |diff| {worst:.6}, {differ} logits not the CPU's \
+             bits{}",
+            numerics.name(),
+            match case.reference {
+                Some(_) => format!("; vs llama.cpp {vs_ref:.6}"),
+                None => String::new(),
+            }
+        );
+        if let Some(b) = first_bad {
+            failures.push(format!("{name} ({}): {b}", numerics.name()));
+        }
+    }
+    failures
+}
+
+/// llama.cpp's reference record as a `Run` of the same tokens: its prompt logits, and its
+/// step i's logits (before token i is fed) as the run's step i - 1.
+fn reference_run(reference: &serde_json::Value) -> (Vec<u32>, Vec<u32>, Run) {
+    let prompt = common::ids(&reference["prompt_ids"]);
+    let steps = reference["steps"].as_array().unwrap();
+    let tokens = steps
+        .iter()
+        .map(|s| s["token"].as_u64().unwrap() as u32)
+        .collect();
+    let all = reference["prompt_logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(common::floats)
+        .collect();
+    let each = steps
+        .iter()
+        .skip(1)
+        .map(|s| common::floats(&s["logits"]))
+        .collect();
+    (prompt, tokens, (all, each))
 }
 
 /// Every conformance model the CPU engine runs (llama.cpp's prompt and greedy tokens fed to
@@ -88,111 +211,34 @@ fn gpu_exact_is_the_cpu_engine_bit_for_bit_and_fast_within_bounds() {
             continue;
         }
         archs.insert(model.config.arch.name());
-        let prompt = common::ids(&reference["prompt_ids"]);
-        let steps: Vec<u32> = reference["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["token"].as_u64().unwrap() as u32)
-            .collect();
-        let cpu = on_cpu(&model, &prompt, &steps);
+        let (prompt, steps, _) = reference_run(&reference);
         failures.extend(compare(
             &g,
-            &name,
-            &model,
-            Bound::Abs(bound),
-            &prompt,
-            &steps,
-            &cpu,
+            &Case {
+                name,
+                model: &model,
+                prompt: &prompt,
+                steps: &steps,
+                bound: Bound::Abs(bound),
+                reference: None,
+            },
         ));
     }
     eprintln!("architectures compared: {archs:?}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// How far fast numerics may move a logit from the CPU's.
-#[derive(Clone, Copy, Debug)]
-enum Bound {
-    /// At most this much.
-    Abs(f32),
-    /// At most this share of the CPU row's range (max - min): prompts of 64 tokens or more,
-    /// whose products and attention take the tensor cores' f16 operands.
-    OfRange(f32),
-}
-
-/// The GPU under both numerics against the CPU's run `cpu` of `prompt` then `steps`: exact
-/// bit for bit, fast within `bound`; what failed, as sentences.
-fn compare(
-    g: &GpuDesc,
-    name: &str,
-    model: &std::sync::Arc<cbtop::model::Model>,
-    bound: Bound,
-    prompt: &[u32],
-    steps: &[u32],
-    cpu: &Run,
-) -> Vec<String> {
-    let mut failures = Vec::new();
-    for numerics in [Numerics::Exact, Numerics::Fast] {
-        let gpu = match on_gpu(g, model, numerics, prompt, steps) {
-            Ok(r) => r,
-            Err(e) => {
-                failures.push(format!("{name} ({}): {e}", numerics.name()));
-                continue;
-            }
-        };
-        let mut worst = 0f32;
-        let mut differ = 0usize;
-        let mut first_bad = None;
-        for (what, c, d) in rows(cpu, &gpu) {
-            let e = max_abs_diff(c, d);
-            worst = worst.max(e);
-            let n = c
-                .iter()
-                .zip(d)
-                .filter(|(x, y)| x.to_bits() != y.to_bits())
-                .count();
-            differ += n;
-            let limit = match bound {
-                Bound::Abs(b) => b,
-                Bound::OfRange(share) => {
-                    let hi = c.iter().fold(f32::MIN, |m, v| m.max(*v));
-                    let lo = c.iter().fold(f32::MAX, |m, v| m.min(*v));
-                    share * (hi - lo)
-                }
-            };
-            let bad = match numerics {
-                Numerics::Exact => n > 0,
-                Numerics::Fast => e > limit,
-            };
-            if bad && first_bad.is_none() {
-                first_bad = Some(format!("{what}: {n} logits differ, max {e:.6}"));
-            }
-        }
-        eprintln!(
-            "{name} ({}): GPU vs CPU max |diff| {worst:.6}, {differ} logits not the CPU's bits",
-            numerics.name()
-        );
-        if let Some(b) = first_bad {
-            failures.push(format!(
-                "{name} ({}): {b} (bound {bound:?})",
-                numerics.name()
-            ));
-        }
-    }
-    failures
-}
-
-/// Every conformance shape in every fixture weight type, synthesized (seed 0, as the
-/// fixtures): the prompt and 8 of the CPU's greedy steps on the GPU under both numerics,
-/// against the CPU engine (`compare`; bound 0.005 for float weights, 0.05 quantized); then
-/// an 80-token prompt and 8 steps (the CPU's tiled attention and, under fast numerics, the
-/// tensor-core products and flash attention, sliding windows included), fast within 2% of
-/// each row's range.
+/// Every conformance shape in every fixture weight type, synthesized (seed 0): the fixtures'
+/// prompt and 8 greedy steps (llama.cpp's where its reference for the model is in the
+/// fixtures, checked against it too, else the CPU's), then an 80-token prompt and the same
+/// steps (the CPU's tiled attention and, under fast numerics, the tensor-core products and
+/// flash attention, sliding windows included, within 2% of each row's range).
 #[test]
 fn synthesized_conformance_shapes_match_the_cpu_engine_on_the_gpu() {
     use cbtop::engine::sampler::argmax;
     use cbtop::profile::Profile;
     use cbtop::synth::{self, QuantMix};
+    use sha2::{Digest, Sha256};
 
     let Some(g) = gpu::gpu("gpu_arch") else {
         return;
@@ -204,69 +250,81 @@ fn synthesized_conformance_shapes_match_the_cpu_engine_on_the_gpu() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     shapes.sort();
+    assert!(!shapes.is_empty(), "no shapes in {}", dir.display());
     let mut failures = Vec::new();
     for path in &shapes {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
         let shape = Profile::shape(path.to_str().unwrap()).unwrap();
-        for mix in [
-            "pure-f32",
-            "pure-f16",
-            "pure-q8_0",
-            "pure-q4_k",
-            "pure-q6_k",
-        ] {
-            let name = format!("{} {mix}", shape.name);
-            let file = std::env::temp_dir().join(format!(
-                "cbtop-gpu-arch-{}-{mix}-{}.gguf",
-                shape.name,
-                std::process::id()
-            ));
-            synth::write_file(&shape, QuantMix::from_name(mix).unwrap(), 0, &file).unwrap();
-            let model = std::sync::Arc::new(cbtop::model::Model::load(&file).unwrap());
-            let _ = std::fs::remove_file(&file);
+        for ty in ["F32", "F16", "Q8_0", "Q4_K", "Q6_K"] {
+            let mix = format!("pure-{}", ty.to_ascii_lowercase());
+            let bytes = synth::build(&shape, QuantMix::from_name(&mix).unwrap(), 0);
+            let fixture = format!("{stem}-{ty}");
+            let sum: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let model = Arc::new(Model::from_bytes(&format!("{fixture}.gguf"), bytes).unwrap());
             if let Some(why) = cbtop::engine::cpu::unsupported(&model.config) {
-                eprintln!("{name}: skipped: {why}");
+                eprintln!("{fixture}: skipped: {why}");
                 continue;
             }
-            // The CPU's own greedy continuation, 8 steps.
-            let mut e = CpuEngine::new(model.clone(), CTX).with_numerics(Numerics::Exact);
-            let mut steps = Vec::new();
-            let mut last = e.eval(&PROMPT, LogitsFor::Last).unwrap().pop().unwrap();
-            for _ in 0..8 {
-                let t = argmax(&last);
-                steps.push(t);
-                last = e.eval(&[t], LogitsFor::Last).unwrap().pop().unwrap();
-            }
-            let bound = if mix.ends_with("f32") || mix.ends_with("f16") {
-                0.005
-            } else {
-                0.05
+            let bound = if ty.starts_with('F') { 0.005 } else { 0.05 };
+            // llama.cpp's reference where the fixtures have one for exactly these bytes.
+            let ref_path = common::fixture(&format!("conformance/ref/{fixture}.jsonl"));
+            let sha_path = common::fixture(&format!("conformance/ref/{fixture}.sha256"));
+            let recorded = std::fs::read_to_string(&sha_path).ok();
+            let reference = match (ref_path.exists(), recorded) {
+                (true, Some(r)) => {
+                    assert_eq!(
+                        r.split_whitespace().next(),
+                        Some(sum.as_str()),
+                        "{fixture}: synthesized bytes are not the reference's model"
+                    );
+                    Some(reference_run(&common::jsonl(&ref_path).remove(0)))
+                }
+                _ => None,
             };
-            let cpu = on_cpu(&model, &PROMPT, &steps);
+            let (prompt, steps, reference) = match reference {
+                Some((p, s, r)) => (p, s, Some((r, bound))),
+                None => {
+                    // The CPU's own greedy continuation, 8 steps.
+                    let mut e = CpuEngine::new(model.clone(), CTX);
+                    let mut steps = Vec::new();
+                    let mut last = e.eval(&PROMPT, LogitsFor::Last).unwrap().pop().unwrap();
+                    for _ in 0..8 {
+                        let t = argmax(&last);
+                        steps.push(t);
+                        last = e.eval(&[t], LogitsFor::Last).unwrap().pop().unwrap();
+                    }
+                    (PROMPT.to_vec(), steps, None)
+                }
+            };
             failures.extend(compare(
                 &g,
-                &name,
-                &model,
-                Bound::Abs(bound),
-                &PROMPT,
-                &steps,
-                &cpu,
+                &Case {
+                    name: fixture.clone(),
+                    model: &model,
+                    prompt: &prompt,
+                    steps: &steps,
+                    bound: Bound::Abs(bound),
+                    reference,
+                },
             ));
             let vocab = model.config.vocab_size as u64;
             let mut rng = cbtop::rng::SplitMix64::new(80);
             let long: Vec<u32> = (0..80).map(|_| (rng.next_u64() % vocab) as u32).collect();
-            let cpu = on_cpu(&model, &long, &steps);
-            let what = format!("{name}, 80-token prompt");
             failures.extend(compare(
                 &g,
-                &what,
-                &model,
-                Bound::OfRange(0.02),
-                &long,
-                &steps,
-                &cpu,
+                &Case {
+                    name: format!("{fixture}, 80-token prompt"),
+                    model: &model,
+                    prompt: &long,
+                    steps: &steps,
+                    bound: Bound::OfRange(0.02),
+                    reference: None,
+                },
             ));
         }
     }
-    assert!(!shapes.is_empty(), "no shapes in {}", dir.display());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
