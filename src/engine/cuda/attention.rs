@@ -470,3 +470,57 @@ impl HeadArgs {
 pub(super) fn attention_threads(head_dim: usize) -> u32 {
     head_dim.next_multiple_of(32).max(128) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+    use crate::profile::Profile;
+    use crate::synth::{self, QuantMix};
+
+    fn shape_config(file: &str) -> Config {
+        let path = format!(
+            "{}/tests/fixtures/conformance/shapes/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let shape = Profile::shape(&path).unwrap();
+        let bytes = synth::build(&shape, QuantMix::from_name("pure-q8_0").unwrap(), 0);
+        Model::from_bytes(file, bytes).unwrap().config
+    }
+
+    /// gemma3: the sliding layers' window, none on the global layer; scores scaled by 1 and
+    /// the query by the attention scale (which the split kernels fold back into the scores').
+    #[test]
+    fn gemma3_layers_carry_their_window_and_the_query_scale() {
+        let c = shape_config("conf-gemma3.toml");
+        for l in 0..c.n_layers {
+            let h = HeadArgs::layer(&c, l);
+            assert_eq!(h.window, if l == 5 { 0 } else { 4 }, "layer {l}");
+            assert_eq!(h.scale, 1.0);
+            assert_eq!(h.q_scale, c.attn_scale);
+            assert_eq!(h.folded_scale(), c.attn_scale);
+            assert_eq!(h.head_dim, 128);
+        }
+    }
+
+    /// Without a window or a query scale (the llama and qwen models): the query as it is,
+    /// scores scaled by the attention scale.
+    #[test]
+    fn plain_layers_scale_the_scores() {
+        let mut c = shape_config("conf-gemma3.toml");
+        c.attn_scale_on_q = false;
+        c.sliding_window = None;
+        let h = HeadArgs::layer(&c, 0);
+        assert_eq!((h.window, h.q_scale), (0, 1.0));
+        assert_eq!(h.scale, c.attn_scale);
+        assert_eq!(h.folded_scale(), c.attn_scale);
+    }
+
+    #[test]
+    fn the_cpu_order_kernel_has_a_thread_per_dimension() {
+        assert_eq!(attention_threads(64), 128);
+        assert_eq!(attention_threads(80), 128);
+        assert_eq!(attention_threads(256), 256);
+        assert_eq!(attention_threads(200), 224);
+    }
+}
