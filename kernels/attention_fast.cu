@@ -673,10 +673,10 @@ __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* 
 }
 
 // One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
-// RoPE table (rope.cu), the layer's sliding window (0: none; `ATTF_WINDOW`). head_dim a multiple of 8 (16-byte rows), at most 128; ATTF_THREADS
-// threads. The position (set by the previous step's `advance`, finished before the kernel
-// ahead began) and this thread's RoPE cos/sin at it are read before waiting on the kernel
-// ahead.
+// RoPE table (rope.cu), the layer's sliding window (0: none; `ATTF_WINDOW`). head_dim a
+// multiple of 8 (16-byte rows), at most 128; ATTF_THREADS threads. The position (set by the
+// previous step's `advance`, finished before the kernel ahead began) and this thread's RoPE
+// cos/sin at it are read before waiting on the kernel ahead.
 #define ATTF_PROLOGUE                                                                        \
     int pos0 = __ldg(pos);                                                                   \
     float rc = 0.0f, rs = 0.0f;                                                              \

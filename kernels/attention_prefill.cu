@@ -7,7 +7,8 @@
 // O += P V with P rounded to f16. Positions past a query's own are masked; tiles past the
 // block's last query are not read. On a sliding-window layer (`window` > 0) a query at p sees
 // the keys from p - window + 1 (attention.cu `window_first`): keys before are masked, and
-// tiles before the block's first query's window are not read. The exact path (attention.cu) keeps the CPU's order.
+// tiles before the block's first query's window are not read. The exact path (attention.cu)
+// keeps the CPU's order.
 //
 // Uses cp_async16 / ldmatrix_x4 / mma_16816 from gemm_f16.cu (concatenated before this file).
 
