@@ -63,6 +63,9 @@ fn per_row(rows: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     });
 }
 
+/// One RoPE cosine/sine table per row of the batch.
+type RopeRows = Vec<Vec<(f32, f32)>>;
+
 /// `buf` holding exactly `len` values (its old contents, or zeros where it grew).
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
     buf.resize(len, 0.0);
@@ -152,7 +155,7 @@ pub fn forward_batch(
     let (gate, up) = (sized(gate, n * ff), sized(up, n * ff));
     // RoPE tables per distinct (base, scale), built at the first layer that uses them
     // (gemma3: one for its sliding layers, one for its global layers).
-    let mut tables: Vec<(RopeParams, Vec<Vec<(f32, f32)>>)> = Vec::new();
+    let mut tables: Vec<(RopeParams, RopeRows)> = Vec::new();
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
