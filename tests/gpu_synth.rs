@@ -1,6 +1,7 @@
-//! GPU against CPU on a synthetic qwen2.5-0.5b Q4_K_M (real shape, random weights): the same
-//! 16 decode steps (CPU's greedy tokens fed to both) give logits within 0.05. Skips without a
-//! GPU.
+//! GPU against CPU on synthetic Q4_K_M models of real shapes (random weights): qwen2.5-0.5b's
+//! 16 decode steps (CPU's greedy tokens fed to both) give logits within 0.05; the issue-38
+//! architectures' shapes (gemma3-1b, qwen3-0.6b, phi3-mini) give the CPU's bits under exact
+//! numerics and stay within 2% of the logits' range under fast. Skips without a GPU.
 
 mod common;
 mod gpu;
@@ -185,5 +186,79 @@ fn synth_gemma3_1b_fast_stays_near_the_cpu() {
     assert!(
         worst <= 0.02,
         "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
+    );
+}
+
+/// qwen3-0.6b's real shape (per-head Q/K norms, heads of 128 over a hidden size of 1024, so
+/// the query is 2048 wide) under exact numerics: a short prompt and 16 steps, the GPU's
+/// logits the CPU engine's bit for bit.
+#[test]
+fn synth_qwen3_0_6b_exact_is_the_cpu_bit_for_bit() {
+    let Some(g) = gpu::gpu("gpu_synth") else {
+        return;
+    };
+    let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
+    let Some(worst) = side_by_side(
+        &g,
+        "qwen3-0.6b",
+        8,
+        &prompt,
+        Numerics::Exact,
+        16,
+        bits_differ,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        worst, 0.0,
+        "{worst} logits of a step are not the CPU's bits"
+    );
+}
+
+/// qwen3-0.6b under fast numerics with a 600-token prompt (tensor-core products and flash
+/// attention after the Q/K norms), then 8 decode steps: within 2% of the CPU logits' range.
+#[test]
+fn synth_qwen3_0_6b_fast_long_prompt_stays_near_the_cpu() {
+    let Some(g) = gpu::gpu("gpu_synth") else {
+        return;
+    };
+    let mut rng = cbtop::rng::SplitMix64::new(9);
+    let prompt: Vec<u32> = (0..600)
+        .map(|_| (rng.next_u64() % 150_000) as u32)
+        .collect();
+    let Some(worst) = side_by_side(&g, "qwen3-0.6b", 9, &prompt, Numerics::Fast, 8, of_range)
+    else {
+        return;
+    };
+    eprintln!("synth qwen3-0.6b fast, 600-token prompt: worst {worst:.5} of the logits' range");
+    assert!(
+        worst <= 0.02,
+        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
+    );
+}
+
+/// phi3-mini's real shape (fused QKV and gate-up tensors read through row views, heads of 96,
+/// the query scaled before attention) under exact numerics: the CPU engine's bits for a
+/// short prompt and 8 steps.
+#[test]
+fn synth_phi3_mini_exact_is_the_cpu_bit_for_bit() {
+    let Some(g) = gpu::gpu("gpu_synth") else {
+        return;
+    };
+    let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
+    let Some(worst) = side_by_side(
+        &g,
+        "phi3-mini",
+        10,
+        &prompt,
+        Numerics::Exact,
+        8,
+        bits_differ,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        worst, 0.0,
+        "{worst} logits of a step are not the CPU's bits"
     );
 }
