@@ -70,6 +70,16 @@ struct AttfShared {
     int last;
 };
 
+// `AttfShared` for the one-head kernel on heads of 256 (`attention_split_wide`): the step's
+// own K and V rows twice as long; nothing of the grouped path.
+struct AttfSharedWide {
+    float red[ATTF_THREADS * 8];
+    float wtop[ATTF_THREADS / 32];
+    float cur[2][256];
+    u16 curh[2][256];
+    int last;
+};
+
 // Head h's output (written by this block, all of whose threads call this) quantized as `kind`
 // into the activation buffers (act_quant.cu), a warp per 32 values; nothing when kind < 0.
 __device__ __forceinline__ void attf_quant_head(const float* __restrict__ out, int h, int hd,
@@ -102,20 +112,21 @@ __device__ __forceinline__ void attf_quant_range(const float* __restrict__ out, 
     }
 }
 
-// The block's work for head dimension HD (0: `hd` at run time).
-template <int HD>
+// The block's work for head dimension HD (0: `hd` at run time), its static shared memory an
+// `AttfShared` (heads up to 128) or an `AttfSharedWide` (256).
+template <int HD, typename SH = AttfShared>
 __device__ __forceinline__ void attention_split_block(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
     int pos0, float rc, float rs, int n_rot, int neox, int splits, float scale,
     int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
     float* __restrict__ out, int akind, float* __restrict__ axf, i8* __restrict__ aq,
-    float* __restrict__ ad, float* __restrict__ ax, AttfShared& sh) {
+    float* __restrict__ ad, float* __restrict__ ax, SH& sh) {
     const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
     float* red = sh.red;
     float* wtop = sh.wtop;
-    float(*cur)[128] = sh.cur;
+    auto cur = sh.cur;
     int& last = sh.last;
     float* qs = sm;
     float* sc = sm + hd;
@@ -735,6 +746,21 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS) attention_split(ATTF_
 extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     attention_split_window(ATTF_SPLIT_PARAMS) {
     attention_split_entry<true>(ATTF_SPLIT_ARGS);
+}
+
+// The one-head kernel for heads of 256 (gemma3's), sliding windows included: the same block
+// with the step's K and V rows in an `AttfSharedWide`. No CPU-order short contexts (their V
+// rows would not fit the shared memory; the host passes ordered_upto 0) and no grouped
+// kernel (their K rows live in registers, 128 values at most).
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+    attention_split_wide(ATTF_SPLIT_PARAMS) {
+    ATTF_PROLOGUE
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
+    STAMP_GUARD;
+    __shared__ AttfSharedWide sh;
+    attention_split_block<256, AttfSharedWide>(q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0,
+                                               rc, rs, n_rot, neox, splits, scale, 0, part,
+                                               tickets, out, akind, axf, aq, ad, ax, sh);
 }
 #undef ATTF_SPLIT_ARGS
 

@@ -313,7 +313,8 @@ fn f16_bits(x: &[half::f16]) -> Vec<u16> {
 /// Asked to keep the CPU's order up to 128 positions (as the engine asks for models whose
 /// products all keep it), contexts that short give the CPU's output bits. Contexts of one chunk and of
 /// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
-/// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE. Each step also runs
+/// kernel's instantiations), 80 (its general one) and 256 (the wide kernel, gemma3's heads,
+/// which has neither the CPU-order nor the grouped path); NORM and NEOX RoPE. Each step also runs
 /// on the grouped path (a KV head's query heads in one block: groups of 3, 7, 3 and 8 query
 /// heads here), held to the same bound; one head per KV head and 16 per KV head take the
 /// one-head blocks either way.
@@ -337,6 +338,8 @@ fn fast_decode_attention_matches_the_cpu() {
         (16, 2, 128, false),
         (4, 4, 64, true),
         (16, 1, 64, true),
+        (4, 1, 256, true),
+        (8, 4, 256, false),
     ] {
         for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999, 4200, 4201] {
             let shape = AttnShape {
@@ -409,7 +412,8 @@ fn fast_decode_attention_matches_the_cpu() {
                     ));
                 }
             }
-            let in_order = pos < 128;
+            // Heads of 256 take the wide kernel, which has no CPU-order path.
+            let in_order = pos < 128 && head_dim <= 128;
             let same_bits = ordered
                 .out
                 .iter()
@@ -468,7 +472,7 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
     };
     let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
     let mut failures = Vec::new();
-    for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128)] {
+    for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128), (4, 1, 256)] {
         for (pos, splits, group_splits, ordered_upto) in [
             (0usize, 8, 0, 0),
             (300, 8, 0, 0),
@@ -559,7 +563,7 @@ fn windowed_decode_attention_reads_only_the_window() {
     };
     let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
     let mut failures = Vec::new();
-    for (n_heads, n_kv_heads, head_dim) in [(8, 2, 64), (4, 1, 128), (6, 2, 80)] {
+    for (n_heads, n_kv_heads, head_dim) in [(8, 2, 64), (4, 1, 128), (6, 2, 80), (4, 1, 256)] {
         for (pos, window) in [
             (0usize, 4usize),
             (5, 4),
@@ -620,7 +624,7 @@ fn windowed_decode_attention_reads_only_the_window() {
                     failures.push(format!("{what}: the step's K row differs from the CPU's"));
                 }
             }
-            if pos - first < 128 && ordered.out != want {
+            if pos - first < 128 && head_dim <= 128 && ordered.out != want {
                 failures.push(format!("{what}: the CPU-order path is not the CPU's bits"));
             }
             let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));

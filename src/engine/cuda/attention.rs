@@ -121,15 +121,15 @@ impl CudaEngine {
 
     /// Whether `n` queries take the split-KV kernel: one token of one sequence under fast
     /// numerics (the kernel reads K and V rows in 16-byte pieces, so head_dim a multiple of 8,
-    /// and holds a head in 128 values of shared memory: wider heads, gemma3's 256, take the
-    /// CPU-order kernel, which takes any width).
+    /// and holds a head in 128 values of shared memory, or 256 in `attention_split_wide`:
+    /// other widths take the CPU-order kernel, which takes any).
     fn split_attention(&self, n: usize) -> bool {
         let hd = self.model.config.head_dim;
         self.numerics == Numerics::Fast
             && n == 1
             && self.rows.is_none()
             && hd.is_multiple_of(8)
-            && hd <= 128
+            && (hd <= 128 || hd == WIDE_HEAD)
     }
 
     /// The activation format the split kernel writes its output in for the output projection
@@ -331,8 +331,13 @@ pub(super) fn attention_split(
     };
     let shared_mem_bytes = a.shared_bytes as u32;
     let group = (h.heads / h.kv_heads.max(1)) as usize;
-    let grouped =
-        a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group);
+    let wide = h.head_dim as usize == WIDE_HEAD;
+    let grouped = !wide
+        && a.group_splits > 0
+        && h.heads % h.kv_heads.max(1) == 0
+        && (2..=GROUP_MAX).contains(&group);
+    // The wide kernel has no CPU-order path.
+    let ordered_upto = if wide { 0 } else { a.ordered_upto };
     // The grouped kernels: chunks of whole passes, up to twice group_splits of them
     // (`attf_chunk`); head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
     // memory.
@@ -360,8 +365,10 @@ pub(super) fn attention_split(
             shared_mem_bytes,
         };
         // A sliding-window layer takes the kernel that shifts to its window (the other one,
-        // without that shift, keeps its registers).
-        let f = if h.window > 0 {
+        // without that shift, keeps its registers); heads of 256 their own, windowed or not.
+        let f = if wide {
+            &k.attention_split_wide
+        } else if h.window > 0 {
             &k.attention_split_window
         } else {
             &k.attention_split
@@ -388,7 +395,7 @@ pub(super) fn attention_split(
     if grouped {
         l.arg(&group_splits).arg(&scale);
     } else {
-        l.arg(&splits).arg(&scale).arg(&a.ordered_upto);
+        l.arg(&splits).arg(&scale).arg(&ordered_upto);
     }
     l.arg(a.part)
         .arg(a.tickets)
@@ -401,7 +408,8 @@ pub(super) fn attention_split(
         .reads(KV_CACHE)
         .stamp(&st);
     // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
-    // to 128; the activation buffers hold q_dim values (the engine's, sized for every
+    // to 128, or 256 (the wide kernel, whose shared memory holds such a head); the activation
+    // buffers hold q_dim values (the engine's, sized for every
     // product's input). The grouped kernels: the part buffer holds n_heads × 2 group_splits
     // × (head_dim + 4) values, and 2 to GROUP_MAX query heads share a KV head (checked above).
     unsafe { l.launch(cfg) }.map(|_| ())
@@ -464,6 +472,9 @@ impl HeadArgs {
         }
     }
 }
+
+/// The head width `attention_split_wide` takes beside those up to 128 (gemma3's).
+pub(super) const WIDE_HEAD: usize = 256;
 
 /// Threads of the CPU-order attention kernel (kernels/attention.cu) for heads of `head_dim`:
 /// a thread per output dimension, and at least the 128 its score pass was checked with.

@@ -326,9 +326,10 @@ impl KernelCheck {
     /// engine launches it, with `splits` splits of the context (and `group_splits` chunks on
     /// the grouped path, which takes a KV head's query heads together; 0: a block per query
     /// head); contexts of `ordered_upto` positions or fewer (at most 128) in the CPU's order,
-    /// as the engine asks for models whose products all keep it. With `quant`, the kernel
-    /// also quantizes its output in that format, as the engine asks for before an output
-    /// projection taking it.
+    /// as the engine asks for models whose products all keep it. Heads of 256 take the wide
+    /// one-head kernel whatever is asked (no grouped or CPU-order path). With `quant`, the
+    /// kernel also quantizes its output in that format, as the engine asks for before an
+    /// output projection taking it.
     pub fn decode_attention(
         &self,
         step: &DecodeStep,
@@ -393,10 +394,13 @@ impl KernelCheck {
                 shared_bytes: split_shared_bytes(
                     head_dim,
                     (pos + 1).div_ceil(splits).max(MIN_CHUNK),
-                    ordered_upto > 0,
-                    // As the engine's scratch: only a group the grouped kernels take.
-                    (group_splits > 0 && (2..=GROUP_MAX).contains(&(n_heads / n_kv_heads)))
-                        .then(|| (n_heads / n_kv_heads, group_chunk(pos + 1, group_splits))),
+                    ordered_upto > 0 && head_dim <= 128,
+                    // As the engine's scratch: only a group the grouped kernels take (heads
+                    // of 256 take the wide one-head kernel alone).
+                    (group_splits > 0
+                        && head_dim <= 128
+                        && (2..=GROUP_MAX).contains(&(n_heads / n_kv_heads)))
+                    .then(|| (n_heads / n_kv_heads, group_chunk(pos + 1, group_splits))),
                 ),
                 ordered_upto: ordered_upto.min(i32::MAX as usize) as i32,
                 part: &mut part,

@@ -50,6 +50,8 @@ pub(super) struct Kernels {
     pub(super) attention_split: CudaFunction,
     /// The same for a sliding-window layer (reads only the window).
     pub(super) attention_split_window: CudaFunction,
+    /// The same for heads of 256 (`WIDE_HEAD`), windowed or not.
+    pub(super) attention_split_wide: CudaFunction,
     /// The split kernel over a batch step's tokens, each over its own sequence.
     pub(super) attention_split_rows: CudaFunction,
     pub(super) attention_group: CudaFunction,
@@ -131,6 +133,7 @@ impl Kernels {
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
             attention_split_window: f("attention_split_window")?,
+            attention_split_wide: f("attention_split_wide")?,
             attention_split_rows: f("attention_split_rows")?,
             attention_group: f("attention_group")?,
             attention_group_mma: agm,
