@@ -41,10 +41,25 @@ impl AttnShape {
 }
 
 /// Attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions `pos0..pos0+n`,
-/// against cached `keys`/`values` (`[pos][n_kv_heads·head_dim]`, positions `0..pos0+n`).
-/// Writes `out` (`n × n_heads·head_dim`).
+/// against cached `keys`/`values` (`[pos][n_kv_heads·head_dim]`, positions `0..pos0+n`),
+/// scores scaled by 1/sqrt(head_dim). Writes `out` (`n × n_heads·head_dim`).
 pub fn attention(
     shape: AttnShape,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    pos0: usize,
+    out: &mut [f32],
+) {
+    let scale = 1.0 / (shape.head_dim as f32).sqrt();
+    attention_scaled(shape, scale, q, keys, values, pos0, out)
+}
+
+/// `attention` with the scores scaled by `scale` (`Config::kq_scale`: 1 where the model
+/// scaled Q before).
+pub fn attention_scaled(
+    shape: AttnShape,
+    scale: f32,
     q: &[f32],
     keys: &[f16],
     values: &[f16],
@@ -59,7 +74,6 @@ pub fn attention(
     let q_dim = n_heads * hd;
     let kv_dim = n_kv_heads * hd;
     let group = n_heads / n_kv_heads;
-    let scale = 1.0 / (hd as f32).sqrt();
     let tiled = q.len() / q_dim >= TILED_FROM;
     // The tiled path reads K and V as f32: converted once here for every head and query
     // (exact, every f16 being an f32) instead of row by row inside each (query, head) task.

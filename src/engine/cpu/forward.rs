@@ -1,5 +1,7 @@
-//! The forward pass of a llama/qwen2 decoder on the CPU, top to bottom: embed, then per layer
-//! attention and feed-forward blocks with residuals, then the final norm and the output head.
+//! The forward pass of a llama/qwen2/qwen3/phi3 decoder on the CPU, top to bottom: embed,
+//! then per layer attention and feed-forward blocks with residuals, then the final norm and
+//! the output head. The architectures' differences come from the configuration (per-head
+//! Q/K norms, per-layer RoPE, where the attention scale goes, embedding scale, logit cap).
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
 //! Several sequences, each with its own KV cache, run as one batch (`forward_batch`): their
 //! rows share every product, and each sequence's rows attend to its own cache.
@@ -7,15 +9,19 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention, AttnShape};
+use super::attention::{attention_scaled, AttnShape};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
-use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
+use super::ops::{
+    add_in_place, rms_norm, rms_norm_heads, rope, rope_table_scaled, scale_in_place, silu_mul,
+    softcap_in_place,
+};
 use super::pool;
 use super::repack::Repacked;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::options::LogitsFor;
+use crate::model::config::RopeParams;
 use crate::model::Model;
 use crate::quant;
 
@@ -54,6 +60,9 @@ fn per_row(rows: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
         }
     });
 }
+
+/// One position's RoPE (cos, sin) pairs (`ops::rope_table_scaled`).
+type RopeTable = Vec<(f32, f32)>;
 
 /// `buf` holding exactly `len` values (its old contents, or zeros where it grew).
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -119,22 +128,35 @@ pub fn forward_batch(
     // Names of the element-wise steps without an ISA dispatch (the compiler's vectorisation).
     const RMS_NORM: &str = "ops::rms_norm (portable)";
     const ADD: &str = "ops::add_in_place (portable)";
+    const SCALE: &str = "ops::scale_in_place (portable)";
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
         for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
             quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
+            if let Some(s) = cfg.embed_scale {
+                scale_in_place(row, s);
+            }
         }
     });
     let embed = "quant::dequantize_row (portable)";
     kernels.op(rec, B::Embed, None, embed, Some(&w.token_embd));
+    if cfg.embed_scale.is_some() {
+        kernels.op(rec, B::Embed, None, SCALE, None);
+    }
 
     let h = sized(h, n * e);
     let (q, k, v) = (sized(q, n * qd), sized(k, n * kvd), sized(v, n * kvd));
     let att = sized(att, n * qd);
     let o = sized(o, n * e);
     let (gate, up) = (sized(gate, n * ff), sized(up, n * ff));
-    let mut tables = Vec::new();
+    // RoPE tables per distinct (base, scale) of the layers, made by the first layer using one.
+    let mut tables: Vec<(RopeParams, Vec<RopeTable>)> = Vec::new();
+    let positions: Vec<usize> = seqs
+        .iter()
+        .zip(&starts)
+        .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
+        .collect();
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
@@ -159,22 +181,43 @@ pub fn forward_batch(
             }
         });
         kernels.products(rec, B::Qkv, layer, &[&lw.wq, &lw.wk, &lw.wv]);
+        if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
+            rec.time(B::QkNorm, layer, || {
+                per_row(q, qd, |_, qr| rms_norm_heads(qr, qn, cfg.norm_eps));
+                per_row(k, kvd, |_, kr| rms_norm_heads(kr, kn, cfg.norm_eps));
+            });
+            kernels.op(
+                rec,
+                B::QkNorm,
+                layer,
+                "ops::rms_norm_heads (portable)",
+                None,
+            );
+        }
         rec.time(B::Rope, layer, || {
-            if tables.is_empty() {
-                tables = seqs
-                    .iter()
-                    .zip(&starts)
-                    .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
-                    .map(|pos| rope_table(pos, cfg.rope_dims, cfg.rope_base))
-                    .collect();
-            }
-            let tables = &tables;
-            per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
-            per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
+            let p = cfg.layer_rope(l);
+            let at = match tables.iter().position(|(q, _)| *q == p) {
+                Some(i) => i,
+                None => {
+                    let t = positions
+                        .iter()
+                        .map(|&pos| rope_table_scaled(pos, cfg.rope_dims, p.base, p.freq_scale))
+                        .collect();
+                    tables.push((p, t));
+                    tables.len() - 1
+                }
+            };
+            let table = &tables[at].1;
+            per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &table[t], style));
+            per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &table[t], style));
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
-        // attention stores this batch's K and V first
+        // attention stores this batch's K and V first (and scales Q where the model does so
+        // before attention, ggml_scale after RoPE)
         rec.time(B::Attention, layer, || {
+            if cfg.attn_scale_on_q {
+                per_row(q, qd, |_, qr| scale_in_place(qr, cfg.attn_scale));
+            }
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
                 let m = tokens.len();
                 for t in 0..m {
@@ -184,12 +227,15 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                attention(shape, q, keys, values, pos0, att);
+                attention_scaled(shape, cfg.kq_scale(), q, keys, values, pos0, att);
             }
         });
         if rec.enabled() {
             let most = seqs.iter().map(|(_, t)| t.len()).max().unwrap_or(1);
             let name = super::attention::kernel_name(most, cfg.head_dim);
+            if cfg.attn_scale_on_q {
+                kernels.op(rec, B::Attention, layer, SCALE, None);
+            }
             kernels.op(rec, B::Attention, layer, name, None);
         }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
@@ -251,9 +297,16 @@ pub fn forward_batch(
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
-        matmul(w, &w.output, normed, &mut logits, fast)
+        matmul(w, &w.output, normed, &mut logits, fast);
+        if let Some(cap) = cfg.final_logit_softcap {
+            per_row(&mut logits, vocab, |_, r| softcap_in_place(r, cap));
+        }
     });
     kernels.products(rec, B::LmHead, None, &[&w.output]);
+    if cfg.final_logit_softcap.is_some() {
+        let cap = "ops::softcap_in_place (portable)";
+        kernels.op(rec, B::LmHead, None, cap, None);
+    }
     if rows.len() == 1 {
         return vec![vec![logits]];
     }

@@ -29,13 +29,10 @@ use crate::model::{Arch, Config};
 /// `Backend::open` refuses such a model before building the engine.
 pub fn unsupported(cfg: &Config) -> Option<String> {
     match cfg.arch {
-        Arch::Qwen3 | Arch::Gemma3 | Arch::Phi3 => Some(format!(
+        Arch::Gemma3 => Some(format!(
             "the CPU engine does not run {} files yet",
             cfg.arch.name()
         )),
-        _ if cfg.rope_freq_scale != 1.0 => {
-            Some("the CPU engine does not run linear RoPE scaling yet".to_string())
-        }
         _ => None,
     }
 }
