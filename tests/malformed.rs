@@ -71,7 +71,10 @@ impl Model {
                 "tokenizer.ggml.model".into(),
                 MetaValue::String("gpt2".into()),
             ),
-            ("tokenizer.ggml.pre".into(), MetaValue::String(v.pre.into())),
+            (
+                "tokenizer.ggml.pre".into(),
+                MetaValue::String(v.pre.unwrap_or_default().into()),
+            ),
             ("tokenizer.ggml.tokens".into(), strings(v.tokens)),
             (
                 "tokenizer.ggml.token_type".into(),

@@ -33,6 +33,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "smollm2-135m",
         include_str!("../../profiles/smollm2-135m.toml"),
     ),
+    ("qwen3-0.6b", include_str!("../../profiles/qwen3-0.6b.toml")),
+    ("qwen3-8b", include_str!("../../profiles/qwen3-8b.toml")),
+    ("phi3-mini", include_str!("../../profiles/phi3-mini.toml")),
+    ("mistral-7b", include_str!("../../profiles/mistral-7b.toml")),
     (
         "example-budgets",
         include_str!("../../profiles/example-budgets.toml"),
@@ -64,7 +68,7 @@ fn builtin_names() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Shape {
     pub name: String,
-    /// `llama` or `qwen2`.
+    /// `llama`, `qwen2`, `qwen3` or `phi3`.
     pub arch: String,
     pub n_layers: usize,
     pub n_embd: usize,
@@ -77,11 +81,17 @@ pub struct Shape {
     pub norm_eps: f32,
     /// No `output.weight`: the output head is `token_embd`.
     pub tied_embeddings: bool,
+    /// The head width where it is not `n_embd / n_heads` (qwen3: `attention.key_length`).
+    #[serde(default)]
+    pub head_dim: Option<usize>,
 }
+
+/// The architectures `synth` writes.
+pub const SYNTH_ARCHS: [&str; 4] = ["llama", "qwen2", "qwen3", "phi3"];
 
 impl Shape {
     pub fn head_dim(&self) -> usize {
-        self.n_embd / self.n_heads
+        self.head_dim.unwrap_or(self.n_embd / self.n_heads)
     }
 
     /// Range checks, so a hand-written shape file fails with a sentence, not an allocation.
@@ -93,20 +103,29 @@ impl Shape {
                 Err(format!("shape.{what} = {v} is outside {lo}..={hi}"))
             }
         };
-        if self.arch != "llama" && self.arch != "qwen2" {
+        if !SYNTH_ARCHS.contains(&self.arch.as_str()) {
             return Err(format!(
-                "shape.arch = {:?}: only \"llama\" and \"qwen2\" are supported",
-                self.arch
+                "shape.arch = {:?}: synth writes {}",
+                self.arch,
+                SYNTH_ARCHS.join(", ")
             ));
+        }
+        if let Some(hd) = self.head_dim {
+            limit("head_dim", hd, 2, 1024)?;
+            if !hd.is_multiple_of(2) {
+                return Err(format!("shape.head_dim = {hd} is not even"));
+            }
         }
         limit("n_layers", self.n_layers, 1, 512)?;
         limit("n_embd", self.n_embd, 32, 65536)?;
         limit("n_ff", self.n_ff, 32, 262144)?;
         limit("n_heads", self.n_heads, 1, 1024)?;
         limit("n_kv_heads", self.n_kv_heads, 1, self.n_heads)?;
-        limit("vocab", self.vocab, 1024, 1 << 20)?;
+        limit("vocab", self.vocab, 512, 1 << 20)?;
         limit("context_length", self.context_length, 16, 1 << 24)?;
-        if !self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2) {
+        if self.head_dim.is_none()
+            && (!self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2))
+        {
             return Err(format!(
                 "shape.n_embd = {} is not an even multiple of shape.n_heads = {}",
                 self.n_embd, self.n_heads
