@@ -669,7 +669,7 @@ fn well_formed_files_of_impossible_models() {
         (
             "unsupported-architecture",
             m().set("general.architecture", MetaValue::String("gpt2".into())),
-            &["gpt2"],
+            &["gpt2", "cbtop runs llama, qwen2, qwen3, gemma3, phi3"],
         ),
         (
             "zero-heads",
