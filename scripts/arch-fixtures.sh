@@ -7,6 +7,11 @@
 # picks, 2 threads): the prompt in one batch with logits at every position, then 8 greedy
 # tokens one decode call each (bench/llama/llama-logits.cpp, `gen=8`).
 #
+# Then the tokenizer fixture (ref/tokenizer-synth.jsonl): the synthesized qwen3 (byte-level
+# BPE, qwen2 pre-tokenizer), Phi-3 and Mistral (SentencePiece with byte fallback) vocabularies
+# at their real sizes (shapes/vocab-*.toml), and the ids llama.cpp's tokenizer gives a set of
+# texts with BOS as the vocabulary asks and special tokens parsed (bench/llama/llama-tokens.cpp).
+#
 #   scripts/arch-fixtures.sh [LLAMA_DIR]
 # LLAMA_DIR: a llama.cpp source tree with its CPU build in build/ (default
 # /tmp/llama-cpu/llama.cpp, unpacked from ../shared/peer/llama.cpp-src.tar.xz);
@@ -33,6 +38,9 @@ trap 'rm -rf "$work"' EXIT
 g++ -O2 -std=c++17 -I "$LLAMA_DIR/include" -I "$LLAMA_DIR/ggml/include" \
   bench/llama/llama-logits.cpp -L "$LLAMA_DIR/build/bin" -lllama -lggml -lggml-base \
   -Wl,-rpath,"$LLAMA_DIR/build/bin" -o "$work/llama-logits"
+g++ -O2 -std=c++17 -I "$LLAMA_DIR/include" -I "$LLAMA_DIR/ggml/include" \
+  bench/llama/llama-tokens.cpp -L "$LLAMA_DIR/build/bin" -lllama -lggml -lggml-base \
+  -Wl,-rpath,"$LLAMA_DIR/build/bin" -o "$work/llama-tokens"
 
 fixtures=tests/fixtures/conformance
 tsv=$fixtures/synth.tsv
@@ -91,3 +99,39 @@ EOF
   done
 } >"$tsv"
 echo "wrote $tsv and $(grep -vc '^#' "$tsv") references in $fixtures/ref/" >&2
+
+# The tokenizer fixture.
+tok=$fixtures/ref/tokenizer-synth.jsonl
+: >"$tok"
+for shape in vocab-qwen3 vocab-phi3 vocab-mistral; do
+  model="$work/$shape.gguf"
+  "$CBTOP" synth --shape "$fixtures/shapes/$shape.toml" --quant q8_0 --seed "$SEED" \
+    -o "$model" >/dev/null 2>&1
+  python3 - "$work/llama-tokens" "$model" "$shape" >>"$tok" <<'EOF'
+import json, subprocess, sys
+
+tool, model, shape = sys.argv[1:4]
+texts = [
+    "Hello world",
+    " Hello  world ",
+    "hello\nworld\n\n",
+    "tabs\tand  spaces   end",
+    "   ",
+    "don't stop, we're here!",
+    "numbers 12345 and 3.14159",
+    "Γειά σου Κόσμε",
+    "日本語のテキスト",
+    "emoji 🦀 and ünïcödé",
+    "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+    "<|user|>\nhello<|end|>\n<|assistant|>",
+    "<s> inside </s> text",
+]
+hexed = "".join(t.encode().hex() + "\n" for t in texts)
+out = subprocess.run([tool, model], input=hexed, stdout=subprocess.PIPE,
+                     stderr=subprocess.DEVNULL, text=True, check=True)
+for text, line in zip(texts, out.stdout.splitlines(), strict=True):
+    ids = [int(x) for x in line.split()]
+    print(json.dumps({"shape": shape, "prompt": text, "prompt_ids": ids}, ensure_ascii=False))
+EOF
+done
+echo "wrote $tok" >&2
