@@ -565,7 +565,7 @@ fn fast_kquant(
 /// One decode query over `n_ctx` cached positions; `window`: a sliding layer's (gemma3),
 /// which reads only the last `window` of them.
 fn attention(n_ctx: usize, window: Option<usize>, reps: usize) {
-    use cbtop::engine::cpu::attention::{attention, AttnLayer, AttnShape};
+    use cbtop::engine::cpu::attention::{attention_layer, AttnLayer, AttnShape};
     let shape = AttnShape {
         n_heads: 9,
         n_kv_heads: 3,
@@ -585,7 +585,7 @@ fn attention(n_ctx: usize, window: Option<usize>, reps: usize) {
             window,
             ..AttnLayer::causal(64)
         };
-        attention(shape, layer, &q, &keys, &values, n_ctx - 1, &mut out);
+        attention_layer(shape, layer, &q, &keys, &values, n_ctx - 1, &mut out);
         out[0]
     });
     let w = window.map_or(String::new(), |w| format!(" window {w}"));

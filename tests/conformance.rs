@@ -86,6 +86,24 @@ conformance! {
     qwen2_q5_k_s => "conf-qwen2-Q5_K_S",
     qwen2_q6_k => "conf-qwen2-Q6_K",
     qwen2_q8_0 => "conf-qwen2-Q8_0",
+    // Synthesized (tests/fixtures/conformance/synth.tsv, scripts/arch-fixtures.sh).
+    qwen3_f32 => "synth-qwen3-F32",
+    qwen3_f16 => "synth-qwen3-F16",
+    qwen3_q8_0 => "synth-qwen3-Q8_0",
+    qwen3_q4_k_m => "synth-qwen3-Q4_K_M",
+    qwen3_q6_k => "synth-qwen3-Q6_K",
+    gemma3_f32 => "synth-gemma3-F32",
+    gemma3_f16 => "synth-gemma3-F16",
+    gemma3_q8_0 => "synth-gemma3-Q8_0",
+    gemma3_q4_k_m => "synth-gemma3-Q4_K_M",
+    gemma3_q6_k => "synth-gemma3-Q6_K",
+    phi3_f32 => "synth-phi3-F32",
+    phi3_f16 => "synth-phi3-F16",
+    phi3_q8_0 => "synth-phi3-Q8_0",
+    phi3_q4_k_m => "synth-phi3-Q4_K_M",
+    phi3_q6_k => "synth-phi3-Q6_K",
+    mistral_f32 => "synth-mistral-F32",
+    mistral_q4_k_m => "synth-mistral-Q4_K_M",
 }
 
 /// `fast` numerics on the CPU (Q4_0 matrices repacked at load and taken on the fast kernels for
@@ -159,10 +177,24 @@ fn fast_numerics_on_the_cpu_stay_within_the_bounds() {
 fn every_fixture_model_has_a_test() {
     let names = common::conformance_names();
     let src = include_str!("conformance.rs");
-    for n in names {
+    for n in &names {
         assert!(
             src.contains(&format!("\"{n}\"")),
             "no conformance test for {n}"
+        );
+    }
+    // Every synthesized model has its reference, and every reference its model.
+    for c in common::synth_cases() {
+        let r = common::fixture(&format!("conformance/ref/{}.jsonl", c.name));
+        assert!(r.exists(), "{}: no reference {}", c.name, r.display());
+    }
+    let refs = std::fs::read_dir(common::fixture("conformance/ref")).unwrap();
+    for r in refs {
+        let file = r.unwrap().file_name().to_string_lossy().into_owned();
+        let name = file.trim_end_matches(".jsonl");
+        assert!(
+            names.iter().any(|n| n == name),
+            "reference {file} has no model"
         );
     }
 }

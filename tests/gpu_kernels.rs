@@ -320,7 +320,7 @@ fn f16_bits(x: &[half::f16]) -> Vec<u16> {
 /// one-head blocks either way.
 #[test]
 fn fast_decode_attention_matches_the_cpu() {
-    use cbtop::engine::cpu::attention::{attention, AttnLayer, AttnShape};
+    use cbtop::engine::cpu::attention::{attention, AttnShape};
     use cbtop::engine::cpu::ops::{rope, rope_table};
     use cbtop::engine::cuda::DecodeStep;
     use cbtop::model::RopeStyle;
@@ -390,15 +390,7 @@ fn fast_decode_attention_matches_the_cpu() {
             keys.extend(kr.iter().map(|&x| f16::from_f32(x)));
             values.extend(v.iter().map(|&x| f16::from_f32(x)));
             let mut want = vec![0f32; n_heads * head_dim];
-            attention(
-                shape,
-                AttnLayer::causal(head_dim),
-                &qr,
-                &keys,
-                &values,
-                pos,
-                &mut want,
-            );
+            attention(shape, &qr, &keys, &values, pos, &mut want);
 
             let what = format!(
                 "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, {splits} splits"

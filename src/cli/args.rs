@@ -206,9 +206,7 @@ pub struct SynthArgs {
     #[arg(long)]
     pub shape: String,
     /// Weight mix, as llama-quantize names them: q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k_m,
-    /// q4_k_m, q5_k_m, q6_k, f16 or bf16; or every weight in one type, as llama-quantize
-    /// --pure: pure-f32, pure-f16, pure-bf16, pure-q8_0, pure-q4_0, pure-q4_k, pure-q5_k or
-    /// pure-q6_k.
+    /// q4_k_m, q5_k_m, q6_k, f16 or bf16.
     #[arg(long)]
     pub quant: String,
     /// Output GGUF file.

@@ -12,7 +12,7 @@ pub fn run(a: SynthArgs) -> Result<(), CliError> {
         CliError::usage(format!(
             "--quant {}: not a mix synth writes ({})",
             a.quant,
-            QuantMix::all_names().join(", ")
+            QuantMix::ALL.map(|m| m.name()).join(", ")
         ))
     })?;
     let shape = Profile::shape(&a.shape).map_err(|e| CliError::usage(format!("--shape: {e}")))?;

@@ -102,21 +102,35 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
     if !tied {
         t.push(weight("output.weight".into(), Role::Output, 0, e, vocab));
     }
-    let qwen = shape.arch == "qwen2";
-    let gemma = shape.arch == "gemma3";
+    let arch = shape.arch.as_str();
     for l in 0..nl {
         let n = |s: &str| format!("blk.{l}.{s}");
         t.push(vector(n("attn_norm.weight"), e, Fill::Norm));
-        t.push(weight(n("attn_q.weight"), Role::AttnQ, l, e, qd));
-        t.push(weight(n("attn_k.weight"), Role::AttnK, l, e, kvd));
-        t.push(weight(n("attn_v.weight"), Role::AttnV, l, e, kvd));
-        if qwen {
+        if arch == "phi3" {
+            // llama.cpp's fused Q, K, V rows.
+            t.push(weight(
+                n("attn_qkv.weight"),
+                Role::AttnQkv,
+                l,
+                e,
+                qd + 2 * kvd,
+            ));
+        } else {
+            t.push(weight(n("attn_q.weight"), Role::AttnQ, l, e, qd));
+            t.push(weight(n("attn_k.weight"), Role::AttnK, l, e, kvd));
+            t.push(weight(n("attn_v.weight"), Role::AttnV, l, e, kvd));
+        }
+        if arch == "qwen2" {
             t.push(vector(n("attn_q.bias"), qd, Fill::Bias));
             t.push(vector(n("attn_k.bias"), kvd, Fill::Bias));
             t.push(vector(n("attn_v.bias"), kvd, Fill::Bias));
         }
+        if arch == "qwen3" {
+            t.push(vector(n("attn_q_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("attn_k_norm.weight"), hd, Fill::Norm));
+        }
         t.push(weight(n("attn_output.weight"), Role::AttnOut, l, qd, e));
-        if gemma {
+        if arch == "gemma3" {
             // gemma3's per-head Q/K norms and its norms of the attention and FFN outputs
             // (the converter stores them with Gemma's +1 already added: weights near 1)
             t.push(vector(n("attn_q_norm.weight"), hd, Fill::Norm));
@@ -124,10 +138,15 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
             t.push(vector(n("post_attention_norm.weight"), e, Fill::Norm));
         }
         t.push(vector(n("ffn_norm.weight"), e, Fill::Norm));
-        t.push(weight(n("ffn_gate.weight"), Role::FfnGate, l, e, ff));
-        t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, ff));
+        if arch == "phi3" {
+            // Gate rows then up rows in one tensor.
+            t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, 2 * ff));
+        } else {
+            t.push(weight(n("ffn_gate.weight"), Role::FfnGate, l, e, ff));
+            t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, ff));
+        }
         t.push(weight(n("ffn_down.weight"), Role::FfnDown, l, ff, e));
-        if gemma {
+        if arch == "gemma3" {
             t.push(vector(n("post_ffw_norm.weight"), e, Fill::Norm));
         }
     }
@@ -197,7 +216,37 @@ pub fn writer(shape: &Shape, mix: QuantMix, seed: u64) -> (GgufWriter, Vec<Tenso
             &k("attention.layer_norm_rms_epsilon"),
             MetaValue::F32(shape.norm_eps),
         )
-        .meta(&k("vocab_size"), u32v(shape.vocab));
+        .meta(&k("vocab_size"), u32v(shape.vocab))
+        .meta("tokenizer.ggml.model", MetaValue::String(v.model.into()));
+    if let Some(pre) = v.pre {
+        w.meta("tokenizer.ggml.pre", MetaValue::String(pre.into()));
+    }
+    w.meta("tokenizer.ggml.tokens", strings(v.tokens)).meta(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(
+            value_type::I32,
+            v.types.into_iter().map(MetaValue::I32).collect(),
+        ),
+    );
+    if !v.merges.is_empty() {
+        w.meta("tokenizer.ggml.merges", strings(v.merges));
+    }
+    if !v.scores.is_empty() {
+        let scores = v.scores.into_iter().map(MetaValue::F32).collect();
+        w.meta(
+            "tokenizer.ggml.scores",
+            MetaValue::Array(value_type::F32, scores),
+        );
+    }
+    if let Some(unk) = v.unk {
+        w.meta("tokenizer.ggml.unknown_token_id", MetaValue::U32(unk));
+    }
+    w.meta("tokenizer.ggml.bos_token_id", MetaValue::U32(v.bos))
+        .meta("tokenizer.ggml.eos_token_id", MetaValue::U32(v.eos))
+        .meta("tokenizer.ggml.add_bos_token", MetaValue::Bool(v.add_bos));
+    if let Some(eot) = v.eot {
+        w.meta("tokenizer.ggml.eot_token_id", MetaValue::U32(eot));
+    }
     if let Some(hd) = shape.head_dim {
         w.meta(&k("attention.key_length"), u32v(hd))
             .meta(&k("attention.value_length"), u32v(hd));
@@ -211,37 +260,6 @@ pub fn writer(shape: &Shape, mix: QuantMix, seed: u64) -> (GgufWriter, Vec<Tenso
     if let Some(factor) = shape.rope_scaling_factor {
         w.meta(&k("rope.scaling.type"), MetaValue::String("linear".into()))
             .meta(&k("rope.scaling.factor"), MetaValue::F32(factor));
-    }
-    w.meta("tokenizer.ggml.model", MetaValue::String(v.model.into()))
-        .meta("tokenizer.ggml.pre", MetaValue::String(v.pre.into()))
-        .meta("tokenizer.ggml.tokens", strings(v.tokens));
-    if !v.scores.is_empty() {
-        w.meta(
-            "tokenizer.ggml.scores",
-            MetaValue::Array(
-                value_type::F32,
-                v.scores.into_iter().map(MetaValue::F32).collect(),
-            ),
-        );
-    }
-    w.meta(
-        "tokenizer.ggml.token_type",
-        MetaValue::Array(
-            value_type::I32,
-            v.types.into_iter().map(MetaValue::I32).collect(),
-        ),
-    );
-    if !v.merges.is_empty() {
-        w.meta("tokenizer.ggml.merges", strings(v.merges));
-    }
-    w.meta("tokenizer.ggml.bos_token_id", MetaValue::U32(v.bos))
-        .meta("tokenizer.ggml.eos_token_id", MetaValue::U32(v.eos))
-        .meta("tokenizer.ggml.add_bos_token", MetaValue::Bool(v.add_bos));
-    if let Some(eot) = v.eot {
-        w.meta("tokenizer.ggml.eot_token_id", MetaValue::U32(eot));
-    }
-    if let Some(unk) = v.unk {
-        w.meta("tokenizer.ggml.unknown_token_id", MetaValue::U32(unk));
     }
     if let Some(add) = v.add_space_prefix {
         w.meta("tokenizer.ggml.add_space_prefix", MetaValue::Bool(add));
@@ -291,6 +309,48 @@ mod tests {
         assert!((350e6..420e6).contains(&(total as f64)), "{total}");
         let embd = &t[0];
         assert_eq!(embd.ty, GgmlType::Q8_0); // tied head, 896 % 256 != 0
+    }
+
+    #[test]
+    fn qwen3_and_phi3_shapes_have_their_architectures_tensors() {
+        let q = Profile::shape("qwen3-0.6b").unwrap();
+        assert_eq!((q.head_dim(), q.n_heads * q.head_dim()), (128, 2048));
+        let t = tensors(&q, QuantMix::Q4KM);
+        // tied; per layer: norms 2, q/k/v/o 4, q/k norms 2, gate/up/down 3
+        assert_eq!(t.len(), 2 + 28 * 11);
+        let q_proj = t.iter().find(|x| x.name == "blk.0.attn_q.weight").unwrap();
+        assert_eq!(q_proj.dims, [1024, 2048]);
+        let k_norm = t
+            .iter()
+            .find(|x| x.name == "blk.3.attn_k_norm.weight")
+            .unwrap();
+        assert_eq!(
+            (k_norm.dims.as_slice(), k_norm.ty),
+            (&[128u64][..], GgmlType::F32)
+        );
+        let p = Profile::shape("phi3-mini").unwrap();
+        let t = tensors(&p, QuantMix::Q4KM);
+        // untied; per layer: norms 2, qkv, o, up (gate and up), down
+        assert_eq!(t.len(), 3 + 32 * 6);
+        let qkv = t
+            .iter()
+            .find(|x| x.name == "blk.0.attn_qkv.weight")
+            .unwrap();
+        assert_eq!(
+            (qkv.dims.as_slice(), qkv.ty),
+            (&[3072u64, 9216][..], GgmlType::Q5_K)
+        );
+        let up = t.iter().find(|x| x.name == "blk.0.ffn_up.weight").unwrap();
+        assert_eq!(up.dims, [3072, 16384]);
+        assert!(t.iter().all(|x| !x.name.contains("ffn_gate")));
+        // The parameter counts llama-bench gave these files: 596.05 M and 3.82 B.
+        let params = |t: &[TensorSpec]| {
+            t.iter()
+                .map(|x| x.dims.iter().product::<u64>())
+                .sum::<u64>()
+        };
+        assert_eq!(params(&tensors(&q, QuantMix::F16)), 596_049_920);
+        assert_eq!(params(&t), 3_821_079_552);
     }
 
     /// gemma3's shapes: the published parameter counts (Gemma-3-1B 999,885,952; the 4B's

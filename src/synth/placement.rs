@@ -14,6 +14,8 @@ pub enum Role {
     AttnQ,
     AttnK,
     AttnV,
+    /// A fused Q, K and V matrix (phi3's `attn_qkv`).
+    AttnQkv,
     AttnOut,
     FfnGate,
     FfnUp,
@@ -23,6 +25,8 @@ pub enum Role {
 /// The weight mixes `synth` writes: llama-quantize's file types of the same names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuantMix {
+    /// Every weight F32 (llama.cpp's `all F32`), for conformance references.
+    F32,
     Q4_0,
     Q4_1,
     Q5_0,
@@ -35,27 +39,11 @@ pub enum QuantMix {
     Q6K,
     F16,
     BF16,
-    /// Every weight in one type, as `llama-quantize --pure` writes it (norms and biases stay
-    /// F32; a type whose blocks do not divide a row falls back as llama.cpp's does): the
-    /// conformance fixtures' tiny models. Named `pure-<type>`; not among `ALL`, which are
-    /// llama-quantize's mixes.
-    Pure(GgmlType),
 }
 
 impl QuantMix {
-    /// The types `Pure` is offered in.
-    pub const PURE: [GgmlType; 8] = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q8_0,
-        GgmlType::Q4_0,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ];
-
-    pub const ALL: [QuantMix; 12] = [
+    pub const ALL: [QuantMix; 13] = [
+        QuantMix::F32,
         QuantMix::Q4_0,
         QuantMix::Q4_1,
         QuantMix::Q5_0,
@@ -72,6 +60,7 @@ impl QuantMix {
 
     pub fn name(self) -> &'static str {
         match self {
+            QuantMix::F32 => "f32",
             QuantMix::Q4_0 => "q4_0",
             QuantMix::Q4_1 => "q4_1",
             QuantMix::Q5_0 => "q5_0",
@@ -84,40 +73,19 @@ impl QuantMix {
             QuantMix::Q6K => "q6_k",
             QuantMix::F16 => "f16",
             QuantMix::BF16 => "bf16",
-            QuantMix::Pure(t) => match t {
-                GgmlType::F32 => "pure-f32",
-                GgmlType::F16 => "pure-f16",
-                GgmlType::BF16 => "pure-bf16",
-                GgmlType::Q8_0 => "pure-q8_0",
-                GgmlType::Q4_0 => "pure-q4_0",
-                GgmlType::Q4_K => "pure-q4_k",
-                GgmlType::Q5_K => "pure-q5_k",
-                GgmlType::Q6_K => "pure-q6_k",
-                _ => "pure",
-            },
         }
-    }
-
-    /// Every mix `from_name` knows: llama-quantize's, then the pure ones.
-    pub fn all_names() -> Vec<&'static str> {
-        let pure = QuantMix::PURE.map(|t| QuantMix::Pure(t).name());
-        QuantMix::ALL
-            .map(|m| m.name())
-            .into_iter()
-            .chain(pure)
-            .collect()
     }
 
     pub fn from_name(s: &str) -> Option<QuantMix> {
         QuantMix::ALL
             .into_iter()
-            .chain(QuantMix::PURE.map(QuantMix::Pure))
             .find(|m| m.name().eq_ignore_ascii_case(s))
     }
 
     /// llama.cpp's `general.file_type` (`LLAMA_FTYPE_MOSTLY_*`).
     pub fn file_type(self) -> u32 {
         match self {
+            QuantMix::F32 => 0,
             QuantMix::F16 => 1,
             QuantMix::Q4_0 => 2,
             QuantMix::Q4_1 => 3,
@@ -130,16 +98,6 @@ impl QuantMix {
             QuantMix::Q5KM => 17,
             QuantMix::Q6K => 18,
             QuantMix::BF16 => 32,
-            QuantMix::Pure(t) => match t {
-                GgmlType::F32 => 0,
-                GgmlType::F16 => 1,
-                GgmlType::Q4_0 => 2,
-                GgmlType::Q8_0 => 7,
-                GgmlType::Q4_K => 15,
-                GgmlType::Q5_K => 17,
-                GgmlType::Q6_K => 18,
-                _ => 32,
-            },
         }
     }
 
@@ -147,6 +105,7 @@ impl QuantMix {
     /// (`llama_ftype_get_default_type`).
     fn default_type(self) -> GgmlType {
         match self {
+            QuantMix::F32 => GgmlType::F32,
             QuantMix::Q4_0 => GgmlType::Q4_0,
             QuantMix::Q4_1 => GgmlType::Q4_1,
             QuantMix::Q5_0 => GgmlType::Q5_0,
@@ -159,7 +118,6 @@ impl QuantMix {
             QuantMix::Q6K => GgmlType::Q6_K,
             QuantMix::F16 => GgmlType::F16,
             QuantMix::BF16 => GgmlType::BF16,
-            QuantMix::Pure(t) => t,
         }
     }
 }
@@ -192,9 +150,6 @@ pub fn weight_type(mix: QuantMix, p: Place) -> GgmlType {
     if !default.is_quantized() {
         return default;
     }
-    if let QuantMix::Pure(t) = mix {
-        return fallback(t, p.ncols);
-    }
     let head = p.role == Role::Output || (p.tied && p.role == Role::TokenEmbd);
     let more_bits = use_more_bits(p.layer, p.n_layers);
     let chosen = match (mix, p.role) {
@@ -207,6 +162,9 @@ pub fn weight_type(mix: QuantMix, p: Place) -> GgmlType {
         (QuantMix::Q3KM, Role::FfnDown) if p.layer < p.n_layers / 16 => T::Q5_K,
         (QuantMix::Q3KM, Role::AttnV | Role::FfnDown | Role::AttnOut) => T::Q4_K,
         (QuantMix::Q4KM | QuantMix::Q5KM, Role::AttnV | Role::FfnDown) if more_bits => T::Q6_K,
+        (QuantMix::Q3KM, Role::AttnQkv) => T::Q4_K,
+        (QuantMix::Q4KM, Role::AttnQkv) => T::Q5_K,
+        (QuantMix::Q5KM, Role::AttnQkv) => T::Q6_K,
         _ => default,
     };
     fallback(chosen, p.ncols)
@@ -281,25 +239,6 @@ mod tests {
         assert_eq!(fallback(GgmlType::Q3_K, 896), GgmlType::Q4_0);
         assert_eq!(fallback(GgmlType::Q5_K, 896), GgmlType::Q5_1);
         assert_eq!(fallback(GgmlType::Q5_K, 1024), GgmlType::Q5_K);
-    }
-
-    /// A pure mix puts every weight, the head included, in its type (falling back where the
-    /// blocks do not divide a row).
-    #[test]
-    fn pure_mixes_place_one_type() {
-        for t in QuantMix::PURE {
-            let mix = QuantMix::from_name(QuantMix::Pure(t).name()).unwrap();
-            assert_eq!(mix, QuantMix::Pure(t));
-            for role in [Role::TokenEmbd, Role::Output, Role::AttnV, Role::FfnDown] {
-                assert_eq!(weight_type(mix, place(role, 1, 6, 512, true)), t);
-            }
-        }
-        let q4k = QuantMix::Pure(GgmlType::Q4_K);
-        assert_eq!(
-            weight_type(q4k, place(Role::AttnQ, 0, 6, 896, false)),
-            GgmlType::Q5_0
-        );
-        assert!(QuantMix::all_names().contains(&"pure-f32"));
     }
 
     #[test]

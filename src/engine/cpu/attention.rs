@@ -70,13 +70,51 @@ impl AttnLayer {
     }
 }
 
-/// Attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions `pos0..pos0+n`,
-/// against cached `keys`/`values` (`[pos][n_kv_heads·head_dim]`, positions `0..pos0+n`).
-/// Writes `out` (`n × n_heads·head_dim`). Keys outside a sliding window are not read at all:
-/// llama.cpp's kernels skip masked keys (`-inf` in the mask) without touching the running
-/// softmax, so starting at the window's first key gives its bits, and a long context costs
-/// a sliding layer only its window.
+/// Plain causal attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions
+/// `pos0..pos0+n`, against cached `keys`/`values` (`[pos][n_kv_heads·head_dim]`, positions
+/// `0..pos0+n`), scores scaled by 1/sqrt(head_dim). Writes `out` (`n × n_heads·head_dim`).
 pub fn attention(
+    shape: AttnShape,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    pos0: usize,
+    out: &mut [f32],
+) {
+    attention_layer(
+        shape,
+        AttnLayer::causal(shape.head_dim),
+        q,
+        keys,
+        values,
+        pos0,
+        out,
+    )
+}
+
+/// `attention` with the scores scaled by `scale` (`Config::kq_scale`: 1 where the model
+/// scaled Q before).
+pub fn attention_scaled(
+    shape: AttnShape,
+    scale: f32,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    pos0: usize,
+    out: &mut [f32],
+) {
+    let layer = AttnLayer {
+        scale,
+        window: None,
+    };
+    attention_layer(shape, layer, q, keys, values, pos0, out)
+}
+
+/// `attention` with a layer's score scale and sliding window (`AttnLayer`). Keys outside the
+/// window are not read at all: llama.cpp's kernels skip masked keys (`-inf` in the mask)
+/// without touching the running softmax, so starting at the window's first key gives its
+/// bits, and a long context costs a sliding layer only its window.
+pub fn attention_layer(
     shape: AttnShape,
     layer: AttnLayer,
     q: &[f32],
@@ -387,7 +425,7 @@ mod tests {
         let k16: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
         let v16: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
         let mut out = vec![0f32; q.len()];
-        attention(shape, AttnLayer::causal(8), &q, &k16, &v16, pos0, &mut out);
+        attention(shape, &q, &k16, &v16, pos0, &mut out);
         let want = reference(shape, &q, &k, &v, pos0);
         for (a, b) in out.iter().zip(&want) {
             assert!((a - b).abs() < 5e-3, "{a} vs {b}");
@@ -399,7 +437,7 @@ mod tests {
             *x = f16::from_f32(5.0);
         }
         let mut out2 = vec![0f32; q.len()];
-        attention(shape, AttnLayer::causal(8), &q, &k2, &v16, pos0, &mut out2);
+        attention(shape, &q, &k2, &v16, pos0, &mut out2);
         assert_eq!(out[..32], out2[..32]);
         assert_ne!(out[32..], out2[32..]);
     }
@@ -424,7 +462,7 @@ mod tests {
         let k16: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
         let v16: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
         let mut out = vec![0f32; q.len()];
-        attention(shape, AttnLayer::causal(4), &q, &k16, &v16, 0, &mut out);
+        attention(shape, &q, &k16, &v16, 0, &mut out);
         let want = reference(shape, &q, &k, &v, 0);
         for (a, b) in out.iter().zip(&want) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
@@ -473,7 +511,7 @@ mod tests {
             let k16: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
             let v16: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
             let mut out = vec![0f32; q.len()];
-            attention(shape, layer, &q, &k16, &v16, pos0, &mut out);
+            attention_layer(shape, layer, &q, &k16, &v16, pos0, &mut out);
             let bound = if n >= TILED_FROM { 1e-4 } else { 5e-3 };
             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                 assert!(
@@ -504,13 +542,13 @@ mod tests {
                 .collect();
             let q: Vec<f32> = (0..n * 128).map(|_| rng.next_signed()).collect();
             let mut plain = vec![0f32; q.len()];
-            attention(shape, AttnLayer::causal(64), &q, &k, &v, pos0, &mut plain);
+            attention(shape, &q, &k, &v, pos0, &mut plain);
             let wide = AttnLayer {
                 window: Some(pos0 + n),
                 ..AttnLayer::causal(64)
             };
             let mut windowed = vec![1f32; q.len()];
-            attention(shape, wide, &q, &k, &v, pos0, &mut windowed);
+            attention_layer(shape, wide, &q, &k, &v, pos0, &mut windowed);
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&plain), bits(&windowed), "n {n} pos0 {pos0}");
         }

@@ -1,8 +1,8 @@
-//! The forward pass of a llama/qwen2/gemma3 decoder on the CPU, top to bottom: embed, then per
-//! layer attention and feed-forward blocks with residuals, then the final norm and the output
-//! head. gemma3 adds its embedding scale, per-head Q/K norms, Q scaled before attention,
-//! sliding-window layers with their own RoPE, norms of the attention and FFN outputs before
-//! their residual adds, GeGLU, and an optional final logit soft cap.
+//! The forward pass of a llama/qwen2/qwen3/gemma3/phi3 decoder on the CPU, top to bottom:
+//! embed, then per layer attention and feed-forward blocks with residuals, then the final norm
+//! and the output head. The architectures' differences come from the configuration (per-head
+//! Q/K norms, per-layer RoPE, where the attention scale goes, sliding-window layers, norms of
+//! the attention and FFN outputs, GeGLU, embedding scale, logit cap).
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
 //! Several sequences, each with its own KV cache, run as one batch (`forward_batch`): their
 //! rows share every product, and each sequence's rows attend to its own cache.
@@ -10,14 +10,14 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention, AttnLayer, AttnShape};
+use super::attention::{attention_layer, AttnLayer, AttnShape};
 use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
 use super::ops::{
-    add_in_place, rms_norm, rms_norm_pieces, rope, rope_table_scaled, scale_in_place, silu_mul,
-    softcap,
+    add_in_place, rms_norm, rms_norm_heads, rope, rope_table_scaled, scale_in_place, silu_mul,
+    softcap_in_place,
 };
 use super::pool;
 use super::repack::Repacked;
@@ -63,8 +63,8 @@ fn per_row(rows: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     });
 }
 
-/// One RoPE cosine/sine table per row of the batch.
-type RopeRows = Vec<Vec<(f32, f32)>>;
+/// One position's RoPE (cos, sin) pairs (`ops::rope_table_scaled`).
+type RopeTable = Vec<(f32, f32)>;
 
 /// `buf` holding exactly `len` values (its old contents, or zeros where it grew).
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -130,7 +130,9 @@ pub fn forward_batch(
     // Names of the element-wise steps without an ISA dispatch (the compiler's vectorisation).
     const RMS_NORM: &str = "ops::rms_norm (portable)";
     const ADD: &str = "ops::add_in_place (portable)";
-    const RMS_NORM_PIECES: &str = "ops::rms_norm_pieces (portable)";
+    const SCALE: &str = "ops::scale_in_place (portable)";
+    // gemma3's post-norms: rms_norm_heads with the whole row as its one piece, in place.
+    const RMS_NORM_ROWS: &str = "ops::rms_norm_heads (portable)";
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
@@ -141,21 +143,21 @@ pub fn forward_batch(
             }
         }
     });
-    let embed = if cfg.embed_scale.is_some() {
-        "quant::dequantize_row + ops::scale_in_place (portable)"
-    } else {
-        "quant::dequantize_row (portable)"
-    };
+    let embed = "quant::dequantize_row (portable)";
     kernels.op(rec, B::Embed, None, embed, Some(&w.token_embd));
+    if cfg.embed_scale.is_some() {
+        kernels.op(rec, B::Embed, None, SCALE, None);
+    }
 
     let h = sized(h, n * e);
     let (q, k, v) = (sized(q, n * qd), sized(k, n * kvd), sized(v, n * kvd));
     let att = sized(att, n * qd);
     let o = sized(o, n * e);
     let (gate, up) = (sized(gate, n * ff), sized(up, n * ff));
-    // RoPE tables per distinct (base, scale), built at the first layer that uses them
-    // (gemma3: one for its sliding layers, one for its global layers).
-    let mut tables: Vec<(RopeParams, RopeRows)> = Vec::new();
+    // The layers' RoPE tables, made by the first layer using each (base, scale): at most two,
+    // the global layers' and the sliding layers' (`Config::layer_rope`). On the stack, so a
+    // decode step allocates no more than one table's.
+    let mut tables: [Option<(RopeParams, Vec<RopeTable>)>; 2] = [None, None];
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
@@ -182,37 +184,47 @@ pub fn forward_batch(
         kernels.products(rec, B::Qkv, layer, &[&lw.wq, &lw.wk, &lw.wv]);
         if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
             rec.time(B::QkNorm, layer, || {
-                per_row(q, qd, |_, qr| rms_norm_pieces(qr, qn, cfg.norm_eps));
-                per_row(k, kvd, |_, kr| rms_norm_pieces(kr, kn, cfg.norm_eps));
+                per_row(q, qd, |_, qr| rms_norm_heads(qr, qn, cfg.norm_eps));
+                per_row(k, kvd, |_, kr| rms_norm_heads(kr, kn, cfg.norm_eps));
             });
-            kernels.op(rec, B::QkNorm, layer, RMS_NORM_PIECES, None);
+            kernels.op(
+                rec,
+                B::QkNorm,
+                layer,
+                "ops::rms_norm_heads (portable)",
+                None,
+            );
         }
-        let rp = cfg.layer_rope(l);
         rec.time(B::Rope, layer, || {
-            let at = match tables.iter().position(|(p, _)| *p == rp) {
-                Some(i) => i,
-                None => {
-                    let rows = seqs
-                        .iter()
-                        .zip(&starts)
-                        .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
-                        .map(|pos| rope_table_scaled(pos, cfg.rope_dims, rp.base, rp.freq_scale))
-                        .collect();
-                    tables.push((rp, rows));
-                    tables.len() - 1
-                }
+            let p = cfg.layer_rope(l);
+            let has = |slot: &Option<(RopeParams, Vec<RopeTable>)>| {
+                matches!(slot, Some((q, _)) if *q == p)
             };
-            let tables = &tables[at].1;
-            per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
-            per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
+            let at = (tables.iter().position(has))
+                .or_else(|| tables.iter().position(Option::is_none))
+                .unwrap_or(1);
+            if !has(&tables[at]) {
+                let t = seqs
+                    .iter()
+                    .zip(&starts)
+                    .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
+                    .map(|pos| rope_table_scaled(pos, cfg.rope_dims, p.base, p.freq_scale))
+                    .collect();
+                tables[at] = Some((p, t));
+            }
+            if let Some((_, table)) = &tables[at] {
+                per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &table[t], style));
+                per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &table[t], style));
+            }
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
+        // The layer's score scale and sliding window (gemma3's sliding layers read only it).
         let layer_attn = AttnLayer {
             scale: cfg.kq_scale(),
             window: cfg.layer_window(l),
         };
-        // attention stores this batch's K and V first (and scales Q first where llama.cpp
-        // does: an f32 product before attention reads Q)
+        // attention stores this batch's K and V first (and scales Q where the model does so
+        // before attention, ggml_scale after RoPE)
         rec.time(B::Attention, layer, || {
             if cfg.attn_scale_on_q {
                 per_row(q, qd, |_, qr| scale_in_place(qr, cfg.attn_scale));
@@ -226,21 +238,24 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                attention(shape, layer_attn, q, keys, values, pos0, att);
+                attention_layer(shape, layer_attn, q, keys, values, pos0, att);
             }
         });
         if rec.enabled() {
             let most = seqs.iter().map(|(_, t)| t.len()).max().unwrap_or(1);
             let name = super::attention::kernel_name(most, cfg.head_dim);
+            if cfg.attn_scale_on_q {
+                kernels.op(rec, B::Attention, layer, SCALE, None);
+            }
             kernels.op(rec, B::Attention, layer, name, None);
         }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         kernels.products(rec, B::AttnOut, layer, &[&lw.wo]);
         if let Some(pn) = &lw.post_attn_norm {
             rec.time(B::PostAttnNorm, layer, || {
-                per_row(o, e, |_, or| rms_norm_pieces(or, pn, cfg.norm_eps));
+                per_row(o, e, |_, or| rms_norm_heads(or, pn, cfg.norm_eps));
             });
-            kernels.op(rec, B::PostAttnNorm, layer, RMS_NORM_PIECES, None);
+            kernels.op(rec, B::PostAttnNorm, layer, RMS_NORM_ROWS, None);
         }
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
@@ -280,9 +295,9 @@ pub fn forward_batch(
         kernels.products(rec, B::FfnDown, layer, &[&lw.w_down]);
         if let Some(pn) = &lw.post_ffn_norm {
             rec.time(B::PostFfnNorm, layer, || {
-                per_row(o, e, |_, or| rms_norm_pieces(or, pn, cfg.norm_eps));
+                per_row(o, e, |_, or| rms_norm_heads(or, pn, cfg.norm_eps));
             });
-            kernels.op(rec, B::PostFfnNorm, layer, RMS_NORM_PIECES, None);
+            kernels.op(rec, B::PostFfnNorm, layer, RMS_NORM_ROWS, None);
         }
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
@@ -315,10 +330,14 @@ pub fn forward_batch(
     rec.time(B::LmHead, None, || {
         matmul(w, &w.output, normed, &mut logits, fast);
         if let Some(cap) = cfg.final_logit_softcap {
-            softcap(&mut logits, cap);
+            per_row(&mut logits, vocab, |_, r| softcap_in_place(r, cap));
         }
     });
     kernels.products(rec, B::LmHead, None, &[&w.output]);
+    if cfg.final_logit_softcap.is_some() {
+        let cap = "ops::softcap_in_place (portable)";
+        kernels.op(rec, B::LmHead, None, cap, None);
+    }
     if rows.len() == 1 {
         return vec![vec![logits]];
     }

@@ -16,27 +16,28 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// `rms_norm` of every `w.len()`-value piece of `x` in place: llama.cpp's RMSNorm of each
-/// head of Q or K (qwen3's and gemma3's `attn_q_norm` / `attn_k_norm`), and of a whole row
-/// where `w` is as long as it (gemma3's post-norms). Same arithmetic as `rms_norm`.
-pub fn rms_norm_pieces(x: &mut [f32], w: &[f32], eps: f32) {
-    for piece in x.chunks_exact_mut(w.len()) {
-        let sum: f64 = piece.iter().map(|&v| (v * v) as f64).sum();
-        let mean = (sum / piece.len() as f64) as f32;
+/// `rms_norm` of each `w.len()`-value head of `x`, in place (the per-head Q/K norm of qwen3
+/// and gemma3: ggml's rms_norm over a `[head_dim, heads, tokens]` view, then mul): each head's
+/// sum is taken before any of it is overwritten, so the bits are `rms_norm`'s.
+pub fn rms_norm_heads(x: &mut [f32], w: &[f32], eps: f32) {
+    for head in x.chunks_exact_mut(w.len()) {
+        let sum: f64 = head.iter().map(|&v| (v * v) as f64).sum();
+        let mean = (sum / head.len() as f64) as f32;
         let scale = 1.0 / (mean + eps).sqrt();
-        for (v, &g) in piece.iter_mut().zip(w) {
+        for (v, &g) in head.iter_mut().zip(w) {
             *v = (*v * scale) * g;
         }
     }
 }
 
-/// `x = s * x` (ggml_scale): the embedding scale and Q scaled before attention.
+/// `x *= s`, as ggml_scale (one f32 product per value).
 pub fn scale_in_place(x: &mut [f32], s: f32) {
     x.iter_mut().for_each(|v| *v *= s);
 }
 
-/// Logit soft capping as llama.cpp builds it from three ops: `x * (1/cap)`, `tanhf`, `* cap`.
-pub fn softcap(x: &mut [f32], cap: f32) {
+/// `x = tanh(x / cap) * cap` per value, as llama.cpp's logit soft cap (ggml_scale by
+/// `1 / cap`, ggml_tanh, ggml_scale by `cap`).
+pub fn softcap_in_place(x: &mut [f32], cap: f32) {
     let inv = 1.0 / cap;
     x.iter_mut().for_each(|v| *v = (*v * inv).tanh() * cap);
 }
@@ -121,9 +122,9 @@ pub fn rope_table(pos: usize, n_rot: usize, base: f32) -> Vec<(f32, f32)> {
     rope_table_scaled(pos, n_rot, base, 1.0)
 }
 
-/// `rope_table` with linear RoPE scaling: each angle is `freq_scale * theta` (one f32
-/// product, ggml's `rope_yarn` with `ext_factor` 0 and `mscale` 1), where `freq_scale` is
-/// 1/`rope.scaling.factor`. A scale of 1 gives `rope_table`'s bits.
+/// `rope_table` with a linear frequency scale: each angle multiplied by `freq_scale` before
+/// its cosine and sine, as ggml's `rope_yarn` without extrapolation mix (the running angle
+/// itself stays unscaled; a scale of 1 leaves every bit as `rope_table`'s).
 pub fn rope_table_scaled(pos: usize, n_rot: usize, base: f32, freq_scale: f32) -> Vec<(f32, f32)> {
     let theta_scale = base.powf(-2.0 / n_rot as f32);
     let mut theta = pos as f32;
@@ -181,28 +182,29 @@ mod tests {
         }
     }
 
-    /// In-place pieces give `rms_norm`'s bits, piece by piece.
     #[test]
-    fn rms_norm_pieces_equal_rms_norm_per_piece() {
-        let mut rng = crate::rng::SplitMix64::new(4);
-        let x: Vec<f32> = (0..4 * 64).map(|_| rng.next_signed() * 3.0).collect();
-        let w: Vec<f32> = (0..64).map(|_| 1.0 + 0.2 * rng.next_signed()).collect();
-        let mut got = x.clone();
-        rms_norm_pieces(&mut got, &w, 1e-6);
-        for (piece, out) in x.chunks_exact(64).zip(got.chunks_exact(64)) {
-            let mut want = [0f32; 64];
-            rms_norm(piece, &w, 1e-6, &mut want);
-            assert_eq!(out, want);
+    fn per_head_rms_norm_is_rms_norm_of_each_head() {
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let x: Vec<f32> = (0..3 * 8).map(|_| rng.next_signed() * 4.0).collect();
+        let w: Vec<f32> = (0..8).map(|_| rng.next_signed()).collect();
+        let mut heads = x.clone();
+        rms_norm_heads(&mut heads, &w, 1e-6);
+        for (h, got) in x.chunks_exact(8).zip(heads.chunks_exact(8)) {
+            let mut want = [0f32; 8];
+            rms_norm(h, &w, 1e-6, &mut want);
+            assert_eq!(got, want);
         }
     }
 
     #[test]
-    fn softcap_bounds_and_keeps_small_values() {
-        let mut x = [0.0f32, 1.0, -1000.0, 1000.0];
-        softcap(&mut x, 30.0);
-        assert_eq!(x[0], 0.0);
-        assert!((x[1] - 30.0 * (1.0f32 / 30.0).tanh()).abs() < 1e-6);
-        assert_eq!((x[2], x[3]), (-30.0, 30.0));
+    fn scaled_rope_table_scales_each_angle_and_scale_one_is_the_plain_table() {
+        assert_eq!(rope_table_scaled(7, 8, 1e6, 1.0), rope_table(7, 8, 1e6));
+        let half = rope_table_scaled(6, 4, 10000.0, 0.5);
+        assert_eq!(half[0], (3f32.cos(), 3f32.sin()));
+        let mut x = [2.0f32, -40.0, 0.0];
+        softcap_in_place(&mut x, 30.0);
+        assert!((x[0] - (2.0f32 / 30.0).tanh() * 30.0).abs() < 1e-6);
+        assert!(x[1] > -30.0 && x[1] < -25.0 && x[2] == 0.0);
     }
 
     #[test]
@@ -224,26 +226,6 @@ mod tests {
         let mut id = orig;
         rope(&mut id, 4, &rope_table(0, 4, 10000.0), RopeStyle::Neox);
         assert_eq!(id, orig);
-    }
-
-    /// Linear scaling divides every angle by the factor: the table at `pos` with scale 1/8
-    /// is the unscaled table at `pos / 8` wherever `pos` is a multiple of 8 (f32 products by
-    /// a power of two are exact), and scale 1 is `rope_table` bit for bit.
-    #[test]
-    fn scaled_rope_table_divides_the_angles() {
-        for base in [10_000.0f32, 1_000_000.0] {
-            assert_eq!(
-                rope_table(37, 64, base),
-                rope_table_scaled(37, 64, base, 1.0)
-            );
-            let scaled = rope_table_scaled(8 * 13, 64, base, 0.125);
-            assert_eq!(scaled, rope_table(13, 64, base));
-            for (i, a) in scaled.iter().enumerate() {
-                let theta = 13.0f64 * (base as f64).powf(-2.0 / 64.0).powi(i as i32);
-                assert!((a.0 as f64 - theta.cos()).abs() < 1e-4, "{i}");
-                assert!((a.1 as f64 - theta.sin()).abs() < 1e-4, "{i}");
-            }
-        }
     }
 
     /// The pooled `silu_mul` gives each element the serial loop's bits.
