@@ -544,7 +544,7 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
 /// and longer than the context, and contexts that split into several chunks.
 #[test]
 fn windowed_decode_attention_reads_only_the_window() {
-    use cbtop::engine::cpu::attention::{attention, AttnLayer, AttnShape};
+    use cbtop::engine::cpu::attention::{attention_layer, AttnLayer, AttnShape};
     use cbtop::engine::cpu::ops::{rope, rope_table};
     use cbtop::engine::cuda::DecodeStep;
     use cbtop::model::RopeStyle;
@@ -607,7 +607,7 @@ fn windowed_decode_attention_reads_only_the_window() {
                 window: Some(window),
                 ..AttnLayer::causal(head_dim)
             };
-            attention(shape, layer, &qr, &keys, &values, pos, &mut want);
+            attention_layer(shape, layer, &qr, &keys, &values, pos, &mut want);
             let what = format!(
                 "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, window {window}"
             );

@@ -503,7 +503,7 @@ mod tests {
     /// the query by the attention scale (which the split kernels fold back into the scores').
     #[test]
     fn gemma3_layers_carry_their_window_and_the_query_scale() {
-        let c = shape_config("conf-gemma3.toml");
+        let c = shape_config("tiny-gemma3.toml");
         for l in 0..c.n_layers {
             let h = HeadArgs::layer(&c, l);
             assert_eq!(h.window, if l == 5 { 0 } else { 4 }, "layer {l}");
@@ -518,7 +518,7 @@ mod tests {
     /// scores scaled by the attention scale.
     #[test]
     fn plain_layers_scale_the_scores() {
-        let mut c = shape_config("conf-gemma3.toml");
+        let mut c = shape_config("tiny-gemma3.toml");
         c.attn_scale_on_q = false;
         c.sliding_window = None;
         let h = HeadArgs::layer(&c, 0);

@@ -76,20 +76,20 @@ mod tests {
     use crate::profile::Profile;
     use crate::synth::{self, QuantMix};
 
-    /// The conformance gemma3 shape's configuration (seven layers, layer 5 global).
-    fn conf_gemma3() -> Config {
+    /// The gemma3 conformance shape (tiny-gemma3)'s configuration (seven layers, layer 5 global).
+    fn tiny_gemma3() -> Config {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/conformance/shapes/conf-gemma3.toml"
+            "/tests/fixtures/conformance/shapes/tiny-gemma3.toml"
         );
         let shape = Profile::shape(path).unwrap();
         let bytes = synth::build(&shape, QuantMix::from_name("pure-q8_0").unwrap(), 0);
-        Model::from_bytes("conf-gemma3.gguf", bytes).unwrap().config
+        Model::from_bytes("tiny-gemma3.gguf", bytes).unwrap().config
     }
 
     #[test]
     fn gemma3_global_and_sliding_layers_take_their_own_tables() {
-        let c = conf_gemma3();
+        let c = tiny_gemma3();
         let (ropes, of_layer) = distinct_ropes(&c);
         assert_eq!(ropes.len(), 2);
         assert_eq!(of_layer, [0, 0, 0, 0, 0, 1, 0]);
