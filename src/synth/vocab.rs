@@ -379,6 +379,7 @@ mod tests {
             }
         }
         let tok = Tokenizer::new(TokenizerData {
+            name: Some("Gemma-3-1B".to_string()),
             model: v.model.to_string(),
             pre: v.pre.map(str::to_string),
             tokens: v.tokens.clone(),

@@ -222,7 +222,7 @@ mod tests {
             for n in [0usize, 1, 7, 8, 9, 15, 16, 100, 6912] {
                 let mut x: Vec<f32> = (0..n).map(|_| rng.next_signed() * 16.0).collect();
                 for (v, s) in x.iter_mut().zip(special.iter().cycle().step_by(3)) {
-                    if rng.next_u64() % 3 == 0 {
+                    if rng.next_u64().is_multiple_of(3) {
                         *v = *s;
                     }
                 }
