@@ -495,7 +495,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR")
         );
         let shape = Profile::shape(&path).unwrap();
-        let bytes = synth::build(&shape, QuantMix::from_name("pure-q8_0").unwrap(), 0);
+        let bytes = synth::build(&shape, QuantMix::from_name("q8_0").unwrap(), 0);
         Model::from_bytes(file, bytes).unwrap().config
     }
 

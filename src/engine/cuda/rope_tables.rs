@@ -83,7 +83,7 @@ mod tests {
             "/tests/fixtures/conformance/shapes/tiny-gemma3.toml"
         );
         let shape = Profile::shape(path).unwrap();
-        let bytes = synth::build(&shape, QuantMix::from_name("pure-q8_0").unwrap(), 0);
+        let bytes = synth::build(&shape, QuantMix::from_name("q8_0").unwrap(), 0);
         Model::from_bytes("tiny-gemma3.gguf", bytes).unwrap().config
     }
 
