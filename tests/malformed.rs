@@ -71,7 +71,10 @@ impl Model {
                 "tokenizer.ggml.model".into(),
                 MetaValue::String("gpt2".into()),
             ),
-            ("tokenizer.ggml.pre".into(), MetaValue::String(v.pre.into())),
+            (
+                "tokenizer.ggml.pre".into(),
+                MetaValue::String(v.pre.unwrap_or_default().into()),
+            ),
             ("tokenizer.ggml.tokens".into(), strings(v.tokens)),
             (
                 "tokenizer.ggml.token_type".into(),
@@ -666,7 +669,7 @@ fn well_formed_files_of_impossible_models() {
         (
             "unsupported-architecture",
             m().set("general.architecture", MetaValue::String("gpt2".into())),
-            &["gpt2"],
+            &["gpt2", "cbtop runs llama, qwen2, qwen3, gemma3, phi3"],
         ),
         (
             "zero-heads",

@@ -1171,3 +1171,60 @@ const SPM: &[(&[u32], &str)] = &[
         "<s> Hello , world ! It 's done ' ok",
     ),
 ];
+
+/// The synthesized vocabularies of the new architectures at their real sizes (qwen3's
+/// byte-level BPE with the qwen2 pre-tokenizer; gemma3's, Phi-3's and Mistral's SentencePiece
+/// with byte fallback, gemma3's without the dummy-prefix space) give exactly llama.cpp's ids for every text of
+/// `conformance/ref/tokenizer-synth.jsonl` (BOS as the vocabulary asks, special tokens
+/// parsed; scripts/arch-fixtures.sh), and decode the ids after BOS back to texts without
+/// special-token markup.
+#[test]
+fn synthesized_vocabularies_tokenize_as_llama_cpp() {
+    let lines = common::jsonl(&common::fixture("conformance/ref/tokenizer-synth.jsonl"));
+    let mut by_shape: std::collections::BTreeMap<String, Vec<(String, Vec<u32>)>> =
+        Default::default();
+    for l in &lines {
+        let shape = l["shape"].as_str().expect("shape").to_string();
+        let text = l["prompt"].as_str().expect("prompt").to_string();
+        by_shape
+            .entry(shape)
+            .or_default()
+            .push((text, common::ids(&l["prompt_ids"])));
+    }
+    assert_eq!(
+        by_shape.keys().collect::<Vec<_>>(),
+        ["vocab-gemma3", "vocab-mistral", "vocab-phi3", "vocab-qwen3"]
+    );
+    let mut failures = Vec::new();
+    for (shape, cases) in &by_shape {
+        let path = common::fixture(&format!("conformance/shapes/{shape}.toml"));
+        let s = cbtop::profile::Profile::shape(path.to_str().unwrap()).unwrap();
+        let mix = cbtop::synth::QuantMix::Q8_0;
+        let model = cbtop::model::Model::from_bytes(shape, cbtop::synth::build(&s, mix, 38))
+            .unwrap_or_else(|e| panic!("{shape}: {e}"));
+        let t = &model.tokenizer;
+        let kind = if shape == "vocab-qwen3" {
+            TokenizerKind::Bpe
+        } else {
+            TokenizerKind::Spm
+        };
+        assert_eq!(t.kind(), kind, "{shape}");
+        for (text, want) in cases {
+            let got = t.encode(text, true);
+            if &got != want {
+                failures.push(format!(
+                    "{shape} {text:?}:\n  got  {got:?}\n  want {want:?}"
+                ));
+            }
+            let markup = ["<|", "<s>", "</s>"].iter().any(|m| text.contains(m));
+            let body = match t.bos() {
+                Some(bos) if t.add_bos() && want.first() == Some(&bos) => &want[1..],
+                _ => &want[..],
+            };
+            if !markup && &t.decode(body) != text {
+                failures.push(format!("{shape}: decode {body:?} -> {:?}", t.decode(body)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

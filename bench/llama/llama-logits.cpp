@@ -1,11 +1,15 @@
-// Teacher-forced logits from llama.cpp (the peer), for bench/teacher-forced.py: every line of
-// stdin is a sequence of token ids, evaluated from an empty cache in one batch with logits at
-// every position; stdout gets, per line, the int32 count n and then n rows of n_vocab float32
-// logits. A measuring instrument only (built beside the peer on the GPU machine); nothing of
-// it goes into cbtop.
+// Teacher-forced logits from llama.cpp (the peer), for bench/teacher-forced.py and the
+// conformance references (scripts/arch-fixtures.sh): every line of stdin is a sequence of
+// token ids, evaluated from an empty cache in one batch with logits at every position; stdout
+// gets, per line, the int32 count n and then n rows of n_vocab float32 logits. A measuring
+// instrument only (built beside the peer); nothing of it goes into cbtop.
 //
-//   llama-logits MODEL.gguf NGL [step] < ids.txt > logits.bin
-// NGL 99: all layers on the GPU; `step`: one token per decode call instead of one batch.
+//   llama-logits MODEL.gguf NGL [step | gen=N] < ids.txt > logits.bin
+// NGL 99: all layers on the GPU; `step`: one token per decode call instead of one batch;
+// `gen=N`: the sequence in one batch, then N greedy tokens (first largest logit) one decode
+// call each, as greedy generation runs: n + N rows, the last N the logits after each token.
+// Environment: LLAMA_FA=1 flash attention on; LLAMA_NO_REPACK=1 no extra buffer types (the
+// plain CPU path: Q4_0, Q4_K, IQ4_NL weights not repacked); LLAMA_THREADS=N threads.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -21,9 +25,12 @@ int main(int argc, char** argv) {
         return 2;
     }
     const bool step = argc > 3 && std::string(argv[3]) == "step";
+    const int gen = argc > 3 && std::string(argv[3]).rfind("gen=", 0) == 0 ? atoi(argv[3] + 4) : 0;
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = atoi(argv[2]);
+    const char* no_repack = getenv("LLAMA_NO_REPACK");
+    if (no_repack && no_repack[0] == '1') mp.use_extra_bufts = false;
     llama_model* model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "cannot load %s\n", argv[1]);
@@ -33,6 +40,8 @@ int main(int argc, char** argv) {
     cp.n_ctx = 2048;
     cp.n_batch = 2048;
     cp.n_ubatch = 2048;
+    const char* threads = getenv("LLAMA_THREADS");
+    if (threads) cp.n_threads = cp.n_threads_batch = atoi(threads);
     // Flash attention off unless LLAMA_FA=1: llama.cpp's CPU reference runs (the fixtures)
     // evaluate attention without it.
     const char* fa = getenv("LLAMA_FA");
@@ -74,7 +83,29 @@ int main(int argc, char** argv) {
             }
             llama_batch_free(b);
         }
-        int32_t n = (int32_t)ids.size();
+        // Greedy steps: feed the first largest logit of the last row, one token per call.
+        for (int g = 0; g < gen; g++) {
+            const float* last = rows.data() + rows.size() - vocab;
+            llama_token best = 0;
+            for (int v = 1; v < vocab; v++) {
+                if (last[v] > last[best]) best = v;
+            }
+            llama_batch b = llama_batch_init(1, 0, 1);
+            b.token[0] = best;
+            b.pos[0] = (llama_pos)(ids.size() + g);
+            b.n_seq_id[0] = 1;
+            b.seq_id[0][0] = 0;
+            b.logits[0] = 1;
+            b.n_tokens = 1;
+            if (llama_decode(ctx, b) != 0) {
+                fprintf(stderr, "llama_decode failed\n");
+                return 1;
+            }
+            const float* l = llama_get_logits_ith(ctx, 0);
+            rows.insert(rows.end(), l, l + vocab);
+            llama_batch_free(b);
+        }
+        int32_t n = (int32_t)(ids.size() + gen);
         fwrite(&n, sizeof n, 1, stdout);
         fwrite(rows.data(), sizeof(float), rows.size(), stdout);
     }

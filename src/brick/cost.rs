@@ -11,8 +11,17 @@
 //!   scale, weight). Residual add: read two vectors, write one; 1 FLOP per element.
 //! - RoPE: read and write Q and K; 6 FLOPs per rotated pair (4 multiplies, 2 adds).
 //! - Attention over `kv_len` cached positions: write this token's K and V, read every cached K
-//!   and V; 2 FLOPs per multiply-add of Q·K and of P·V, 5 per score for the softmax.
+//!   and V; 2 FLOPs per multiply-add of Q·K and of P·V, 5 per score for the softmax. A
+//!   sliding-window layer (gemma3) reads only the last `window` positions.
 //! - SiLU(gate)·up: read gate and up, write one vector; 6 FLOPs per element.
+//! - GELU(gate)·up (`ffn_geglu`): the same bytes; 10 FLOPs per element (GELU's tanh form
+//!   `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))` is 9 counting tanh as one, and the
+//!   product).
+//! - Per-head Q/K RMSNorm (`qk_norm`): read Q, K and the two `head_dim` weights, write Q and
+//!   K; 4 FLOPs per element. Post-norms (`post_attn_norm`, `post_ffn_norm`): as RMSNorm.
+//! - Scalings that ride along inside a brick add one FLOP per value and no bytes: the
+//!   embedding scale (`embed`), Q scaled before attention (`attention`), and the final
+//!   logit soft cap (`lm_head`, 3 per logit: scale, tanh, scale).
 //! - Sampling: read the logits once, one comparison per logit.
 
 use std::ops::{Add, Mul};
@@ -92,6 +101,14 @@ pub struct Shapes {
     /// Per layer: (qkv weight bytes, qkv bias values, attn_out bytes, gate+up bytes, down bytes).
     pub layers: Vec<LayerBytes>,
     pub lm_head_bytes: usize,
+    /// Whether each embedding row is scaled (gemma3).
+    pub embed_scale: bool,
+    /// Whether Q is scaled before attention (phi3, gemma3).
+    pub q_scale: bool,
+    /// Whether the output logits are soft-capped.
+    pub final_softcap: bool,
+    /// Per layer, its sliding window (gemma3's sliding layers); empty: no layer slides.
+    pub windows: Vec<Option<usize>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -133,7 +150,22 @@ impl Shapes {
                 })
                 .collect(),
             lm_head_bytes: mat_bytes(&w.output),
+            embed_scale: cfg.embed_scale.is_some(),
+            q_scale: cfg.attn_scale_on_q,
+            final_softcap: cfg.final_logit_softcap.is_some(),
+            windows: (0..cfg.n_layers).map(|l| cfg.layer_window(l)).collect(),
         }
+    }
+
+    /// Cached positions attention reads over all layers for a token attending over
+    /// `kv_len`: `kv_len` per layer, at most its window on a sliding layer.
+    fn kv_seen(&self, kv_len: f64) -> f64 {
+        (0..self.n_layers)
+            .map(|l| match self.windows.get(l) {
+                Some(Some(n)) => kv_len.min(*n as f64),
+                _ => kv_len,
+            })
+            .sum()
     }
 
     /// The weight bytes one decode token reads: every layer's matrices and the output head.
@@ -238,7 +270,7 @@ impl Shapes {
         let c = self.bytes_and_flops(b, kv_len);
         let memory = match b {
             BrickId::Embed => self.embd_row_bytes as f64,
-            BrickId::Attention => self.n_layers as f64 * 2.0 * kv_len * self.kv_dim as f64 * F16,
+            BrickId::Attention => 2.0 * self.kv_seen(kv_len) * self.kv_dim as f64 * F16,
             _ => self.weight_bytes(b),
         };
         Cost {
@@ -266,9 +298,24 @@ impl Shapes {
         };
         let norm = c(2.0 * e * F32, e * F32, 4.0 * e);
         let residual = c(2.0 * e * F32, e * F32, e);
+        let on = |flag: bool| if flag { 1.0 } else { 0.0 };
         match b {
-            BrickId::Embed => c(self.embd_row_bytes as f64, e * F32, 0.0),
-            BrickId::AttnNorm | BrickId::FfnNorm => norm * layers,
+            BrickId::Embed => c(
+                self.embd_row_bytes as f64,
+                e * F32,
+                on(self.embed_scale) * e,
+            ),
+            BrickId::AttnNorm | BrickId::FfnNorm | BrickId::PostAttnNorm | BrickId::PostFfnNorm => {
+                norm * layers
+            }
+            BrickId::QkNorm => {
+                let (vals, hd) = (qd + kvd, self.head_dim as f64);
+                c(
+                    layers * (vals + 2.0 * hd) * F32,
+                    layers * vals * F32,
+                    layers * 4.0 * vals,
+                )
+            }
             BrickId::AttnResidual | BrickId::FfnResidual => residual * layers,
             BrickId::Qkv => {
                 let bias = sum(&|l| l.qkv_bias);
@@ -287,11 +334,11 @@ impl Shapes {
                 )
             }
             BrickId::Attention => {
-                let heads = self.n_heads as f64;
+                let (heads, seen) = (self.n_heads as f64, self.kv_seen(kv_len));
                 c(
-                    layers * (qd * F32 + 2.0 * kvd * F32 + 2.0 * kv_len * kvd * F16),
+                    layers * (qd * F32 + 2.0 * kvd * F32) + 2.0 * seen * kvd * F16,
                     layers * (2.0 * kvd * F16 + qd * F32),
-                    layers * (4.0 * kv_len * qd + 5.0 * kv_len * heads),
+                    4.0 * seen * qd + 5.0 * seen * heads + layers * on(self.q_scale) * qd,
                 )
             }
             BrickId::AttnOut => c(
@@ -309,6 +356,11 @@ impl Shapes {
                 layers * ff * F32,
                 layers * 6.0 * ff,
             ),
+            BrickId::FfnGeglu => c(
+                layers * 2.0 * ff * F32,
+                layers * ff * F32,
+                layers * 10.0 * ff,
+            ),
             BrickId::FfnDown => c(
                 sum(&|l| l.down) + layers * ff * F32,
                 layers * e * F32,
@@ -318,7 +370,7 @@ impl Shapes {
             BrickId::LmHead => c(
                 self.lm_head_bytes as f64 + e * F32,
                 self.vocab as f64 * F32,
-                2.0 * e * self.vocab as f64,
+                (2.0 * e + on(self.final_softcap) * 3.0) * self.vocab as f64,
             ),
             BrickId::Sample => c(self.vocab as f64 * F32, 0.0, self.vocab as f64),
         }
@@ -424,6 +476,68 @@ mod tests {
                 2
             ],
             lm_head_bytes: 36_000,
+            embed_scale: false,
+            q_scale: false,
+            final_softcap: false,
+            windows: Vec::new(),
+        }
+    }
+
+    /// A sliding layer reads at most its window of the cache: with one of the two layers
+    /// sliding over 8 positions, a token at 100 reads 100 + 8 positions' K and V, and at 5
+    /// (inside the window) the same as without one.
+    #[test]
+    fn sliding_layers_read_only_their_window() {
+        let plain = shapes();
+        let swa = Shapes {
+            windows: vec![Some(8), None],
+            ..shapes()
+        };
+        let (a, p) = (
+            swa.cost(BrickId::Attention.into(), 100.0),
+            plain.cost(BrickId::Attention.into(), 100.0),
+        );
+        let per_pos = 2.0 * 32.0 * 2.0;
+        assert_eq!(p.bytes_read - a.bytes_read, 92.0 * per_pos);
+        assert_eq!(p.flops - a.flops, 92.0 * (4.0 * 64.0 + 5.0 * 4.0));
+        assert_eq!(
+            swa.cost(BrickId::Attention.into(), 5.0),
+            plain.cost(BrickId::Attention.into(), 5.0)
+        );
+    }
+
+    #[test]
+    fn architecture_bricks_by_hand() {
+        let s = shapes();
+        // q 64 + k 32 values per layer, two 16-value weights: read (96 + 32) x 4, write
+        // 96 x 4, 4 FLOPs per value, 2 layers.
+        let qk = s.cost(BrickId::QkNorm.into(), 0.0);
+        assert_eq!(qk.bytes_read, 2.0 * 128.0 * 4.0);
+        assert_eq!(qk.bytes_written, 2.0 * 96.0 * 4.0);
+        assert_eq!(qk.flops, 2.0 * 4.0 * 96.0);
+        assert_eq!(
+            s.cost(BrickId::PostFfnNorm.into(), 0.0),
+            s.cost(BrickId::FfnNorm.into(), 0.0)
+        );
+        let geglu = s.cost(BrickId::FfnGeglu.into(), 0.0);
+        let silu = s.cost(BrickId::FfnAct.into(), 0.0);
+        assert_eq!(geglu.bytes(), silu.bytes());
+        assert_eq!(geglu.flops, 2.0 * 10.0 * 128.0);
+        // The scalings add FLOPs only.
+        let scaled = Shapes {
+            embed_scale: true,
+            q_scale: true,
+            final_softcap: true,
+            ..shapes()
+        };
+        for (b, extra) in [
+            (BrickId::Embed, 64.0),
+            (BrickId::Attention, 2.0 * 64.0),
+            (BrickId::LmHead, 3.0 * 1000.0),
+        ] {
+            let (a, z) = (scaled.cost(b.into(), 5.0), s.cost(b.into(), 5.0));
+            assert_eq!(a.flops - z.flops, extra, "{}", b.name());
+            assert_eq!(a.bytes(), z.bytes(), "{}", b.name());
         }
     }
 

@@ -10,14 +10,22 @@ pub enum BrickId {
     Embed,
     AttnNorm,
     Qkv,
+    /// Per-head RMSNorm of Q and K (qwen3, gemma3).
+    QkNorm,
     Rope,
     Attention,
     AttnOut,
+    /// RMSNorm of the attention output before its residual add (gemma3).
+    PostAttnNorm,
     AttnResidual,
     FfnNorm,
     FfnGateUp,
     FfnAct,
+    /// `gelu(gate) * up`, recorded instead of `FfnAct` on a GeGLU model (gemma3).
+    FfnGeglu,
     FfnDown,
+    /// RMSNorm of the FFN output before its residual add (gemma3).
+    PostFfnNorm,
     FfnResidual,
     FinalNorm,
     LmHead,
@@ -26,18 +34,22 @@ pub enum BrickId {
 
 impl BrickId {
     /// Every brick, in pipeline order.
-    pub const ALL: [BrickId; 15] = [
+    pub const ALL: [BrickId; 19] = [
         BrickId::Embed,
         BrickId::AttnNorm,
         BrickId::Qkv,
+        BrickId::QkNorm,
         BrickId::Rope,
         BrickId::Attention,
         BrickId::AttnOut,
+        BrickId::PostAttnNorm,
         BrickId::AttnResidual,
         BrickId::FfnNorm,
         BrickId::FfnGateUp,
         BrickId::FfnAct,
+        BrickId::FfnGeglu,
         BrickId::FfnDown,
+        BrickId::PostFfnNorm,
         BrickId::FfnResidual,
         BrickId::FinalNorm,
         BrickId::LmHead,
@@ -50,14 +62,18 @@ impl BrickId {
             BrickId::Embed => "embed",
             BrickId::AttnNorm => "attn_norm",
             BrickId::Qkv => "qkv",
+            BrickId::QkNorm => "qk_norm",
             BrickId::Rope => "rope",
             BrickId::Attention => "attention",
             BrickId::AttnOut => "attn_out",
+            BrickId::PostAttnNorm => "post_attn_norm",
             BrickId::AttnResidual => "attn_residual",
             BrickId::FfnNorm => "ffn_norm",
             BrickId::FfnGateUp => "ffn_gate_up",
             BrickId::FfnAct => "ffn_act",
+            BrickId::FfnGeglu => "ffn_geglu",
             BrickId::FfnDown => "ffn_down",
+            BrickId::PostFfnNorm => "post_ffn_norm",
             BrickId::FfnResidual => "ffn_residual",
             BrickId::FinalNorm => "final_norm",
             BrickId::LmHead => "lm_head",
@@ -74,6 +90,15 @@ impl BrickId {
         !matches!(
             self,
             BrickId::Embed | BrickId::FinalNorm | BrickId::LmHead | BrickId::Sample
+        )
+    }
+
+    /// Whether only some architectures run the brick (qwen3's and gemma3's extra steps, or
+    /// gemma3's GeGLU in place of `ffn_act`): a model records it only where it has the step.
+    pub const fn arch_specific(self) -> bool {
+        matches!(
+            self,
+            BrickId::QkNorm | BrickId::PostAttnNorm | BrickId::FfnGeglu | BrickId::PostFfnNorm
         )
     }
 
@@ -156,5 +181,16 @@ mod tests {
         assert!(is_valid_id("ffn_norm+ffn_gate_up"));
         assert!(!is_valid_id("ffn_norm+nope"));
         assert!(!is_valid_id(""));
+    }
+
+    #[test]
+    fn all_lists_every_brick_in_pipeline_order() {
+        for (i, b) in BrickId::ALL.into_iter().enumerate() {
+            assert_eq!(b.order(), i, "{}", b.name());
+        }
+        assert!(BrickId::QkNorm.order() > BrickId::Qkv.order());
+        assert!(BrickId::QkNorm.order() < BrickId::Rope.order());
+        assert!(BrickId::PostFfnNorm.order() < BrickId::FfnResidual.order());
+        assert_eq!(BrickId::ALL.iter().filter(|b| b.arch_specific()).count(), 4);
     }
 }

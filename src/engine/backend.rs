@@ -100,6 +100,9 @@ impl Backend {
     ) -> Result<Backend, EngineError> {
         Ok(match device {
             Device::Cpu => {
+                if let Some(why) = super::cpu::unsupported(&model.config) {
+                    return Err(EngineError::Device(format!("cpu: {why}")));
+                }
                 // The CPU engine reads its weights from the file's map on every token.
                 model.file.prefault();
                 CpuEngine::new(model.clone(), ctx)

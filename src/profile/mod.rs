@@ -33,6 +33,12 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "smollm2-135m",
         include_str!("../../profiles/smollm2-135m.toml"),
     ),
+    ("qwen3-0.6b", include_str!("../../profiles/qwen3-0.6b.toml")),
+    ("qwen3-8b", include_str!("../../profiles/qwen3-8b.toml")),
+    ("phi3-mini", include_str!("../../profiles/phi3-mini.toml")),
+    ("mistral-7b", include_str!("../../profiles/mistral-7b.toml")),
+    ("gemma3-1b", include_str!("../../profiles/gemma3-1b.toml")),
+    ("gemma3-4b", include_str!("../../profiles/gemma3-4b.toml")),
     (
         "example-budgets",
         include_str!("../../profiles/example-budgets.toml"),
@@ -64,7 +70,7 @@ fn builtin_names() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Shape {
     pub name: String,
-    /// `llama` or `qwen2`.
+    /// `llama`, `qwen2`, `qwen3`, `gemma3` or `phi3`.
     pub arch: String,
     pub n_layers: usize,
     pub n_embd: usize,
@@ -77,11 +83,27 @@ pub struct Shape {
     pub norm_eps: f32,
     /// No `output.weight`: the output head is `token_embd`.
     pub tied_embeddings: bool,
+    /// The head width where it is not `n_embd / n_heads` (qwen3, gemma3:
+    /// `attention.key_length`).
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    /// RoPE base of the sliding-window layers (gemma3: 10000).
+    #[serde(default)]
+    pub rope_base_swa: Option<f32>,
+    /// Linear RoPE scaling factor (of the global layers, on gemma3).
+    #[serde(default)]
+    pub rope_scaling_factor: Option<f32>,
+    /// Sliding-window width of the windowed layers (gemma3: five of every six).
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
 }
+
+/// The architectures `synth` writes.
+pub const SYNTH_ARCHS: [&str; 5] = ["llama", "qwen2", "qwen3", "gemma3", "phi3"];
 
 impl Shape {
     pub fn head_dim(&self) -> usize {
-        self.n_embd / self.n_heads
+        self.head_dim.unwrap_or(self.n_embd / self.n_heads)
     }
 
     /// Range checks, so a hand-written shape file fails with a sentence, not an allocation.
@@ -93,20 +115,40 @@ impl Shape {
                 Err(format!("shape.{what} = {v} is outside {lo}..={hi}"))
             }
         };
-        if self.arch != "llama" && self.arch != "qwen2" {
+        if !SYNTH_ARCHS.contains(&self.arch.as_str()) {
             return Err(format!(
-                "shape.arch = {:?}: only \"llama\" and \"qwen2\" are supported",
-                self.arch
+                "shape.arch = {:?}: synth writes {}",
+                self.arch,
+                SYNTH_ARCHS.join(", ")
             ));
+        }
+        if let Some(hd) = self.head_dim {
+            limit("head_dim", hd, 2, 1024)?;
+            if !hd.is_multiple_of(2) {
+                return Err(format!("shape.head_dim = {hd} is not even"));
+            }
         }
         limit("n_layers", self.n_layers, 1, 512)?;
         limit("n_embd", self.n_embd, 32, 65536)?;
         limit("n_ff", self.n_ff, 32, 262144)?;
         limit("n_heads", self.n_heads, 1, 1024)?;
         limit("n_kv_heads", self.n_kv_heads, 1, self.n_heads)?;
-        limit("vocab", self.vocab, 1024, 1 << 20)?;
+        limit("vocab", self.vocab, 512, 1 << 20)?;
         limit("context_length", self.context_length, 16, 1 << 24)?;
-        if !self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2) {
+        if let Some(n) = self.sliding_window {
+            limit("sliding_window", n, 1, 1 << 24)?;
+        }
+        for (what, v) in [
+            ("rope_base_swa", self.rope_base_swa),
+            ("rope_scaling_factor", self.rope_scaling_factor),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                return Err(format!("shape.{what} must be a positive number"));
+            }
+        }
+        if self.head_dim.is_none()
+            && (!self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2))
+        {
             return Err(format!(
                 "shape.n_embd = {} is not an even multiple of shape.n_heads = {}",
                 self.n_embd, self.n_heads

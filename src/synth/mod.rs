@@ -102,23 +102,53 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
     if !tied {
         t.push(weight("output.weight".into(), Role::Output, 0, e, vocab));
     }
-    let qwen = shape.arch == "qwen2";
+    let arch = shape.arch.as_str();
     for l in 0..nl {
         let n = |s: &str| format!("blk.{l}.{s}");
         t.push(vector(n("attn_norm.weight"), e, Fill::Norm));
-        t.push(weight(n("attn_q.weight"), Role::AttnQ, l, e, qd));
-        t.push(weight(n("attn_k.weight"), Role::AttnK, l, e, kvd));
-        t.push(weight(n("attn_v.weight"), Role::AttnV, l, e, kvd));
-        if qwen {
+        if arch == "phi3" {
+            // llama.cpp's fused Q, K, V rows.
+            t.push(weight(
+                n("attn_qkv.weight"),
+                Role::AttnQkv,
+                l,
+                e,
+                qd + 2 * kvd,
+            ));
+        } else {
+            t.push(weight(n("attn_q.weight"), Role::AttnQ, l, e, qd));
+            t.push(weight(n("attn_k.weight"), Role::AttnK, l, e, kvd));
+            t.push(weight(n("attn_v.weight"), Role::AttnV, l, e, kvd));
+        }
+        if arch == "qwen2" {
             t.push(vector(n("attn_q.bias"), qd, Fill::Bias));
             t.push(vector(n("attn_k.bias"), kvd, Fill::Bias));
             t.push(vector(n("attn_v.bias"), kvd, Fill::Bias));
         }
+        if arch == "qwen3" {
+            t.push(vector(n("attn_q_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("attn_k_norm.weight"), hd, Fill::Norm));
+        }
         t.push(weight(n("attn_output.weight"), Role::AttnOut, l, qd, e));
+        if arch == "gemma3" {
+            // gemma3's per-head Q/K norms and its norms of the attention and FFN outputs
+            // (the converter stores them with Gemma's +1 already added: weights near 1)
+            t.push(vector(n("attn_q_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("attn_k_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("post_attention_norm.weight"), e, Fill::Norm));
+        }
         t.push(vector(n("ffn_norm.weight"), e, Fill::Norm));
-        t.push(weight(n("ffn_gate.weight"), Role::FfnGate, l, e, ff));
-        t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, ff));
+        if arch == "phi3" {
+            // Gate rows then up rows in one tensor.
+            t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, 2 * ff));
+        } else {
+            t.push(weight(n("ffn_gate.weight"), Role::FfnGate, l, e, ff));
+            t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, ff));
+        }
         t.push(weight(n("ffn_down.weight"), Role::FfnDown, l, ff, e));
+        if arch == "gemma3" {
+            t.push(vector(n("post_ffw_norm.weight"), e, Fill::Norm));
+        }
     }
     t
 }
@@ -187,22 +217,52 @@ pub fn writer(shape: &Shape, mix: QuantMix, seed: u64) -> (GgufWriter, Vec<Tenso
             MetaValue::F32(shape.norm_eps),
         )
         .meta(&k("vocab_size"), u32v(shape.vocab))
-        .meta("tokenizer.ggml.model", MetaValue::String("gpt2".into()))
-        .meta("tokenizer.ggml.pre", MetaValue::String(v.pre.into()))
-        .meta("tokenizer.ggml.tokens", strings(v.tokens))
-        .meta(
-            "tokenizer.ggml.token_type",
-            MetaValue::Array(
-                value_type::I32,
-                v.types.into_iter().map(MetaValue::I32).collect(),
-            ),
-        )
-        .meta("tokenizer.ggml.merges", strings(v.merges))
-        .meta("tokenizer.ggml.bos_token_id", MetaValue::U32(v.bos))
+        .meta("tokenizer.ggml.model", MetaValue::String(v.model.into()));
+    if let Some(pre) = v.pre {
+        w.meta("tokenizer.ggml.pre", MetaValue::String(pre.into()));
+    }
+    w.meta("tokenizer.ggml.tokens", strings(v.tokens)).meta(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(
+            value_type::I32,
+            v.types.into_iter().map(MetaValue::I32).collect(),
+        ),
+    );
+    if !v.merges.is_empty() {
+        w.meta("tokenizer.ggml.merges", strings(v.merges));
+    }
+    if !v.scores.is_empty() {
+        let scores = v.scores.into_iter().map(MetaValue::F32).collect();
+        w.meta(
+            "tokenizer.ggml.scores",
+            MetaValue::Array(value_type::F32, scores),
+        );
+    }
+    if let Some(unk) = v.unk {
+        w.meta("tokenizer.ggml.unknown_token_id", MetaValue::U32(unk));
+    }
+    w.meta("tokenizer.ggml.bos_token_id", MetaValue::U32(v.bos))
         .meta("tokenizer.ggml.eos_token_id", MetaValue::U32(v.eos))
         .meta("tokenizer.ggml.add_bos_token", MetaValue::Bool(v.add_bos));
     if let Some(eot) = v.eot {
         w.meta("tokenizer.ggml.eot_token_id", MetaValue::U32(eot));
+    }
+    if let Some(hd) = shape.head_dim {
+        w.meta(&k("attention.key_length"), u32v(hd))
+            .meta(&k("attention.value_length"), u32v(hd));
+    }
+    if let Some(n) = shape.sliding_window {
+        w.meta(&k("attention.sliding_window"), u32v(n));
+    }
+    if let Some(base) = shape.rope_base_swa {
+        w.meta(&k("rope.freq_base_swa"), MetaValue::F32(base));
+    }
+    if let Some(factor) = shape.rope_scaling_factor {
+        w.meta(&k("rope.scaling.type"), MetaValue::String("linear".into()))
+            .meta(&k("rope.scaling.factor"), MetaValue::F32(factor));
+    }
+    if let Some(add) = v.add_space_prefix {
+        w.meta("tokenizer.ggml.add_space_prefix", MetaValue::Bool(add));
     }
     for s in &specs {
         w.tensor_later(&s.name, &s.dims, s.ty, s.bytes());
@@ -249,6 +309,79 @@ mod tests {
         assert!((350e6..420e6).contains(&(total as f64)), "{total}");
         let embd = &t[0];
         assert_eq!(embd.ty, GgmlType::Q8_0); // tied head, 896 % 256 != 0
+    }
+
+    #[test]
+    fn qwen3_and_phi3_shapes_have_their_architectures_tensors() {
+        let q = Profile::shape("qwen3-0.6b").unwrap();
+        assert_eq!((q.head_dim(), q.n_heads * q.head_dim()), (128, 2048));
+        let t = tensors(&q, QuantMix::Q4KM);
+        // tied; per layer: norms 2, q/k/v/o 4, q/k norms 2, gate/up/down 3
+        assert_eq!(t.len(), 2 + 28 * 11);
+        let q_proj = t.iter().find(|x| x.name == "blk.0.attn_q.weight").unwrap();
+        assert_eq!(q_proj.dims, [1024, 2048]);
+        let k_norm = t
+            .iter()
+            .find(|x| x.name == "blk.3.attn_k_norm.weight")
+            .unwrap();
+        assert_eq!(
+            (k_norm.dims.as_slice(), k_norm.ty),
+            (&[128u64][..], GgmlType::F32)
+        );
+        let p = Profile::shape("phi3-mini").unwrap();
+        let t = tensors(&p, QuantMix::Q4KM);
+        // untied; per layer: norms 2, qkv, o, up (gate and up), down
+        assert_eq!(t.len(), 3 + 32 * 6);
+        let qkv = t
+            .iter()
+            .find(|x| x.name == "blk.0.attn_qkv.weight")
+            .unwrap();
+        assert_eq!(
+            (qkv.dims.as_slice(), qkv.ty),
+            (&[3072u64, 9216][..], GgmlType::Q5_K)
+        );
+        let up = t.iter().find(|x| x.name == "blk.0.ffn_up.weight").unwrap();
+        assert_eq!(up.dims, [3072, 16384]);
+        assert!(t.iter().all(|x| !x.name.contains("ffn_gate")));
+        // The parameter counts llama-bench gave these files: 596.05 M and 3.82 B.
+        let params = |t: &[TensorSpec]| {
+            t.iter()
+                .map(|x| x.dims.iter().product::<u64>())
+                .sum::<u64>()
+        };
+        assert_eq!(params(&tensors(&q, QuantMix::F16)), 596_049_920);
+        assert_eq!(params(&t), 3_821_079_552);
+    }
+
+    /// gemma3's shapes: the published parameter counts (Gemma-3-1B 999,885,952; the 4B's
+    /// language model 3.88e9, llama.cpp's llama-bench reads the same from these files), the
+    /// per-head Q/K norms and the two post norms in every layer, no output head.
+    #[test]
+    fn gemma3_shapes_have_their_tensors_and_sizes() {
+        let params =
+            |t: &[TensorSpec]| -> u64 { t.iter().map(|x| x.dims.iter().product::<u64>()).sum() };
+        let s = Profile::shape("gemma3-1b").unwrap();
+        assert_eq!(s.head_dim(), 256);
+        let t = tensors(&s, QuantMix::Q8_0);
+        assert_eq!(params(&t), 999_885_952);
+        assert_eq!(t.len(), 2 + 26 * 13);
+        for name in [
+            "blk.5.attn_q_norm.weight",
+            "blk.5.attn_k_norm.weight",
+            "blk.5.post_attention_norm.weight",
+            "blk.5.post_ffw_norm.weight",
+        ] {
+            assert!(t.iter().any(|x| x.name == name), "{name}");
+        }
+        let qn = t
+            .iter()
+            .find(|x| x.name == "blk.0.attn_q_norm.weight")
+            .unwrap();
+        assert_eq!(qn.dims, [256]);
+        assert!(t.iter().all(|x| x.name != "output.weight"));
+        let s4 = Profile::shape("gemma3-4b").unwrap();
+        let p4 = params(&tensors(&s4, QuantMix::Q4_0));
+        assert_eq!(p4, 3_880_263_168);
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub enum Role {
     AttnQ,
     AttnK,
     AttnV,
+    /// A fused Q, K and V matrix (phi3's `attn_qkv`).
+    AttnQkv,
     AttnOut,
     FfnGate,
     FfnUp,
@@ -23,6 +25,8 @@ pub enum Role {
 /// The weight mixes `synth` writes: llama-quantize's file types of the same names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuantMix {
+    /// Every weight F32 (llama.cpp's `all F32`), for conformance references.
+    F32,
     Q4_0,
     Q4_1,
     Q5_0,
@@ -38,7 +42,8 @@ pub enum QuantMix {
 }
 
 impl QuantMix {
-    pub const ALL: [QuantMix; 12] = [
+    pub const ALL: [QuantMix; 13] = [
+        QuantMix::F32,
         QuantMix::Q4_0,
         QuantMix::Q4_1,
         QuantMix::Q5_0,
@@ -55,6 +60,7 @@ impl QuantMix {
 
     pub fn name(self) -> &'static str {
         match self {
+            QuantMix::F32 => "f32",
             QuantMix::Q4_0 => "q4_0",
             QuantMix::Q4_1 => "q4_1",
             QuantMix::Q5_0 => "q5_0",
@@ -79,6 +85,7 @@ impl QuantMix {
     /// llama.cpp's `general.file_type` (`LLAMA_FTYPE_MOSTLY_*`).
     pub fn file_type(self) -> u32 {
         match self {
+            QuantMix::F32 => 0,
             QuantMix::F16 => 1,
             QuantMix::Q4_0 => 2,
             QuantMix::Q4_1 => 3,
@@ -98,6 +105,7 @@ impl QuantMix {
     /// (`llama_ftype_get_default_type`).
     fn default_type(self) -> GgmlType {
         match self {
+            QuantMix::F32 => GgmlType::F32,
             QuantMix::Q4_0 => GgmlType::Q4_0,
             QuantMix::Q4_1 => GgmlType::Q4_1,
             QuantMix::Q5_0 => GgmlType::Q5_0,
@@ -154,6 +162,9 @@ pub fn weight_type(mix: QuantMix, p: Place) -> GgmlType {
         (QuantMix::Q3KM, Role::FfnDown) if p.layer < p.n_layers / 16 => T::Q5_K,
         (QuantMix::Q3KM, Role::AttnV | Role::FfnDown | Role::AttnOut) => T::Q4_K,
         (QuantMix::Q4KM | QuantMix::Q5KM, Role::AttnV | Role::FfnDown) if more_bits => T::Q6_K,
+        (QuantMix::Q3KM, Role::AttnQkv) => T::Q4_K,
+        (QuantMix::Q4KM, Role::AttnQkv) => T::Q5_K,
+        (QuantMix::Q5KM, Role::AttnQkv) => T::Q6_K,
         _ => default,
     };
     fallback(chosen, p.ncols)

@@ -92,9 +92,71 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-/// The conformance models' names (`tests/fixtures/conformance/models`, without `.gguf`),
-/// sorted.
+/// The conformance models' names, sorted: the committed models
+/// (`tests/fixtures/conformance/models`, without `.gguf`) and the synthesized ones
+/// (`synth.tsv`).
 pub fn conformance_names() -> Vec<String> {
+    let mut names = committed_conformance_names();
+    names.extend(synth_cases().into_iter().map(|c| c.name));
+    names.sort();
+    names
+}
+
+/// One synthesized conformance model (`tests/fixtures/conformance/synth.tsv`, written by
+/// scripts/arch-fixtures.sh): `cbtop synth` of a tiny shape in a mix with a seed, and the
+/// sha256 of the file llama.cpp's reference was made from.
+pub struct SynthCase {
+    pub name: String,
+    pub shape: String,
+    pub mix: String,
+    pub seed: u64,
+    pub sha256: String,
+}
+
+pub fn synth_cases() -> Vec<SynthCase> {
+    let path = fixture("conformance/synth.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 5, "{}: {l:?}", path.display());
+            SynthCase {
+                name: f[0].to_string(),
+                shape: f[1].to_string(),
+                mix: f[2].to_string(),
+                seed: f[3].parse().expect("a seed"),
+                sha256: f[4].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The synthesized model `case`, made in memory; panics unless its bytes have the sha256
+/// the reference was made from.
+pub fn synth_model(case: &SynthCase) -> cbtop::model::Model {
+    use sha2::{Digest, Sha256};
+    let shape_file = fixture(&format!("conformance/shapes/{}.toml", case.shape));
+    let shape = cbtop::profile::Profile::shape(shape_file.to_str().unwrap())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mix = cbtop::synth::QuantMix::from_name(&case.mix).expect("a known mix");
+    let bytes = cbtop::synth::build(&shape, mix, case.seed);
+    let sum: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        sum, case.sha256,
+        "{}: synth made other bytes than the reference's model (scripts/arch-fixtures.sh \
+         regenerates both)",
+        case.name
+    );
+    cbtop::model::Model::from_bytes(&format!("{}.gguf", case.name), bytes)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The committed conformance models (`tests/fixtures/conformance/models`), sorted.
+pub fn committed_conformance_names() -> Vec<String> {
     let dir = fixture("conformance/models");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -116,8 +178,12 @@ pub fn conformance_names() -> Vec<String> {
 pub fn conformance_case(
     name: &str,
 ) -> (std::sync::Arc<cbtop::model::Model>, serde_json::Value, f32) {
-    let model =
-        cbtop::model::Model::load(&fixture(&format!("conformance/models/{name}.gguf"))).unwrap();
+    let model = match synth_cases().into_iter().find(|c| c.name == name) {
+        Some(case) => synth_model(&case),
+        None => {
+            cbtop::model::Model::load(&fixture(&format!("conformance/models/{name}.gguf"))).unwrap()
+        }
+    };
     let reference = jsonl(&fixture(&format!("conformance/ref/{name}.jsonl")))
         .into_iter()
         .next()

@@ -1,5 +1,8 @@
-//! The forward pass of a llama/qwen2 decoder on the CPU, top to bottom: embed, then per layer
-//! attention and feed-forward blocks with residuals, then the final norm and the output head.
+//! The forward pass of a llama/qwen2/qwen3/gemma3/phi3 decoder on the CPU, top to bottom:
+//! embed, then per layer attention and feed-forward blocks with residuals, then the final norm
+//! and the output head. The architectures' differences come from the configuration (per-head
+//! Q/K norms, per-layer RoPE, where the attention scale goes, sliding-window layers, norms of
+//! the attention and FFN outputs, GeGLU, embedding scale, logit cap).
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
 //! Several sequences, each with its own KV cache, run as one batch (`forward_batch`): their
 //! rows share every product, and each sequence's rows attend to its own cache.
@@ -7,15 +10,20 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention, AttnShape};
+use super::attention::{attention_layer, AttnLayer, AttnShape};
+use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
-use super::ops::{add_in_place, rms_norm, rope, rope_table, silu_mul};
+use super::ops::{
+    add_in_place, rms_norm, rms_norm_heads, rope, rope_table_scaled, scale_in_place, silu_mul,
+    softcap_in_place,
+};
 use super::pool;
 use super::repack::Repacked;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::options::LogitsFor;
+use crate::model::config::{FfnAct, RopeParams};
 use crate::model::Model;
 use crate::quant;
 
@@ -54,6 +62,9 @@ fn per_row(rows: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
         }
     });
 }
+
+/// One position's RoPE (cos, sin) pairs (`ops::rope_table_scaled`).
+type RopeTable = Vec<(f32, f32)>;
 
 /// `buf` holding exactly `len` values (its old contents, or zeros where it grew).
 fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
@@ -119,22 +130,34 @@ pub fn forward_batch(
     // Names of the element-wise steps without an ISA dispatch (the compiler's vectorisation).
     const RMS_NORM: &str = "ops::rms_norm (portable)";
     const ADD: &str = "ops::add_in_place (portable)";
+    const SCALE: &str = "ops::scale_in_place (portable)";
+    // gemma3's post-norms: rms_norm_heads with the whole row as its one piece, in place.
+    const RMS_NORM_ROWS: &str = "ops::rms_norm_heads (portable)";
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
         for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
             quant::dequantize_row(w.token_embd.ty, w.row(&w.token_embd, tok as usize), row);
+            if let Some(s) = cfg.embed_scale {
+                scale_in_place(row, s);
+            }
         }
     });
     let embed = "quant::dequantize_row (portable)";
     kernels.op(rec, B::Embed, None, embed, Some(&w.token_embd));
+    if cfg.embed_scale.is_some() {
+        kernels.op(rec, B::Embed, None, SCALE, None);
+    }
 
     let h = sized(h, n * e);
     let (q, k, v) = (sized(q, n * qd), sized(k, n * kvd), sized(v, n * kvd));
     let att = sized(att, n * qd);
     let o = sized(o, n * e);
     let (gate, up) = (sized(gate, n * ff), sized(up, n * ff));
-    let mut tables = Vec::new();
+    // The layers' RoPE tables, made by the first layer using each (base, scale): at most two,
+    // the global layers' and the sliding layers' (`Config::layer_rope`). On the stack, so a
+    // decode step allocates no more than one table's.
+    let mut tables: [Option<(RopeParams, Vec<RopeTable>)>; 2] = [None, None];
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
@@ -159,22 +182,53 @@ pub fn forward_batch(
             }
         });
         kernels.products(rec, B::Qkv, layer, &[&lw.wq, &lw.wk, &lw.wv]);
+        if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
+            rec.time(B::QkNorm, layer, || {
+                per_row(q, qd, |_, qr| rms_norm_heads(qr, qn, cfg.norm_eps));
+                per_row(k, kvd, |_, kr| rms_norm_heads(kr, kn, cfg.norm_eps));
+            });
+            kernels.op(
+                rec,
+                B::QkNorm,
+                layer,
+                "ops::rms_norm_heads (portable)",
+                None,
+            );
+        }
         rec.time(B::Rope, layer, || {
-            if tables.is_empty() {
-                tables = seqs
+            let p = cfg.layer_rope(l);
+            let has = |slot: &Option<(RopeParams, Vec<RopeTable>)>| {
+                matches!(slot, Some((q, _)) if *q == p)
+            };
+            let at = (tables.iter().position(has))
+                .or_else(|| tables.iter().position(Option::is_none))
+                .unwrap_or(1);
+            if !has(&tables[at]) {
+                let t = seqs
                     .iter()
                     .zip(&starts)
                     .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
-                    .map(|pos| rope_table(pos, cfg.rope_dims, cfg.rope_base))
+                    .map(|pos| rope_table_scaled(pos, cfg.rope_dims, p.base, p.freq_scale))
                     .collect();
+                tables[at] = Some((p, t));
             }
-            let tables = &tables;
-            per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &tables[t], style));
-            per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &tables[t], style));
+            if let Some((_, table)) = &tables[at] {
+                per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &table[t], style));
+                per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &table[t], style));
+            }
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
-        // attention stores this batch's K and V first
+        // The layer's score scale and sliding window (gemma3's sliding layers read only it).
+        let layer_attn = AttnLayer {
+            scale: cfg.kq_scale(),
+            window: cfg.layer_window(l),
+        };
+        // attention stores this batch's K and V first (and scales Q where the model does so
+        // before attention, ggml_scale after RoPE)
         rec.time(B::Attention, layer, || {
+            if cfg.attn_scale_on_q {
+                per_row(q, qd, |_, qr| scale_in_place(qr, cfg.attn_scale));
+            }
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
                 let m = tokens.len();
                 for t in 0..m {
@@ -184,16 +238,25 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                attention(shape, q, keys, values, pos0, att);
+                attention_layer(shape, layer_attn, q, keys, values, pos0, att);
             }
         });
         if rec.enabled() {
             let most = seqs.iter().map(|(_, t)| t.len()).max().unwrap_or(1);
             let name = super::attention::kernel_name(most, cfg.head_dim);
+            if cfg.attn_scale_on_q {
+                kernels.op(rec, B::Attention, layer, SCALE, None);
+            }
             kernels.op(rec, B::Attention, layer, name, None);
         }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         kernels.products(rec, B::AttnOut, layer, &[&lw.wo]);
+        if let Some(pn) = &lw.post_attn_norm {
+            rec.time(B::PostAttnNorm, layer, || {
+                per_row(o, e, |_, or| rms_norm_heads(or, pn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::PostAttnNorm, layer, RMS_NORM_ROWS, None);
+        }
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -215,13 +278,27 @@ pub fn forward_batch(
             );
         });
         kernels.products(rec, B::FfnGateUp, layer, &[&lw.w_gate, &lw.w_up]);
-        rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
-        let act = super::ops::silu_mul_kernel();
-        kernels.op(rec, B::FfnAct, layer, act, None);
+        match cfg.ffn_act {
+            FfnAct::SiluGlu => {
+                rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
+                let act = super::ops::silu_mul_kernel();
+                kernels.op(rec, B::FfnAct, layer, act, None);
+            }
+            FfnAct::GeluGlu => {
+                rec.time(B::FfnGeglu, layer, || geglu(&mut *gate, up));
+                kernels.op(rec, B::FfnGeglu, layer, geglu_kernel(), None);
+            }
+        }
         rec.time(B::FfnDown, layer, || {
             matmul(w, &lw.w_down, gate, &mut *o, fast)
         });
         kernels.products(rec, B::FfnDown, layer, &[&lw.w_down]);
+        if let Some(pn) = &lw.post_ffn_norm {
+            rec.time(B::PostFfnNorm, layer, || {
+                per_row(o, e, |_, or| rms_norm_heads(or, pn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::PostFfnNorm, layer, RMS_NORM_ROWS, None);
+        }
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -251,9 +328,16 @@ pub fn forward_batch(
     let vocab = w.output.rows;
     let mut logits = vec![0f32; rows.len() * vocab];
     rec.time(B::LmHead, None, || {
-        matmul(w, &w.output, normed, &mut logits, fast)
+        matmul(w, &w.output, normed, &mut logits, fast);
+        if let Some(cap) = cfg.final_logit_softcap {
+            per_row(&mut logits, vocab, |_, r| softcap_in_place(r, cap));
+        }
     });
     kernels.products(rec, B::LmHead, None, &[&w.output]);
+    if cfg.final_logit_softcap.is_some() {
+        let cap = "ops::softcap_in_place (portable)";
+        kernels.op(rec, B::LmHead, None, cap, None);
+    }
     if rows.len() == 1 {
         return vec![vec![logits]];
     }

@@ -16,6 +16,32 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
+/// `rms_norm` of each `w.len()`-value head of `x`, in place (the per-head Q/K norm of qwen3
+/// and gemma3: ggml's rms_norm over a `[head_dim, heads, tokens]` view, then mul): each head's
+/// sum is taken before any of it is overwritten, so the bits are `rms_norm`'s.
+pub fn rms_norm_heads(x: &mut [f32], w: &[f32], eps: f32) {
+    for head in x.chunks_exact_mut(w.len()) {
+        let sum: f64 = head.iter().map(|&v| (v * v) as f64).sum();
+        let mean = (sum / head.len() as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        for (v, &g) in head.iter_mut().zip(w) {
+            *v = (*v * scale) * g;
+        }
+    }
+}
+
+/// `x *= s`, as ggml_scale (one f32 product per value).
+pub fn scale_in_place(x: &mut [f32], s: f32) {
+    x.iter_mut().for_each(|v| *v *= s);
+}
+
+/// `x = tanh(x / cap) * cap` per value, as llama.cpp's logit soft cap (ggml_scale by
+/// `1 / cap`, ggml_tanh, ggml_scale by `cap`).
+pub fn softcap_in_place(x: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    x.iter_mut().for_each(|v| *v = (*v * inv).tanh() * cap);
+}
+
 /// `x += y`.
 pub fn add_in_place(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {
@@ -93,11 +119,19 @@ fn silu_mul_serial(gate: &mut [f32], up: &[f32]) {
 /// Cosine/sine table for one position: `n_rot / 2` pairs, as ggml's rope cache (theta
 /// multiplied by `base^(-2/n_rot)` step by step in f32).
 pub fn rope_table(pos: usize, n_rot: usize, base: f32) -> Vec<(f32, f32)> {
+    rope_table_scaled(pos, n_rot, base, 1.0)
+}
+
+/// `rope_table` with a linear frequency scale: each angle multiplied by `freq_scale` before
+/// its cosine and sine, as ggml's `rope_yarn` without extrapolation mix (the running angle
+/// itself stays unscaled; a scale of 1 leaves every bit as `rope_table`'s).
+pub fn rope_table_scaled(pos: usize, n_rot: usize, base: f32, freq_scale: f32) -> Vec<(f32, f32)> {
     let theta_scale = base.powf(-2.0 / n_rot as f32);
     let mut theta = pos as f32;
     (0..n_rot / 2)
         .map(|_| {
-            let cs = (theta.cos(), theta.sin());
+            let t = freq_scale * theta;
+            let cs = (t.cos(), t.sin());
             theta *= theta_scale;
             cs
         })
@@ -146,6 +180,31 @@ mod tests {
         for i in 0..4 {
             assert!((out[i] - x[i] / rms * w[i]).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn per_head_rms_norm_is_rms_norm_of_each_head() {
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let x: Vec<f32> = (0..3 * 8).map(|_| rng.next_signed() * 4.0).collect();
+        let w: Vec<f32> = (0..8).map(|_| rng.next_signed()).collect();
+        let mut heads = x.clone();
+        rms_norm_heads(&mut heads, &w, 1e-6);
+        for (h, got) in x.chunks_exact(8).zip(heads.chunks_exact(8)) {
+            let mut want = [0f32; 8];
+            rms_norm(h, &w, 1e-6, &mut want);
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn scaled_rope_table_scales_each_angle_and_scale_one_is_the_plain_table() {
+        assert_eq!(rope_table_scaled(7, 8, 1e6, 1.0), rope_table(7, 8, 1e6));
+        let half = rope_table_scaled(6, 4, 10000.0, 0.5);
+        assert_eq!(half[0], (3f32.cos(), 3f32.sin()));
+        let mut x = [2.0f32, -40.0, 0.0];
+        softcap_in_place(&mut x, 30.0);
+        assert!((x[0] - (2.0f32 / 30.0).tanh() * 30.0).abs() < 1e-6);
+        assert!(x[1] > -30.0 && x[1] < -25.0 && x[2] == 0.0);
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub(crate) fn read_data<'a>(
         return Err(TokenizerError::MissingMerges);
     }
     Ok(TokenizerData {
+        name: get("general.name")
+            .and_then(MetaValue::as_str)
+            .map(str::to_string),
         model,
         pre: string(PRE)?,
         tokens,

@@ -35,6 +35,9 @@ pub struct TokenizerData {
     pub add_bos: Option<bool>,
     pub add_eos: Option<bool>,
     pub add_space_prefix: Option<bool>,
+    /// `general.name`: llama.cpp marks Phi-3's special tokens to strip the whitespace after
+    /// them when the lowercased name contains `phi-3` or `phi3`.
+    pub name: Option<String>,
 }
 
 /// What llama.cpp assumes for a tokenizer model before reading the metadata. (The gpt2 default of
@@ -256,6 +259,24 @@ impl Tokenizer {
             })
             .collect();
         specials.sort_by_key(|&i| std::cmp::Reverse(data.tokens[i as usize].len()));
+        let name = data.name.as_deref().unwrap_or_default().to_lowercase();
+        if name.contains("phi-3") || name.contains("phi3") {
+            for &i in &specials {
+                attrs[i as usize] |= attr::RSTRIP;
+            }
+            let mut set = |text: &str, on: bool| {
+                if let Some(&i) = token_to_id.get(text) {
+                    match on {
+                        true => attrs[i as usize] |= attr::RSTRIP,
+                        false => attrs[i as usize] &= !attr::RSTRIP,
+                    }
+                }
+            };
+            set("</s>", true);
+            for text in ["<unk>", "<s>", "<|endoftext|>"] {
+                set(text, false);
+            }
+        }
 
         let pieces = (0..n)
             .map(|i| decode::piece_bytes(kind, &data.tokens[i], attrs[i]))
@@ -298,6 +319,7 @@ impl Tokenizer {
         let frags = special::partition(
             text,
             specials.map(|id| (id, self.data.tokens[id as usize].as_str())),
+            |id| self.attrs[id as usize] & attr::RSTRIP != 0,
         );
         let mut out = Vec::new();
         if add_special && self.add_bos {

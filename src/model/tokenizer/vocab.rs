@@ -25,6 +25,8 @@ pub(crate) mod attr {
     pub const CONTROL: u16 = 1 << 3;
     pub const USER_DEFINED: u16 = 1 << 4;
     pub const BYTE: u16 = 1 << 5;
+    /// Whitespace after the token is dropped when it is split out of text.
+    pub const RSTRIP: u16 = 1 << 8;
 }
 
 /// Attribute of a token type; types outside 0..=6 are UNDEFINED, as in llama.cpp.
