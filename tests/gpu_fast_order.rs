@@ -40,7 +40,9 @@ fn fast_decode_gives_the_exact_bits_on_legacy_models() {
                     .iter()
                     .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]),
             )
-            .all(|m| m.ty.is_quantized() && m.ty.block_size() == 32);
+            .all(|m| m.ty.is_quantized() && m.ty.block_size() == 32)
+            // A query scaled before attention (gemma3, phi3) takes the free kernels.
+            && !model.config.attn_scale_on_q;
         let mut fast = CudaEngine::new(model.clone(), &g, 64, Timing::Off, Numerics::Fast).unwrap();
         let claims = fast.cpu_bits_upto() >= 64;
         if claims != in_order {
@@ -85,6 +87,9 @@ fn fast_decode_gives_the_exact_bits_on_legacy_models() {
         checked += 1;
     }
     eprintln!("{checked} legacy models checked");
-    assert!(checked >= 6, "expected the 6 legacy conformance models");
+    assert!(
+        checked >= 6,
+        "expected at least the 6 legacy conformance models"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -140,10 +140,11 @@ fn every_gpu_gets_its_own_engine_report_metrics_and_trace() {
     assert_eq!(text.matches("# TYPE cbtop_tokens_per_second ").count(), 1);
     for i in 0..n {
         let dev = format!("device=\"cuda:{i}\"");
+        // No NVML gauges here: a 6-step run can end before the sampler's first reading; the
+        // served test below waits for them.
         for family in [
             "cbtop_tokens_per_second{",
             "cbtop_brick_latency_seconds_bucket{",
-            "cbtop_gpu_power_watts{",
         ] {
             assert!(
                 text.lines()
