@@ -150,13 +150,10 @@ pub fn forward_batch(
     let att = sized(att, n * qd);
     let o = sized(o, n * e);
     let (gate, up) = (sized(gate, n * ff), sized(up, n * ff));
-    // RoPE tables per distinct (base, scale) of the layers, made by the first layer using one.
-    let mut tables: Vec<(RopeParams, Vec<RopeTable>)> = Vec::new();
-    let positions: Vec<usize> = seqs
-        .iter()
-        .zip(&starts)
-        .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
-        .collect();
+    // The layers' RoPE tables, made by the first layer using each (base, scale): at most two,
+    // the global layers' and the sliding layers' (`Config::layer_rope`). On the stack, so a
+    // decode step allocates no more than one table's.
+    let mut tables: [Option<(RopeParams, Vec<RopeTable>)>; 2] = [None, None];
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
@@ -196,20 +193,25 @@ pub fn forward_batch(
         }
         rec.time(B::Rope, layer, || {
             let p = cfg.layer_rope(l);
-            let at = match tables.iter().position(|(q, _)| *q == p) {
-                Some(i) => i,
-                None => {
-                    let t = positions
-                        .iter()
-                        .map(|&pos| rope_table_scaled(pos, cfg.rope_dims, p.base, p.freq_scale))
-                        .collect();
-                    tables.push((p, t));
-                    tables.len() - 1
-                }
+            let has = |slot: &Option<(RopeParams, Vec<RopeTable>)>| {
+                matches!(slot, Some((q, _)) if *q == p)
             };
-            let table = &tables[at].1;
-            per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &table[t], style));
-            per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &table[t], style));
+            let at = (tables.iter().position(has))
+                .or_else(|| tables.iter().position(Option::is_none))
+                .unwrap_or(1);
+            if !has(&tables[at]) {
+                let t = seqs
+                    .iter()
+                    .zip(&starts)
+                    .flat_map(|((_, tokens), &(_, pos0))| pos0..pos0 + tokens.len())
+                    .map(|pos| rope_table_scaled(pos, cfg.rope_dims, p.base, p.freq_scale))
+                    .collect();
+                tables[at] = Some((p, t));
+            }
+            if let Some((_, table)) = &tables[at] {
+                per_row(q, qd, |t, qr| rope(qr, cfg.head_dim, &table[t], style));
+                per_row(k, kvd, |t, kr| rope(kr, cfg.head_dim, &table[t], style));
+            }
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
         // attention stores this batch's K and V first (and scales Q where the model does so
