@@ -7,7 +7,7 @@
 # picks, 2 threads): the prompt in one batch with logits at every position, then 8 greedy
 # tokens one decode call each (bench/llama/llama-logits.cpp, `gen=8`).
 #
-# Then the tokenizer fixture (ref/tokenizer-synth.jsonl): the synthesized qwen3 (byte-level
+# Then the tokenizer fixture (tokenizer-synth.jsonl): the synthesized qwen3 (byte-level
 # BPE, qwen2 pre-tokenizer), Phi-3 and Mistral (SentencePiece with byte fallback) vocabularies
 # at their real sizes (shapes/vocab-*.toml), and the ids llama.cpp's tokenizer gives a set of
 # texts with BOS as the vocabulary asks and special tokens parsed (bench/llama/llama-tokens.cpp).
@@ -101,7 +101,7 @@ EOF
 echo "wrote $tsv and $(grep -vc '^#' "$tsv") references in $fixtures/ref/" >&2
 
 # The tokenizer fixture.
-tok=$fixtures/ref/tokenizer-synth.jsonl
+tok=$fixtures/tokenizer-synth.jsonl
 : >"$tok"
 for shape in vocab-qwen3 vocab-phi3 vocab-mistral; do
   model="$work/$shape.gguf"

@@ -1175,12 +1175,12 @@ const SPM: &[(&[u32], &str)] = &[
 /// The synthesized vocabularies of the new architectures at their real sizes (qwen3's
 /// byte-level BPE with the qwen2 pre-tokenizer; Phi-3's and Mistral's SentencePiece with byte
 /// fallback) give exactly llama.cpp's ids for every text of
-/// `conformance/ref/tokenizer-synth.jsonl` (BOS as the vocabulary asks, special tokens
+/// `conformance/tokenizer-synth.jsonl` (BOS as the vocabulary asks, special tokens
 /// parsed; scripts/arch-fixtures.sh), and decode the ids after BOS back to texts without
 /// special-token markup.
 #[test]
 fn synthesized_vocabularies_tokenize_as_llama_cpp() {
-    let lines = common::jsonl(&common::fixture("conformance/ref/tokenizer-synth.jsonl"));
+    let lines = common::jsonl(&common::fixture("conformance/tokenizer-synth.jsonl"));
     let mut by_shape: std::collections::BTreeMap<String, Vec<(String, Vec<u32>)>> =
         Default::default();
     for l in &lines {
