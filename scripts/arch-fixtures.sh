@@ -30,6 +30,7 @@ CASES=(
   "synth tiny-qwen3 f32 f16 q8_0 q4_k_m q6_k"
   "synth tiny-phi3 f32 f16 q8_0 q4_k_m q6_k"
   "synth tiny-mistral f32 q4_k_m"
+  "synth tiny-llama-linear f32"
   "synth-long tiny-qwen3 f32"
   "synth-long tiny-phi3 f32"
 )

@@ -100,6 +100,8 @@ conformance! {
     phi3_q6_k => "synth-phi3-Q6_K",
     mistral_f32 => "synth-mistral-F32",
     mistral_q4_k_m => "synth-mistral-Q4_K_M",
+    // Linear RoPE scaling (factor 4).
+    llama_linear_f32 => "synth-llama-linear-F32",
     // A 72-token prompt: the tiled attention path (64 queries or more).
     qwen3_long_f32 => "synth-long-qwen3-F32",
     phi3_long_f32 => "synth-long-phi3-F32",

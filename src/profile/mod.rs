@@ -84,6 +84,10 @@ pub struct Shape {
     /// The head width where it is not `n_embd / n_heads` (qwen3: `attention.key_length`).
     #[serde(default)]
     pub head_dim: Option<usize>,
+    /// Linear RoPE scaling (`rope.scaling.type` linear, `rope.scaling.factor`), where the
+    /// model has it.
+    #[serde(default)]
+    pub rope_scale_linear: Option<f32>,
 }
 
 /// The architectures `synth` writes.
@@ -139,6 +143,12 @@ impl Shape {
         }
         if !self.n_embd.is_multiple_of(32) || !self.n_ff.is_multiple_of(32) {
             return Err("shape.n_embd and shape.n_ff must be multiples of 32".to_string());
+        }
+        if self
+            .rope_scale_linear
+            .is_some_and(|f| !(f.is_finite() && f > 0.0))
+        {
+            return Err("shape.rope_scale_linear must be a finite number > 0".to_string());
         }
         if !(self.rope_base > 0.0 && self.norm_eps > 0.0 && self.norm_eps < 1.0) {
             return Err("shape.rope_base must be > 0 and shape.norm_eps in (0, 1)".to_string());

@@ -237,6 +237,10 @@ pub fn writer(shape: &Shape, mix: QuantMix, seed: u64) -> (GgufWriter, Vec<Tenso
     if let Some(eot) = v.eot {
         w.meta("tokenizer.ggml.eot_token_id", MetaValue::U32(eot));
     }
+    if let Some(f) = shape.rope_scale_linear {
+        w.meta(&k("rope.scaling.type"), MetaValue::String("linear".into()))
+            .meta(&k("rope.scaling.factor"), MetaValue::F32(f));
+    }
     if let Some(hd) = shape.head_dim {
         w.meta(&k("attention.key_length"), u32v(hd))
             .meta(&k("attention.value_length"), u32v(hd));
