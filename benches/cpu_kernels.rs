@@ -562,8 +562,10 @@ fn fast_kquant(
 
 /// One decode step's attention on one thread: SmolLM2's shape (9 query heads over 3 KV heads
 /// of 64) against `n_ctx` cached positions. Prints ns per (head, position).
-fn attention(n_ctx: usize, reps: usize) {
-    use cbtop::engine::cpu::attention::{attention, AttnShape};
+/// One decode query over `n_ctx` cached positions; `window`: a sliding layer's (gemma3),
+/// which reads only the last `window` of them.
+fn attention(n_ctx: usize, window: Option<usize>, reps: usize) {
+    use cbtop::engine::cpu::attention::{attention_layer, AttnLayer, AttnShape};
     let shape = AttnShape {
         n_heads: 9,
         n_kv_heads: 3,
@@ -579,11 +581,17 @@ fn attention(n_ctx: usize, reps: usize) {
         .collect();
     let mut out = vec![0f32; q.len()];
     let t = best(reps, || {
-        attention(shape, &q, &keys, &values, n_ctx - 1, &mut out);
+        let layer = AttnLayer {
+            window,
+            ..AttnLayer::causal(64)
+        };
+        attention_layer(shape, layer, &q, &keys, &values, n_ctx - 1, &mut out);
         out[0]
     });
+    let w = window.map_or(String::new(), |w| format!(" window {w}"));
     println!(
-        "attention decode  ctx {n_ctx:>5}: {:>6.2} ns/(head, position)",
+        "attention decode  ctx {n_ctx:>5}{w}: {:>8.2} us per query ({:>6.2} ns/(head, position))",
+        t * 1e6,
         t * 1e9 / (9 * n_ctx) as f64
     );
 }
@@ -627,7 +635,9 @@ fn main() {
     }
     if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("attention")) {
         for n_ctx in [128, 1024] {
-            attention(n_ctx, reps);
+            attention(n_ctx, None, reps);
         }
+        attention(8192, None, reps);
+        attention(8192, Some(512), reps);
     }
 }

@@ -7,6 +7,13 @@
 // K.q dot as ggml_vec_dot_f16's AVX-512 lanes (or `dot_lanes` on the tiled path), and exp as
 // the C library's correctly rounded-in-practice expf (computed in f64, rounded once).
 
+// The first key position a query at position p sees: 0, or on a sliding-window layer
+// (`window` > 0 positions) p - window + 1 (llama.cpp's mask hides a key at p1 from a query at
+// p0 where p0 - p1 >= window).
+__device__ __forceinline__ int window_first(int p, int window) {
+    return window > 0 ? max(0, p - window + 1) : 0;
+}
+
 // expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
 // ~1e-9 ulp of a rounding boundary).
 __device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
@@ -178,34 +185,38 @@ __device__ __noinline__ void attention_cpu_order(const float* qs, const u16* __r
 
 // q: [n][n_heads * hd]; out the same; scores: [n * n_heads][2 * ctx_cap] scratch. Each query
 // token's position and cache as `cached_at` (rope.cu) says: a prompt's tokens over one cache,
-// or a batch's one token per sequence, each over its own.
+// or a batch's one token per sequence, each over its own. `window` > 0 (a sliding-window
+// layer): a query at position p sees only the keys at p - window + 1 ..= p, and the kernel
+// reads only those (`window_first`), as the CPU skips the keys llama.cpp's mask hides.
 // The arithmetic follows llama.cpp's CPU flash-attention kernel, as src/engine/cpu/attention.rs
 // does: with fewer than 64 queries (`tiled` = 0) the query is rounded to f16 for the K.q
 // products and the weighted sum of V accumulates in f16 through an online softmax; from 64
-// queries, f32 query and f32 accumulation (`attention_cpu_order`). Launched with 128 threads;
-// head_dim <= 128 (the engine checks).
+// queries, f32 query and f32 accumulation (`attention_cpu_order`). Launched with
+// max(128, head_dim rounded up to 32) threads (a thread per output dimension).
 extern "C" __global__ void attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                      const u16* __restrict__ vc, int n_heads, int n_kv_heads,
                                      int hd, const int* __restrict__ pos,
-                                     long long seq_stride, int ctx_cap, float scale, int tiled,
-                                     float* __restrict__ scores, float* __restrict__ out,
-                                     STAMP_PARAMS) {
+                                     long long seq_stride, int ctx_cap, float scale,
+                                     int window, int tiled, float* __restrict__ scores,
+                                     float* __restrict__ out, STAMP_PARAMS) {
     STAMP_GUARD;
     extern __shared__ float qs[];
     u64 seq_off;
     int p = cached_at(pos, seq_stride, blockIdx.y, seq_off);
-    kc += seq_off;
-    vc += seq_off;
     int h = blockIdx.x, t = blockIdx.y;
     int g = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * hd;
+    // The first visible key: the cache rows start there, and the context is the window's.
+    int first = window_first(p, window);
+    kc += seq_off + (u64)first * kv_dim;
+    vc += seq_off + (u64)first * kv_dim;
     const float* qrow = q + ((u64)t * n_heads + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x)
         qs[d] = tiled ? qrow[d] : h2f(f2h(qrow[d]));
     __syncthreads();
     float* sc = scores + ((u64)t * n_heads + h) * 2 * ctx_cap;
     attention_cpu_order<16>(qs, kc + g * hd, vc + g * hd, kv_dim, kv_dim, hd, nullptr,
-                            p + 1, scale, tiled, sc, sc + ctx_cap,
+                            p + 1 - first, scale, tiled, sc, sc + ctx_cap,
                         out + ((u64)t * n_heads + h) * hd);
 }
 

@@ -70,6 +70,16 @@ struct AttfShared {
     int last;
 };
 
+// `AttfShared` for the one-head kernel on heads of 256 (`attention_split_wide`): the step's
+// own K and V rows twice as long; nothing of the grouped path.
+struct AttfSharedWide {
+    float red[ATTF_THREADS * 8];
+    float wtop[ATTF_THREADS / 32];
+    float cur[2][256];
+    u16 curh[2][256];
+    int last;
+};
+
 // Head h's output (written by this block, all of whose threads call this) quantized as `kind`
 // into the activation buffers (act_quant.cu), a warp per 32 values; nothing when kind < 0.
 __device__ __forceinline__ void attf_quant_head(const float* __restrict__ out, int h, int hd,
@@ -102,20 +112,21 @@ __device__ __forceinline__ void attf_quant_range(const float* __restrict__ out, 
     }
 }
 
-// The block's work for head dimension HD (0: `hd` at run time).
-template <int HD>
+// The block's work for head dimension HD (0: `hd` at run time), its static shared memory an
+// `AttfShared` (heads up to 128) or an `AttfSharedWide` (256).
+template <int HD, typename SH = AttfShared>
 __device__ __forceinline__ void attention_split_block(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd_rt,
     int pos0, float rc, float rs, int n_rot, int neox, int splits, float scale,
     int ordered_upto, float* __restrict__ part, int* __restrict__ tickets,
     float* __restrict__ out, int akind, float* __restrict__ axf, i8* __restrict__ aq,
-    float* __restrict__ ad, float* __restrict__ ax, AttfShared& sh) {
+    float* __restrict__ ad, float* __restrict__ ax, SH& sh) {
     const int hd = HD ? HD : hd_rt;
     extern __shared__ float sm[];
     float* red = sh.red;
     float* wtop = sh.wtop;
-    float(*cur)[128] = sh.cur;
+    auto cur = sh.cur;
     int& last = sh.last;
     float* qs = sm;
     float* sc = sm + hd;
@@ -673,10 +684,10 @@ __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* 
 }
 
 // One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
-// RoPE table (rope.cu). head_dim a multiple of 8 (16-byte rows), at most 128; ATTF_THREADS
-// threads. The position (set by the previous step's `advance`, finished before the kernel
-// ahead began) and this thread's RoPE cos/sin at it are read before waiting on the kernel
-// ahead.
+// RoPE table (rope.cu), the layer's sliding window (0: none; `ATTF_WINDOW`). head_dim a
+// multiple of 8 (16-byte rows), at most 128; ATTF_THREADS threads. The position (set by the
+// previous step's `advance`, finished before the kernel ahead began) and this thread's RoPE
+// cos/sin at it are read before waiting on the kernel ahead.
 #define ATTF_PROLOGUE                                                                        \
     int pos0 = __ldg(pos);                                                                   \
     float rc = 0.0f, rs = 0.0f;                                                              \
@@ -684,19 +695,36 @@ __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* 
         float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);     \
         rc = cs.x;                                                                           \
         rs = cs.y;                                                                           \
+    }                                                                                        \
+    ATTF_WINDOW
+// A sliding-window layer (`window` > 0): the cache seen from the window's first key
+// (attention.cu `window_first`), so the blocks read, split and combine only the window's
+// positions; pos0 becomes the step's place in it (its cache row is still written at its own
+// position). RoPE's values were read at the step's real position before.
+#define ATTF_WINDOW                                                                          \
+    {                                                                                        \
+        int first_ = window_first(pos0, window);                                             \
+        kc += (u64)first_ * n_kv_heads * hd;                                                 \
+        vc += (u64)first_ * n_kv_heads * hd;                                                 \
+        pos0 -= first_;                                                                      \
     }
 
 // A block per query head and chunk: grid (n_heads, splits); `part` holds
-// n_heads x splits x (head_dim + 2) floats, `tickets` n_heads counters.
-extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
-    attention_split(const float* __restrict__ q, const float* __restrict__ k,
-                    const float* __restrict__ v, u16* __restrict__ kc, u16* __restrict__ vc,
-                    int n_heads, int n_kv_heads, int hd, const int* __restrict__ pos,
-                    const float* __restrict__ table, int n_rot, int neox, int splits,
-                    float scale, int ordered_upto, float* __restrict__ part,
-                    int* __restrict__ tickets, float* __restrict__ out, int akind,
-                    float* __restrict__ axf, i8* __restrict__ aq, float* __restrict__ ad,
-                    float* __restrict__ ax, STAMP_PARAMS) {
+// n_heads x splits x (head_dim + 2) floats, `tickets` n_heads counters. Two kernels of the
+// same parameters: `attention_split_window` for sliding-window layers; `attention_split`
+// ignores `window`, as the window's pointer shift cost the one-head kernel 11 registers (64
+// to 75, a block fewer per multiprocessor) or, kept at 64, spills (ptxas).
+#define ATTF_SPLIT_PARAMS                                                                    \
+    const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,   \
+        u16 *__restrict__ kc, u16 *__restrict__ vc, int n_heads, int n_kv_heads, int hd,     \
+        const int *__restrict__ pos, const float *__restrict__ table, int n_rot, int neox,   \
+        int window, int splits, float scale, int ordered_upto, float *__restrict__ part,     \
+        int *__restrict__ tickets, float *__restrict__ out, int akind,                       \
+        float *__restrict__ axf, i8 *__restrict__ aq, float *__restrict__ ad,                \
+        float *__restrict__ ax, STAMP_PARAMS
+template <bool WINDOWED>
+__device__ __forceinline__ void attention_split_entry(ATTF_SPLIT_PARAMS) {
+    if (!WINDOWED) window = 0;
     ATTF_PROLOGUE
     attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
     STAMP_GUARD;
@@ -709,6 +737,32 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     else attention_split_block<0>(ATTF_ARGS);
 #undef ATTF_ARGS
 }
+#define ATTF_SPLIT_ARGS                                                                      \
+    q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos, table, n_rot, neox, window, splits, scale, \
+        ordered_upto, part, tickets, out, akind, axf, aq, ad, ax, stamps
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS) attention_split(ATTF_SPLIT_PARAMS) {
+    attention_split_entry<false>(ATTF_SPLIT_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+    attention_split_window(ATTF_SPLIT_PARAMS) {
+    attention_split_entry<true>(ATTF_SPLIT_ARGS);
+}
+
+// The one-head kernel for heads of 256 (gemma3's), sliding windows included: the same block
+// with the step's K and V rows in an `AttfSharedWide`. No CPU-order short contexts (their V
+// rows would not fit the shared memory; the host passes ordered_upto 0) and no grouped
+// kernel (their K rows live in registers, 128 values at most).
+extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
+    attention_split_wide(ATTF_SPLIT_PARAMS) {
+    ATTF_PROLOGUE
+    attention_split_prefetch(kc, vc, n_heads, n_kv_heads, hd, pos0, splits);
+    STAMP_GUARD;
+    __shared__ AttfSharedWide sh;
+    attention_split_block<256, AttfSharedWide>(q, k, v, kc, vc, n_heads, n_kv_heads, hd, pos0,
+                                               rc, rs, n_rot, neox, splits, scale, 0, part,
+                                               tickets, out, akind, axf, aq, ad, ax, sh);
+}
+#undef ATTF_SPLIT_ARGS
 
 // A batch step's tokens, one a sequence, each at its own position over its own sequence's
 // cache (`cached_at`, rope.cu): grid (n_heads, splits, tokens); token t's projections and
@@ -719,8 +773,8 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                          const float* __restrict__ v, u16* __restrict__ kc,
                          u16* __restrict__ vc, int n_heads, int n_kv_heads, int hd,
                          const int* __restrict__ rows, long long seq_stride,
-                         const float* __restrict__ table, int n_rot, int neox, int splits,
-                         float scale, int ordered_upto, float* __restrict__ part,
+                         const float* __restrict__ table, int n_rot, int neox, int window,
+                         int splits, float scale, int ordered_upto, float* __restrict__ part,
                          int* __restrict__ tickets, float* __restrict__ out, STAMP_PARAMS) {
     int t = blockIdx.z;
     u64 seq_off;
@@ -733,6 +787,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     }
     kc += seq_off;
     vc += seq_off;
+    ATTF_WINDOW
     u64 q_dim = (u64)n_heads * hd, kv_dim = (u64)n_kv_heads * hd;
     q += t * q_dim;
     k += t * kv_dim;
@@ -760,7 +815,8 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
     const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,   \
         u16 *__restrict__ kc, u16 *__restrict__ vc, int n_heads, int n_kv_heads, int hd,     \
         const int *__restrict__ pos, const float *__restrict__ table, int n_rot, int neox,   \
-        int splits, float scale, float *__restrict__ part, int *__restrict__ tickets,        \
+        int window, int splits, float scale, float *__restrict__ part,                       \
+        int *__restrict__ tickets,                                                           \
         float *__restrict__ out, int akind, float *__restrict__ axf, i8 *__restrict__ aq,    \
         float *__restrict__ ad, float *__restrict__ ax, STAMP_PARAMS
 #define ATTG_OPEN(gran)                                                                      \

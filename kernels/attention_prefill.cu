@@ -5,7 +5,10 @@
 // (K and V tiles brought into shared memory with cp.async): S = Q K^T on mma.sync m16n8k16,
 // an online softmax in f32 registers (base-2 exponent, the scale folded into Q), then
 // O += P V with P rounded to f16. Positions past a query's own are masked; tiles past the
-// block's last query are not read. The exact path (attention.cu) keeps the CPU's order.
+// block's last query are not read. On a sliding-window layer (`window` > 0) a query at p sees
+// the keys from p - window + 1 (attention.cu `window_first`): keys before are masked, and
+// tiles before the block's first query's window are not read. The exact path (attention.cu)
+// keeps the CPU's order.
 //
 // Uses cp_async16 / ldmatrix_x4 / mma_16816 from gemm_f16.cu (concatenated before this file).
 
@@ -32,7 +35,7 @@ template <int HD>
 __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* __restrict__ kc,
                                        const u16* __restrict__ vc, int n, int n_heads,
                                        int n_kv_heads, const int* __restrict__ pos, float scale,
-                                       float* __restrict__ out) {
+                                       int window, float* __restrict__ out) {
     constexpr int LD = HD + 8;  // padded rows: conflict-free ldmatrix (stride 16 mod 128 bytes)
     extern __shared__ __align__(16) u16 ap_smem[];
     u16* sk = ap_smem;
@@ -71,7 +74,9 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
     float m0 = -1e30f, m1 = -1e30f, l0 = 0.0f, l1 = 0.0f;
 
     int kv_end = pos0 + min(n, qt0 + AP_BQ);  // one past the block's last query position
-    for (int j0 = 0; j0 < kv_end; j0 += AP_BK) {
+    // The tile holding the block's first query's first visible key.
+    int kv_begin = window > 0 ? max(0, pos0 + qt0 - window + 1) / AP_BK * AP_BK : 0;
+    for (int j0 = kv_begin; j0 < kv_end; j0 += AP_BK) {
         __syncthreads();  // the previous tile is consumed
         for (int c = threadIdx.x; c < AP_BK * (HD / 8); c += blockDim.x) {
             int r = c / (HD / 8), c8 = c % (HD / 8);
@@ -86,6 +91,8 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
         __syncthreads();
         // A warp whose queries all precede this tile has nothing to add from it.
         if (j0 > pos0 + qt0 + warp * 16 + 15) continue;
+        // Nor one whose queries' windows all start after it.
+        if (window > 0 && j0 + AP_BK - 1 <= pos0 + qt0 + warp * 16 - window) continue;
 
         float s[AP_BK / 8][4];
 #pragma unroll
@@ -111,7 +118,7 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
             for (int e = 0; e < 4; e++) {
                 int j = j0 + jt * 8 + 2 * t4 + (e & 1);
                 int p = (e >> 1) ? p1 : p0;
-                if (j > p) s[jt][e] = -INFINITY;
+                if (j > p || (window > 0 && j <= p - window)) s[jt][e] = -INFINITY;
                 if (e >> 1)
                     mx1 = fmaxf(mx1, s[jt][e]);
                 else
@@ -189,9 +196,10 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
 #define CBTOP_ATTENTION_PREFILL(hd)                                                          \
     extern "C" __global__ void __launch_bounds__(128) attention_prefill_##hd(               \
         const float* q, const u16* kc, const u16* vc, int n, int n_heads, int n_kv_heads,    \
-        const int* pos, float scale, float* out, STAMP_PARAMS) {                             \
+        const int* pos, float scale, int window, float* out, STAMP_PARAMS) {                 \
         STAMP_GUARD;                                                                         \
-        attention_prefill_impl<hd>(q, kc, vc, n, n_heads, n_kv_heads, pos, scale, out);     \
+        attention_prefill_impl<hd>(q, kc, vc, n, n_heads, n_kv_heads, pos, scale, window,   \
+                                   out);                                                     \
     }
 
 CBTOP_ATTENTION_PREFILL(64)

@@ -472,7 +472,9 @@ __device__ void qmv_k(const u8* __restrict__ w, u64 row_bytes, int rows, int col
         impl<Q, 8>(w, rb, rows, cols, aq, ad, ax, n, bias, acc, out);                        \
     }
 
-// out[t][j] = W[tokens[t]][j]: the embedding rows of a batch of tokens.
+// out[t][j] = W[tokens[t]][j] * scale: the embedding rows of a batch of tokens, scaled as
+// gemma3's embeddings are (sqrt(n_embd), a ggml_scale after the gather; 1 elsewhere, which
+// leaves every value as it is).
 // Gathers need the whole value, minimum included.
 template <typename D>
 __device__ __forceinline__ float full_value(const u8* row, int j) {
@@ -483,11 +485,12 @@ __device__ __forceinline__ float full_value(const u8* row, int j) {
 
 template <typename D>
 __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
-                           const u32* __restrict__ tokens, float* __restrict__ out) {
+                           const u32* __restrict__ tokens, float scale,
+                           float* __restrict__ out) {
     int t = blockIdx.y;
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols) return;
-    out[(u64)t * cols + j] = full_value<D>(w + (u64)tokens[t] * row_bytes, j);
+    out[(u64)t * cols + j] = __fmul_rn(full_value<D>(w + (u64)tokens[t] * row_bytes, j), scale);
 }
 
 // A float type's product kernel, matvec_<name>.
@@ -502,9 +505,10 @@ __device__ void embed_impl(const u8* __restrict__ w, u64 row_bytes, int cols,
 // A type's embedding gather, embed_<name>, from its dequantizer struct.
 #define CBTOP_EMBED(name, D)                                                                 \
     extern "C" __global__ void embed_##name(const u8* w, u64 row_bytes, int cols,            \
-                                            const u32* tokens, float* out, STAMP_PARAMS) {   \
+                                            const u32* tokens, float scale, float* out,      \
+                                            STAMP_PARAMS) {                                  \
         STAMP_GUARD;                                                                         \
-        embed_impl<D>(w, row_bytes, cols, tokens, out);                                      \
+        embed_impl<D>(w, row_bytes, cols, tokens, scale, out);                               \
     }
 
 // ---- The fast decode products' shared pieces (kernels/matvec_fast.cu for the quantized

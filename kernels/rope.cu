@@ -31,7 +31,8 @@ __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c
     head[b] = fmaf(x0, s, __fmul_rn(x1, c));
 }
 
-// RoPE on Q and K and the KV-cache store (f32 -> f16, as the CPU's cache) in one launch:
+// RoPE on Q and K and the KV-cache store (f32 -> f16, as the CPU's cache) in one launch, the
+// rotated Q multiplied by `qscale` (1 for models that scale the scores instead):
 // grid (n_heads + 2 * n_kv_heads, n_tokens), head_dim threads (a
 // multiple of 32, at least n_rot / 2). Blocks of Q heads rotate; blocks of K heads rotate and
 // store the rotated row as f16; blocks past them store V's rows. Tokens' positions and caches
@@ -40,7 +41,7 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
                                       u16* __restrict__ kc, u16* __restrict__ vc, int n_heads,
                                       int n_kv_heads, int head_dim, int n_rot,
                                       const int* __restrict__ pos, long long seq_stride,
-                                      const float* __restrict__ table, int neox,
+                                      const float* __restrict__ table, int neox, float qscale,
                                       STAMP_PARAMS) {
     STAMP_GUARD;
     int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
@@ -64,7 +65,16 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
         const float* cs = table + ((u64)p * (n_rot / 2) + i) * 2;
         rope_pair(head, i, n_rot, cs[0], cs[1], neox);
     }
-    if (!is_k) return;
+    if (!is_k) {
+        // The query scaled after its rotation (`qscale` is the block's, so the barrier is
+        // every thread's or none's): gemma3's and phi3's attention scale, on Q as llama.cpp
+        // applies it (a product in f32).
+        if (qscale != 1.0f) {
+            __syncthreads();
+            if (i < head_dim) head[i] = __fmul_rn(head[i], qscale);
+        }
+        return;
+    }
     __syncthreads();
     if (i < head_dim) kc[cache_row + h * head_dim + i] = f2h(head[i]);
 }

@@ -7,8 +7,9 @@
 # picks, 2 threads): the prompt in one batch with logits at every position, then 8 greedy
 # tokens one decode call each (bench/llama/llama-logits.cpp, `gen=8`).
 #
-# Then the tokenizer fixture (tokenizer-synth.jsonl): the synthesized qwen3 (byte-level
-# BPE, qwen2 pre-tokenizer), Phi-3 and Mistral (SentencePiece with byte fallback) vocabularies
+# Then the tokenizer fixture (ref/tokenizer-synth.jsonl): the synthesized qwen3 (byte-level
+# BPE, qwen2 pre-tokenizer), gemma3, Phi-3 and Mistral (SentencePiece with byte fallback)
+# vocabularies
 # at their real sizes (shapes/vocab-*.toml), and the ids llama.cpp's tokenizer gives a set of
 # texts with BOS as the vocabulary asks and special tokens parsed (bench/llama/llama-tokens.cpp).
 #
@@ -28,6 +29,7 @@ STEPS=8
 # name prefix, shape file stem, then the mixes it is made in
 CASES=(
   "synth tiny-qwen3 f32 f16 q8_0 q4_k_m q6_k"
+  "synth tiny-gemma3 f32 f16 q8_0 q4_k_m q6_k"
   "synth tiny-phi3 f32 f16 q8_0 q4_k_m q6_k"
   "synth tiny-mistral f32 q4_k_m"
   "synth tiny-llama-linear f32"
@@ -109,9 +111,9 @@ EOF
 echo "wrote $tsv and $(grep -vc '^#' "$tsv") references in $fixtures/ref/" >&2
 
 # The tokenizer fixture.
-tok=$fixtures/tokenizer-synth.jsonl
+tok=$fixtures/ref/tokenizer-synth.jsonl
 : >"$tok"
-for shape in vocab-qwen3 vocab-phi3 vocab-mistral; do
+for shape in vocab-qwen3 vocab-gemma3 vocab-phi3 vocab-mistral; do
   model="$work/$shape.gguf"
   "$CBTOP" synth --shape "$fixtures/shapes/$shape.toml" --quant q8_0 --seed "$SEED" \
     -o "$model" >/dev/null 2>&1

@@ -313,7 +313,8 @@ fn f16_bits(x: &[half::f16]) -> Vec<u16> {
 /// Asked to keep the CPU's order up to 128 positions (as the engine asks for models whose
 /// products all keep it), contexts that short give the CPU's output bits. Contexts of one chunk and of
 /// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
-/// kernel's instantiations) and 80 (its general one); NORM and NEOX RoPE. Each step also runs
+/// kernel's instantiations), 80 (its general one) and 256 (the wide kernel, gemma3's heads,
+/// which has neither the CPU-order nor the grouped path); NORM and NEOX RoPE. Each step also runs
 /// on the grouped path (a KV head's query heads in one block: groups of 3, 7, 3 and 8 query
 /// heads here), held to the same bound; one head per KV head and 16 per KV head take the
 /// one-head blocks either way.
@@ -337,6 +338,8 @@ fn fast_decode_attention_matches_the_cpu() {
         (16, 2, 128, false),
         (4, 4, 64, true),
         (16, 1, 64, true),
+        (4, 1, 256, true),
+        (8, 4, 256, false),
     ] {
         for pos in [0usize, 1, 57, 127, 128, 300, 1000, 301, 999, 4200, 4201] {
             let shape = AttnShape {
@@ -358,6 +361,7 @@ fn fast_decode_attention_matches_the_cpu() {
                 n_rot: head_dim,
                 neox,
                 rope_base: 10000.0,
+                window: 0,
                 q: &q,
                 k: &k,
                 v: &v,
@@ -400,7 +404,8 @@ fn fast_decode_attention_matches_the_cpu() {
                     ));
                 }
             }
-            let in_order = pos < 128;
+            // Heads of 256 take the wide kernel, which has no CPU-order path.
+            let in_order = pos < 128 && head_dim <= 128;
             let same_bits = ordered
                 .out
                 .iter()
@@ -459,7 +464,7 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
     };
     let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
     let mut failures = Vec::new();
-    for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128)] {
+    for (n_heads, n_kv_heads, head_dim) in [(9, 3, 64), (14, 2, 128), (4, 1, 256)] {
         for (pos, splits, group_splits, ordered_upto) in [
             (0usize, 8, 0, 0),
             (300, 8, 0, 0),
@@ -478,6 +483,7 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
                 n_rot: head_dim,
                 neox: true,
                 rope_base: 10000.0,
+                window: 0,
                 q: &r.q,
                 k: &r.k,
                 v: &r.v,
@@ -525,6 +531,192 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
                 }
             }
         }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A sliding-window layer's decode attention (gemma3): with a window of W positions the step at
+/// position p sees only the keys at p - W + 1 ..= p, and the kernels read only those. Against
+/// the CPU engine's attention over the window's rows alone (the keys before it are random
+/// here, so any read of them shows): the CPU-order path gives the CPU's bits, the one-head and
+/// grouped paths (head sizes 64 and 128: the tensor-core grouped kernel; 80: the CUDA-core
+/// one) agree within the bound of `fast_decode_attention_matches_the_cpu`. Windows shorter
+/// and longer than the context, and contexts that split into several chunks.
+#[test]
+fn windowed_decode_attention_reads_only_the_window() {
+    use cbtop::engine::cpu::attention::{attention_layer, AttnLayer, AttnShape};
+    use cbtop::engine::cpu::ops::{rope, rope_table};
+    use cbtop::engine::cuda::DecodeStep;
+    use cbtop::model::RopeStyle;
+    use half::f16;
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    for (n_heads, n_kv_heads, head_dim) in [(8, 2, 64), (4, 1, 128), (6, 2, 80), (4, 1, 256)] {
+        for (pos, window) in [
+            (0usize, 4usize),
+            (5, 4),
+            (100, 32),
+            (127, 128),
+            (600, 512),
+            (1300, 1024),
+            (300, 4096),
+        ] {
+            let shape = AttnShape {
+                n_heads,
+                n_kv_heads,
+                head_dim,
+            };
+            let kv_dim = n_kv_heads * head_dim;
+            let RandomStep {
+                q,
+                k,
+                v,
+                mut keys,
+                mut values,
+            } = random_step(shape, pos, (pos * 17 + window + head_dim) as u64);
+            let step = DecodeStep {
+                shape,
+                n_rot: head_dim,
+                neox: true,
+                rope_base: 10000.0,
+                window,
+                q: &q,
+                k: &k,
+                v: &v,
+                keys: &f16_bits(&keys),
+                values: &f16_bits(&values),
+            };
+            let got = kc.decode_attention(&step, 8, 0, 0, None).unwrap();
+            let ordered = kc.decode_attention(&step, 8, 0, 128, None).unwrap();
+            let grouped = kc.decode_attention(&step, 8, 16, 0, None).unwrap();
+
+            let table = rope_table(pos, head_dim, 10000.0);
+            let (mut qr, mut kr) = (q.clone(), k.clone());
+            rope(&mut qr, head_dim, &table, RopeStyle::Neox);
+            rope(&mut kr, head_dim, &table, RopeStyle::Neox);
+            keys.extend(kr.iter().map(|&x| f16::from_f32(x)));
+            values.extend(v.iter().map(|&x| f16::from_f32(x)));
+            let first = (pos + 1).saturating_sub(window);
+            let mut want = vec![0f32; n_heads * head_dim];
+            // The CPU engine's own window: it starts at the window's first key.
+            let layer = AttnLayer {
+                window: Some(window),
+                ..AttnLayer::causal(head_dim)
+            };
+            attention_layer(shape, layer, &qr, &keys, &values, pos, &mut want);
+            let what = format!(
+                "heads {n_heads}/{n_kv_heads} x {head_dim}, position {pos}, window {window}"
+            );
+            for out in [&got, &ordered, &grouped] {
+                if out.key_row != f16_bits(&keys[pos * kv_dim..]) {
+                    failures.push(format!("{what}: the step's K row differs from the CPU's"));
+                }
+            }
+            if pos - first < 128 && head_dim <= 128 && ordered.out != want {
+                failures.push(format!("{what}: the CPU-order path is not the CPU's bits"));
+            }
+            let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let bound = (1.0 + ((pos - first + 1) as f32).sqrt()) / 2048.0;
+            for (path, out) in [("one head a block", &got), ("grouped", &grouped)] {
+                let worst = out
+                    .out
+                    .iter()
+                    .zip(&want)
+                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                eprintln!("{what}, {path}: max |gpu - cpu| = {worst:.2e} (largest {top:.2e})");
+                if worst > bound * top {
+                    failures.push(format!(
+                        "{what}, {path}: {worst:.2e} over {bound:.2e} of {top:.2e}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// f32 values as their bits, for comparisons that must be bit for bit.
+fn f32_bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+/// The architectures' extra per-row kernels against the CPU engine's functions, bit for bit
+/// (both numerics launch the same kernels): qwen3's and gemma3's per-head Q/K RMSNorm (head
+/// sizes 64, 128, 256 and an odd 80, several tokens), gemma3's post norm added to the
+/// residual (rows of 640 and of 2560, more than one 1024-thread block a row), and GeGLU from
+/// the CPU's f16 GELU table (the cut-offs at +-10 and values across the table's range).
+#[test]
+fn arch_row_kernels_give_the_cpu_engines_bits() {
+    use cbtop::engine::cpu::geglu::geglu;
+    use cbtop::engine::cpu::ops::{add_in_place, rms_norm};
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Exact).unwrap();
+    let mut rng = SplitMix64::new(38);
+    let mut draw =
+        |n: usize, s: f32| -> Vec<f32> { (0..n).map(|_| s * rng.next_signed()).collect() };
+    let mut failures = Vec::new();
+    for (hd, heads, kv_heads, tokens) in [
+        (64, 8, 2, 3),
+        (128, 16, 8, 1),
+        (256, 4, 1, 5),
+        (80, 6, 2, 2),
+    ] {
+        let (q, k) = (
+            draw(tokens * heads * hd, 4.0),
+            draw(tokens * kv_heads * hd, 4.0),
+        );
+        let (qw, kw) = (draw(hd, 2.0), draw(hd, 2.0));
+        let eps = 1e-6;
+        let (gq, gk) = kc
+            .qk_norm(&q, &k, (&qw, &kw), (heads, kv_heads), eps)
+            .unwrap();
+        let per_head = |x: &[f32], w: &[f32]| -> Vec<f32> {
+            let mut out = vec![0f32; x.len()];
+            for (o, r) in out.chunks_exact_mut(hd).zip(x.chunks_exact(hd)) {
+                rms_norm(r, w, eps, o);
+            }
+            out
+        };
+        if f32_bits(&gq) != f32_bits(&per_head(&q, &qw))
+            || f32_bits(&gk) != f32_bits(&per_head(&k, &kw))
+        {
+            failures.push(format!("qk_norm, head_dim {hd}: not the CPU's bits"));
+        }
+    }
+    for (cols, rows) in [(640usize, 3usize), (2560, 2)] {
+        let (y, w, x) = (
+            draw(rows * cols, 30.0),
+            draw(cols, 1.5),
+            draw(rows * cols, 10.0),
+        );
+        let got = kc.post_norm(&y, &w, &x, 1e-6).unwrap();
+        let mut want = x.clone();
+        for (xr, yr) in want.chunks_exact_mut(cols).zip(y.chunks_exact(cols)) {
+            let mut normed = vec![0f32; cols];
+            rms_norm(yr, &w, 1e-6, &mut normed);
+            add_in_place(xr, &normed);
+        }
+        if f32_bits(&got) != f32_bits(&want) {
+            failures.push(format!(
+                "post_norm_residual, {cols} columns: not the CPU's bits"
+            ));
+        }
+    }
+    let mut gate = draw(6912, 14.0);
+    gate[..8].copy_from_slice(&[-10.0, 10.0, -9.999, 9.999, -10.001, 10.001, 0.0, -0.0]);
+    let up = draw(6912, 3.0);
+    let got = kc.geglu(&gate, &up).unwrap();
+    let mut want = gate.clone();
+    geglu(&mut want, &up);
+    if f32_bits(&got) != f32_bits(&want) {
+        failures.push("geglu: not the CPU's bits".to_string());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1173,14 +1173,14 @@ const SPM: &[(&[u32], &str)] = &[
 ];
 
 /// The synthesized vocabularies of the new architectures at their real sizes (qwen3's
-/// byte-level BPE with the qwen2 pre-tokenizer; Phi-3's and Mistral's SentencePiece with byte
-/// fallback) give exactly llama.cpp's ids for every text of
-/// `conformance/tokenizer-synth.jsonl` (BOS as the vocabulary asks, special tokens
+/// byte-level BPE with the qwen2 pre-tokenizer; gemma3's, Phi-3's and Mistral's SentencePiece
+/// with byte fallback, gemma3's without the dummy-prefix space) give exactly llama.cpp's ids for every text of
+/// `conformance/ref/tokenizer-synth.jsonl` (BOS as the vocabulary asks, special tokens
 /// parsed; scripts/arch-fixtures.sh), and decode the ids after BOS back to texts without
 /// special-token markup.
 #[test]
 fn synthesized_vocabularies_tokenize_as_llama_cpp() {
-    let lines = common::jsonl(&common::fixture("conformance/tokenizer-synth.jsonl"));
+    let lines = common::jsonl(&common::fixture("conformance/ref/tokenizer-synth.jsonl"));
     let mut by_shape: std::collections::BTreeMap<String, Vec<(String, Vec<u32>)>> =
         Default::default();
     for l in &lines {
@@ -1193,7 +1193,7 @@ fn synthesized_vocabularies_tokenize_as_llama_cpp() {
     }
     assert_eq!(
         by_shape.keys().collect::<Vec<_>>(),
-        ["vocab-mistral", "vocab-phi3", "vocab-qwen3"]
+        ["vocab-gemma3", "vocab-mistral", "vocab-phi3", "vocab-qwen3"]
     );
     let mut failures = Vec::new();
     for (shape, cases) in &by_shape {

@@ -252,7 +252,8 @@ fn the_drill_down_lists_the_kernels_that_ran() {
 /// A capture for the record, not a check: `CBTOP_PTY_CAPTURE=FILE CBTOP_PTY_ARGS="--model-path
 /// M --device cuda" cargo test --test tui_pty -- --ignored capture` writes the main view, the
 /// drill-down of `CBTOP_PTY_BRICK` (a brick row's position, default 2: qkv) and the `w`
-/// timeline (paused, then scrolled) at 160x48 into FILE, one after another.
+/// timeline (paused, then scrolled) at 160x48 into FILE, one after another; with
+/// `CBTOP_PTY_TAB` set (for `--device all`) also the next GPU's drill-down.
 #[test]
 #[ignore = "a capture tool for device runs: set CBTOP_PTY_CAPTURE and CBTOP_PTY_ARGS"]
 fn capture_the_drill_down_and_the_timeline() {
@@ -291,6 +292,13 @@ fn capture_the_drill_down_and_the_timeline() {
     t.wait_for("kernels (per token)", KEY_TIMEOUT);
     std::thread::sleep(Duration::from_secs(2));
     save(&mut t, "drill-down (Enter)");
+    if std::env::var_os("CBTOP_PTY_TAB").is_some() {
+        // `--device all`: the next GPU's drill-down, then back to the first.
+        t.press("\t");
+        std::thread::sleep(Duration::from_secs(2));
+        save(&mut t, "drill-down of the next GPU (Tab)");
+        t.press("\t");
+    }
     t.press("w");
     t.wait_for("kernel timeline", KEY_TIMEOUT);
     std::thread::sleep(Duration::from_secs(1));

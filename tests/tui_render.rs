@@ -187,3 +187,44 @@ fn the_timeline_shows_the_last_steps_kernels_and_the_idle_between() {
     let cpu = tui_fixture::render(View::Timeline, &tui_fixture::no_gpu(), 160, 48);
     assert!(cpu.contains("kernels are not"), "{cpu}");
 }
+
+/// `--device all` on two GPUs: the main view shows each GPU's engine in a column of its own;
+/// other views show the GPU `Tab` chose, and every size renders.
+#[test]
+fn two_gpus_side_by_side_and_tab_picks_the_detail() {
+    let mut a = cuda_snapshot();
+    let mut b = cuda_snapshot();
+    a.header.device = "cuda:0 H100-A".into();
+    b.header.device = "cuda:1 H100-B".into();
+    b.bricks[0].id = "embed_b".into();
+    let tele = tui_fixture::with_gpu();
+    let mut app = App {
+        panes: 2,
+        ..tui_fixture::app(View::Main)
+    };
+    let frame = tui_fixture::render_panes(&[&a, &b], &app, &tele, 200, 50);
+    let head = frame.lines().next().unwrap();
+    let (l, r) = (head.find("cuda:0 H100-A"), head.find("cuda:1 H100-B"));
+    assert!(
+        matches!((l, r), (Some(l), Some(r)) if l < r),
+        "side by side:\n{frame}"
+    );
+    assert!(frame.contains("Tab next GPU"), "{frame}");
+    app.view = View::Drill;
+    app.selected = 0;
+    for (pane, id) in [(0, "embed"), (1, "embed_b")] {
+        app.pane = pane;
+        let frame = tui_fixture::render_panes(&[&a, &b], &app, &tele, 200, 50);
+        assert!(
+            frame.contains(&format!("drill-down: {id} (")),
+            "pane {pane}:\n{frame}"
+        );
+    }
+    for (w, h) in sizes() {
+        for v in View::ALL {
+            app.view = v;
+            let frame = tui_fixture::render_panes(&[&a, &b], &app, &tele, w, h);
+            assert_eq!(frame.lines().count(), h as usize);
+        }
+    }
+}

@@ -11,7 +11,8 @@
 //!   scale, weight). Residual add: read two vectors, write one; 1 FLOP per element.
 //! - RoPE: read and write Q and K; 6 FLOPs per rotated pair (4 multiplies, 2 adds).
 //! - Attention over `kv_len` cached positions: write this token's K and V, read every cached K
-//!   and V; 2 FLOPs per multiply-add of Q·K and of P·V, 5 per score for the softmax.
+//!   and V; 2 FLOPs per multiply-add of Q·K and of P·V, 5 per score for the softmax. A
+//!   sliding-window layer (gemma3) reads only the last `window` positions.
 //! - SiLU(gate)·up: read gate and up, write one vector; 6 FLOPs per element.
 //! - GELU(gate)·up (`ffn_geglu`): the same bytes; 10 FLOPs per element (GELU's tanh form
 //!   `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))` is 9 counting tanh as one, and the
@@ -106,6 +107,8 @@ pub struct Shapes {
     pub q_scale: bool,
     /// Whether the output logits are soft-capped.
     pub final_softcap: bool,
+    /// Per layer, its sliding window (gemma3's sliding layers); empty: no layer slides.
+    pub windows: Vec<Option<usize>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -150,7 +153,19 @@ impl Shapes {
             embed_scale: cfg.embed_scale.is_some(),
             q_scale: cfg.attn_scale_on_q,
             final_softcap: cfg.final_logit_softcap.is_some(),
+            windows: (0..cfg.n_layers).map(|l| cfg.layer_window(l)).collect(),
         }
+    }
+
+    /// Cached positions attention reads over all layers for a token attending over
+    /// `kv_len`: `kv_len` per layer, at most its window on a sliding layer.
+    fn kv_seen(&self, kv_len: f64) -> f64 {
+        (0..self.n_layers)
+            .map(|l| match self.windows.get(l) {
+                Some(Some(n)) => kv_len.min(*n as f64),
+                _ => kv_len,
+            })
+            .sum()
     }
 
     /// The weight bytes one decode token reads: every layer's matrices and the output head.
@@ -255,7 +270,7 @@ impl Shapes {
         let c = self.bytes_and_flops(b, kv_len);
         let memory = match b {
             BrickId::Embed => self.embd_row_bytes as f64,
-            BrickId::Attention => self.n_layers as f64 * 2.0 * kv_len * self.kv_dim as f64 * F16,
+            BrickId::Attention => 2.0 * self.kv_seen(kv_len) * self.kv_dim as f64 * F16,
             _ => self.weight_bytes(b),
         };
         Cost {
@@ -319,11 +334,11 @@ impl Shapes {
                 )
             }
             BrickId::Attention => {
-                let heads = self.n_heads as f64;
+                let (heads, seen) = (self.n_heads as f64, self.kv_seen(kv_len));
                 c(
-                    layers * (qd * F32 + 2.0 * kvd * F32 + 2.0 * kv_len * kvd * F16),
+                    layers * (qd * F32 + 2.0 * kvd * F32) + 2.0 * seen * kvd * F16,
                     layers * (2.0 * kvd * F16 + qd * F32),
-                    layers * (4.0 * kv_len * qd + 5.0 * kv_len * heads + on(self.q_scale) * qd),
+                    4.0 * seen * qd + 5.0 * seen * heads + layers * on(self.q_scale) * qd,
                 )
             }
             BrickId::AttnOut => c(
@@ -464,7 +479,31 @@ mod tests {
             embed_scale: false,
             q_scale: false,
             final_softcap: false,
+            windows: Vec::new(),
         }
+    }
+
+    /// A sliding layer reads at most its window of the cache: with one of the two layers
+    /// sliding over 8 positions, a token at 100 reads 100 + 8 positions' K and V, and at 5
+    /// (inside the window) the same as without one.
+    #[test]
+    fn sliding_layers_read_only_their_window() {
+        let plain = shapes();
+        let swa = Shapes {
+            windows: vec![Some(8), None],
+            ..shapes()
+        };
+        let (a, p) = (
+            swa.cost(BrickId::Attention.into(), 100.0),
+            plain.cost(BrickId::Attention.into(), 100.0),
+        );
+        let per_pos = 2.0 * 32.0 * 2.0;
+        assert_eq!(p.bytes_read - a.bytes_read, 92.0 * per_pos);
+        assert_eq!(p.flops - a.flops, 92.0 * (4.0 * 64.0 + 5.0 * 4.0));
+        assert_eq!(
+            swa.cost(BrickId::Attention.into(), 5.0),
+            plain.cost(BrickId::Attention.into(), 5.0)
+        );
     }
 
     #[test]

@@ -285,6 +285,8 @@ pub enum DeviceArg {
     Auto,
     Cpu,
     Cuda(usize),
+    /// Every usable GPU, one engine each (the profile only: headless and live view).
+    All,
 }
 
 impl FromStr for DeviceArg {
@@ -294,11 +296,12 @@ impl FromStr for DeviceArg {
             "auto" => Ok(DeviceArg::Auto),
             "cpu" => Ok(DeviceArg::Cpu),
             "cuda" => Ok(DeviceArg::Cuda(0)),
+            "all" => Ok(DeviceArg::All),
             _ => s
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(DeviceArg::Cuda)
-                .ok_or_else(|| format!("{s:?} is not auto, cpu, cuda or cuda:N")),
+                .ok_or_else(|| format!("{s:?} is not auto, cpu, cuda, cuda:N or all")),
         }
     }
 }
@@ -306,7 +309,7 @@ impl FromStr for DeviceArg {
 /// Options shared by every command that runs the engine.
 #[derive(Args, Debug)]
 pub struct EngineArgs {
-    /// auto, cpu, cuda or cuda:N.
+    /// auto, cpu, cuda, cuda:N, or all (every GPU, one engine each; the profile only).
     #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
     /// fast or exact (bit for bit the CPU reference's). Default: fast on a GPU, exact on the

@@ -32,6 +32,12 @@ pub fn resolve_device(
             Ok(g) => (Device::Cuda(g.clone()), None),
             Err(reason) => (Device::Cpu, Some(format!("running on the CPU: {reason}"))),
         },
+        DeviceArg::All => {
+            return Err(CliError::usage(
+                "--device all profiles every GPU (cbtop or cbtop --headless); this command runs \
+                 on one device: give cuda:N",
+            ))
+        }
         DeviceArg::Cuda(n) => match probe().gpu(n) {
             Ok(g) => (Device::Cuda(g.clone()), None),
             Err(reason) => {
@@ -41,6 +47,25 @@ pub fn resolve_device(
             }
         },
     })
+}
+
+/// Resolve `--device` for the profile, where `all` is every usable GPU in ordinal order (exit 3
+/// with the reason when there is none); any other value is `resolve_device`'s one device.
+pub fn resolve_devices(e: &args::EngineArgs) -> Result<(Vec<Device>, Option<String>), CliError> {
+    if e.device != DeviceArg::All {
+        let (d, note) = resolve_device(e, true)?;
+        return Ok((vec![d], note));
+    }
+    let p = probe();
+    match &p.unusable {
+        Some(reason) => Err(CliError::runtime(format!(
+            "--device all: no usable CUDA GPU: {reason}"
+        ))),
+        None if p.gpus.is_empty() => Err(CliError::runtime(
+            "--device all: no usable CUDA GPU: the driver lists no CUDA device",
+        )),
+        None => Ok((p.gpus.iter().cloned().map(Device::Cuda).collect(), None)),
+    }
 }
 
 /// Apply `--threads` (an argument check, before the model is read: loading may already use

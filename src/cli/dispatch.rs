@@ -1,7 +1,7 @@
 //! One parsed command line to the subcommand that runs it.
 
 use super::args::{Cli, Command};
-use super::device::{resolve_device, setup_threads};
+use super::device::{resolve_devices, setup_threads};
 use super::error::CliError;
 use super::{
     compare, doctor, generate, headless, history, inspect, live, schema, sinks, synth, tokenize,
@@ -30,8 +30,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             setup_threads(&cli.profile.engine)?;
             let metrics = sinks::start_metrics(&cli.profile)?;
             let src = headless::load_model(cli.profile.model_path.as_deref())?;
-            let (device, note) = resolve_device(&cli.profile.engine, true)?;
-            live::run(cli.profile, src, device, note, metrics)
+            let (devices, note) = resolve_devices(&cli.profile.engine)?;
+            live::run(cli.profile, src, devices, note, metrics)
         }
     }
 }

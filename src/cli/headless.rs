@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::args::{FormatArg, ProfileArgs, TimingArg};
-use super::device::{nvml_index, resolve_device, setup_threads};
+use super::args::{DeviceArg, FormatArg, ProfileArgs, TimingArg};
+use super::device::{nvml_index, resolve_devices, setup_threads};
 use super::error::{exit, CliError};
 use super::history::db_error;
 use super::interrupt::{self, Interrupt, SIGINT, SIGTERM};
 use super::output::write_file;
-use super::sinks::{append_history, hold, metric_labels, start_metrics};
+use super::sinks::{append_history, device_metric_label, hold, metric_labels, start_metrics};
 use crate::brick::id::is_valid_id;
 use crate::brick::peaks::MeasuredPeaks;
 use crate::brick::{BrickId, Catalogue, Source};
@@ -37,7 +37,7 @@ use crate::profiler::session::Session;
 use crate::report::build::{build, RunInfo};
 use crate::report::gates::{apply_gates, evaluate, failure_summary, GateFlags, GateSpec};
 use crate::report::telemetry::{summarize, trace_counters as telemetry_counters, Window};
-use crate::report::trace::{write_trace, TraceCounter, TraceSpan};
+use crate::report::trace::{write_processes, TraceCounter, TraceProcess, TraceSpan};
 use crate::report::types::BatchPoint;
 use crate::report::{format, Report, RunConfig, Status};
 use crate::telemetry::{GpuProbe, Sampler, TelemetrySample};
@@ -317,7 +317,8 @@ fn measure(
     signals: &Interrupt,
     metrics: Option<(&Shared, &Labels)>,
 ) -> Result<Measured, CliError> {
-    let mut progress = Progress::new(a.ci);
+    // One bar per engine would garble stderr: several engines run without one.
+    let mut progress = Progress::new(a.ci || a.engine.device == DeviceArg::All);
     let mut published = Instant::now();
     progress.update(0, plan.steps(), "measuring peaks");
     let host = Host::detect();
@@ -433,35 +434,55 @@ fn judge(report: &mut Report, gates: &GateSpec, interrupted: bool) -> Result<(),
     Ok(())
 }
 
-/// Write the trace (with `--trace`) and the report (to `--output`, else stdout).
+/// Write the trace (with `--trace`: one process per engine) and the report (to `--output`,
+/// else stdout).
 fn emit(
     a: &ProfileArgs,
     fmt: FormatArg,
     src: &ModelSource,
-    m: &Measured,
+    runs: &[DeviceRun],
     report: &Report,
-    frame: &Frame,
+    frames: &[Frame],
 ) -> Result<(), CliError> {
     if let Some(path) = &a.trace {
-        let (spans, mut counters) = trace_data(&m.run, &m.kernels);
-        if let Some(t) = &m.telemetry {
-            counters.extend(t.counters());
-        }
         let marker = if src.synthetic {
             " [synthetic weights]"
         } else {
             ""
         };
-        let title = format!("cbtop: {}{marker}", src.label());
-        write_file("--trace", path, |w| {
-            write_trace(w, &title, &spans, &counters)
-        })?;
+        let data: Vec<_> = runs
+            .iter()
+            .map(|r| {
+                let (spans, mut counters) = trace_data(&r.m.run, &r.m.kernels);
+                if let Some(t) = &r.m.telemetry {
+                    counters.extend(t.counters());
+                }
+                (spans, counters)
+            })
+            .collect();
+        let processes: Vec<TraceProcess> = runs
+            .iter()
+            .zip(&data)
+            .map(|(r, (spans, counters))| TraceProcess {
+                title: match a.engine.device {
+                    DeviceArg::All => format!(
+                        "cbtop: {}{marker} on {}",
+                        src.label(),
+                        r.frame.labels.device
+                    ),
+                    _ => format!("cbtop: {}{marker}", src.label()),
+                },
+                spans,
+                counters,
+            })
+            .collect();
+        write_file("--trace", path, |w| write_processes(w, &processes))?;
     }
     let text = match fmt {
         FormatArg::Json => format::to_json(report),
         FormatArg::Md => format::to_markdown(report),
         FormatArg::Csv => format::to_csv(report),
-        FormatArg::Openmetrics => openmetrics::render(frame),
+        FormatArg::Openmetrics => openmetrics::render_all(frames),
     };
     write_out(a.output.as_deref(), &text)
 }
@@ -578,6 +599,102 @@ fn run_batches(
     Ok(points)
 }
 
+/// What one engine's run gives: its measurements, its judged report and its metrics.
+struct DeviceRun {
+    m: Measured,
+    report: Report,
+    frame: Frame,
+}
+
+/// Everything fixed before any engine opens, the same for every device of `--device all`.
+struct Prepared<'a> {
+    a: &'a ProfileArgs,
+    checks: &'a Checks,
+    src: &'a ModelSource,
+    prompt: &'a [u32],
+    plan: (Plan, usize),
+    sweep: Option<&'a BatchPlan>,
+    signals: &'a Interrupt,
+}
+
+/// Measure on `device`, build and judge its report (and run the `--batch` sweep on it).
+fn run_device(
+    p: &Prepared,
+    device: &Device,
+    note: Option<String>,
+    metrics: Option<&Shared>,
+) -> Result<DeviceRun, CliError> {
+    let (a, src) = (p.a, p.src);
+    let labels = metric_labels(src, device, a.engine.numerics_on(device));
+    let shared = metrics.map(|s| (s, &labels));
+    let m = measure(a, src, p.prompt, p.plan, device, p.signals, shared)?;
+    let info = run_info(a, src, &m, p.checks, (p.prompt.len(), p.plan.1), note);
+    let mut report = build(&info, &m.run, &p.checks.budgets);
+    if let Some(plan) = p.sweep {
+        report.batch = Some(run_batches(a, src, plan, device, p.signals)?);
+    }
+    judge(&mut report, &p.checks.gates, m.run.interrupted)?;
+    let mut frame = Frame::from_report(labels, &m.run.stats, &report);
+    frame.gpu = m
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.samples.last())
+        .and_then(|s| s.gpu.clone());
+    if let Some(shared) = metrics {
+        shared.set_frame(frame.clone());
+    }
+    Ok(DeviceRun { m, report, frame })
+}
+
+/// `--device all`: one engine per GPU, each on its own thread with its own model copy, NVML
+/// device and metrics slot; the first error (naming its GPU) ends the run.
+fn run_devices(
+    p: &Prepared,
+    devices: &[Device],
+    metrics: Option<&Shared>,
+) -> Result<Vec<DeviceRun>, CliError> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let slot = metrics.map(|s| s.slot(i));
+                scope.spawn(move || run_device(p, d, None, slot.as_ref()))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(devices)
+            .map(|(h, d)| {
+                let name = device_metric_label(d);
+                match h.join() {
+                    Ok(r) => r.map_err(|mut e| {
+                        e.message = format!("{name}: {}", e.message);
+                        e
+                    }),
+                    Err(_) => Err(CliError::runtime(format!(
+                        "{name}: the engine thread panicked"
+                    ))),
+                }
+            })
+            .collect()
+    })
+}
+
+/// The report of several engines: the first's figures at the top level, every engine's own
+/// report under `devices`, and the worst status (a failure anywhere fails the run).
+fn combined(runs: &[DeviceRun]) -> Report {
+    let mut top = runs[0].report.clone();
+    top.devices = Some(runs.iter().map(|r| r.report.clone()).collect());
+    let worst = |s: Status| runs.iter().any(|r| r.report.status == s);
+    if worst(Status::Interrupted) {
+        top.status = Status::Interrupted;
+    } else if worst(Status::Fail) {
+        top.status = Status::Fail;
+    }
+    top
+}
+
 /// `cbtop --headless`: validate, open, run, assemble, emit.
 pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     // Caught from the start, so a signal at any point ends in a report or an exit code that
@@ -594,43 +711,61 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     setup_threads(&a.engine)?;
     let src = load_model(a.model_path.as_deref())?;
     let prompt = prompt_tokens(&src, &a)?;
-    let (plan, ctx) = plan(&a, &src, prompt.len())?;
+    let plan = plan(&a, &src, prompt.len())?;
     // Arguments and model are good: only now the device.
-    let (device, note) = resolve_device(&a.engine, true)?;
+    let (devices, note) = resolve_devices(&a.engine)?;
     if let (Some(n), false) = (&note, a.ci) {
         eprintln!("cbtop: note: {n}");
     }
-    let labels = metric_labels(&src, &device, a.engine.numerics_on(&device));
     let sweep = batch_sweep(&a, &src, &prompt)?;
-    let shared = metrics.as_ref().map(|(_, s)| (s, &labels));
-    let m = measure(&a, &src, &prompt, (plan, ctx), &device, &signals, shared)?;
-    let info = run_info(&a, &src, &m, &checks, (prompt.len(), ctx), note);
-    let mut report = build(&info, &m.run, &checks.budgets);
-    if let Some(plan) = &sweep {
-        report.batch = Some(run_batches(&a, &src, plan, &device, &signals)?);
-    }
-    let interrupted = m
-        .run
-        .interrupted
-        .then(|| signals.signal().unwrap_or(SIGINT));
-    judge(&mut report, &checks.gates, interrupted.is_some())?;
-    let mut frame = Frame::from_report(labels, &m.run.stats, &report);
-    frame.gpu = m
-        .telemetry
-        .as_ref()
-        .and_then(|t| t.samples.last())
-        .and_then(|s| s.gpu.clone());
-    if let Some((_, shared)) = &metrics {
-        shared.set_frame(frame.clone());
-    }
-    emit(&a, checks.fmt, &src, &m, &report, &frame)?;
+    let prepared = Prepared {
+        a: &a,
+        checks: &checks,
+        src: &src,
+        prompt: &prompt,
+        plan,
+        sweep: sweep.as_ref(),
+        signals: &signals,
+    };
+    let shared = metrics.as_ref().map(|(_, s)| s);
+    let all = a.engine.device == DeviceArg::All;
+    let runs = if all {
+        if !a.ci {
+            eprintln!("cbtop: profiling {} GPUs, one engine each", devices.len());
+        }
+        run_devices(&prepared, &devices, shared)?
+    } else {
+        vec![run_device(&prepared, &devices[0], note, shared)?]
+    };
+    let report = if all {
+        combined(&runs)
+    } else {
+        runs[0].report.clone()
+    };
+    let frames: Vec<Frame> = runs.iter().map(|r| r.frame.clone()).collect();
+    emit(&a, checks.fmt, &src, &runs, &report, &frames)?;
     if let Some(db) = &mut db {
-        append_history(db, &report, &m.run.samples, a.output.as_deref())?;
+        for r in &runs {
+            append_history(db, &r.report, &r.m.run.samples, a.output.as_deref())?;
+        }
     }
     if let (Some(secs), Some(_)) = (a.metrics_hold, &metrics) {
         hold(secs, &signals);
     }
-    outcome(&report, interrupted, a.tokens)
+    let interrupted = runs
+        .iter()
+        .any(|r| r.m.run.interrupted)
+        .then(|| signals.signal().unwrap_or(SIGINT));
+    if !all {
+        return outcome(&report, interrupted, a.tokens);
+    }
+    runs.iter().try_for_each(|r| {
+        let label = r.frame.labels.device.clone();
+        outcome(&r.report, interrupted, a.tokens).map_err(|mut e| {
+            e.message = format!("{label}: {}", e.message);
+            e
+        })
+    })
 }
 
 #[cfg(test)]

@@ -20,18 +20,18 @@ use crate::profiler::model_source::{chat_default_prompt, ModelSource};
 use crate::telemetry::GpuProbe;
 use crate::tui::snapshot::Header;
 use crate::tui::worker::{EngineConfig, BATCH_STEPS};
-use crate::tui::{LiveError, Source};
+use crate::tui::{LiveError, Pane, Source};
 
 /// Context when `--ctx` is not given: long enough for steady numbers, short enough that the
 /// attention cost stays close to the decode of a chat turn.
 pub const DEFAULT_CTX: usize = 512;
 
 /// `cbtop [--model-path FILE] ...`: the live view of `src` (loaded from `--model-path`) on
-/// `device` (`--device` resolved).
+/// `devices` (`--device` resolved: one, or every GPU for `all`).
 pub fn run(
     args: ProfileArgs,
     src: ModelSource,
-    device: Device,
+    devices: Vec<Device>,
     status: Option<String>,
     metrics: Option<(MetricsServer, Shared)>,
 ) -> Result<(), CliError> {
@@ -43,40 +43,54 @@ pub fn run(
             synthetic: src.synthetic,
         },
         &args,
-        device,
+        devices,
         status,
         metrics,
     )
 }
 
-/// The live view on an already-loaded model; `status` is a first status line to show (e.g.
-/// why `--device auto` fell back to the CPU); `metrics` is the `--metrics-listen` server,
-/// already bound, that each snapshot's metrics go to.
+/// The live view on an already-loaded model, one engine per device; `status` is a first
+/// status line to show (e.g. why `--device auto` fell back to the CPU); `metrics` is the
+/// `--metrics-listen` server, already bound, that each snapshot's metrics go to (one slot per
+/// engine, labelled by its device).
 pub fn run_source(
     source: Source,
     args: &ProfileArgs,
-    device: Device,
+    devices: Vec<Device>,
     status: Option<String>,
     metrics: Option<(MetricsServer, Shared)>,
 ) -> Result<(), CliError> {
-    let nvml_index = nvml_index(&device);
-    let nvml_peak = nvml_index.and_then(|i| GpuProbe::open(i).ok()?.peak_bandwidth_gbps().ok());
-    if let Device::Cuda(g) = &device {
-        eprintln!(
-            "cbtop: starting the CUDA engine on cuda:{} ({}): uploading weights, compiling kernels",
-            g.ordinal, g.name
-        );
-    }
-    let (mut cfg, mut first) = config(&source, args, device)?;
-    cfg.nvml_peak_gbps = nvml_peak;
-    let _server = match metrics {
-        Some((server, shared)) => {
+    let mut panes = Vec::with_capacity(devices.len());
+    let mut first = String::new();
+    for (i, device) in devices.into_iter().enumerate() {
+        let nvml_index = nvml_index(&device);
+        let nvml_peak = nvml_index.and_then(|i| GpuProbe::open(i).ok()?.peak_bandwidth_gbps().ok());
+        if let Device::Cuda(g) = &device {
+            eprintln!(
+                "cbtop: starting the CUDA engine on cuda:{} ({}): uploading weights, compiling kernels",
+                g.ordinal, g.name
+            );
+        }
+        let (mut cfg, note) = config(&source, args, device)?;
+        cfg.nvml_peak_gbps = nvml_peak;
+        if let Some((_, shared)) = &metrics {
             let labels = Labels {
                 model: source.model.name(),
                 device: device_metric_label(&cfg.device),
                 numerics: cfg.numerics.name().to_string(),
             };
-            cfg.metrics = Some((shared, labels));
+            cfg.metrics = Some((shared.slot(i), labels));
+        }
+        if i == 0 {
+            first = note;
+        }
+        panes.push(Pane {
+            cfg,
+            nvml_index: nvml_index.unwrap_or(0),
+        });
+    }
+    let _server = match metrics {
+        Some((server, _)) => {
             let at = format!("serving /metrics on http://{}/metrics", server.local_addr());
             first = if first.is_empty() {
                 at
@@ -92,7 +106,7 @@ pub fn run_source(
         (Some(s), false) => format!("{s}; {first}"),
         (None, _) => first,
     };
-    crate::tui::run_live(source, cfg, status, nvml_index.unwrap_or(0)).map_err(|e| match e {
+    crate::tui::run_live(source, panes, status).map_err(|e| match e {
         LiveError::Engine(m) | LiveError::Terminal(m) => CliError::runtime(m),
         LiveError::Interrupted(sig) => CliError {
             code: interrupt::exit_code(sig),

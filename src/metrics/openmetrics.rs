@@ -76,23 +76,39 @@ fn num(v: f64) -> String {
     }
 }
 
+/// One metric family of one frame: its metadata lines and its samples.
+struct Family {
+    name: String,
+    head: String,
+    samples: String,
+}
+
 struct Out<'a> {
-    s: String,
+    families: Vec<Family>,
     labels: &'a Labels,
 }
 
 impl Out<'_> {
-    /// `# TYPE`, `# UNIT` (when the name ends in one) and `# HELP` of a family.
+    /// `# TYPE`, `# UNIT` (when the name ends in one) and `# HELP` of a family; the samples
+    /// that follow belong to it.
     fn head(&mut self, name: &str, kind: &str, unit: Option<&str>, help: &str) {
-        let _ = writeln!(self.s, "# TYPE {name} {kind}");
+        let mut head = format!("# TYPE {name} {kind}\n");
         if let Some(u) = unit {
-            let _ = writeln!(self.s, "# UNIT {name} {u}");
+            let _ = writeln!(head, "# UNIT {name} {u}");
         }
-        let _ = writeln!(self.s, "# HELP {name} {help}");
+        let _ = writeln!(head, "# HELP {name} {help}");
+        self.families.push(Family {
+            name: name.to_string(),
+            head,
+            samples: String::new(),
+        });
     }
 
     fn sample(&mut self, name: &str, extra: &[(&str, &str)], v: f64) {
-        let _ = writeln!(self.s, "{name}{} {}", labels(self.labels, extra), num(v));
+        let line = format!("{name}{} {}\n", labels(self.labels, extra), num(v));
+        if let Some(f) = self.families.last_mut() {
+            f.samples.push_str(&line);
+        }
     }
 
     /// A gauge family with one sample, left out when there is no value.
@@ -143,8 +159,34 @@ impl Out<'_> {
 
 /// The frame as an OpenMetrics exposition, ending in `# EOF`.
 pub fn render(f: &Frame) -> String {
+    render_all(std::slice::from_ref(f))
+}
+
+/// Several engines' frames (`--device all`: one per GPU, told apart by their `device` label)
+/// as one exposition: each family once, with every frame's samples, as the format requires.
+pub fn render_all(frames: &[Frame]) -> String {
+    let mut merged: Vec<Family> = Vec::new();
+    for f in frames {
+        for fam in families(f) {
+            match merged.iter_mut().find(|m| m.name == fam.name) {
+                Some(m) => m.samples.push_str(&fam.samples),
+                None => merged.push(fam),
+            }
+        }
+    }
+    let mut s = String::new();
+    for m in &merged {
+        s.push_str(&m.head);
+        s.push_str(&m.samples);
+    }
+    s.push_str("# EOF\n");
+    s
+}
+
+/// The families of one frame, in exposition order.
+fn families(f: &Frame) -> Vec<Family> {
     let mut o = Out {
-        s: String::new(),
+        families: Vec::new(),
         labels: &f.labels,
     };
     if !f.bricks.is_empty() {
@@ -269,8 +311,7 @@ pub fn render(f: &Frame) -> String {
     if let Some(g) = &f.gpu {
         gpu(&mut o, g);
     }
-    o.s.push_str("# EOF\n");
-    o.s
+    o.families
 }
 
 /// The NVML gauges, in base units (ratios, bytes, watts, hertz, bytes per second).
@@ -386,6 +427,51 @@ mod tests {
             }),
             ..Frame::default()
         }
+    }
+
+    /// `--device all`: two GPUs' frames in one exposition, each family's metadata once and
+    /// every sample of both devices under it (the format forbids a family written twice).
+    #[test]
+    fn two_devices_share_each_family_once() {
+        let mut a = frame();
+        a.labels.device = "cuda:0".into();
+        let mut b = frame();
+        b.labels.device = "cuda:1".into();
+        b.tokens_per_second = Some(41.0);
+        let t = render_all(&[a, b]);
+        assert!(
+            t.ends_with("# EOF\n") && t.matches("# EOF").count() == 1,
+            "{t}"
+        );
+        for family in [
+            "cbtop_brick_latency_seconds",
+            "cbtop_tokens_per_second",
+            "cbtop_gpu_utilization_ratio",
+        ] {
+            assert_eq!(
+                t.matches(&format!("# TYPE {family} ")).count(),
+                1,
+                "{family}: {t}"
+            );
+        }
+        let per_second: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("cbtop_tokens_per_second{"))
+            .collect();
+        assert_eq!(per_second.len(), 2, "{t}");
+        assert!(per_second[0].contains(r#"device="cuda:0""#) && per_second[0].ends_with(" 40.5"));
+        assert!(per_second[1].contains(r#"device="cuda:1""#) && per_second[1].ends_with(" 41"));
+        // Each family's samples directly follow its own metadata.
+        let family_of = |l: &str| l.split(['{', ' ']).next().unwrap().to_string();
+        let mut current = String::new();
+        for l in t.lines().filter(|l| *l != "# EOF") {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                current = rest.split(' ').next().unwrap().to_string();
+            } else if !l.starts_with('#') {
+                assert!(family_of(l).starts_with(&current), "{l} outside {current}");
+            }
+        }
+        assert_eq!(render_all(std::slice::from_ref(&frame())), render(&frame()));
     }
 
     #[test]

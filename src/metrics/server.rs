@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::frame::Frame;
-use super::openmetrics::{render, CONTENT_TYPE};
+use super::openmetrics::{render, render_all, CONTENT_TYPE};
 use crate::telemetry::GpuSample;
 
 /// How long one client may take to send its request or read the answer.
@@ -20,48 +20,76 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest request head read; a scraper's is a few hundred bytes.
 const MAX_REQUEST: usize = 16 * 1024;
 
-#[derive(Default)]
-struct State {
+/// One engine's picture: its latest frame and the latest NVML reading of its GPU.
+#[derive(Clone, Default)]
+struct Slot {
     frame: Frame,
     gpu: Option<GpuSample>,
 }
 
-/// What the server shows: the run's side sets a new frame, the telemetry side the latest GPU
-/// reading. Cloning shares it.
+impl Slot {
+    /// The frame a scrape sees (the frame's own `gpu`, if any, wins over `set_gpu`'s).
+    fn frame(&self) -> Frame {
+        let mut f = self.frame.clone();
+        if f.gpu.is_none() {
+            f.gpu = self.gpu.clone();
+        }
+        f
+    }
+}
+
+/// What the server shows: one slot per engine (`--device all` runs one per GPU), each set by
+/// its run's side (frames) and its telemetry side (GPU readings). Cloning shares it.
 #[derive(Clone, Default)]
-pub struct Shared(Arc<Mutex<State>>);
+pub struct Shared {
+    slots: Arc<Mutex<Vec<Slot>>>,
+    /// The slot this handle writes.
+    index: usize,
+}
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Shared(metrics)")
+        write!(f, "Shared(metrics, slot {})", self.index)
     }
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Replace the run's picture (its own `gpu`, if any, wins over `set_gpu`'s).
-    pub fn set_frame(&self, f: Frame) {
-        self.lock().frame = f;
-    }
-
-    /// The latest NVML reading of the GPU the engine runs on.
-    pub fn set_gpu(&self, g: Option<GpuSample>) {
-        self.lock().gpu = g;
-    }
-
-    /// The exposition a scrape gets now.
-    pub fn render(&self) -> String {
-        let s = self.lock();
-        if s.frame.gpu.is_none() && s.gpu.is_some() {
-            let mut f = s.frame.clone();
-            f.gpu = s.gpu.clone();
-            render(&f)
-        } else {
-            render(&s.frame)
+    /// A handle on the same exposition that writes slot `index` (one per engine).
+    pub fn slot(&self, index: usize) -> Shared {
+        Shared {
+            slots: Arc::clone(&self.slots),
+            index,
         }
+    }
+
+    fn with_slot(&self, f: impl FnOnce(&mut Slot)) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.len() <= self.index {
+            slots.resize_with(self.index + 1, Slot::default);
+        }
+        f(&mut slots[self.index]);
+    }
+
+    /// Replace this engine's picture.
+    pub fn set_frame(&self, f: Frame) {
+        self.with_slot(|s| s.frame = f);
+    }
+
+    /// The latest NVML reading of the GPU this engine runs on.
+    pub fn set_gpu(&self, g: Option<GpuSample>) {
+        self.with_slot(|s| s.gpu = g);
+    }
+
+    /// The exposition a scrape gets now: every engine's frame, each family once.
+    pub fn render(&self) -> String {
+        let frames: Vec<Frame> = {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.iter().map(Slot::frame).collect()
+        };
+        if frames.is_empty() {
+            return render(&Frame::default());
+        }
+        render_all(&frames)
     }
 }
 
@@ -180,6 +208,42 @@ mod tests {
         let mut s = String::new();
         c.read_to_string(&mut s).unwrap();
         s
+    }
+
+    /// Each engine writes its own slot; a scrape sees every slot, each with its own GPU reading.
+    #[test]
+    fn slots_keep_each_engines_frame() {
+        let shared = Shared::default();
+        for (i, dev) in ["cuda:0", "cuda:1"].into_iter().enumerate() {
+            let s = shared.slot(i);
+            s.set_frame(Frame {
+                labels: crate::metrics::Labels {
+                    model: "m".into(),
+                    device: dev.into(),
+                    numerics: "fast".into(),
+                },
+                tokens_per_second: Some(10.0 + i as f64),
+                ..Frame::default()
+            });
+            s.set_gpu(Some(GpuSample {
+                name: format!("gpu {i}"),
+                power_w: Some(100.0 + i as f64),
+                ..GpuSample::default()
+            }));
+        }
+        let t = shared.render();
+        let line = |d: &str, f: &str, v: &str| {
+            format!("{f}{{model=\"m\",device=\"{d}\",numerics=\"fast\"}} {v}")
+        };
+        for want in [
+            line("cuda:0", "cbtop_tokens_per_second", "10"),
+            line("cuda:1", "cbtop_tokens_per_second", "11"),
+            r#"cbtop_gpu_power_watts{model="m",device="cuda:1",numerics="fast",gpu="gpu 1"} 101"#
+                .to_string(),
+        ] {
+            assert!(t.lines().any(|l| l == want), "{want} missing:\n{t}");
+        }
+        assert_eq!(t.matches("# TYPE cbtop_gpu_power_watts ").count(), 1, "{t}");
     }
 
     #[test]

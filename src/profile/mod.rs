@@ -37,6 +37,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("qwen3-8b", include_str!("../../profiles/qwen3-8b.toml")),
     ("phi3-mini", include_str!("../../profiles/phi3-mini.toml")),
     ("mistral-7b", include_str!("../../profiles/mistral-7b.toml")),
+    ("gemma3-1b", include_str!("../../profiles/gemma3-1b.toml")),
+    ("gemma3-4b", include_str!("../../profiles/gemma3-4b.toml")),
     (
         "example-budgets",
         include_str!("../../profiles/example-budgets.toml"),
@@ -68,7 +70,7 @@ fn builtin_names() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Shape {
     pub name: String,
-    /// `llama`, `qwen2`, `qwen3` or `phi3`.
+    /// `llama`, `qwen2`, `qwen3`, `gemma3` or `phi3`.
     pub arch: String,
     pub n_layers: usize,
     pub n_embd: usize,
@@ -81,17 +83,23 @@ pub struct Shape {
     pub norm_eps: f32,
     /// No `output.weight`: the output head is `token_embd`.
     pub tied_embeddings: bool,
-    /// The head width where it is not `n_embd / n_heads` (qwen3: `attention.key_length`).
+    /// The head width where it is not `n_embd / n_heads` (qwen3, gemma3:
+    /// `attention.key_length`).
     #[serde(default)]
     pub head_dim: Option<usize>,
-    /// Linear RoPE scaling (`rope.scaling.type` linear, `rope.scaling.factor`), where the
-    /// model has it.
+    /// RoPE base of the sliding-window layers (gemma3: 10000).
     #[serde(default)]
-    pub rope_scale_linear: Option<f32>,
+    pub rope_base_swa: Option<f32>,
+    /// Linear RoPE scaling factor (of the global layers, on gemma3).
+    #[serde(default)]
+    pub rope_scaling_factor: Option<f32>,
+    /// Sliding-window width of the windowed layers (gemma3: five of every six).
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
 }
 
 /// The architectures `synth` writes.
-pub const SYNTH_ARCHS: [&str; 4] = ["llama", "qwen2", "qwen3", "phi3"];
+pub const SYNTH_ARCHS: [&str; 5] = ["llama", "qwen2", "qwen3", "gemma3", "phi3"];
 
 impl Shape {
     pub fn head_dim(&self) -> usize {
@@ -127,6 +135,17 @@ impl Shape {
         limit("n_kv_heads", self.n_kv_heads, 1, self.n_heads)?;
         limit("vocab", self.vocab, 512, 1 << 20)?;
         limit("context_length", self.context_length, 16, 1 << 24)?;
+        if let Some(n) = self.sliding_window {
+            limit("sliding_window", n, 1, 1 << 24)?;
+        }
+        for (what, v) in [
+            ("rope_base_swa", self.rope_base_swa),
+            ("rope_scaling_factor", self.rope_scaling_factor),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                return Err(format!("shape.{what} must be a positive number"));
+            }
+        }
         if self.head_dim.is_none()
             && (!self.n_embd.is_multiple_of(self.n_heads) || !self.head_dim().is_multiple_of(2))
         {
@@ -143,12 +162,6 @@ impl Shape {
         }
         if !self.n_embd.is_multiple_of(32) || !self.n_ff.is_multiple_of(32) {
             return Err("shape.n_embd and shape.n_ff must be multiples of 32".to_string());
-        }
-        if self
-            .rope_scale_linear
-            .is_some_and(|f| !(f.is_finite() && f > 0.0))
-        {
-            return Err("shape.rope_scale_linear must be a finite number > 0".to_string());
         }
         if !(self.rope_base > 0.0 && self.norm_eps > 0.0 && self.norm_eps < 1.0) {
             return Err("shape.rope_base must be > 0 and shape.norm_eps in (0, 1)".to_string());

@@ -252,6 +252,7 @@ pub fn build(info: &RunInfo, run: &RunResult, budgets: &Budgets) -> Report {
         gates: Vec::new(),
         assertions: assertions(run),
         batch: None,
+        devices: None,
         status: Status::Pass,
     }
 }

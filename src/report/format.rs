@@ -5,6 +5,14 @@ use std::fmt::Write;
 
 use super::types::{Report, Status};
 
+/// What a report of `--device all` calls one engine's section: `cuda:N NAME`, else the backend.
+pub fn device_label(r: &Report) -> String {
+    match &r.hardware.gpu {
+        Some(g) => format!("cuda:{} {}", g.ordinal, g.name),
+        None => r.hardware.backend.clone(),
+    }
+}
+
 /// Pretty JSON, newline-terminated.
 pub fn to_json(r: &Report) -> String {
     let mut s = serde_json::to_string_pretty(r).expect("a report always serialises");
@@ -35,6 +43,18 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 /// A Markdown summary: header, throughput, brick table with `other`, bottleneck, gates.
 pub fn to_markdown(r: &Report) -> String {
+    if let Some(devices) = &r.devices {
+        let mut s = format!(
+            "# cbtop: {} GPUs, one engine each (status {})\n\n",
+            devices.len(),
+            status_name(r.status)
+        );
+        for d in devices {
+            let _ = writeln!(s, "## {}\n", device_label(d));
+            s.push_str(&to_markdown(d));
+        }
+        return s;
+    }
     let mut s = String::new();
     header_markdown(&mut s, r);
     bricks_markdown(&mut s, r);
@@ -185,12 +205,16 @@ fn header_markdown(s: &mut String, r: &Report) {
         "- score **{:.1} ({})**, status **{}**\n",
         r.score,
         r.grade,
-        match r.status {
-            Status::Pass => "PASS",
-            Status::Fail => "FAIL",
-            Status::Interrupted => "INTERRUPTED",
-        }
+        status_name(r.status)
     );
+}
+
+fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "PASS",
+        Status::Fail => "FAIL",
+        Status::Interrupted => "INTERRUPTED",
+    }
 }
 
 /// The decode brick table, with `gaps`, `other` and the token's total.
@@ -432,6 +456,25 @@ fn csv_field(s: &str) -> String {
 
 /// One row per brick, then `other`. Times in microseconds per token.
 pub fn to_csv(r: &Report) -> String {
+    if let Some(devices) = &r.devices {
+        // One table: each engine's rows behind a `device` column.
+        let mut s = String::new();
+        for (i, d) in devices.iter().enumerate() {
+            let label = csv_field(&device_label(d));
+            for (j, line) in to_csv(d).lines().enumerate() {
+                match (i, j) {
+                    (0, 0) => {
+                        let _ = writeln!(s, "device,{line}");
+                    }
+                    (_, 0) => {}
+                    _ => {
+                        let _ = writeln!(s, "{label},{line}");
+                    }
+                }
+            }
+        }
+        return s;
+    }
     let mut s = String::from(
         "id,source,count,mean_us,p50_us,p90_us,p99_us,p999_us,max_us,cv_percent,share_percent,\
          budget_us,gap_factor,bytes,flops,gbps,gflops,roofline_us,efficiency,score,grade\n",

@@ -48,6 +48,13 @@ fn tid(source: Source) -> u32 {
     }
 }
 
+/// One process track of a trace: an engine's spans and counters under its title.
+pub struct TraceProcess<'a> {
+    pub title: String,
+    pub spans: &'a [TraceSpan],
+    pub counters: &'a [TraceCounter],
+}
+
 /// Write the trace; `title` names the process track.
 pub fn write_trace(
     out: impl Write,
@@ -55,6 +62,18 @@ pub fn write_trace(
     spans: &[TraceSpan],
     counters: &[TraceCounter],
 ) -> std::io::Result<()> {
+    write_processes(
+        out,
+        &[TraceProcess {
+            title: title.to_string(),
+            spans,
+            counters,
+        }],
+    )
+}
+
+/// Write a trace with one process per engine (`--device all`: one per GPU), numbered from 1.
+pub fn write_processes(out: impl Write, processes: &[TraceProcess]) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(out);
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
     let mut first = true;
@@ -65,53 +84,57 @@ pub fn write_trace(
         first = false;
         serde_json::to_writer(&mut *w, &v).map_err(std::io::Error::other)
     };
-    event(
-        &mut w,
-        json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": title}}),
-    )?;
-    if spans.iter().any(|s| s.kernel_of.is_some()) {
+    for (i, p) in processes.iter().enumerate() {
+        let pid = i + 1;
+        let (spans, counters) = (p.spans, p.counters);
         event(
             &mut w,
-            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": KERNEL_TID,
-                   "args": {"name": "kernels"}}),
+            json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": p.title}}),
         )?;
-    }
-    let mut sources: Vec<Source> = spans
-        .iter()
-        .filter(|s| s.kernel_of.is_none())
-        .map(|s| s.source)
-        .collect();
-    sources.sort_by_key(|s| tid(*s));
-    sources.dedup();
-    for s in sources {
-        event(
-            &mut w,
-            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid(s),
-                   "args": {"name": format!("bricks ({})", s.name())}}),
-        )?;
-    }
-    for s in spans {
-        let v = match &s.kernel_of {
-            None => json!({
-                "name": s.name, "cat": "brick", "ph": "X", "pid": 1, "tid": tid(s.source),
-                "ts": s.start_us, "dur": s.dur_us,
-                "args": {"layer": s.layer, "token": s.token, "source": s.source.name()},
-            }),
-            Some(brick) => json!({
-                "name": s.name, "cat": "kernel", "ph": "X", "pid": 1, "tid": KERNEL_TID,
-                "ts": s.start_us, "dur": s.dur_us,
-                "args": {"brick": brick, "layer": s.layer, "token": s.token,
-                         "source": s.source.name()},
-            }),
-        };
-        event(&mut w, v)?;
-    }
-    for c in counters {
-        event(
-            &mut w,
-            json!({"name": c.name, "ph": "C", "pid": 1, "ts": c.ts_us,
-                   "args": {c.name.as_str(): c.value}}),
-        )?;
+        if spans.iter().any(|s| s.kernel_of.is_some()) {
+            event(
+                &mut w,
+                json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": KERNEL_TID,
+                       "args": {"name": "kernels"}}),
+            )?;
+        }
+        let mut sources: Vec<Source> = spans
+            .iter()
+            .filter(|s| s.kernel_of.is_none())
+            .map(|s| s.source)
+            .collect();
+        sources.sort_by_key(|s| tid(*s));
+        sources.dedup();
+        for s in sources {
+            event(
+                &mut w,
+                json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid(s),
+                       "args": {"name": format!("bricks ({})", s.name())}}),
+            )?;
+        }
+        for s in spans {
+            let v = match &s.kernel_of {
+                None => json!({
+                    "name": s.name, "cat": "brick", "ph": "X", "pid": pid, "tid": tid(s.source),
+                    "ts": s.start_us, "dur": s.dur_us,
+                    "args": {"layer": s.layer, "token": s.token, "source": s.source.name()},
+                }),
+                Some(brick) => json!({
+                    "name": s.name, "cat": "kernel", "ph": "X", "pid": pid, "tid": KERNEL_TID,
+                    "ts": s.start_us, "dur": s.dur_us,
+                    "args": {"brick": brick, "layer": s.layer, "token": s.token,
+                             "source": s.source.name()},
+                }),
+            };
+            event(&mut w, v)?;
+        }
+        for c in counters {
+            event(
+                &mut w,
+                json!({"name": c.name, "ph": "C", "pid": pid, "ts": c.ts_us,
+                       "args": {c.name.as_str(): c.value}}),
+            )?;
+        }
     }
     w.write_all(b"\n]}\n")?;
     w.flush()
@@ -170,5 +193,42 @@ mod tests {
         let x = ev.iter().find(|e| e["ph"] == "X").unwrap();
         assert_eq!(x["dur"], 2.25);
         assert_eq!(x["args"]["source"], "cpu_timer");
+    }
+
+    /// `--device all`: one process per engine, each with its own tracks and title.
+    #[test]
+    fn each_engine_is_a_process_of_its_own() {
+        let span = TraceSpan {
+            name: "qkv".into(),
+            layer: Some(0),
+            token: 0,
+            start_us: 1.0,
+            dur_us: 2.0,
+            source: Source::GpuGlobaltimer,
+            kernel_of: None,
+        };
+        let spans = [span];
+        let processes = [0, 1].map(|i| TraceProcess {
+            title: format!("cuda:{i}"),
+            spans: &spans,
+            counters: &[],
+        });
+        let mut out = Vec::new();
+        write_processes(&mut out, &processes).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let ev = v["traceEvents"].as_array().unwrap();
+        for pid in [1, 2] {
+            let name = ev
+                .iter()
+                .find(|e| e["name"] == "process_name" && e["pid"] == pid)
+                .unwrap();
+            assert_eq!(name["args"]["name"], format!("cuda:{}", pid - 1));
+            assert_eq!(
+                ev.iter()
+                    .filter(|e| e["ph"] == "X" && e["pid"] == pid)
+                    .count(),
+                1
+            );
+        }
     }
 }

@@ -71,6 +71,10 @@ pub struct Report {
     /// Batched decode (`--batch`): one entry per batch size, on the CPU engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<Vec<BatchPoint>>,
+    /// `--device all`: every GPU's own report, in ordinal order (each judged by the gates on
+    /// its own). The top level repeats the first GPU's figures and carries the worst status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<Report>>,
     pub status: Status,
 }
 

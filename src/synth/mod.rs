@@ -130,6 +130,13 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
             t.push(vector(n("attn_k_norm.weight"), hd, Fill::Norm));
         }
         t.push(weight(n("attn_output.weight"), Role::AttnOut, l, qd, e));
+        if arch == "gemma3" {
+            // gemma3's per-head Q/K norms and its norms of the attention and FFN outputs
+            // (the converter stores them with Gemma's +1 already added: weights near 1)
+            t.push(vector(n("attn_q_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("attn_k_norm.weight"), hd, Fill::Norm));
+            t.push(vector(n("post_attention_norm.weight"), e, Fill::Norm));
+        }
         t.push(vector(n("ffn_norm.weight"), e, Fill::Norm));
         if arch == "phi3" {
             // Gate rows then up rows in one tensor.
@@ -139,6 +146,9 @@ pub fn tensors(shape: &Shape, mix: QuantMix) -> Vec<TensorSpec> {
             t.push(weight(n("ffn_up.weight"), Role::FfnUp, l, e, ff));
         }
         t.push(weight(n("ffn_down.weight"), Role::FfnDown, l, ff, e));
+        if arch == "gemma3" {
+            t.push(vector(n("post_ffw_norm.weight"), e, Fill::Norm));
+        }
     }
     t
 }
@@ -237,13 +247,22 @@ pub fn writer(shape: &Shape, mix: QuantMix, seed: u64) -> (GgufWriter, Vec<Tenso
     if let Some(eot) = v.eot {
         w.meta("tokenizer.ggml.eot_token_id", MetaValue::U32(eot));
     }
-    if let Some(f) = shape.rope_scale_linear {
-        w.meta(&k("rope.scaling.type"), MetaValue::String("linear".into()))
-            .meta(&k("rope.scaling.factor"), MetaValue::F32(f));
-    }
     if let Some(hd) = shape.head_dim {
         w.meta(&k("attention.key_length"), u32v(hd))
             .meta(&k("attention.value_length"), u32v(hd));
+    }
+    if let Some(n) = shape.sliding_window {
+        w.meta(&k("attention.sliding_window"), u32v(n));
+    }
+    if let Some(base) = shape.rope_base_swa {
+        w.meta(&k("rope.freq_base_swa"), MetaValue::F32(base));
+    }
+    if let Some(factor) = shape.rope_scaling_factor {
+        w.meta(&k("rope.scaling.type"), MetaValue::String("linear".into()))
+            .meta(&k("rope.scaling.factor"), MetaValue::F32(factor));
+    }
+    if let Some(add) = v.add_space_prefix {
+        w.meta("tokenizer.ggml.add_space_prefix", MetaValue::Bool(add));
     }
     for s in &specs {
         w.tensor_later(&s.name, &s.dims, s.ty, s.bytes());
@@ -332,6 +351,37 @@ mod tests {
         };
         assert_eq!(params(&tensors(&q, QuantMix::F16)), 596_049_920);
         assert_eq!(params(&t), 3_821_079_552);
+    }
+
+    /// gemma3's shapes: the published parameter counts (Gemma-3-1B 999,885,952; the 4B's
+    /// language model 3.88e9, llama.cpp's llama-bench reads the same from these files), the
+    /// per-head Q/K norms and the two post norms in every layer, no output head.
+    #[test]
+    fn gemma3_shapes_have_their_tensors_and_sizes() {
+        let params =
+            |t: &[TensorSpec]| -> u64 { t.iter().map(|x| x.dims.iter().product::<u64>()).sum() };
+        let s = Profile::shape("gemma3-1b").unwrap();
+        assert_eq!(s.head_dim(), 256);
+        let t = tensors(&s, QuantMix::Q8_0);
+        assert_eq!(params(&t), 999_885_952);
+        assert_eq!(t.len(), 2 + 26 * 13);
+        for name in [
+            "blk.5.attn_q_norm.weight",
+            "blk.5.attn_k_norm.weight",
+            "blk.5.post_attention_norm.weight",
+            "blk.5.post_ffw_norm.weight",
+        ] {
+            assert!(t.iter().any(|x| x.name == name), "{name}");
+        }
+        let qn = t
+            .iter()
+            .find(|x| x.name == "blk.0.attn_q_norm.weight")
+            .unwrap();
+        assert_eq!(qn.dims, [256]);
+        assert!(t.iter().all(|x| x.name != "output.weight"));
+        let s4 = Profile::shape("gemma3-4b").unwrap();
+        let p4 = params(&tensors(&s4, QuantMix::Q4_0));
+        assert_eq!(p4, 3_880_263_168);
     }
 
     #[test]

@@ -104,6 +104,10 @@ pub struct App {
     pub status: String,
     /// First row of the kernel timeline on screen (the view clamps it).
     pub timeline_top: usize,
+    /// Engines on screen (`--device all`: one per GPU) and the one the views other than the
+    /// main view show; `Tab` moves to the next.
+    pub panes: usize,
+    pub pane: usize,
 }
 
 impl Default for App {
@@ -115,6 +119,8 @@ impl Default for App {
             paused: false,
             status: String::new(),
             timeline_top: 0,
+            panes: 1,
+            pane: 0,
         }
     }
 }
@@ -189,6 +195,7 @@ impl App {
                 return Action::Reset;
             }
             KeyCode::Char('e') => return Action::Export,
+            KeyCode::Tab if self.panes > 1 => self.pane = (self.pane + 1) % self.panes,
             _ => {}
         }
         Action::None
@@ -205,6 +212,19 @@ mod tests {
 
     fn ch(c: char) -> KeyEvent {
         key(KeyCode::Char(c))
+    }
+
+    /// `Tab` walks the engines of `--device all` and wraps; with one engine it does nothing.
+    #[test]
+    fn tab_moves_to_the_next_gpu() {
+        let mut a = App::default();
+        a.on_key(key(KeyCode::Tab), 5);
+        assert_eq!(a.pane, 0);
+        a.panes = 2;
+        a.on_key(key(KeyCode::Tab), 5);
+        assert_eq!(a.pane, 1);
+        a.on_key(key(KeyCode::Tab), 5);
+        assert_eq!(a.pane, 0);
     }
 
     #[test]

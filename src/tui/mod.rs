@@ -59,26 +59,48 @@ pub enum LiveError {
     Interrupted(i32),
 }
 
-/// Run the live view until the user quits. `nvml_index` is the GPU the telemetry thread
-/// samples (the one the engine runs on, else the first). The engine is built (and a device
-/// error reported, exit 3) before the terminal is taken over.
-pub fn run_live(
-    source: Source,
-    cfg: EngineConfig,
-    status: String,
-    nvml_index: u32,
-) -> Result<(), LiveError> {
-    let sampler = Sampler::spawn(nvml_index, TELEMETRY_PERIOD, TELEMETRY_KEEP);
-    let metrics = cfg.metrics.as_ref().map(|(shared, _)| shared.clone());
-    let engine = EngineHandle::spawn(source.model, cfg).map_err(|e| match e {
-        SpawnError::Thread(e) => LiveError::Engine(format!("starting the engine thread: {e}")),
-        SpawnError::Engine(m) => LiveError::Engine(m),
-    })?;
+/// One engine on screen: its configuration and the NVML index of the GPU its telemetry
+/// thread samples (the one the engine runs on, else the first).
+pub struct Pane {
+    pub cfg: EngineConfig,
+    pub nvml_index: u32,
+}
+
+/// An engine running with its telemetry beside it.
+struct Running {
+    engine: EngineHandle,
+    sampler: Sampler,
+    metrics: Option<crate::metrics::Shared>,
+}
+
+/// Run the live view until the user quits: one engine per pane (`--device all`: one per GPU,
+/// each on its own thread with its own model copy). Every engine is built (and a device error
+/// reported, exit 3) before the terminal is taken over.
+pub fn run_live(source: Source, panes: Vec<Pane>, status: String) -> Result<(), LiveError> {
+    let many = panes.len() > 1;
+    let mut running = Vec::with_capacity(panes.len());
+    for p in panes {
+        let sampler = Sampler::spawn(p.nvml_index, TELEMETRY_PERIOD, TELEMETRY_KEEP);
+        let metrics = p.cfg.metrics.as_ref().map(|(shared, _)| shared.clone());
+        let device = p.cfg.header.device.clone();
+        let engine = EngineHandle::spawn(Arc::clone(&source.model), p.cfg).map_err(|e| {
+            let m = match e {
+                SpawnError::Thread(e) => format!("starting the engine thread: {e}"),
+                SpawnError::Engine(m) => m,
+            };
+            LiveError::Engine(if many { format!("{device}: {m}") } else { m })
+        })?;
+        running.push(Running {
+            engine,
+            sampler,
+            metrics,
+        });
+    }
     // SIGINT/SIGTERM end the loop within a frame, so the terminal is restored before the
     // exit; SIGHUP (and a loop that does not end) is the watcher's (`terminal`).
     let signals = terminal::SignalWatch::start()
         .map_err(|e| LiveError::Terminal(format!("installing signal handlers: {e}")))?;
-    match ui_loop(engine, &sampler, status, &signals, metrics.as_ref()) {
+    match ui_loop(running, status, &signals) {
         Ok(None) => Ok(()),
         Ok(Some(sig)) => Err(LiveError::Interrupted(sig)),
         // A closed terminal fails the next draw (EIO) about when the kernel's SIGHUP lands;
@@ -95,15 +117,14 @@ const HANGUP_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs until a quit key (`None`) or a caught signal (`Some(signal)`).
 fn ui_loop(
-    mut engine: EngineHandle,
-    sampler: &Sampler,
+    mut running: Vec<Running>,
     status: String,
     signals: &terminal::SignalWatch,
-    metrics: Option<&crate::metrics::Shared>,
 ) -> std::io::Result<Option<i32>> {
     let theme = Theme::from_env();
     let mut app = App {
         status,
+        panes: running.len(),
         ..App::default()
     };
     let mut guard = terminal::TerminalGuard::enter()?;
@@ -128,25 +149,29 @@ fn ui_loop(
             break;
         }
         if last_draw.is_none_or(|t| t.elapsed() >= FRAME_INTERVAL) {
-            let snap = engine.snapshot();
-            let tele = TelemetryView {
-                gpu: sampler.gpu_status(),
-                history: sampler.history(),
-            };
-            if let Some(m) = metrics {
-                m.set_gpu(tele.latest().and_then(|s| s.gpu.clone()));
-            }
-            io!(guard.terminal.draw(|f| {
-                views::draw(
-                    f,
-                    &Ui {
-                        snap: &snap,
-                        tele: &tele,
-                        app: &app,
-                        theme,
-                    },
-                )
-            }));
+            let seen: Vec<_> = running
+                .iter()
+                .map(|r| {
+                    let tele = TelemetryView {
+                        gpu: r.sampler.gpu_status(),
+                        history: r.sampler.history(),
+                    };
+                    if let Some(m) = &r.metrics {
+                        m.set_gpu(tele.latest().and_then(|s| s.gpu.clone()));
+                    }
+                    (r.engine.snapshot(), tele)
+                })
+                .collect();
+            let uis: Vec<Ui> = seen
+                .iter()
+                .map(|(snap, tele)| Ui {
+                    snap,
+                    tele,
+                    app: &app,
+                    theme,
+                })
+                .collect();
+            io!(guard.terminal.draw(|f| views::draw_panes(f, &uis)));
             last_draw = Some(Instant::now());
         }
         let wait = last_draw
@@ -159,12 +184,15 @@ fn ui_loop(
         }
         match io!(event::read()) {
             Event::Key(k) => {
-                let rows = engine.snapshot().bricks.len();
+                let focused = &running[app.pane.min(running.len() - 1)].engine;
+                let rows = focused.snapshot().bricks.len();
                 match app.on_key(k, rows) {
                     Action::Quit => break,
-                    Action::Pause(p) => engine.send(Command::Pause(p)),
-                    Action::Reset => engine.send(Command::Reset),
-                    Action::Export => app.status = export_now(&engine),
+                    Action::Pause(p) => running
+                        .iter()
+                        .for_each(|r| r.engine.send(Command::Pause(p))),
+                    Action::Reset => running.iter().for_each(|r| r.engine.send(Command::Reset)),
+                    Action::Export => app.status = export_now(focused),
                     Action::None => {}
                 }
                 last_draw = None;
@@ -179,7 +207,7 @@ fn ui_loop(
     // A draw that failed because of the signal: the signal is the cause.
     let caught = caught.or_else(|| signals.caught());
     drop(guard);
-    engine.stop();
+    running.iter_mut().for_each(|r| r.engine.stop());
     match (failed, caught) {
         (Some(e), None) => Err(e),
         _ => Ok(caught),

@@ -300,19 +300,28 @@ pub fn render(view: View, tele: &TelemetryView, w: u16, h: u16) -> String {
 }
 
 pub fn render_with(snap: &Snapshot, app: &App, tele: &TelemetryView, w: u16, h: u16) -> String {
+    render_panes(&[snap], app, tele, w, h)
+}
+
+/// Render one frame of several engines (`--device all`), one snapshot each, sharing `tele`.
+pub fn render_panes(
+    snaps: &[&Snapshot],
+    app: &App,
+    tele: &TelemetryView,
+    w: u16,
+    h: u16,
+) -> String {
     let mut term = Terminal::new(TestBackend::new(w, h)).expect("test backend");
-    term.draw(|f| {
-        views::draw(
-            f,
-            &Ui {
-                snap,
-                tele,
-                app,
-                theme: Theme::PLAIN,
-            },
-        )
-    })
-    .expect("draw");
+    let uis: Vec<Ui> = snaps
+        .iter()
+        .map(|snap| Ui {
+            snap,
+            tele,
+            app,
+            theme: Theme::PLAIN,
+        })
+        .collect();
+    term.draw(|f| views::draw_panes(f, &uis)).expect("draw");
     let buf = term.backend().buffer();
     let mut out = String::new();
     for y in 0..h {

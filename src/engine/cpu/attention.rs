@@ -40,9 +40,39 @@ impl AttnShape {
     }
 }
 
-/// Attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions `pos0..pos0+n`,
-/// against cached `keys`/`values` (`[pos][n_kv_heads·head_dim]`, positions `0..pos0+n`),
-/// scores scaled by 1/sqrt(head_dim). Writes `out` (`n × n_heads·head_dim`).
+/// The score scale of plain attention, `1/sqrt(head_dim)` (llama.cpp's `kq_scale`).
+pub fn default_scale(head_dim: usize) -> f32 {
+    1.0 / (head_dim as f32).sqrt()
+}
+
+/// Which keys a layer's queries see besides the causal rule, and how scores are scaled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnLayer {
+    /// Multiplies every K·q score (`default_scale`, or 1 where the query was scaled before).
+    pub scale: f32,
+    /// Sliding window: the query at position `p` sees the keys at `p - n + 1 ..= p` only
+    /// (llama.cpp's `is_masked_swa`, standard type: masked where `p - p_key >= n`).
+    pub window: Option<usize>,
+}
+
+impl AttnLayer {
+    /// Plain causal attention with `default_scale`.
+    pub fn causal(head_dim: usize) -> AttnLayer {
+        AttnLayer {
+            scale: default_scale(head_dim),
+            window: None,
+        }
+    }
+
+    /// The first key position the query at `pos` sees.
+    pub fn first_key(self, pos: usize) -> usize {
+        self.window.map_or(0, |n| (pos + 1).saturating_sub(n))
+    }
+}
+
+/// Plain causal attention for `n` query rows `q` (`n × n_heads·head_dim`) at positions
+/// `pos0..pos0+n`, against cached `keys`/`values` (`[pos][n_kv_heads·head_dim]`, positions
+/// `0..pos0+n`), scores scaled by 1/sqrt(head_dim). Writes `out` (`n × n_heads·head_dim`).
 pub fn attention(
     shape: AttnShape,
     q: &[f32],
@@ -51,8 +81,15 @@ pub fn attention(
     pos0: usize,
     out: &mut [f32],
 ) {
-    let scale = 1.0 / (shape.head_dim as f32).sqrt();
-    attention_scaled(shape, scale, q, keys, values, pos0, out)
+    attention_layer(
+        shape,
+        AttnLayer::causal(shape.head_dim),
+        q,
+        keys,
+        values,
+        pos0,
+        out,
+    )
 }
 
 /// `attention` with the scores scaled by `scale` (`Config::kq_scale`: 1 where the model
@@ -60,6 +97,26 @@ pub fn attention(
 pub fn attention_scaled(
     shape: AttnShape,
     scale: f32,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    pos0: usize,
+    out: &mut [f32],
+) {
+    let layer = AttnLayer {
+        scale,
+        window: None,
+    };
+    attention_layer(shape, layer, q, keys, values, pos0, out)
+}
+
+/// `attention` with a layer's score scale and sliding window (`AttnLayer`). Keys outside the
+/// window are not read at all: llama.cpp's kernels skip masked keys (`-inf` in the mask)
+/// without touching the running softmax, so starting at the window's first key gives its
+/// bits, and a long context costs a sliding layer only its window.
+pub fn attention_layer(
+    shape: AttnShape,
+    layer: AttnLayer,
     q: &[f32],
     keys: &[f16],
     values: &[f16],
@@ -74,15 +131,18 @@ pub fn attention_scaled(
     let q_dim = n_heads * hd;
     let kv_dim = n_kv_heads * hd;
     let group = n_heads / n_kv_heads;
+    let scale = layer.scale;
     let tiled = q.len() / q_dim >= TILED_FROM;
     // The tiled path reads K and V as f32: converted once here for every head and query
-    // (exact, every f16 being an f32) instead of row by row inside each (query, head) task.
+    // (exact, every f16 being an f32) instead of row by row inside each (query, head) task;
+    // rows from the first query's first key on (`kf` row `i` is position `first0 + i`).
     let n_all = pos0 + q.len() / q_dim;
+    let first0 = layer.first_key(pos0);
     let (kf, vf) = if tiled {
-        let mut kf = vec![0f32; n_all * kv_dim];
-        let mut vf = vec![0f32; n_all * kv_dim];
-        keys[..n_all * kv_dim].convert_to_f32_slice(&mut kf);
-        values[..n_all * kv_dim].convert_to_f32_slice(&mut vf);
+        let len = (n_all - first0) * kv_dim;
+        let (mut kf, mut vf) = (vec![0f32; len], vec![0f32; len]);
+        keys[first0 * kv_dim..n_all * kv_dim].convert_to_f32_slice(&mut kf);
+        values[first0 * kv_dim..n_all * kv_dim].convert_to_f32_slice(&mut vf);
         (kf, vf)
     } else {
         (Vec::new(), Vec::new())
@@ -100,6 +160,7 @@ pub fn attention_scaled(
                     let (t, h) = (idx / n_heads, idx % n_heads);
                     let g = h / group;
                     let n_ctx = pos0 + t + 1;
+                    let first = layer.first_key(pos0 + t);
                     // Position `j`'s K and V rows of this head's group.
                     let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
                     let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
@@ -107,12 +168,13 @@ pub fn attention_scaled(
                     let mut max = f32::NEG_INFINITY;
                     let mut sum = 0f32;
                     if tiled {
+                        let skip = (first - first0) * kv_dim;
                         let rows = TiledRows {
-                            k: &kf,
-                            v: &vf,
+                            k: &kf[skip..],
+                            v: &vf[skip..],
                             stride: kv_dim,
                             at: g * hd,
-                            n: n_ctx,
+                            n: n_ctx - first,
                         };
                         sum = tiled_head(simd, qrow, rows, scale, o);
                     } else {
@@ -134,9 +196,10 @@ pub fn attention_scaled(
                         }
                         let q16 = &*q16;
                         if let Some(fused) = f16_ops.decode_head(hd) {
-                            sum = fused(q16, keys, values, (kv_dim, g * hd, n_ctx), scale, o);
+                            let (k, v) = (&keys[first * kv_dim..], &values[first * kv_dim..]);
+                            sum = fused(q16, k, v, (kv_dim, g * hd, n_ctx - first), scale, o);
                         } else {
-                            for j in 0..n_ctx {
+                            for j in first..n_ctx {
                                 let s = f16_ops.dot(key(j), q16) * scale;
                                 let (mut ms, mut vs) = (1.0f32, 1.0f32);
                                 if s > max {
@@ -180,7 +243,8 @@ pub fn kernel_name(queries: usize, hd: usize) -> &'static str {
         (true, true, _) => "attention tiled_head f32 (avx2)",
         (true, false, _) => "attention tiled_head f32 (scalar)",
         (false, _, Some(64)) => "attention decode_head<64> f16 (avx2)",
-        (false, _, Some(_)) => "attention decode_head<128> f16 (avx2)",
+        (false, _, Some(128)) => "attention decode_head<128> f16 (avx2)",
+        (false, _, Some(_)) => "attention decode_head<256> f16 (avx2)",
         (false, true, None) => "attention f16 dots (avx2)",
         (false, false, None) => "attention f16 dots (scalar)",
     }
@@ -219,7 +283,7 @@ impl F16Ops {
     }
 
     /// `attention_x86::decode_head` for this head width, where there is one (AVX2, and a
-    /// width of 64 or 128): the whole decode loop of a head in one call, same bits.
+    /// width of 64, 128 or 256): the whole decode loop of a head in one call, same bits.
     #[allow(clippy::type_complexity)]
     fn decode_head(
         self,
@@ -235,6 +299,9 @@ impl F16Ops {
                 }),
                 128 => Some(|q, k, v, rows, s, o| unsafe {
                     super::attention_x86::decode_head::<16>(q, k, v, rows, s, o)
+                }),
+                256 => Some(|q, k, v, rows, s, o| unsafe {
+                    super::attention_x86::decode_head::<32>(q, k, v, rows, s, o)
                 }),
                 _ => None,
             };
@@ -284,6 +351,20 @@ mod tests {
 
     /// Plain f64 attention for comparison.
     fn reference(shape: AttnShape, q: &[f32], k: &[f32], v: &[f32], pos0: usize) -> Vec<f32> {
+        let scale = 1.0 / (shape.head_dim as f64).sqrt();
+        reference_with(shape, (scale, None), q, k, v, pos0)
+    }
+
+    /// `reference` with a score scale and a sliding window: key `j` is seen by the query at
+    /// `p` when `j <= p` and `p - j < window`.
+    fn reference_with(
+        shape: AttnShape,
+        (scale, window): (f64, Option<usize>),
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pos0: usize,
+    ) -> Vec<f32> {
         let AttnShape {
             n_heads,
             n_kv_heads,
@@ -295,14 +376,16 @@ mod tests {
             for h in 0..n_heads {
                 let g = h / (n_heads / n_kv_heads);
                 let qh = &q[(t * n_heads + h) * hd..][..hd];
-                let s: Vec<f64> = (0..=pos0 + t)
+                let p = pos0 + t;
+                let first = window.map_or(0, |w| (p + 1).saturating_sub(w));
+                let s: Vec<f64> = (first..=p)
                     .map(|j| {
                         let kj = &k[(j * n_kv_heads + g) * hd..][..hd];
                         qh.iter()
                             .zip(kj)
                             .map(|(a, b)| *a as f64 * *b as f64)
                             .sum::<f64>()
-                            / (hd as f64).sqrt()
+                            * scale
                     })
                     .collect();
                 let m = s.iter().cloned().fold(f64::MIN, f64::max);
@@ -312,7 +395,7 @@ mod tests {
                     out[(t * n_heads + h) * hd + d] = e
                         .iter()
                         .enumerate()
-                        .map(|(j, w)| w / z * v[(j * n_kv_heads + g) * hd + d] as f64)
+                        .map(|(i, w)| w / z * v[((first + i) * n_kv_heads + g) * hd + d] as f64)
                         .sum::<f64>() as f32;
                 }
             }
@@ -383,6 +466,91 @@ mod tests {
         let want = reference(shape, &q, &k, &v, 0);
         for (a, b) in out.iter().zip(&want) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+    }
+
+    /// A sliding window and a score scale other than 1/sqrt(head_dim), on the decode path
+    /// (few queries; head widths with and without the fused kernel, 256 as gemma3's) and the
+    /// tiled one: the f64 reference within rounding, and keys before the window are never
+    /// read (they hold NaN, which would reach the output if they were).
+    #[test]
+    fn sliding_window_skips_the_keys_before_it() {
+        let mut rng = crate::rng::SplitMix64::new(7);
+        for (hd, n, pos0, window) in [
+            (8usize, 2usize, 9usize, 4usize),
+            (64, 3, 20, 5),
+            (256, 1, 30, 7),
+            (256, 2, 3, 16),
+            (16, TILED_FROM + 5, 6, 9),
+        ] {
+            let shape = AttnShape {
+                n_heads: 4,
+                n_kv_heads: 2,
+                head_dim: hd,
+            };
+            let kv_dim = 2 * hd;
+            let total = pos0 + n;
+            let mut k: Vec<f32> = (0..total * kv_dim)
+                .map(|_| f16::from_f32(rng.next_signed()).to_f32())
+                .collect();
+            let mut v: Vec<f32> = (0..total * kv_dim)
+                .map(|_| f16::from_f32(rng.next_signed()).to_f32())
+                .collect();
+            let q: Vec<f32> = (0..n * 4 * hd).map(|_| rng.next_signed() * 2.0).collect();
+            let scale = 0.0625f32;
+            let layer = AttnLayer {
+                scale,
+                window: Some(window),
+            };
+            let want = reference_with(shape, (scale as f64, Some(window)), &q, &k, &v, pos0);
+            // Keys the first query cannot see, poisoned.
+            for j in 0..layer.first_key(pos0) {
+                k[j * kv_dim..(j + 1) * kv_dim].fill(f32::NAN);
+                v[j * kv_dim..(j + 1) * kv_dim].fill(f32::NAN);
+            }
+            let k16: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
+            let v16: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+            let mut out = vec![0f32; q.len()];
+            attention_layer(shape, layer, &q, &k16, &v16, pos0, &mut out);
+            let bound = if n >= TILED_FROM { 1e-4 } else { 5e-3 };
+            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() < bound,
+                    "hd {hd} n {n} pos0 {pos0} window {window} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+
+    /// Without a window, `AttnLayer::causal` is the attention it always was, and a window
+    /// wider than the context changes nothing, bit for bit.
+    #[test]
+    fn a_window_wider_than_the_context_is_plain_causal_attention() {
+        let mut rng = crate::rng::SplitMix64::new(8);
+        let shape = AttnShape {
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 64,
+        };
+        for (n, pos0) in [(1usize, 12usize), (4, 0), (TILED_FROM, 2)] {
+            let total = (pos0 + n) * 64;
+            let k: Vec<f16> = (0..total)
+                .map(|_| f16::from_f32(rng.next_signed()))
+                .collect();
+            let v: Vec<f16> = (0..total)
+                .map(|_| f16::from_f32(rng.next_signed()))
+                .collect();
+            let q: Vec<f32> = (0..n * 128).map(|_| rng.next_signed()).collect();
+            let mut plain = vec![0f32; q.len()];
+            attention(shape, &q, &k, &v, pos0, &mut plain);
+            let wide = AttnLayer {
+                window: Some(pos0 + n),
+                ..AttnLayer::causal(64)
+            };
+            let mut windowed = vec![1f32; q.len()];
+            attention_layer(shape, wide, &q, &k, &v, pos0, &mut windowed);
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&plain), bits(&windowed), "n {n} pos0 {pos0}");
         }
     }
 }

@@ -325,7 +325,7 @@ mod tests {
             return;
         }
         let mut rng = SplitMix64::new(23);
-        for hd in [64usize, 128] {
+        for hd in [64usize, 128, 256] {
             for n in [1usize, 2, 33, 300] {
                 for kscale in [0.05f32, 1.0, 20.0] {
                     let (stride, at) = (3 * hd, hd);
@@ -357,10 +357,26 @@ mod tests {
                     let mut o = vec![7f32; hd];
                     // SAFETY: the features were just detected; the rows are in bounds.
                     let got = unsafe {
-                        if hd == 64 {
-                            decode_head::<8>(&q, &keys, &values, (stride, at, n), scale, &mut o)
-                        } else {
-                            decode_head::<16>(&q, &keys, &values, (stride, at, n), scale, &mut o)
+                        match hd {
+                            64 => {
+                                decode_head::<8>(&q, &keys, &values, (stride, at, n), scale, &mut o)
+                            }
+                            128 => decode_head::<16>(
+                                &q,
+                                &keys,
+                                &values,
+                                (stride, at, n),
+                                scale,
+                                &mut o,
+                            ),
+                            _ => decode_head::<32>(
+                                &q,
+                                &keys,
+                                &values,
+                                (stride, at, n),
+                                scale,
+                                &mut o,
+                            ),
                         }
                     };
                     assert_eq!(got.to_bits(), sum.to_bits(), "sum hd={hd} n={n}");

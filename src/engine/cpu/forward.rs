@@ -1,7 +1,8 @@
-//! The forward pass of a llama/qwen2/qwen3/phi3 decoder on the CPU, top to bottom: embed,
-//! then per layer attention and feed-forward blocks with residuals, then the final norm and
-//! the output head. The architectures' differences come from the configuration (per-head
-//! Q/K norms, per-layer RoPE, where the attention scale goes, embedding scale, logit cap).
+//! The forward pass of a llama/qwen2/qwen3/gemma3/phi3 decoder on the CPU, top to bottom:
+//! embed, then per layer attention and feed-forward blocks with residuals, then the final norm
+//! and the output head. The architectures' differences come from the configuration (per-head
+//! Q/K norms, per-layer RoPE, where the attention scale goes, sliding-window layers, norms of
+//! the attention and FFN outputs, GeGLU, embedding scale, logit cap).
 //! A batch of consecutive tokens runs together (prompt evaluation); decode is a batch of one.
 //! Several sequences, each with its own KV cache, run as one batch (`forward_batch`): their
 //! rows share every product, and each sequence's rows attend to its own cache.
@@ -9,7 +10,8 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention_scaled, AttnShape};
+use super::attention::{attention_layer, AttnLayer, AttnShape};
+use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
 use super::matmul::{matmul, matmuls};
@@ -21,7 +23,7 @@ use super::pool;
 use super::repack::Repacked;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::options::LogitsFor;
-use crate::model::config::RopeParams;
+use crate::model::config::{FfnAct, RopeParams};
 use crate::model::Model;
 use crate::quant;
 
@@ -129,6 +131,8 @@ pub fn forward_batch(
     const RMS_NORM: &str = "ops::rms_norm (portable)";
     const ADD: &str = "ops::add_in_place (portable)";
     const SCALE: &str = "ops::scale_in_place (portable)";
+    // gemma3's post-norms: rms_norm_heads with the whole row as its one piece, in place.
+    const RMS_NORM_ROWS: &str = "ops::rms_norm_heads (portable)";
     let x = sized(x, n * e);
     rec.time(B::Embed, None, || {
         let tokens = seqs.iter().flat_map(|(_, t)| t.iter());
@@ -214,6 +218,11 @@ pub fn forward_batch(
             }
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
+        // The layer's score scale and sliding window (gemma3's sliding layers read only it).
+        let layer_attn = AttnLayer {
+            scale: cfg.kq_scale(),
+            window: cfg.layer_window(l),
+        };
         // attention stores this batch's K and V first (and scales Q where the model does so
         // before attention, ggml_scale after RoPE)
         rec.time(B::Attention, layer, || {
@@ -229,7 +238,7 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                attention_scaled(shape, cfg.kq_scale(), q, keys, values, pos0, att);
+                attention_layer(shape, layer_attn, q, keys, values, pos0, att);
             }
         });
         if rec.enabled() {
@@ -242,6 +251,12 @@ pub fn forward_batch(
         }
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         kernels.products(rec, B::AttnOut, layer, &[&lw.wo]);
+        if let Some(pn) = &lw.post_attn_norm {
+            rec.time(B::PostAttnNorm, layer, || {
+                per_row(o, e, |_, or| rms_norm_heads(or, pn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::PostAttnNorm, layer, RMS_NORM_ROWS, None);
+        }
         rec.time(B::AttnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));
@@ -263,13 +278,27 @@ pub fn forward_batch(
             );
         });
         kernels.products(rec, B::FfnGateUp, layer, &[&lw.w_gate, &lw.w_up]);
-        rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
-        let act = super::ops::silu_mul_kernel();
-        kernels.op(rec, B::FfnAct, layer, act, None);
+        match cfg.ffn_act {
+            FfnAct::SiluGlu => {
+                rec.time(B::FfnAct, layer, || silu_mul(&mut *gate, up));
+                let act = super::ops::silu_mul_kernel();
+                kernels.op(rec, B::FfnAct, layer, act, None);
+            }
+            FfnAct::GeluGlu => {
+                rec.time(B::FfnGeglu, layer, || geglu(&mut *gate, up));
+                kernels.op(rec, B::FfnGeglu, layer, geglu_kernel(), None);
+            }
+        }
         rec.time(B::FfnDown, layer, || {
             matmul(w, &lw.w_down, gate, &mut *o, fast)
         });
         kernels.products(rec, B::FfnDown, layer, &[&lw.w_down]);
+        if let Some(pn) = &lw.post_ffn_norm {
+            rec.time(B::PostFfnNorm, layer, || {
+                per_row(o, e, |_, or| rms_norm_heads(or, pn, cfg.norm_eps));
+            });
+            kernels.op(rec, B::PostFfnNorm, layer, RMS_NORM_ROWS, None);
+        }
         rec.time(B::FfnResidual, layer, || {
             let o = &*o;
             per_row(x, e, |t, xr| add_in_place(xr, &o[t * e..][..e]));

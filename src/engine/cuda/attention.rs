@@ -34,8 +34,9 @@ impl CudaEngine {
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let st = self.clock.stamp();
+        let rope = self.rope.layer(l);
         let mut kc = self.kc.slice_mut(span.clone());
         let mut vc = self.vc.slice_mut(span);
         let rows = match &self.rows {
@@ -62,8 +63,9 @@ impl CudaEngine {
                 .arg(&h.rope_dims)
                 .arg(rows)
                 .arg(&seq_stride)
-                .arg(&self.rope)
+                .arg(rope)
                 .arg(&h.neox)
+                .arg(&h.q_scale)
                 .stamp(&st)
                 .launch(cfg)
         }
@@ -118,12 +120,16 @@ impl CudaEngine {
     }
 
     /// Whether `n` queries take the split-KV kernel: one token of one sequence under fast
-    /// numerics (the kernel reads K and V rows in 16-byte pieces, so head_dim a multiple of 8).
+    /// numerics (the kernel reads K and V rows in 16-byte pieces, so head_dim a multiple of 8,
+    /// and holds a head in 128 values of shared memory, or 256 in `attention_split_wide`:
+    /// other widths take the CPU-order kernel, which takes any).
     fn split_attention(&self, n: usize) -> bool {
+        let hd = self.model.config.head_dim;
         self.numerics == Numerics::Fast
             && n == 1
             && self.rows.is_none()
-            && self.model.config.head_dim.is_multiple_of(8)
+            && hd.is_multiple_of(8)
+            && (hd <= 128 || hd == WIDE_HEAD)
     }
 
     /// The activation format the split kernel writes its output in for the output projection
@@ -156,7 +162,7 @@ impl CudaEngine {
             block_dim: (128, 1, 1),
             shared_mem_bytes: (2 * 64 * (c.head_dim + 8) * 2) as u32,
         };
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let nn = n as i32;
         let st = self.clock.stamp();
         let b = &mut self.bufs;
@@ -173,6 +179,7 @@ impl CudaEngine {
                 .arg(&h.kv_heads)
                 .arg(&self.pos)
                 .arg(&h.scale)
+                .arg(&h.window)
                 .arg(&mut b.att)
                 .reads(KV_CACHE)
                 .stamp(&st)
@@ -191,10 +198,10 @@ impl CudaEngine {
         let s2 = self.clock.stamp();
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, n as u32, 1),
-            block_dim: (128, 1, 1),
+            block_dim: (attention_threads(c.head_dim), 1, 1),
             shared_mem_bytes: (c.head_dim * 4) as u32,
         };
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let cap = self.cap as i32;
         // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries of one
         // sequence; a batch step has one query a sequence.
@@ -219,6 +226,7 @@ impl CudaEngine {
                 .arg(&seq_stride)
                 .arg(&cap)
                 .arg(&h.scale)
+                .arg(&h.window)
                 .arg(&tiled)
                 .arg(scores)
                 .arg(att)
@@ -242,14 +250,14 @@ impl CudaEngine {
             &self.stream,
             &self.k,
             SplitArgs {
-                head: HeadArgs::of(&self.model.config),
+                head: HeadArgs::layer(&self.model.config, l),
                 q: &b.q,
                 k: &b.k,
                 v: &b.v,
                 kc: &mut self.kc.slice_mut(layer.clone()),
                 vc: &mut self.vc.slice_mut(layer),
                 pos: &self.pos,
-                rope: &self.rope,
+                rope: self.rope.layer(l),
                 splits: sp.splits,
                 group_splits: if self.grouped_now { sp.group_splits } else { 0 },
                 shared_bytes: sp.shared_bytes,
@@ -323,8 +331,13 @@ pub(super) fn attention_split(
     };
     let shared_mem_bytes = a.shared_bytes as u32;
     let group = (h.heads / h.kv_heads.max(1)) as usize;
-    let grouped =
-        a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group);
+    let wide = h.head_dim as usize == WIDE_HEAD;
+    let grouped = !wide
+        && a.group_splits > 0
+        && h.heads % h.kv_heads.max(1) == 0
+        && (2..=GROUP_MAX).contains(&group);
+    // The wide kernel has no CPU-order path.
+    let ordered_upto = if wide { 0 } else { a.ordered_upto };
     // The grouped kernels: chunks of whole passes, up to twice group_splits of them
     // (`attf_chunk`); head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
     // memory.
@@ -351,7 +364,16 @@ pub(super) fn attention_split(
             block_dim: (256, 1, 1),
             shared_mem_bytes,
         };
-        (&k.attention_split, cfg)
+        // A sliding-window layer takes the kernel that shifts to its window (the other one,
+        // without that shift, keeps its registers); heads of 256 their own, windowed or not.
+        let f = if wide {
+            &k.attention_split_wide
+        } else if h.window > 0 {
+            &k.attention_split_window
+        } else {
+            &k.attention_split
+        };
+        (f, cfg)
     };
     // The kernels share their parameters but for the chunk count (and the one-head kernel's
     // CPU-order limit after the scale).
@@ -367,11 +389,13 @@ pub(super) fn attention_split(
         .arg(a.pos)
         .arg(a.rope)
         .arg(&h.rope_dims)
-        .arg(&h.neox);
+        .arg(&h.neox)
+        .arg(&h.window);
+    let scale = h.folded_scale();
     if grouped {
-        l.arg(&group_splits).arg(&h.scale);
+        l.arg(&group_splits).arg(&scale);
     } else {
-        l.arg(&splits).arg(&h.scale).arg(&a.ordered_upto);
+        l.arg(&splits).arg(&scale).arg(&ordered_upto);
     }
     l.arg(a.part)
         .arg(a.tickets)
@@ -384,7 +408,8 @@ pub(super) fn attention_split(
         .reads(KV_CACHE)
         .stamp(&st);
     // SAFETY: the sizes `SplitArgs` documents (the caller's); head_dim a multiple of 8 up
-    // to 128; the activation buffers hold q_dim values (the engine's, sized for every
+    // to 128, or 256 (the wide kernel, whose shared memory holds such a head); the activation
+    // buffers hold q_dim values (the engine's, sized for every
     // product's input). The grouped kernels: the part buffer holds n_heads × 2 group_splits
     // × (head_dim + 4) values, and 2 to GROUP_MAX query heads share a KV head (checked above).
     unsafe { l.launch(cfg) }.map(|_| ())
@@ -399,17 +424,38 @@ pub(super) struct HeadArgs {
     pub(super) rope_dims: i32,
     /// NEOX-style RoPE (qwen2) rather than NORM (llama).
     pub(super) neox: i32,
-    /// 1 / sqrt(head_dim), the attention scores' scale.
+    /// The attention scores' scale (`Config::kq_scale`: 1 / sqrt(head_dim), or 1 where the
+    /// query is scaled instead).
     pub(super) scale: f32,
+    /// What RoPE's launch multiplies the rotated query by (gemma3's and phi3's attention
+    /// scale, applied to Q as llama.cpp does; 1 elsewhere, which changes nothing).
+    pub(super) q_scale: f32,
+    /// A sliding-window layer's window in positions (0: the layer sees every position).
+    pub(super) window: i32,
 }
 
 impl HeadArgs {
-    pub(super) fn of(c: &Config) -> HeadArgs {
-        HeadArgs::new(
+    /// The heads of layer `l` of a model of configuration `c`: its window where it slides.
+    pub(super) fn layer(c: &Config, l: usize) -> HeadArgs {
+        let mut h = HeadArgs::new(
             AttnShape::of(c),
             c.rope_dims,
             c.arch.rope_style() == RopeStyle::Neox,
-        )
+        );
+        h.window = c
+            .layer_window(l)
+            .map_or(0, |w| w.min(i32::MAX as usize) as i32);
+        h.scale = c.kq_scale();
+        if c.attn_scale_on_q {
+            h.q_scale = c.attn_scale;
+        }
+        h
+    }
+
+    /// The score scale of a kernel that rotates the query itself (the split decode
+    /// kernels, fast numerics): the query's scale folded into the scores'.
+    pub(super) fn folded_scale(&self) -> f32 {
+        self.scale * self.q_scale
     }
 
     /// Heads of `shape`, `rope_dims` of each rotated in NEOX pairs or NORM pairs.
@@ -421,6 +467,71 @@ impl HeadArgs {
             rope_dims: rope_dims as i32,
             neox: i32::from(neox),
             scale: 1.0 / (shape.head_dim as f32).sqrt(),
+            q_scale: 1.0,
+            window: 0,
         }
+    }
+}
+
+/// The head width `attention_split_wide` takes beside those up to 128 (gemma3's).
+pub(super) const WIDE_HEAD: usize = 256;
+
+/// Threads of the CPU-order attention kernel (kernels/attention.cu) for heads of `head_dim`:
+/// a thread per output dimension, and at least the 128 its score pass was checked with.
+pub(super) fn attention_threads(head_dim: usize) -> u32 {
+    head_dim.next_multiple_of(32).max(128) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+    use crate::profile::Profile;
+    use crate::synth::{self, QuantMix};
+
+    fn shape_config(file: &str) -> Config {
+        let path = format!(
+            "{}/tests/fixtures/conformance/shapes/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let shape = Profile::shape(&path).unwrap();
+        let bytes = synth::build(&shape, QuantMix::from_name("q8_0").unwrap(), 0);
+        Model::from_bytes(file, bytes).unwrap().config
+    }
+
+    /// gemma3: the sliding layers' window, none on the global layer; scores scaled by 1 and
+    /// the query by the attention scale (which the split kernels fold back into the scores').
+    #[test]
+    fn gemma3_layers_carry_their_window_and_the_query_scale() {
+        let c = shape_config("tiny-gemma3.toml");
+        for l in 0..c.n_layers {
+            let h = HeadArgs::layer(&c, l);
+            assert_eq!(h.window, if l == 5 { 0 } else { 4 }, "layer {l}");
+            assert_eq!(h.scale, 1.0);
+            assert_eq!(h.q_scale, c.attn_scale);
+            assert_eq!(h.folded_scale(), c.attn_scale);
+            assert_eq!(h.head_dim, 128);
+        }
+    }
+
+    /// Without a window or a query scale (the llama and qwen models): the query as it is,
+    /// scores scaled by the attention scale.
+    #[test]
+    fn plain_layers_scale_the_scores() {
+        let mut c = shape_config("tiny-gemma3.toml");
+        c.attn_scale_on_q = false;
+        c.sliding_window = None;
+        let h = HeadArgs::layer(&c, 0);
+        assert_eq!((h.window, h.q_scale), (0, 1.0));
+        assert_eq!(h.scale, c.attn_scale);
+        assert_eq!(h.folded_scale(), c.attn_scale);
+    }
+
+    #[test]
+    fn the_cpu_order_kernel_has_a_thread_per_dimension() {
+        assert_eq!(attention_threads(64), 128);
+        assert_eq!(attention_threads(80), 128);
+        assert_eq!(attention_threads(256), 256);
+        assert_eq!(attention_threads(200), 224);
     }
 }

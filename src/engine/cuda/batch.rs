@@ -353,11 +353,12 @@ impl CudaEngine {
     /// (kernels/attention_fast.cu `attention_split_rows`).
     pub(super) fn attention_split_rows(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
-        let h = HeadArgs::of(c);
+        let h = HeadArgs::layer(c, l);
         let (span, seq_stride) = self.cache_span(l);
         let st = self.clock.stamp();
         let sp = &self.split;
         let (splits, ordered) = (sp.splits as i32, sp.ordered_upto);
+        let scale = h.folded_scale();
         let cfg = LaunchConfig {
             grid_dim: (c.n_heads as u32, sp.splits as u32, n as u32),
             block_dim: (256, 1, 1),
@@ -389,11 +390,12 @@ impl CudaEngine {
                 .arg(&h.head_dim)
                 .arg(&step.ids)
                 .arg(&seq_stride)
-                .arg(&self.rope)
+                .arg(self.rope.layer(l))
                 .arg(&h.rope_dims)
                 .arg(&h.neox)
+                .arg(&h.window)
                 .arg(&splits)
-                .arg(&h.scale)
+                .arg(&scale)
                 .arg(&ordered)
                 .arg(part)
                 .arg(tickets)

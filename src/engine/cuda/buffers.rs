@@ -275,7 +275,15 @@ impl SplitScratch {
             )));
         }
         let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
-        let group_splits = group_splits(AttnShape::of(c), cap, sms);
+        // Heads wider than 128 take the one-head wide kernel alone: neither the CPU-order
+        // path nor the grouped kernels (kernels/attention_fast.cu `attention_split_wide`).
+        let wide = c.head_dim > 128;
+        let ordered = ordered && !wide;
+        let group_splits = if wide {
+            0
+        } else {
+            group_splits(AttnShape::of(c), cap, sms)
+        };
         let group =
             (group_splits > 0).then(|| (c.n_heads / c.n_kv_heads, group_chunk(cap, group_splits)));
         let what = || wrap("allocating attention scratch");

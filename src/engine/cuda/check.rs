@@ -14,12 +14,12 @@ use super::clock::{KernelClock, Stamp};
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernel_table::Kernels;
-use super::launch_params::{ceil_div, Epilogue, GROUP_MAX};
+use super::launch_params::{ceil_div, kind_code, lin, Epilogue, GROUP_MAX};
 use super::module;
 use super::pdl_launch::{pdl_for, PushArg};
 use super::probe::GpuDesc;
 use super::products::product;
-use super::setup::rope_rows;
+use super::rope_tables::rope_rows;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::AttnShape;
 use crate::engine::error::EngineError;
@@ -34,6 +34,9 @@ pub struct DecodeStep<'a> {
     pub n_rot: usize,
     pub neox: bool,
     pub rope_base: f32,
+    /// A sliding-window layer's window in positions (0: none): the step sees only the keys of
+    /// the last `window` positions, its own included.
+    pub window: usize,
     pub q: &'a [f32],
     pub k: &'a [f32],
     pub v: &'a [f32],
@@ -192,13 +195,130 @@ impl KernelCheck {
                 .arg(&rb)
                 .arg(&c)
                 .arg(&dt)
+                .arg(&1.0f32)
                 .arg(&mut out)
                 .arg(&0u64)
-                .arg(&0i32)
                 .launch(cfg)
         }
         .map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+
+    /// qwen3's and gemma3's per-head RMSNorm (kernels/qk_norm.cu) of `n` tokens' query rows
+    /// `q` (`n_heads` heads of `qw.len()` values each per token) and key rows `k`
+    /// (`n_kv_heads` heads), as the engine launches it; returns the normed (q, k).
+    pub fn qk_norm(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        (qw, kw): (&[f32], &[f32]),
+        (n_heads, n_kv_heads): (usize, usize),
+        eps: f32,
+    ) -> Result<(Vec<f32>, Vec<f32>), EngineError> {
+        let s = &self.stream;
+        let w = || wrap("kernel check");
+        let hd = qw.len();
+        let n = q.len() / (n_heads * hd);
+        let (mut dq, mut dk) = (s.clone_htod(q).map_err(w())?, s.clone_htod(k).map_err(w())?);
+        let (dqw, dkw) = (
+            s.clone_htod(qw).map_err(w())?,
+            s.clone_htod(kw).map_err(w())?,
+        );
+        let (h, kvh, d) = (n_heads as i32, n_kv_heads as i32, hd as i32);
+        let cfg = LaunchConfig {
+            grid_dim: ((n_heads + n_kv_heads) as u32, n as u32, 1),
+            block_dim: (hd.next_multiple_of(32) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: n tokens' heads of hd values in place; hd <= 1024 (the caller's).
+        unsafe {
+            self.k
+                .launch(s, &self.k.qk_norm)
+                .arg(&mut dq)
+                .arg(&mut dk)
+                .arg(&dqw)
+                .arg(&dkw)
+                .arg(&h)
+                .arg(&kvh)
+                .arg(&d)
+                .arg(&eps)
+                .arg(&0u64)
+                .launch(cfg)
+        }
+        .map_err(w())?;
+        Ok((
+            s.clone_dtoh(&dq).map_err(w())?,
+            s.clone_dtoh(&dk).map_err(w())?,
+        ))
+    }
+
+    /// gemma3's post norm with its residual add (kernels/post_norm.cu) on rows of `w.len()`
+    /// values: `x += rms_norm(y) * w` row by row, as the engine launches it; returns x.
+    pub fn post_norm(
+        &self,
+        y: &[f32],
+        w: &[f32],
+        x: &[f32],
+        eps: f32,
+    ) -> Result<Vec<f32>, EngineError> {
+        let s = &self.stream;
+        let e = || wrap("kernel check");
+        let cols = w.len();
+        let (dy, dw) = (s.clone_htod(y).map_err(e())?, s.clone_htod(w).map_err(e())?);
+        let mut dx = s.clone_htod(x).map_err(e())?;
+        let c = cols as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (ceil_div(cols, 1024), (y.len() / cols) as u32, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: rows of `cols` values read from y, added into x (as many).
+        unsafe {
+            self.k
+                .launch(s, &self.k.post_norm_residual)
+                .arg(&dy)
+                .arg(&dw)
+                .arg(&c)
+                .arg(&eps)
+                .arg(&mut dx)
+                .arg(&0u64)
+                .launch(cfg)
+        }
+        .map_err(e())?;
+        s.clone_dtoh(&dx).map_err(e())
+    }
+
+    /// GeGLU (kernels/geglu.cu) with the CPU's GELU table, as the engine launches it for f32
+    /// down-projection weights: returns gelu(gate) * up.
+    pub fn geglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, EngineError> {
+        let s = &self.stream;
+        let e = || wrap("kernel check");
+        let mut dg = s.clone_htod(gate).map_err(e())?;
+        let du = s.clone_htod(up).map_err(e())?;
+        let table = s
+            .clone_htod(&crate::engine::cpu::geglu::gelu_table()[..])
+            .map_err(e())?;
+        let mut act = ActBufs::new(s, gate.len().next_multiple_of(256))?;
+        let (len, kind) = (gate.len() as i32, kind_code(ActType::F32));
+        // SAFETY: len values of gate (in place) and up; the activation buffers hold as many;
+        // the table 65536 entries.
+        unsafe {
+            self.k
+                .launch(s, &self.k.geglu_quant)
+                .arg(&mut dg)
+                .arg(&du)
+                .arg(&table)
+                .arg(&len)
+                .arg(&kind)
+                .arg(&mut act.xf)
+                .arg(&mut act.q)
+                .arg(&mut act.d)
+                .arg(&mut act.x)
+                .arg(&0u64)
+                .launch(lin(gate.len()))
+        }
+        .map_err(e())?;
+        s.clone_dtoh(&dg).map_err(e())
     }
 
     /// The fast numerics' decode attention (kernels/attention_fast.cu: RoPE on the query and
@@ -206,9 +326,10 @@ impl KernelCheck {
     /// engine launches it, with `splits` splits of the context (and `group_splits` chunks on
     /// the grouped path, which takes a KV head's query heads together; 0: a block per query
     /// head); contexts of `ordered_upto` positions or fewer (at most 128) in the CPU's order,
-    /// as the engine asks for models whose products all keep it. With `quant`, the kernel
-    /// also quantizes its output in that format, as the engine asks for before an output
-    /// projection taking it.
+    /// as the engine asks for models whose products all keep it. Heads of 256 take the wide
+    /// one-head kernel whatever is asked (no grouped or CPU-order path). With `quant`, the
+    /// kernel also quantizes its output in that format, as the engine asks for before an
+    /// output projection taking it.
     pub fn decode_attention(
         &self,
         step: &DecodeStep,
@@ -225,7 +346,7 @@ impl KernelCheck {
         } = step.shape;
         let kv_dim = n_kv_heads * head_dim;
         let pos = step.keys.len() / kv_dim;
-        let table = rope_rows(pos + 1, step.n_rot, step.rope_base);
+        let table = rope_rows(pos + 1, step.n_rot, step.rope_base, 1.0);
         let w = || wrap("decode attention check");
         let cache = |rows: &[u16]| {
             let mut all = rows.to_vec();
@@ -256,7 +377,10 @@ impl KernelCheck {
             s,
             &self.k,
             SplitArgs {
-                head: HeadArgs::new(step.shape, step.n_rot, step.neox),
+                head: HeadArgs {
+                    window: step.window.min(i32::MAX as usize) as i32,
+                    ..HeadArgs::new(step.shape, step.n_rot, step.neox)
+                },
                 q: &q,
                 k: &k,
                 v: &v,
@@ -270,10 +394,13 @@ impl KernelCheck {
                 shared_bytes: split_shared_bytes(
                     head_dim,
                     (pos + 1).div_ceil(splits).max(MIN_CHUNK),
-                    ordered_upto > 0,
-                    // As the engine's scratch: only a group the grouped kernels take.
-                    (group_splits > 0 && (2..=GROUP_MAX).contains(&(n_heads / n_kv_heads)))
-                        .then(|| (n_heads / n_kv_heads, group_chunk(pos + 1, group_splits))),
+                    ordered_upto > 0 && head_dim <= 128,
+                    // As the engine's scratch: only a group the grouped kernels take (heads
+                    // of 256 take the wide one-head kernel alone).
+                    (group_splits > 0
+                        && head_dim <= 128
+                        && (2..=GROUP_MAX).contains(&(n_heads / n_kv_heads)))
+                    .then(|| (n_heads / n_kv_heads, group_chunk(pos + 1, group_splits))),
                 ),
                 ordered_upto: ordered_upto.min(i32::MAX as usize) as i32,
                 part: &mut part,

@@ -27,6 +27,7 @@ use super::error::wrap;
 use super::kernel_table::Kernels;
 use super::module;
 use super::probe::GpuDesc;
+use super::rope_tables::RopeTables;
 use super::step_trace::{StepRow, StepTrace};
 use super::weights::GWeights;
 use crate::brick::{KernelSpan, KernelTime, Recorder, Source, Span};
@@ -126,7 +127,7 @@ pub struct CudaEngine {
     pub(super) kc: CudaSlice<u16>,
     pub(super) vc: CudaSlice<u16>,
     /// RoPE's (cos, sin) for every position below `cap`, from the CPU engine's table.
-    pub(super) rope: CudaSlice<f32>,
+    pub(super) rope: RopeTables,
     /// The next step's first position, on the device (kernels read it, so a graph replays
     /// at the current position); `dev_pos` is the host's knowledge of it.
     pub(super) pos: CudaSlice<i32>,

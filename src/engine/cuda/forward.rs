@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use cudarc::driver::{DriverError, LaunchConfig};
 
+use super::arch_ops::PostNorm;
 use super::buffers::{Bufs, Which};
 use super::clock::Owner;
 use super::decode::CudaEngine;
@@ -17,6 +18,12 @@ use super::weights::{Mat, Norm};
 use crate::brick::{Brick, BrickId as B, Recorder, Source, Span};
 use crate::engine::error::EngineError;
 use crate::engine::options::{LogitsFor, Timing};
+use crate::model::config::FfnAct;
+
+/// The factor the embedding gather multiplies each value by (1: none).
+fn embed_scale(c: &crate::model::Config) -> f32 {
+    c.embed_scale.unwrap_or(1.0)
+}
 
 impl CudaEngine {
     /// Run one brick's launches: their stamps belong to it, or, with `Sync` timing while
@@ -104,6 +111,7 @@ impl CudaEngine {
         self.brick(rec, B::Embed, None, |s| {
             let m = &s.w.token_embd;
             let (rb, cols) = (m.row_bytes as u64, m.cols as i32);
+            let scale = embed_scale(c);
             let cfg = LaunchConfig {
                 grid_dim: (ceil_div(m.cols, 256), n as u32, 1),
                 block_dim: (256, 1, 1),
@@ -117,6 +125,7 @@ impl CudaEngine {
                     .arg(&rb)
                     .arg(&cols)
                     .arg(&s.bufs.tok)
+                    .arg(&scale)
                     .arg(&mut s.bufs.x)
                     .reads(&m.label)
                     .stamp(&st)
@@ -128,6 +137,9 @@ impl CudaEngine {
         const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
         const ROPE_ATTENTION: &[B] = &[B::Rope, B::Attention];
         const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
+        // Gemma3's post norms take the residual add from the products' epilogue.
+        const POST_ATTN: &[B] = &[B::PostAttnNorm, B::AttnResidual];
+        const POST_FFN: &[B] = &[B::PostFfnNorm, B::FfnResidual];
         for l in 0..c.n_layers {
             let layer = Some(l);
             // Each norm also quantizes its output for the first product it feeds.
@@ -143,6 +155,16 @@ impl CudaEngine {
                 ];
                 s.products(n, Which::H, &outs, false, Some(qfeed))
             })?;
+            // The extra norms run where the layer has their weights, as on the CPU.
+            let gl = &self.w.layers[l];
+            let (qk_norm, post_attn, post_ffn) = (
+                gl.q_norm.is_some() && gl.k_norm.is_some(),
+                gl.post_attn_norm.is_some(),
+                gl.post_ffn_norm.is_some(),
+            );
+            if qk_norm {
+                self.brick(rec, B::QkNorm, layer, |s| s.qk_norm(n, l))?;
+            }
             // RoPE runs in the launch that writes K and V to the cache (the attention brick's
             // KV write), or inside the attention kernel itself: the two bricks are one. One
             // token's attention also quantizes its output for the output projection.
@@ -150,16 +172,32 @@ impl CudaEngine {
             self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
                 s.rope_attention(n, l, akind)
             })?;
-            // The residual add happens in the output projection's epilogue.
-            self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
-                s.products(
-                    n,
-                    Which::Att,
-                    &[(Mat::O(l), Which::X)],
-                    true,
-                    akind.map(Feed::Act),
-                )
-            })?;
+            if post_attn {
+                // The output projection into H, normed and added to X.
+                self.brick(rec, B::AttnOut, layer, |s| {
+                    s.products(
+                        n,
+                        Which::Att,
+                        &[(Mat::O(l), Which::H)],
+                        false,
+                        akind.map(Feed::Act),
+                    )
+                })?;
+                self.brick(rec, Brick::Fused(POST_ATTN), layer, |s| {
+                    s.post_norm(n, PostNorm::Attn(l))
+                })?;
+            } else {
+                // The residual add happens in the output projection's epilogue.
+                self.brick(rec, Brick::Fused(ATTN_OUT), layer, |s| {
+                    s.products(
+                        n,
+                        Which::Att,
+                        &[(Mat::O(l), Which::X)],
+                        true,
+                        akind.map(Feed::Act),
+                    )
+                })?;
+            }
             let gfeed = self.feed_for(n, Mat::Gate(l));
             self.brick(rec, B::FfnNorm, layer, |s| {
                 s.rms_norm(0, n, Norm::Ffn(l), gfeed)
@@ -168,39 +206,58 @@ impl CudaEngine {
                 let outs = [(Mat::Gate(l), Which::Gate), (Mat::Up(l), Which::Up)];
                 s.products(n, Which::H, &outs, false, Some(gfeed))
             })?;
-            // SwiGLU quantizes its output for the down projection (or rounds it to its f16
-            // operand).
+            // The activation quantizes its output for the down projection (or rounds it to
+            // its f16 operand).
             let dfeed = self.feed_for(n, Mat::Down(l));
-            self.brick(rec, B::FfnAct, layer, |s| {
-                let (len, kind) = ((n * ff) as i32, dfeed.code());
-                let st = s.clock.stamp();
-                let b = &mut s.bufs;
-                let xf = feed_target(&s.stream, &mut b.act, dfeed);
-                // SAFETY: n × n_ff values each; the activation buffers hold as many.
-                unsafe {
-                    s.k.launch(&s.stream, &s.k.silu_mul_quant)
-                        .arg(&mut b.gate)
-                        .arg(&b.up)
-                        .arg(&len)
-                        .arg(&kind)
-                        .arg(&xf)
-                        .arg(&mut b.act.q)
-                        .arg(&mut b.act.d)
-                        .arg(&mut b.act.x)
-                        .stamp(&st)
-                        .launch(lin(n * ff))
-                }
-                .map(|_| ())
-            })?;
-            self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
-                s.products(
-                    n,
-                    Which::Gate,
-                    &[(Mat::Down(l), Which::X)],
-                    true,
-                    Some(dfeed),
-                )
-            })?;
+            if c.ffn_act == FfnAct::GeluGlu {
+                self.brick(rec, B::FfnGeglu, layer, |s| s.geglu(n, dfeed))?;
+            } else {
+                self.brick(rec, B::FfnAct, layer, |s| {
+                    let (len, kind) = ((n * ff) as i32, dfeed.code());
+                    let st = s.clock.stamp();
+                    let b = &mut s.bufs;
+                    let xf = feed_target(&s.stream, &mut b.act, dfeed);
+                    // SAFETY: n × n_ff values each; the activation buffers hold as many.
+                    unsafe {
+                        s.k.launch(&s.stream, &s.k.silu_mul_quant)
+                            .arg(&mut b.gate)
+                            .arg(&b.up)
+                            .arg(&len)
+                            .arg(&kind)
+                            .arg(&xf)
+                            .arg(&mut b.act.q)
+                            .arg(&mut b.act.d)
+                            .arg(&mut b.act.x)
+                            .stamp(&st)
+                            .launch(lin(n * ff))
+                    }
+                    .map(|_| ())
+                })?;
+            }
+            if post_ffn {
+                self.brick(rec, B::FfnDown, layer, |s| {
+                    s.products(
+                        n,
+                        Which::Gate,
+                        &[(Mat::Down(l), Which::H)],
+                        false,
+                        Some(dfeed),
+                    )
+                })?;
+                self.brick(rec, Brick::Fused(POST_FFN), layer, |s| {
+                    s.post_norm(n, PostNorm::Ffn(l))
+                })?;
+            } else {
+                self.brick(rec, Brick::Fused(FFN_DOWN), layer, |s| {
+                    s.products(
+                        n,
+                        Which::Gate,
+                        &[(Mat::Down(l), Which::X)],
+                        true,
+                        Some(dfeed),
+                    )
+                })?;
+            }
         }
 
         let (first, rows) = match want {
@@ -218,7 +275,12 @@ impl CudaEngine {
                 &[(Mat::Output, Which::Logits)],
                 false,
                 Some(ofeed),
-            )
+            )?;
+            // Soft-capping, where the model sets it, belongs to the head's logits.
+            match s.model.config.final_logit_softcap {
+                Some(cap) => s.softcap(rows, cap),
+                None => Ok(()),
+            }
         })?;
         Ok(rows)
     }

@@ -15,6 +15,9 @@ use crate::brick::peaks::{MeasuredPeaks, Peak};
 /// The GPU as the report describes it (`hardware.gpu`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuInfo {
+    /// The CUDA ordinal (`--device cuda:N`).
+    #[serde(default)]
+    pub ordinal: usize,
     pub name: String,
     pub driver: String,
     pub cuda: String,
@@ -30,6 +33,7 @@ impl CudaEngine {
     pub fn gpu_info(&self) -> GpuInfo {
         let p = super::probe::probe();
         GpuInfo {
+            ordinal: self.gpu.ordinal,
             name: self.gpu.name.clone(),
             driver: p
                 .driver_cuda_version

@@ -48,6 +48,10 @@ pub(super) struct Kernels {
     /// Fast numerics: split-KV decode attention (kernels/attention_fast.cu), a block per
     /// query head, and the grouped kernel long contexts take.
     pub(super) attention_split: CudaFunction,
+    /// The same for a sliding-window layer (reads only the window).
+    pub(super) attention_split_window: CudaFunction,
+    /// The same for heads of 256 (`WIDE_HEAD`), windowed or not.
+    pub(super) attention_split_wide: CudaFunction,
     /// The split kernel over a batch step's tokens, each over its own sequence.
     pub(super) attention_split_rows: CudaFunction,
     pub(super) attention_group: CudaFunction,
@@ -62,7 +66,15 @@ pub(super) struct Kernels {
     /// products' `mvo` kernels, and CPU-order decode attention at short contexts.
     pub(super) ordered: bool,
     pub(super) silu_mul_quant: CudaFunction,
+    /// GeGLU with the down projection's quantization (kernels/geglu.cu).
+    pub(super) geglu_quant: CudaFunction,
     pub(super) rms_norm_quant: CudaFunction,
+    /// Per-head RMSNorm of Q and K (kernels/qk_norm.cu).
+    pub(super) qk_norm: CudaFunction,
+    /// RMSNorm of a product's output added to the residual (kernels/post_norm.cu).
+    pub(super) post_norm_residual: CudaFunction,
+    /// Final logit soft-capping (kernels/softcap.cu).
+    pub(super) softcap: CudaFunction,
     pub(super) argmax_blocks: CudaFunction,
     pub(super) argmax_final: CudaFunction,
     /// The greedy pick of every row of a batch step (a row a sequence).
@@ -120,6 +132,8 @@ impl Kernels {
             attention: f("attention")?,
             rope_store: f("rope_store")?,
             attention_split: f("attention_split")?,
+            attention_split_window: f("attention_split_window")?,
+            attention_split_wide: f("attention_split_wide")?,
             attention_split_rows: f("attention_split_rows")?,
             attention_group: f("attention_group")?,
             attention_group_mma: agm,
@@ -127,7 +141,11 @@ impl Kernels {
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
+            geglu_quant: f("geglu_quant")?,
             rms_norm_quant: f("rms_norm_quant")?,
+            qk_norm: f("qk_norm")?,
+            post_norm_residual: f("post_norm_residual")?,
+            softcap: f("softcap")?,
             argmax_blocks: f("argmax_blocks")?,
             argmax_final: f("argmax_final")?,
             argmax_rows: f("argmax_rows")?,
@@ -274,5 +292,9 @@ pub fn cpu_order_fast(model: &crate::model::Model) -> bool {
         )
         .collect();
     let bytes: usize = products.iter().map(|m| m.rows * m.row_bytes()).sum();
-    bytes <= CPU_ORDER_MAX_BYTES && products.iter().all(|m| is_legacy(m.ty))
+    // The split attention's CPU-order path rounds the query as it comes; a model whose query
+    // is scaled before attention (gemma3, phi3) would need that product first.
+    !model.config.attn_scale_on_q
+        && bytes <= CPU_ORDER_MAX_BYTES
+        && products.iter().all(|m| is_legacy(m.ty))
 }

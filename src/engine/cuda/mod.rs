@@ -5,18 +5,21 @@
 //! Read it as a plan, top down:
 //! - `decode`: the engine (`CudaEngine`), its decode loop, graph capture and replay;
 //!   `setup` puts a model on the device; `forward` is the per-layer launch plan.
-//! - `attention`, `products`, `step_ops`: the launches the plan makes; `gemm` the prompt
-//!   products on tensor cores.
+//! - `attention`, `products`, `step_ops`: the launches the plan makes, and `arch_ops` those
+//!   of the operations only some architectures have; `gemm` the prompt products on tensor
+//!   cores.
 //! - `batch`: several sequences decoded together (`CudaBatch`), a step of one token each in
 //!   one pass of the same plan.
 //! - `kernel_table` (the compiled module's functions), `launch_params` (geometry and the
 //!   kernels' parameter structs), `pdl_launch` (the launch builder), `weights`, `buffers`,
+//!   `rope_tables`,
 //!   `clock` (per-kernel stamps): what the launches are made with.
 //! - `probe`, `module`, `hardware`, `error`: the device, its compiled kernels, its description
 //!   and peaks, and its errors; `step_trace` and `env_counts` measuring aids.
 //! - With the `test-support` feature, `check` (single kernels against the CPU reference) and
 //!   `calibrate` (the kernel clock against work of known length) for the GPU tests.
 
+mod arch_ops;
 mod attention;
 mod batch;
 mod buffers;
@@ -38,6 +41,7 @@ pub mod module;
 mod pdl_launch;
 pub mod probe;
 mod products;
+mod rope_tables;
 mod setup;
 mod step_ops;
 pub mod step_trace;

@@ -63,6 +63,11 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../kernels/attention_prefill.cu"),
     ),
     ("rmsnorm.cu", include_str!("../../../kernels/rmsnorm.cu")),
+    ("qk_norm.cu", include_str!("../../../kernels/qk_norm.cu")),
+    (
+        "post_norm.cu",
+        include_str!("../../../kernels/post_norm.cu"),
+    ),
     ("rope.cu", include_str!("../../../kernels/rope.cu")),
     (
         "attention.cu",
@@ -77,6 +82,8 @@ pub const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../kernels/attention_group_mma.cu"),
     ),
     ("swiglu.cu", include_str!("../../../kernels/swiglu.cu")),
+    ("geglu.cu", include_str!("../../../kernels/geglu.cu")),
+    ("softcap.cu", include_str!("../../../kernels/softcap.cu")),
     ("argmax.cu", include_str!("../../../kernels/argmax.cu")),
     ("peaks.cu", include_str!("../../../kernels/peaks.cu")),
     ("spin.cu", include_str!("../../../kernels/spin.cu")),

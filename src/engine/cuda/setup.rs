@@ -13,12 +13,12 @@ use super::kernel_table::{cpu_order_fast, Kernels};
 use super::module;
 use super::pdl_launch::pdl_for;
 use super::probe::GpuDesc;
+use super::rope_tables::RopeTables;
 use super::step_trace::StepTrace;
-use super::weights::{upload_vec, GWeights};
-use crate::engine::cpu::ops::rope_table;
+use super::weights::GWeights;
 use crate::engine::error::EngineError;
 use crate::engine::options::{Numerics, Timing};
-use crate::model::Model;
+use crate::model::{Config, Model};
 
 /// Kernel launches a step may time: a layer takes at most 20 on the vec-dot products (seven
 /// products, each with its activation quantization, and six more kernels); on tensor cores a
@@ -28,28 +28,17 @@ fn clock_slots(n_layers: usize) -> usize {
     48 * n_layers + 32
 }
 
-/// The RoPE table kernels/rope.cu reads, for positions `0..positions`: per position the CPU
-/// engine's `n_rot / 2` (cos, sin) pairs, flattened.
-pub(super) fn rope_rows(positions: usize, n_rot: usize, base: f32) -> Vec<f32> {
-    (0..positions)
-        .flat_map(|pos| rope_table(pos, n_rot, base))
-        .flat_map(|(cos, sin)| [cos, sin])
-        .collect()
-}
-
-/// What of `cfg` the GPU engine does not run, as a sentence (None: it runs all of it).
-pub fn unsupported(cfg: &crate::model::Config) -> Option<String> {
-    use crate::model::Arch;
-    match cfg.arch {
-        Arch::Llama | Arch::Qwen2 if cfg.rope_freq_scale == 1.0 => None,
-        Arch::Llama | Arch::Qwen2 => {
-            Some("the GPU engine does not run linear RoPE scaling yet".to_string())
-        }
-        other => Some(format!(
-            "the GPU engine does not run {} files yet",
-            other.name()
-        )),
-    }
+/// What of `cfg` the GPU engine does not run, as a sentence (None: it runs all of it): every
+/// architecture cbtop reads runs; only soft-capped attention scores (which no supported
+/// architecture's llama.cpp graph applies) are refused.
+pub fn unsupported(cfg: &Config) -> Option<String> {
+    cfg.attn_logit_softcap.map(|cap| {
+        format!(
+            "the GPU engine does not soft-cap attention scores ({}.attn_logit_softcapping = \
+             {cap})",
+            cfg.arch.name()
+        )
+    })
 }
 
 impl CudaEngine {
@@ -80,9 +69,11 @@ impl CudaEngine {
         let k = Kernels::load(&m, numerics, cpu_order_fast(&model), pdl, sms)
             .map_err(EngineError::Device)?;
         let c = &model.config;
-        if c.head_dim > 128 {
+        // Heads wider than the split kernels' 128 take the CPU-order attention, a thread per
+        // dimension (`attention::attention_threads`), at most a block's 1024.
+        if c.head_dim > 1024 {
             return Err(EngineError::Device(format!(
-                "head dimension {} is over the GPU attention kernel's 128 (kernels/attention.cu)",
+                "head dimension {} is over the GPU attention kernel's 1024 (kernels/attention.cu)",
                 c.head_dim
             )));
         }
@@ -96,7 +87,7 @@ impl CudaEngine {
             .alloc_zeros::<u16>(kv_len)
             .map_err(wrap("allocating the KV cache"))?;
         let bufs = Bufs::alloc(&stream, &model, cap, 1, None)?;
-        let rope = upload_vec(&stream, &rope_rows(cap, c.rope_dims, c.rope_base))?;
+        let rope = RopeTables::upload(&stream, c, cap)?;
         let pos = stream
             .alloc_zeros::<i32>(1)
             .map_err(wrap("allocating the position"))?;

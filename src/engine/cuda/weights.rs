@@ -7,7 +7,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DriverError};
 
 use super::error::device_error;
+use crate::engine::cpu::geglu::gelu_table;
 use crate::engine::error::EngineError;
+use crate::model::config::FfnAct;
 use crate::model::Model;
 use crate::quant::GgmlType;
 
@@ -43,6 +45,12 @@ pub(super) struct GLayer {
     pub(super) w_gate: GMat,
     pub(super) w_up: GMat,
     pub(super) w_down: GMat,
+    /// Per-head norms of Q and K (qwen3, gemma3), head_dim values each.
+    pub(super) q_norm: Option<CudaSlice<f32>>,
+    pub(super) k_norm: Option<CudaSlice<f32>>,
+    /// Norms of the attention and FFN outputs before their residual adds (gemma3).
+    pub(super) post_attn_norm: Option<CudaSlice<f32>>,
+    pub(super) post_ffn_norm: Option<CudaSlice<f32>>,
 }
 
 /// Every weight of the model on the device.
@@ -56,6 +64,8 @@ pub(super) struct GWeights {
     /// Values (rows x cols) of the largest matrix: the tensor-core products' weight scratch
     /// is sized from it.
     pub(super) largest: usize,
+    /// GeGLU models: the CPU's f16 GELU table, 65536 entries (kernels/geglu.cu).
+    pub(super) gelu: Option<CudaSlice<u16>>,
 }
 
 impl GWeights {
@@ -64,6 +74,7 @@ impl GWeights {
         let wt = &model.weights;
         let mut layers = Vec::with_capacity(wt.layers.len());
         let (mut bytes, mut largest) = (0usize, 0usize);
+        // Optional vectors: biases and the norms only some architectures have.
         let bias = |b: &Option<Vec<f32>>| b.as_ref().map(|v| upload_vec(s, v)).transpose();
         for lw in &wt.layers {
             let l = GLayer {
@@ -79,6 +90,10 @@ impl GWeights {
                 w_gate: upload_mat(s, wt, &lw.w_gate)?,
                 w_up: upload_mat(s, wt, &lw.w_up)?,
                 w_down: upload_mat(s, wt, &lw.w_down)?,
+                q_norm: bias(&lw.q_norm)?,
+                k_norm: bias(&lw.k_norm)?,
+                post_attn_norm: bias(&lw.post_attn_norm)?,
+                post_ffn_norm: bias(&lw.post_ffn_norm)?,
             };
             for m in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
                 bytes += m.bytes();
@@ -105,6 +120,13 @@ impl GWeights {
             layers,
             bytes,
             largest,
+            gelu: match model.config.ffn_act {
+                FfnAct::GeluGlu => Some(
+                    s.clone_htod(&gelu_table()[..])
+                        .map_err(|e| device_error("uploading the GELU table", e))?,
+                ),
+                FfnAct::SiluGlu => None,
+            },
         })
     }
 }

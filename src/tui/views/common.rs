@@ -166,15 +166,25 @@ pub fn header(area: Rect, buf: &mut Buffer, ui: &Ui) {
             )
         },
         sep(),
-        Span::styled(h.model.clone(), t.bold()),
     ];
+    // Side by side (`--device all`) a column is narrow: which GPU it is comes first.
+    let many = ui.app.panes > 1;
+    if many {
+        spans.push(Span::styled(h.device.clone(), t.bold()));
+        spans.push(sep());
+    }
+    spans.push(Span::styled(h.model.clone(), t.bold()));
     if h.synthetic {
         spans.push(Span::raw(" "));
         spans.push(Span::styled("[synthetic weights]", t.bad()));
     }
     for part in [
         h.model_detail.clone(),
-        h.device.clone(),
+        if many {
+            String::new()
+        } else {
+            h.device.clone()
+        },
         if h.numerics.is_empty() {
             format!("timing {}", h.timing)
         } else {
@@ -205,6 +215,9 @@ pub fn footer(area: Rect, buf: &mut Buffer, ui: &Ui) {
     }
     if !ui.app.status.is_empty() {
         spans.push(Span::styled(format!("{}  ", ui.app.status), t.warn()));
+    }
+    if ui.app.panes > 1 {
+        spans.push(Span::styled("Tab next GPU  ", t.dim()));
     }
     spans.push(Span::styled(keys, t.dim()));
     lines(area, buf, vec![Line::from(spans)]);

@@ -1,5 +1,8 @@
-//! One frame: the view the app is on, drawn over the whole terminal.
+//! One frame: the view the app is on, drawn over the whole terminal; with several engines
+//! (`--device all`) the main view shows each in a column of its own and the other views show
+//! the engine `Tab` chose.
 
+use ratatui::layout::{Constraint, Layout};
 use ratatui::Frame;
 
 use super::ui::Ui;
@@ -26,5 +29,24 @@ pub fn draw(f: &mut Frame, ui: &Ui) {
         View::Batch => batch::render(area, buf, ui),
         View::Timeline => timeline::render(area, buf, ui),
         View::Help => help::render(area, buf, ui),
+    }
+}
+
+/// Draw several engines' frames (one `Ui` each, in pane order, sharing the app state).
+pub fn draw_panes(f: &mut Frame, uis: &[Ui]) {
+    let Some(focused) = uis.get(uis[0].app.pane.min(uis.len().saturating_sub(1))) else {
+        return;
+    };
+    if uis.len() == 1 || focused.app.view != View::Main {
+        return draw(f, focused);
+    }
+    let area = f.area();
+    if area.width == 0 || area.height == 0 {
+        return;
+    }
+    let columns = Layout::horizontal(vec![Constraint::Fill(1); uis.len()]).split(area);
+    let buf = f.buffer_mut();
+    for (ui, col) in uis.iter().zip(columns.iter()) {
+        main_view::render(*col, buf, ui);
     }
 }

@@ -30,6 +30,10 @@ const KEYS: &[(&str, &str)] = &[
     ("p", "pause / resume decoding"),
     ("r", "reset statistics"),
     ("e", "export a JSON snapshot to the current directory"),
+    (
+        "Tab",
+        "--device all: the next GPU's views (main: all side by side)",
+    ),
     ("?", "this help (a view's key again, or Esc, goes back)"),
     ("q / Ctrl-C", "quit (Esc quits from the main view)"),
 ];

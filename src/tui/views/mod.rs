@@ -17,5 +17,5 @@ mod roofline;
 mod timeline;
 mod ui;
 
-pub use frame::draw;
+pub use frame::{draw, draw_panes};
 pub use ui::Ui;
