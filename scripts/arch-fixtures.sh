@@ -22,13 +22,19 @@ cd "$(dirname "$0")/.."
 LLAMA_DIR=${1:-/tmp/llama-cpu/llama.cpp}
 SEED=38
 PROMPT="1 5 9 200 300 17 42 499 3 256"
+# 72 ids: a prompt of 64 tokens or more takes llama.cpp's tiled f32 attention (the CPU
+# engine's too), which the short prompt never reaches.
+LONG_PROMPT=$(python3 -c "print(' '.join(str((i * 37 + 11) % 512) for i in range(72)))")
 STEPS=8
-# shape file stem, then the mixes it is made in
+# name prefix, shape file stem, then the mixes it is made in
 CASES=(
-  "tiny-qwen3 f32 f16 q8_0 q4_k_m q6_k"
-  "tiny-gemma3 f32 f16 q8_0 q4_k_m q6_k"
-  "tiny-phi3 f32 f16 q8_0 q4_k_m q6_k"
-  "tiny-mistral f32 q4_k_m"
+  "synth tiny-qwen3 f32 f16 q8_0 q4_k_m q6_k"
+  "synth tiny-gemma3 f32 f16 q8_0 q4_k_m q6_k"
+  "synth tiny-phi3 f32 f16 q8_0 q4_k_m q6_k"
+  "synth tiny-mistral f32 q4_k_m"
+  "synth tiny-llama-linear f32"
+  "synth-long tiny-qwen3 f32"
+  "synth-long tiny-phi3 f32"
 )
 
 if [ -z "${CBTOP:-}" ]; then
@@ -49,16 +55,18 @@ tsv=$fixtures/synth.tsv
 {
   echo "# name	shape	mix	seed	sha256 (scripts/arch-fixtures.sh writes this file)"
   for case in "${CASES[@]}"; do
-    read -r shape mixes <<<"$case"
+    read -r prefix shape mixes <<<"$case"
+    prompt=$PROMPT
+    [ "$prefix" = synth-long ] && prompt=$LONG_PROMPT
     for mix in $mixes; do
       upper=$(echo "$mix" | tr a-z A-Z)
-      name="synth-${shape#tiny-}-$upper"
+      name="$prefix-${shape#tiny-}-$upper"
       model="$work/$name.gguf"
       "$CBTOP" synth --shape "$fixtures/shapes/$shape.toml" --quant "$mix" --seed "$SEED" \
         -o "$model" >/dev/null 2>&1
-      echo "$PROMPT" | LLAMA_FA=1 LLAMA_NO_REPACK=1 LLAMA_THREADS=2 \
+      echo "$prompt" | LLAMA_FA=1 LLAMA_NO_REPACK=1 LLAMA_THREADS=2 \
         "$work/llama-logits" "$model" 0 "gen=$STEPS" >"$work/$name.bin" 2>"$work/$name.log"
-      python3 - "$work/$name.bin" "$fixtures/ref/$name.jsonl" "$PROMPT" "$STEPS" <<'EOF'
+      python3 - "$work/$name.bin" "$fixtures/ref/$name.jsonl" "$prompt" "$STEPS" <<'EOF'
 import json, struct, sys
 import array
 

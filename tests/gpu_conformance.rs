@@ -16,7 +16,7 @@ fn check(g: &cbtop::engine::cuda::GpuDesc, name: &str, numerics: Numerics) -> Re
     let (model, reference, bound) = common::conformance_case(name);
     let prompt = common::ids(&reference["prompt_ids"]);
     let mut engine =
-        CudaEngine::new(model.clone(), g, 64, Timing::Off, numerics).map_err(|e| e.to_string())?;
+        CudaEngine::new(model.clone(), g, 128, Timing::Off, numerics).map_err(|e| e.to_string())?;
     let rec = &mut Recorder::off();
     let ours = engine.eval(&prompt, LogitsFor::All, rec).unwrap();
     let theirs = reference["prompt_logits"].as_array().unwrap();
@@ -52,7 +52,8 @@ fn check(g: &cbtop::engine::cuda::GpuDesc, name: &str, numerics: Numerics) -> Re
             .unwrap();
     }
     // The GPU's argmax picks what the host picks from the same logits.
-    let mut e2 = CudaEngine::new(model, g, 64, Timing::Off, numerics).map_err(|e| e.to_string())?;
+    let mut e2 =
+        CudaEngine::new(model, g, 128, Timing::Off, numerics).map_err(|e| e.to_string())?;
     let host = argmax(&e2.eval(&prompt, LogitsFor::Last, rec).unwrap()[0]);
     e2.reset();
     let dev = e2.eval_argmax(&prompt, rec).unwrap();
