@@ -543,3 +543,61 @@ fn the_cpu_report_names_each_bricks_kernels() {
         }
     }
 }
+
+/// `--device all`'s report shape, rendered from two engines' reports (the GPU run itself is
+/// `gpu_multi`'s): the combined report validates against the schema, Markdown has a section
+/// per engine with its report's headings under it, and CSV puts a `device` column before each
+/// engine's rows.
+#[test]
+fn a_report_with_a_section_per_device_validates_and_renders() {
+    let r: cbtop::report::Report =
+        serde_json::from_slice(&headless(&["--json", "--tokens", "4"]).stdout).unwrap();
+    let mut gpu = |ordinal: usize| {
+        let mut d = r.clone();
+        d.hardware.backend = "cuda".into();
+        d.hardware.gpu = Some(cbtop::engine::cuda::GpuInfo {
+            ordinal,
+            name: format!("GPU{ordinal}"),
+            driver: "d".into(),
+            cuda: "c".into(),
+            memory_total_bytes: 1,
+            compute_capability: "9.0".into(),
+        });
+        d
+    };
+    let (a, b) = (gpu(0), gpu(1));
+    let mut all = a.clone();
+    all.devices = Some(vec![a, b]);
+    let v = serde_json::to_value(&all).unwrap();
+    let schema = jsonschema::validator_for(&schema()).unwrap();
+    assert!(schema.is_valid(&v), "{:?}", schema.iter_errors(&v).next());
+    assert_eq!(v["devices"][1]["hardware"]["gpu"]["ordinal"], 1);
+
+    let md = cbtop::report::format::to_markdown(&all);
+    let sections: Vec<&str> = md.lines().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(sections, ["## cuda:0 GPU0", "## cuda:1 GPU1"], "{md}");
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("### cbtop report"))
+            .count(),
+        2
+    );
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with("# ")).count(),
+        1,
+        "{md}"
+    );
+
+    let csv = cbtop::report::format::to_csv(&all);
+    let one = cbtop::report::format::to_csv(&r);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        format!("device,{}", one.lines().next().unwrap())
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 2 * (one.lines().count() - 1));
+    assert!(
+        rows[0].starts_with("cuda:0 GPU0,") && rows.last().unwrap().starts_with("cuda:1 GPU1,")
+    );
+}

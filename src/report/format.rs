@@ -51,7 +51,17 @@ pub fn to_markdown(r: &Report) -> String {
         );
         for d in devices {
             let _ = writeln!(s, "## {}\n", device_label(d));
-            s.push_str(&to_markdown(d));
+            // Each GPU's own report, its headings one level under the GPU's.
+            for line in to_markdown(d).lines() {
+                match line.strip_prefix("# ") {
+                    Some(title) => {
+                        let _ = writeln!(s, "### {title}");
+                    }
+                    None => {
+                        let _ = writeln!(s, "{line}");
+                    }
+                }
+            }
         }
         return s;
     }
