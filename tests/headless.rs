@@ -552,7 +552,7 @@ fn the_cpu_report_names_each_bricks_kernels() {
 fn a_report_with_a_section_per_device_validates_and_renders() {
     let r: cbtop::report::Report =
         serde_json::from_slice(&headless(&["--json", "--tokens", "4"]).stdout).unwrap();
-    let mut gpu = |ordinal: usize| {
+    let gpu = |ordinal: usize| {
         let mut d = r.clone();
         d.hardware.backend = "cuda".into();
         d.hardware.gpu = Some(cbtop::engine::cuda::GpuInfo {
