@@ -21,6 +21,7 @@ __device__ __forceinline__ int window_first(int p, int window) {
 // off by up to 0.502 ulp before that rounding, and about 7 in 10,000 of its results are the
 // other neighbour of the correctly rounded one; each such softmax weight moved an F32
 // model's logits (a prompt's tiled path) and every logit of a long gemma3-1b prompt.
+// bench/cuda/expf-host-check.py runs this function on the host against the C library.
 __constant__ u64 GLIBC_EXPF_TAB[32] = {
     0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
     0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
