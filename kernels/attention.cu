@@ -5,7 +5,7 @@
 //
 // Every f32 operation is the CPU engine's (src/engine/cpu/attention.rs), in its order: the
 // K.q dot as ggml_vec_dot_f16's AVX-512 lanes (or `dot_lanes` on the tiled path), and exp as
-// the C library's correctly rounded-in-practice expf (computed in f64, rounded once).
+// glibc's expf, operation for operation (`glibc_expf`).
 
 // The first key position a query at position p sees: 0, or on a sliding-window layer
 // (`window` > 0 positions) p - window + 1 (llama.cpp's mask hides a key at p1 from a query at
@@ -14,9 +14,48 @@ __device__ __forceinline__ int window_first(int p, int window) {
     return window > 0 ? max(0, p - window + 1) : 0;
 }
 
-// expf as glibc gives it: exp in f64 rounded to f32 (they differ only when exp(x) lies within
-// ~1e-9 ulp of a rounding boundary).
-__device__ __forceinline__ float libm_expf(float x) { return __double2float_rn(exp((double)x)); }
+// glibc's expf (2.27 and later), as the CPU engine's softmax takes it
+// (src/engine/cpu/expf.rs `glibc_expf`, which is checked against the C library): x * 32/ln 2 =
+// k + r, 2^(k/32) from a 32-entry table, a cubic in r, all in f64 with the same roundings and
+// fused products, then one rounding to f32. Not exp in f64 rounded once: glibc's result is
+// off by up to 0.502 ulp before that rounding, and about 7 in 10,000 of its results are the
+// other neighbour of the correctly rounded one; each such softmax weight moved an F32
+// model's logits (a prompt's tiled path) and every logit of a long gemma3-1b prompt.
+// bench/cuda/expf-host-check.py runs this function on the host against the C library.
+__constant__ u64 GLIBC_EXPF_TAB[32] = {
+    0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
+    0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
+    0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull,
+    0x3feebfdad5362a27ull, 0x3feeb42b569d4f82ull, 0x3feeab07dd485429ull, 0x3feea47eb03a5585ull,
+    0x3feea09e667f3bcdull, 0x3fee9f75e8ec5f74ull, 0x3feea11473eb0187ull, 0x3feea589994cce13ull,
+    0x3feeace5422aa0dbull, 0x3feeb737b0cdc5e5ull, 0x3feec49182a3f090ull, 0x3feed503b23e255dull,
+    0x3feee89f995ad3adull, 0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull,
+    0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
+};
+
+__device__ __forceinline__ float glibc_expf(float x) {
+    // |x| >= 88, inf or NaN (the top 12 bits less the sign): glibc's special cases.
+    const u32 top = (__float_as_uint(x) >> 20) & 0x7ff;
+    if (top >= 0x42b) {
+        if (x == -INFINITY) return 0.0f;
+        if (top >= 0x7f8) return __fadd_rn(x, x);
+        if (x > __uint_as_float(0x42b17217u)) return INFINITY;
+        if (x < __uint_as_float(0xc2cff1b4u)) return 0.0f;
+    }
+    const double inv_ln2_n = __longlong_as_double(0x40471547652b82fell);  // 32 / ln 2
+    const double shift = __longlong_as_double(0x4338000000000000ll);      // 1.5 * 2^52
+    const double c0 = __longlong_as_double(0x3ebc6af84b912394ll);
+    const double c1 = __longlong_as_double(0x3f2ebfce50fac4f3ll);
+    const double c2 = __longlong_as_double(0x3f962e42ff0c52d6ll);
+    const double xd = (double)x;
+    double kd = __dadd_rn(__dmul_rn(inv_ln2_n, xd), shift);
+    const u64 ki = (u64)__double_as_longlong(kd);
+    kd = __dsub_rn(kd, shift);
+    const double r = fma(inv_ln2_n, xd, -kd);
+    const double s = __longlong_as_double((long long)(GLIBC_EXPF_TAB[ki % 32] + (ki << 47)));
+    const double y = fma(fma(c0, r, c1), __dmul_rn(r, r), fma(c2, r, 1.0));
+    return __double2float_rn(__dmul_rn(y, s));
+}
 
 // ggml_vec_dot_f16 for AVX-512 (src/quant/simd_order.rs `dot_f16`): per 64-element step four
 // 16-lane FMA accumulators; per lane (s0 + s2) + (s1 + s3); GCC's 16-lane reduction; then the
@@ -116,8 +155,8 @@ __device__ __noinline__ void attention_cpu_order(const float* qs, const u16* __r
         if (lane > 0) before = fmaxf(before, lane_before);
         if (j < n_ctx) {
             bool new_max = s > before;
-            msv[j] = new_max ? libm_expf(before - s) : 1.0f;
-            sc[j] = new_max ? 1.0f : libm_expf(s - before);
+            msv[j] = new_max ? glibc_expf(before - s) : 1.0f;
+            sc[j] = new_max ? 1.0f : glibc_expf(s - before);
         }
         __syncthreads();
         if (threadIdx.x == 0) {

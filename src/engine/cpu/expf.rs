@@ -135,6 +135,24 @@ mod tests {
         assert!(glibc_expf(f32::NAN).is_nan());
     }
 
+    /// glibc's expf is not exp computed in f64 and rounded once: at these inputs its result is
+    /// the other neighbour of the correctly rounded one (about one value in 2,000 of the
+    /// softmax's range), which is why kernels/attention.cu ports `glibc_expf` operation for
+    /// operation instead of rounding the GPU's f64 `exp`.
+    #[test]
+    fn glibc_expf_is_not_the_correctly_rounded_exp() {
+        for (x, glibc, rounded) in [
+            (0xbf4adb02u32, 0x3ee7cf7fu32, 0x3ee7cf7eu32),
+            (0xc0e4f05b, 0x3a4cdb3a, 0x3a4cdb39),
+            (0xc12e27eb, 0x379d380e, 0x379d380f),
+            (0xc089131b, 0x3c61fcb9, 0x3c61fcb8),
+        ] {
+            let x = f32::from_bits(x);
+            assert_eq!(glibc_expf(x).to_bits(), glibc, "glibc_expf({x})");
+            assert_eq!(((x as f64).exp() as f32).to_bits(), rounded, "exp({x})");
+        }
+    }
+
     /// Every float from -0 to -103.97 (1.12e9 values), against the platform's `expf`. Where the
     /// C library is not glibc's, the engine does not use `glibc_expf` (`matches_libm`), and neither
     /// does this test insist.

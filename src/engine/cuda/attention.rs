@@ -203,9 +203,8 @@ impl CudaEngine {
         };
         let h = HeadArgs::layer(c, l);
         let cap = self.cap as i32;
-        // llama.cpp's CPU kernel switches to its tiled f32 path from 64 queries of one
-        // sequence; a batch step has one query a sequence.
-        let tiled = i32::from(n >= 64 && self.rows.is_none());
+        // A batch step has one query a sequence: never the tiled path.
+        let tiled = i32::from(takes_tiled(n) && self.rows.is_none());
         let Bufs { q, att, scores, .. } = &mut self.bufs;
         let (rows, scores) = match &mut self.rows {
             Some(r) => (&r.ids, &mut r.scores),
@@ -475,6 +474,12 @@ impl HeadArgs {
 
 /// The head width `attention_split_wide` takes beside those up to 128 (gemma3's).
 pub(super) const WIDE_HEAD: usize = 256;
+
+/// Whether `n` queries of one sequence take the CPU-order kernel's tiled f32 order: llama.cpp's
+/// CPU kernel switches to its tiled path from 64 queries, as the CPU engine does.
+pub(super) fn takes_tiled(n: usize) -> bool {
+    n >= 64
+}
 
 /// Threads of the CPU-order attention kernel (kernels/attention.cu) for heads of `head_dim`:
 /// a thread per output dimension, and at least the 128 its score pass was checked with.

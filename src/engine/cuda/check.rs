@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
-use super::attention::{attention_split, HeadArgs, SplitArgs};
+use super::attention::{attention_split, attention_threads, takes_tiled, HeadArgs, SplitArgs};
 use super::buffers::{group_chunk, split_shared_bytes, ActBufs, MIN_CHUNK};
 use super::clock::{KernelClock, Stamp};
 use super::error::wrap;
@@ -21,7 +21,7 @@ use super::probe::GpuDesc;
 use super::products::product;
 use super::rope_tables::rope_rows;
 use super::weights::{upload_padded, GMat};
-use crate::engine::cpu::attention::AttnShape;
+use crate::engine::cpu::attention::{AttnLayer, AttnShape};
 use crate::engine::error::EngineError;
 use crate::engine::options::Numerics;
 use crate::quant::{ActType, GgmlType};
@@ -319,6 +319,77 @@ impl KernelCheck {
         }
         .map_err(e())?;
         s.clone_dtoh(&dg).map_err(e())
+    }
+
+    /// The exact numerics' attention (kernels/attention.cu `attention`, in the CPU's order) of
+    /// `n` queries `q` (`n × n_heads·head_dim`, rotated) at positions `pos0..pos0 + n`, over
+    /// the cache rows `keys` and `values` of positions `0..pos0 + n` (f16 bits,
+    /// `n_kv_heads·head_dim` a position), with `layer`'s score scale and window, as the engine
+    /// launches it for one sequence: the f16 decode order below 64 queries, the tiled f32
+    /// order from there. Returns the `n × n_heads·head_dim` outputs.
+    pub fn attention(
+        &self,
+        shape: AttnShape,
+        layer: AttnLayer,
+        q: &[f32],
+        (keys, values): (&[u16], &[u16]),
+        pos0: usize,
+    ) -> Result<Vec<f32>, EngineError> {
+        let s = &self.stream;
+        let e = || wrap("attention check");
+        let AttnShape {
+            n_heads,
+            n_kv_heads,
+            head_dim,
+        } = shape;
+        let n = q.len() / (n_heads * head_dim);
+        let ctx = pos0 + n;
+        let kv_dim = n_kv_heads * head_dim;
+        assert!(
+            keys.len() >= ctx * kv_dim && values.len() >= ctx * kv_dim,
+            "the cache rows must cover positions 0..pos0 + n"
+        );
+        let (dq, kc, vc) = (
+            s.clone_htod(q).map_err(e())?,
+            s.clone_htod(&keys[..ctx * kv_dim]).map_err(e())?,
+            s.clone_htod(&values[..ctx * kv_dim]).map_err(e())?,
+        );
+        let pos = s.clone_htod(&[pos0 as i32]).map_err(e())?;
+        let mut scores = s.alloc_zeros::<f32>(2 * n * n_heads * ctx).map_err(e())?;
+        let mut out = s.alloc_zeros::<f32>(q.len().max(1)).map_err(e())?;
+        let (h, kvh, hd) = (n_heads as i32, n_kv_heads as i32, head_dim as i32);
+        let (cap, seq_stride) = (ctx as i32, 0i64);
+        let window = layer.window.map_or(0, |w| w.min(i32::MAX as usize) as i32);
+        let tiled = i32::from(takes_tiled(n));
+        let cfg = LaunchConfig {
+            grid_dim: (n_heads as u32, n as u32, 1),
+            block_dim: (attention_threads(head_dim), 1, 1),
+            shared_mem_bytes: (head_dim * 4) as u32,
+        };
+        // SAFETY: n queries of q_dim values in and out; cache rows 0..pos0 + n (checked
+        // above), the capacity; scores n × heads × 2 capacity.
+        unsafe {
+            self.k
+                .launch(s, &self.k.attention)
+                .arg(&dq)
+                .arg(&kc)
+                .arg(&vc)
+                .arg(&h)
+                .arg(&kvh)
+                .arg(&hd)
+                .arg(&pos)
+                .arg(&seq_stride)
+                .arg(&cap)
+                .arg(&layer.scale)
+                .arg(&window)
+                .arg(&tiled)
+                .arg(&mut scores)
+                .arg(&mut out)
+                .arg(&0u64)
+                .launch(cfg)
+        }
+        .map_err(e())?;
+        s.clone_dtoh(&out).map_err(e())
     }
 
     /// The fast numerics' decode attention (kernels/attention_fast.cu: RoPE on the query and
