@@ -10,7 +10,9 @@ use super::buffers::{ActBufs, Bufs};
 use super::clock::Stamp;
 use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
-use super::launch_params::{ceil_div, group_mma_shared_bytes, kind_code, GROUP_MAX};
+use super::launch_params::{
+    ceil_div, group_mma_shared_bytes, kind_code, prefill_columns, prefill_shared_bytes, GROUP_MAX,
+};
 use super::pdl_launch::PushArg;
 use super::weights::{mat, Mat};
 use crate::engine::cpu::attention::AttnShape;
@@ -158,9 +160,13 @@ impl CudaEngine {
         let kc = self.kc.slice(layer.clone());
         let vc = self.vc.slice(layer);
         let cfg = LaunchConfig {
-            grid_dim: (ceil_div(n, 64), c.n_heads as u32, 1),
+            grid_dim: (
+                ceil_div(n, 64),
+                c.n_heads as u32,
+                (c.head_dim / prefill_columns(c.head_dim)) as u32,
+            ),
             block_dim: (128, 1, 1),
-            shared_mem_bytes: (2 * 64 * (c.head_dim + 8) * 2) as u32,
+            shared_mem_bytes: prefill_shared_bytes(c.head_dim),
         };
         let h = HeadArgs::layer(c, l);
         let nn = n as i32;
