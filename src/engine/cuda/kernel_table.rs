@@ -173,10 +173,14 @@ impl Kernels {
         c: &crate::model::Config,
         n: usize,
     ) -> Option<&CudaFunction> {
-        let kernels = self.attention_prefill.as_ref()?;
         let from = flash_prompt_from(c, self.gemm.as_ref().map(|g| g.from))?;
-        let f = kernels.iter().find(|k| k.0 == c.head_dim).map(|k| &k.1)?;
-        (n >= from).then_some(f)
+        (n >= from).then_some(self.attention_prefill_for(c.head_dim)?)
+    }
+
+    /// The tensor-core prompt attention's kernel for heads of `head_dim` (fast numerics).
+    pub(super) fn attention_prefill_for(&self, head_dim: usize) -> Option<&CudaFunction> {
+        let kernels = self.attention_prefill.as_ref()?;
+        kernels.iter().find(|k| k.0 == head_dim).map(|k| &k.1)
     }
 
     /// A launch of `f` (one of this table's kernels) on `s`.
