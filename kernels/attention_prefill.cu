@@ -10,6 +10,11 @@
 // tiles before the block's first query's window are not read. The exact path (attention.cu)
 // keeps the CPU's order.
 //
+// A head of 256 would hold 64 registers of Q fragments and 128 of O a thread and spill, so
+// its output columns are split over blocks (grid z, DV columns each): every block computes
+// the same scores from all HD dimensions, hence the same softmax statistics, and accumulates
+// only its own DV columns of P V, reading only those of the V tile.
+//
 // Uses cp_async16 / ldmatrix_x4 / mma_16816 from gemm_f16.cu (concatenated before this file).
 
 __device__ __forceinline__ void ldmatrix_x4_trans(u32* r, u32 addr) {
@@ -29,18 +34,22 @@ __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
 #define AP_BK 64
 
 // q: [n][n_heads * HD] (rotated), out the same; kc/vc: [position][n_kv_heads * HD] f16, rows
-// 0 .. pos0 + n written. Grid (ceil(n / 64), n_heads), 128 threads, 2 * 64 * (HD + 8) * 2
-// bytes of dynamic shared memory.
-template <int HD>
+// 0 .. pos0 + n written. Grid (ceil(n / 64), n_heads, HD / DV), 128 threads,
+// 64 * (HD + 8 + DV + 8) * 2 bytes of dynamic shared memory.
+template <int HD, int DV>
 __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* __restrict__ kc,
                                        const u16* __restrict__ vc, int n, int n_heads,
                                        int n_kv_heads, const int* __restrict__ pos, float scale,
                                        int window, float* __restrict__ out) {
-    constexpr int LD = HD + 8;  // padded rows: conflict-free ldmatrix (stride 16 mod 128 bytes)
+    static_assert(HD % 16 == 0 && DV % 16 == 0 && HD % DV == 0, "whole mma tiles");
+    // Padded rows: conflict-free ldmatrix (a row stride of 16 or 80 bytes mod 128 puts each of
+    // 8 rows in its own 16 bytes of the banks).
+    constexpr int LD = HD + 8, LDV = DV + 8;
     extern __shared__ __align__(16) u16 ap_smem[];
     u16* sk = ap_smem;
     u16* sv = ap_smem + AP_BK * LD;
     int h = blockIdx.y, qt0 = blockIdx.x * AP_BQ;
+    int dv0 = blockIdx.z * DV;  // this block's first output column within the head
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     int kvh = h / (n_heads / n_kv_heads);
     int kv_dim = n_kv_heads * HD, q_dim = n_heads * HD;
@@ -66,9 +75,9 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
             qf[c][e] = pack_f16x2(x0 * qs, x1 * qs);
         }
 
-    float o[HD / 8][4];
+    float o[DV / 8][4];
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++)
+    for (int d = 0; d < DV / 8; d++)
 #pragma unroll
         for (int e = 0; e < 4; e++) o[d][e] = 0.0f;
     float m0 = -1e30f, m1 = -1e30f, l0 = 0.0f, l1 = 0.0f;
@@ -84,7 +93,8 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
             bool ok = j < kv_end;
             u64 off = (u64)(ok ? j : 0) * kv_dim + kvh * HD + c8 * 8;
             cp_async16(smem_u32(sk + r * LD + c8 * 8), kc + off, ok ? 16 : 0);
-            cp_async16(smem_u32(sv + r * LD + c8 * 8), vc + off, ok ? 16 : 0);
+            if (c8 < DV / 8)
+                cp_async16(smem_u32(sv + r * LDV + c8 * 8), vc + off + dv0, ok ? 16 : 0);
         }
         cp_async_commit();
         cp_async_wait<0>();
@@ -147,7 +157,7 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
         l0 = l0 * a0 + sum0;
         l1 = l1 * a1 + sum1;
 #pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
+        for (int d = 0; d < DV / 8; d++) {
             o[d][0] *= a0;
             o[d][1] *= a0;
             o[d][2] *= a1;
@@ -161,10 +171,10 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
                          pack_f16x2(s[2 * kc + 1][0], s[2 * kc + 1][1]),
                          pack_f16x2(s[2 * kc + 1][2], s[2 * kc + 1][3])};
 #pragma unroll
-            for (int d = 0; d < HD / 8; d += 2) {
+            for (int d = 0; d < DV / 8; d += 2) {
                 u32 b[4];
                 int row = kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                ldmatrix_x4_trans(b, smem_u32(sv + row * LD + (d + (lane >> 4)) * 8));
+                ldmatrix_x4_trans(b, smem_u32(sv + row * LDV + (d + (lane >> 4)) * 8));
                 mma_16816(o[d], pa, b);
                 mma_16816(o[d + 1], pa, b + 2);
             }
@@ -178,8 +188,8 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++) {
-        int col = h * HD + d * 8 + 2 * t4;
+    for (int d = 0; d < DV / 8; d++) {
+        int col = h * HD + dv0 + d * 8 + 2 * t4;
         if (r0 < n) {
             float* dst = out + (u64)r0 * q_dim + col;
             dst[0] = o[d][0] * inv0;
@@ -193,14 +203,17 @@ __device__ void attention_prefill_impl(const float* __restrict__ q, const u16* _
     }
 }
 
-#define CBTOP_ATTENTION_PREFILL(hd)                                                          \
+// `dv`: output columns a block (the Rust side's `prefill_columns`).
+#define CBTOP_ATTENTION_PREFILL(hd, dv)                                                      \
     extern "C" __global__ void __launch_bounds__(128) attention_prefill_##hd(               \
         const float* q, const u16* kc, const u16* vc, int n, int n_heads, int n_kv_heads,    \
         const int* pos, float scale, int window, float* out, STAMP_PARAMS) {                 \
         STAMP_GUARD;                                                                         \
-        attention_prefill_impl<hd>(q, kc, vc, n, n_heads, n_kv_heads, pos, scale, window,   \
-                                   out);                                                     \
+        attention_prefill_impl<hd, dv>(q, kc, vc, n, n_heads, n_kv_heads, pos, scale,       \
+                                       window, out);                                         \
     }
 
-CBTOP_ATTENTION_PREFILL(64)
-CBTOP_ATTENTION_PREFILL(128)
+CBTOP_ATTENTION_PREFILL(64, 64)
+CBTOP_ATTENTION_PREFILL(96, 96)
+CBTOP_ATTENTION_PREFILL(128, 128)
+CBTOP_ATTENTION_PREFILL(256, 128)

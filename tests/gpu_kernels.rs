@@ -305,6 +305,131 @@ fn f16_bits(x: &[half::f16]) -> Vec<u16> {
     x.iter().map(|h| h.to_bits()).collect()
 }
 
+/// The fast numerics' prompt attention on tensor cores (kernels/attention_prefill.cu) against
+/// causal softmax attention in f64 on the same f16 cache, for every head size it has a kernel
+/// for (64, 96, 128, and 256, whose output columns two blocks share), grouped and one query
+/// head per KV head, batches that start mid-tile and end mid-tile, and sliding windows. The
+/// kernel rounds the scaled query and the softmax weights to f16, so a query's output may
+/// move by 2^-11 · (3 + 2 · the largest scaled sum of |q_i k_i| over its keys) of the largest
+/// |v| (the scores' rounding error, doubled through the softmax, and the weights'); the test
+/// allows twice that.
+#[test]
+fn fast_prefill_attention_matches_f64_attention() {
+    use cbtop::engine::cpu::attention::AttnShape;
+    use cbtop::engine::cuda::PrefillStep;
+    use half::f16;
+
+    let Some(g) = gpu::gpu("gpu_kernels") else {
+        return;
+    };
+    let kc = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let mut failures = Vec::new();
+    // (n_heads, n_kv_heads, head_dim, first position, queries, window, query scale)
+    for (n_heads, n_kv_heads, head_dim, pos, n, window, q_scale) in [
+        (4usize, 2usize, 64usize, 0usize, 100usize, 0usize, 1.0f32),
+        (6, 2, 96, 37, 130, 0, 1.0),
+        (4, 4, 96, 0, 64, 0, 0.3),
+        (6, 2, 96, 3, 90, 40, 1.0),
+        (4, 2, 128, 10, 200, 0, 1.0),
+        (4, 1, 256, 0, 150, 0, 1.0),
+        (8, 4, 256, 70, 200, 48, 1.0),
+        (4, 1, 256, 500, 120, 512, 0.0625),
+        (2, 2, 256, 0, 64, 0, 1.0),
+    ] {
+        let shape = AttnShape {
+            n_heads,
+            n_kv_heads,
+            head_dim,
+        };
+        let (q_dim, kv_dim) = (n_heads * head_dim, n_kv_heads * head_dim);
+        let mut rng = SplitMix64::new((pos * 7919 + head_dim * 31 + n) as u64);
+        let q: Vec<f32> = (0..n * q_dim)
+            .map(|_| q_scale * rng.next_signed())
+            .collect();
+        let mut half = |len: usize| -> Vec<f16> {
+            (0..len).map(|_| f16::from_f32(rng.next_signed())).collect()
+        };
+        let (keys, values) = (half((pos + n) * kv_dim), half((pos + n) * kv_dim));
+        // gemma3 and phi3 scale the query instead, and the scores by 1.
+        let scale = if q_scale == 1.0 {
+            1.0 / (head_dim as f32).sqrt()
+        } else {
+            1.0
+        };
+        let name = format!(
+            "{n_heads}/{n_kv_heads} heads of {head_dim}, {n} queries from {pos}, window {window}"
+        );
+        let got = match kc.prefill_attention(&PrefillStep {
+            shape,
+            scale,
+            window,
+            q: &q,
+            keys: &f16_bits(&keys),
+            values: &f16_bits(&values),
+        }) {
+            Ok(o) => o,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let group = n_heads / n_kv_heads;
+        let mut worst = 0f64;
+        'rows: for t in 0..n {
+            let p = pos + t;
+            let first = if window > 0 {
+                (p + 1).saturating_sub(window)
+            } else {
+                0
+            };
+            for h in 0..n_heads {
+                let qh = &q[t * q_dim + h * head_dim..][..head_dim];
+                let kvo = (h / group) * head_dim;
+                let row = |c: &[f16], j: usize| -> Vec<f64> {
+                    c[j * kv_dim + kvo..][..head_dim]
+                        .iter()
+                        .map(|x| x.to_f64())
+                        .collect()
+                };
+                let mut scores = Vec::new();
+                let mut most_abs = 0f64;
+                for j in first..=p {
+                    let k = row(&keys, j);
+                    let dot: f64 = qh.iter().zip(&k).map(|(a, b)| *a as f64 * b).sum();
+                    let abs: f64 = qh.iter().zip(&k).map(|(a, b)| (*a as f64 * b).abs()).sum();
+                    scores.push(dot * scale as f64);
+                    most_abs = most_abs.max(abs * scale as f64);
+                }
+                let m = scores.iter().fold(f64::MIN, |a, b| a.max(*b));
+                let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+                let sum: f64 = weights.iter().sum();
+                let mut want = vec![0f64; head_dim];
+                let mut vmax = 0f64;
+                for (w, j) in weights.iter().zip(first..=p) {
+                    for (o, v) in want.iter_mut().zip(row(&values, j)) {
+                        *o += w / sum * v;
+                        vmax = vmax.max(v.abs());
+                    }
+                }
+                let bound = 2.0 * vmax * (3.0 + 2.0 * most_abs) / 2048.0;
+                let out = &got[t * q_dim + h * head_dim..][..head_dim];
+                for (d, (o, w)) in out.iter().zip(&want).enumerate() {
+                    let e = (*o as f64 - w).abs();
+                    worst = worst.max(e / bound);
+                    if e > bound || !o.is_finite() {
+                        failures.push(format!(
+                            "{name}: query {t} head {h} dim {d}: {o} against {w} (bound {bound:.2e})"
+                        ));
+                        break 'rows;
+                    }
+                }
+            }
+        }
+        eprintln!("{name}: worst error {worst:.3} of the bound");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The fast numerics' decode attention (RoPE on the query and the step's K, the step's cache
 /// rows written, attention split over the context, in one launch) against the CPU engine. The
 /// kernel sums in f32 while the CPU rounds its running sum of V to f16 at every position, so

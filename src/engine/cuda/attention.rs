@@ -4,13 +4,18 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DriverError, LaunchConfig};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DriverError,
+    LaunchConfig,
+};
 
 use super::buffers::{ActBufs, Bufs};
 use super::clock::Stamp;
 use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
-use super::launch_params::{ceil_div, group_mma_shared_bytes, kind_code, GROUP_MAX};
+use super::launch_params::{
+    ceil_div, group_mma_shared_bytes, kind_code, prefill_columns, prefill_shared_bytes, GROUP_MAX,
+};
 use super::pdl_launch::PushArg;
 use super::weights::{mat, Mat};
 use crate::engine::cpu::attention::AttnShape;
@@ -157,35 +162,23 @@ impl CudaEngine {
         let (layer, _) = self.cache_span(l);
         let kc = self.kc.slice(layer.clone());
         let vc = self.vc.slice(layer);
-        let cfg = LaunchConfig {
-            grid_dim: (ceil_div(n, 64), c.n_heads as u32, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: (2 * 64 * (c.head_dim + 8) * 2) as u32,
-        };
-        let h = HeadArgs::layer(c, l);
-        let nn = n as i32;
         let st = self.clock.stamp();
         let b = &mut self.bufs;
-        // SAFETY: n queries of q_dim values in and out; cache rows 0..pos + n of this layer
-        // (written by rope_store; pos + n <= capacity, checked).
-        unsafe {
-            self.k
-                .launch(&self.stream, f)
-                .arg(&b.q)
-                .arg(&kc)
-                .arg(&vc)
-                .arg(&nn)
-                .arg(&h.heads)
-                .arg(&h.kv_heads)
-                .arg(&self.pos)
-                .arg(&h.scale)
-                .arg(&h.window)
-                .arg(&mut b.att)
-                .reads(KV_CACHE)
-                .stamp(&st)
-                .launch(cfg)
-        }
-        .map(|_| ())
+        attention_prefill(
+            &self.stream,
+            &self.k,
+            f,
+            PrefillArgs {
+                head: HeadArgs::layer(c, l),
+                n,
+                q: &b.q,
+                kc: &kc,
+                vc: &vc,
+                pos: &self.pos,
+                out: &mut b.att,
+            },
+            st,
+        )
     }
 
     /// Attention of `n` queries over layer `l`'s cache (its rows already written by
@@ -412,6 +405,65 @@ pub(super) fn attention_split(
     // product's input). The grouped kernels: the part buffer holds n_heads × 2 group_splits
     // × (head_dim + 4) values, and 2 to GROUP_MAX query heads share a KV head (checked above).
     unsafe { l.launch(cfg) }.map(|_| ())
+}
+
+/// What the tensor-core prompt attention reads and writes.
+pub(super) struct PrefillArgs<'a, 'c> {
+    pub(super) head: HeadArgs,
+    /// Queries, at positions `pos[0]..pos[0] + n`.
+    pub(super) n: usize,
+    /// n × q_dim rotated (and, where the model does, scaled) query values.
+    pub(super) q: &'a CudaSlice<f32>,
+    /// One layer's cache rows, at least positions 0..pos[0] + n, the queries' own written.
+    pub(super) kc: &'a CudaView<'c, u16>,
+    pub(super) vc: &'a CudaView<'c, u16>,
+    /// The first query's position (one i32).
+    pub(super) pos: &'a CudaSlice<i32>,
+    /// n × q_dim output values.
+    pub(super) out: &'a mut CudaSlice<f32>,
+}
+
+/// Causal attention of `a.n` queries on tensor cores with `f`, the kernel table's
+/// `attention_prefill` for the heads' size (kernels/attention_prefill.cu): a block of 64
+/// queries of one head, and of `prefill_columns` of its output columns.
+pub(super) fn attention_prefill(
+    stream: &Arc<CudaStream>,
+    k: &Kernels,
+    f: &CudaFunction,
+    a: PrefillArgs,
+    st: Stamp,
+) -> Result<(), DriverError> {
+    let h = &a.head;
+    let hd = h.head_dim as usize;
+    let cfg = LaunchConfig {
+        grid_dim: (
+            ceil_div(a.n, 64),
+            h.heads as u32,
+            (hd / prefill_columns(hd)) as u32,
+        ),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: prefill_shared_bytes(hd),
+    };
+    let nn = a.n as i32;
+    // SAFETY: the sizes `PrefillArgs` documents (the caller's); `f` is the kernel for heads
+    // of head_dim (the table's), whose shared memory size the table allowed.
+    unsafe {
+        k.launch(stream, f)
+            .arg(a.q)
+            .arg(a.kc)
+            .arg(a.vc)
+            .arg(&nn)
+            .arg(&h.heads)
+            .arg(&h.kv_heads)
+            .arg(a.pos)
+            .arg(&h.scale)
+            .arg(&h.window)
+            .arg(a.out)
+            .reads(KV_CACHE)
+            .stamp(&st)
+            .launch(cfg)
+    }
+    .map(|_| ())
 }
 
 /// The head-shape arguments the RoPE and attention kernels take, from the model's

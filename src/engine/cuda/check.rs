@@ -1,14 +1,17 @@
 //! Single kernels on their own, for tests against the CPU reference (tests/gpu_kernels.rs):
 //! the engine's own product launch and embedding gather, on weights given as GGUF bytes,
-//! without a model or a KV cache around them, and the fast numerics' decode attention on a
-//! cache given as f16 rows.
+//! without a model or a KV cache around them, and the fast numerics' decode and prompt
+//! attention on a cache given as f16 rows.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 
-use super::attention::{attention_split, attention_threads, takes_tiled, HeadArgs, SplitArgs};
+use super::attention::{
+    attention_prefill, attention_split, attention_threads, takes_tiled, HeadArgs, PrefillArgs,
+    SplitArgs,
+};
 use super::buffers::{group_chunk, split_shared_bytes, ActBufs, MIN_CHUNK};
 use super::clock::{KernelClock, Stamp};
 use super::error::wrap;
@@ -41,6 +44,20 @@ pub struct DecodeStep<'a> {
     pub k: &'a [f32],
     pub v: &'a [f32],
     /// Cache rows `0..pos` (`pos × n_kv_heads·head_dim` f16 bits each): the step is at `pos`.
+    pub keys: &'a [u16],
+    pub values: &'a [u16],
+}
+
+/// A prompt batch for `KernelCheck::prefill_attention`: `q.len() / q_dim` queries at the
+/// cache's last positions, already rotated (and scaled where the model does).
+pub struct PrefillStep<'a> {
+    pub shape: AttnShape,
+    /// The scores' scale.
+    pub scale: f32,
+    /// A sliding-window layer's window in positions (0: none).
+    pub window: usize,
+    pub q: &'a [f32],
+    /// Cache rows `0..pos + n` (`n_kv_heads·head_dim` f16 bits each), the queries' own last.
     pub keys: &'a [u16],
     pub values: &'a [u16],
 }
@@ -500,5 +517,53 @@ impl KernelCheck {
             value_row: row(&vc).map_err(w())?,
             quantized,
         })
+    }
+
+    /// The fast numerics' prompt attention on tensor cores (kernels/attention_prefill.cu) as
+    /// the engine launches it, for heads of a size it has a kernel for: the queries' outputs.
+    pub fn prefill_attention(&self, step: &PrefillStep) -> Result<Vec<f32>, EngineError> {
+        let s = &self.stream;
+        let AttnShape {
+            n_heads,
+            n_kv_heads,
+            head_dim,
+        } = step.shape;
+        let (q_dim, kv_dim) = (n_heads * head_dim, n_kv_heads * head_dim);
+        let n = step.q.len() / q_dim;
+        let pos = (step.keys.len() / kv_dim)
+            .checked_sub(n)
+            .ok_or_else(|| EngineError::Device("fewer cache rows than queries".into()))?;
+        let f = self.k.attention_prefill_for(head_dim).ok_or_else(|| {
+            EngineError::Device(format!(
+                "no tensor-core prompt attention for heads of {head_dim}"
+            ))
+        })?;
+        let w = || wrap("prefill attention check");
+        let q = s.clone_htod(step.q).map_err(w())?;
+        let kc = s.clone_htod(step.keys).map_err(w())?;
+        let vc = s.clone_htod(step.values).map_err(w())?;
+        let dpos = s.clone_htod(&[pos as i32]).map_err(w())?;
+        let mut out = s.alloc_zeros::<f32>(n * q_dim).map_err(w())?;
+        attention_prefill(
+            s,
+            &self.k,
+            f,
+            PrefillArgs {
+                head: HeadArgs {
+                    window: step.window.min(i32::MAX as usize) as i32,
+                    scale: step.scale,
+                    ..HeadArgs::new(step.shape, head_dim, false)
+                },
+                n,
+                q: &q,
+                kc: &kc.slice(..),
+                vc: &vc.slice(..),
+                pos: &dpos,
+                out: &mut out,
+            },
+            Stamp::default(),
+        )
+        .map_err(w())?;
+        s.clone_dtoh(&out).map_err(w())
     }
 }

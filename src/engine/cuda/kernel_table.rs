@@ -8,7 +8,9 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 
 use super::gemm::GemmKernels;
 use super::launch_log::LaunchLog;
-use super::launch_params::{group_mma_shared_bytes, FAST_ROWS, GROUP_MAX, MVO_BYTES};
+use super::launch_params::{
+    group_mma_shared_bytes, prefill_shared_bytes, FAST_ROWS, GROUP_MAX, MVO_BYTES, PREFILL_HEADS,
+};
 use super::module;
 use super::pdl_launch::{Launch, Launcher};
 use crate::engine::options::Numerics;
@@ -87,9 +89,9 @@ pub(super) struct Kernels {
     pub(super) log: LaunchLog,
     /// Fast numerics: prompt products on tensor cores (gemm.rs).
     pub(super) gemm: Option<GemmKernels>,
-    /// Fast numerics: prompt attention on tensor cores for head sizes 64 and 128
-    /// (kernels/attention_prefill.cu).
-    attention_prefill: Option<[CudaFunction; 2]>,
+    /// Fast numerics: prompt attention on tensor cores, a kernel for each head size of
+    /// `PREFILL_HEADS` (kernels/attention_prefill.cu).
+    attention_prefill: Option<Vec<(usize, CudaFunction)>>,
 }
 
 impl Kernels {
@@ -157,7 +159,7 @@ impl Kernels {
                 Numerics::Exact => None,
             },
             attention_prefill: match numerics {
-                Numerics::Fast => Some([f("attention_prefill_64")?, f("attention_prefill_128")?]),
+                Numerics::Fast => Some(prefill_kernels(&f)?),
                 Numerics::Exact => None,
             },
             log,
@@ -171,9 +173,14 @@ impl Kernels {
         c: &crate::model::Config,
         n: usize,
     ) -> Option<&CudaFunction> {
-        let [f64_, f128] = self.attention_prefill.as_ref()?;
         let from = flash_prompt_from(c, self.gemm.as_ref().map(|g| g.from))?;
-        (n >= from).then_some(if c.head_dim == 64 { f64_ } else { f128 })
+        (n >= from).then_some(self.attention_prefill_for(c.head_dim)?)
+    }
+
+    /// The tensor-core prompt attention's kernel for heads of `head_dim` (fast numerics).
+    pub(super) fn attention_prefill_for(&self, head_dim: usize) -> Option<&CudaFunction> {
+        let kernels = self.attention_prefill.as_ref()?;
+        kernels.iter().find(|k| k.0 == head_dim).map(|k| &k.1)
     }
 
     /// A launch of `f` (one of this table's kernels) on `s`.
@@ -206,6 +213,25 @@ impl Kernels {
             .expect("every type has kernels")
             .2
     }
+}
+
+/// The tensor-core prompt attention's kernels, one for each head size of `PREFILL_HEADS`,
+/// those whose shared memory is past the default 48 KiB (heads of 256) allowed theirs.
+fn prefill_kernels(
+    f: &impl Fn(&str) -> Result<CudaFunction, String>,
+) -> Result<Vec<(usize, CudaFunction)>, String> {
+    let mut kernels = Vec::new();
+    for hd in PREFILL_HEADS {
+        let name = format!("attention_prefill_{hd}");
+        let k = f(&name)?;
+        k.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            prefill_shared_bytes(hd) as i32,
+        )
+        .map_err(|e| format!("{name}: setting its shared memory size: {e:?}"))?;
+        kernels.push((hd, k));
+    }
+    Ok(kernels)
 }
 
 /// The product kernels for weight type `ty` under `numerics`: the one place where the matrix
@@ -247,14 +273,14 @@ fn product_kernels(
 
 /// The smallest batch the tensor-core prompt attention takes for `c`'s heads under fast
 /// numerics, whose tensor-core products start at `gemm_from` tokens (None: exact numerics),
-/// or None where it takes none: head size 64 or 128, whole query groups per KV head, and
+/// or None where it takes none: a head size of `PREFILL_HEADS`, whole query groups per KV head, and
 /// batches as large as the tensor-core products'. Smaller batches, and exact numerics, run
 /// the CPU-order kernel (attention.cu), whose score rows the batch buffers size from this.
 pub(super) fn flash_prompt_from(
     c: &crate::model::Config,
     gemm_from: Option<usize>,
 ) -> Option<usize> {
-    let fits = matches!(c.head_dim, 64 | 128)
+    let fits = PREFILL_HEADS.contains(&c.head_dim)
         && c.n_kv_heads > 0
         && c.n_heads.is_multiple_of(c.n_kv_heads);
     gemm_from.filter(|_| fits)

@@ -95,6 +95,28 @@ pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize, threads: u32
     (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(GROUP_SPLITS) * 4) as u32
 }
 
+/// The head sizes the tensor-core prompt attention has a kernel for
+/// (`attention_prefill_<hd>` in kernels/attention_prefill.cu).
+pub(super) const PREFILL_HEADS: [usize; 4] = [64, 96, 128, 256];
+
+/// Output columns a block of the tensor-core prompt attention accumulates for heads of
+/// `head_dim` (the kernel's `DV`): the whole head up to 128, half a head of 256 (whose whole
+/// accumulators would spill), the halves on grid z.
+pub(super) const fn prefill_columns(head_dim: usize) -> usize {
+    if head_dim > 128 {
+        128
+    } else {
+        head_dim
+    }
+}
+
+/// The dynamic shared memory of the tensor-core prompt attention for heads of `head_dim`: a
+/// 64-position K tile of whole heads and a V tile of the block's columns, in f16 rows padded
+/// by 8.
+pub(super) const fn prefill_shared_bytes(head_dim: usize) -> u32 {
+    (64 * (head_dim + 8 + prefill_columns(head_dim) + 8) * 2) as u32
+}
+
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
 pub(super) const ARGMAX_BLOCKS: u32 = 128;
 
@@ -233,6 +255,21 @@ mod tests {
             assert_eq!(s.code() >> 4, s.split as i32);
         }
         assert_eq!(FloatShape::ONE.code(), 0x11);
+    }
+
+    #[test]
+    fn prompt_attention_splits_only_heads_of_256_and_fits_its_shared_memory() {
+        use super::{prefill_columns, prefill_shared_bytes, PREFILL_HEADS};
+        for hd in PREFILL_HEADS {
+            let dv = prefill_columns(hd);
+            assert!(hd.is_multiple_of(dv) && dv.is_multiple_of(16), "{hd}");
+            assert_eq!(hd / dv, if hd == 256 { 2 } else { 1 });
+            // The H100's 227 KiB a block, two blocks an SM.
+            assert!(prefill_shared_bytes(hd) <= 113 << 10, "{hd}");
+        }
+        // The kernel's original size for whole heads: two tiles of HD + 8.
+        assert_eq!(prefill_shared_bytes(128), 2 * 64 * 136 * 2);
+        assert_eq!(prefill_shared_bytes(256), 64 * (264 + 136) * 2);
     }
 
     #[test]

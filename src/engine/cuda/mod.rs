@@ -50,7 +50,7 @@ mod weights;
 pub use crate::engine::options::Timing;
 pub use batch::CudaBatch;
 #[cfg(feature = "test-support")]
-pub use check::{DecodeOut, DecodeStep, KernelCheck, QuantizedOut};
+pub use check::{DecodeOut, DecodeStep, KernelCheck, PrefillStep, QuantizedOut};
 pub use decode::{CudaEngine, Decoded};
 pub use error::device_error;
 pub use hardware::GpuInfo;
