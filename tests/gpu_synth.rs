@@ -94,20 +94,7 @@ fn synth_qwen_0_5b_fast_long_prompt_stays_near_the_cpu() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let mut rng = cbtop::rng::SplitMix64::new(5);
-    let prompt: Vec<u32> = (0..600)
-        .map(|_| (rng.next_u64() % 150_000) as u32)
-        .collect();
-
-    let Some(worst) = side_by_side(&g, "qwen2.5-0.5b", 2, &prompt, Numerics::Fast, 8, of_range)
-    else {
-        return;
-    };
-    eprintln!("synth qwen2.5-0.5b fast, 600-token prompt: worst {worst:.5} of the logits' range");
-    assert!(
-        worst <= 0.02,
-        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
-    );
+    assert_fast_near(&g, "qwen2.5-0.5b", 2, &random_prompt(5, 600, 150_000), 8);
 }
 
 /// The largest logit difference as a share of the CPU logits' range (max - min).
@@ -144,6 +131,39 @@ fn bits_differ(c: &[f32], d: &[f32]) -> f32 {
         .count() as f32
 }
 
+/// `len` token ids below `vocab` from `seed` (a prompt long enough to reach the tiled paths).
+fn random_prompt(seed: u64, len: usize, vocab: u64) -> Vec<u32> {
+    let mut rng = cbtop::rng::SplitMix64::new(seed);
+    (0..len).map(|_| (rng.next_u64() % vocab) as u32).collect()
+}
+
+/// `shape` under exact numerics: every step's logits the CPU engine's bit for bit.
+fn assert_exact(g: &GpuDesc, shape: &str, seed: u64, prompt: &[u32], steps: usize) {
+    let Some(worst) = side_by_side(g, shape, seed, prompt, Numerics::Exact, steps, bits_differ)
+    else {
+        return;
+    };
+    assert_eq!(
+        worst, 0.0,
+        "{worst} logits of a step are not the CPU's bits"
+    );
+}
+
+/// `shape` under fast numerics: every step within 2% of the CPU logits' range.
+fn assert_fast_near(g: &GpuDesc, shape: &str, seed: u64, prompt: &[u32], steps: usize) {
+    let Some(worst) = side_by_side(g, shape, seed, prompt, Numerics::Fast, steps, of_range) else {
+        return;
+    };
+    eprintln!(
+        "synth {shape} fast, {}-token prompt: worst {worst:.5} of the logits' range",
+        prompt.len()
+    );
+    assert!(
+        worst <= 0.02,
+        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
+    );
+}
+
 /// gemma3-1b's real shape (heads of 256, a 512-position window on five layers of six, RoPE
 /// bases 1e6 and 1e4, GeGLU, post norms, Q/K norms, scaled embeddings and queries, 262k
 /// vocabulary) under exact numerics: a 600-token prompt (so the sliding layers' queries past
@@ -154,18 +174,7 @@ fn synth_gemma3_1b_exact_is_the_cpu_bit_for_bit_past_the_window() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let mut rng = cbtop::rng::SplitMix64::new(6);
-    let prompt: Vec<u32> = (0..600)
-        .map(|_| (rng.next_u64() % 262_000) as u32)
-        .collect();
-    let Some(worst) = side_by_side(&g, "gemma3-1b", 4, &prompt, Numerics::Exact, 8, bits_differ)
-    else {
-        return;
-    };
-    assert_eq!(
-        worst, 0.0,
-        "{worst} logits of a step are not the CPU's bits"
-    );
+    assert_exact(&g, "gemma3-1b", 4, &random_prompt(6, 600, 262_000), 8);
 }
 
 /// The same under fast numerics (tensor-core prompt products and flash attention on heads of
@@ -177,18 +186,7 @@ fn synth_gemma3_1b_fast_stays_near_the_cpu() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let mut rng = cbtop::rng::SplitMix64::new(7);
-    let prompt: Vec<u32> = (0..600)
-        .map(|_| (rng.next_u64() % 262_000) as u32)
-        .collect();
-    let Some(worst) = side_by_side(&g, "gemma3-1b", 5, &prompt, Numerics::Fast, 8, of_range) else {
-        return;
-    };
-    eprintln!("synth gemma3-1b fast, 600-token prompt: worst {worst:.5} of the logits' range");
-    assert!(
-        worst <= 0.02,
-        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
-    );
+    assert_fast_near(&g, "gemma3-1b", 5, &random_prompt(7, 600, 262_000), 8);
 }
 
 /// qwen3-0.6b's real shape (per-head Q/K norms, heads of 128 over a hidden size of 1024, so
@@ -199,22 +197,7 @@ fn synth_qwen3_0_6b_exact_is_the_cpu_bit_for_bit() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
-    let Some(worst) = side_by_side(
-        &g,
-        "qwen3-0.6b",
-        8,
-        &prompt,
-        Numerics::Exact,
-        16,
-        bits_differ,
-    ) else {
-        return;
-    };
-    assert_eq!(
-        worst, 0.0,
-        "{worst} logits of a step are not the CPU's bits"
-    );
+    assert_exact(&g, "qwen3-0.6b", 8, &[1, 17, 300, 4000, 52, 9], 16);
 }
 
 /// qwen3-0.6b under fast numerics with a 600-token prompt (tensor-core products and flash
@@ -224,19 +207,7 @@ fn synth_qwen3_0_6b_fast_long_prompt_stays_near_the_cpu() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let mut rng = cbtop::rng::SplitMix64::new(9);
-    let prompt: Vec<u32> = (0..600)
-        .map(|_| (rng.next_u64() % 150_000) as u32)
-        .collect();
-    let Some(worst) = side_by_side(&g, "qwen3-0.6b", 9, &prompt, Numerics::Fast, 8, of_range)
-    else {
-        return;
-    };
-    eprintln!("synth qwen3-0.6b fast, 600-token prompt: worst {worst:.5} of the logits' range");
-    assert!(
-        worst <= 0.02,
-        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
-    );
+    assert_fast_near(&g, "qwen3-0.6b", 9, &random_prompt(9, 600, 150_000), 8);
 }
 
 /// phi3-mini's real shape (fused QKV and gate-up tensors read through row views, heads of 96,
@@ -247,22 +218,7 @@ fn synth_phi3_mini_exact_is_the_cpu_bit_for_bit() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let prompt: Vec<u32> = vec![1, 17, 300, 4000, 52, 9];
-    let Some(worst) = side_by_side(
-        &g,
-        "phi3-mini",
-        10,
-        &prompt,
-        Numerics::Exact,
-        8,
-        bits_differ,
-    ) else {
-        return;
-    };
-    assert_eq!(
-        worst, 0.0,
-        "{worst} logits of a step are not the CPU's bits"
-    );
+    assert_exact(&g, "phi3-mini", 10, &[1, 17, 300, 4000, 52, 9], 8);
 }
 
 /// phi3-mini under fast numerics with a 600-token prompt (tensor-core products and flash
@@ -273,15 +229,5 @@ fn synth_phi3_mini_fast_long_prompt_stays_near_the_cpu() {
     let Some(g) = gpu::gpu("gpu_synth") else {
         return;
     };
-    let mut rng = cbtop::rng::SplitMix64::new(11);
-    let prompt: Vec<u32> = (0..600).map(|_| (rng.next_u64() % 32_000) as u32).collect();
-    let Some(worst) = side_by_side(&g, "phi3-mini", 11, &prompt, Numerics::Fast, 8, of_range)
-    else {
-        return;
-    };
-    eprintln!("synth phi3-mini fast, 600-token prompt: worst {worst:.5} of the logits' range");
-    assert!(
-        worst <= 0.02,
-        "fast GPU vs CPU logits differ by {worst} of their range > 0.02"
-    );
+    assert_fast_near(&g, "phi3-mini", 11, &random_prompt(11, 600, 32_000), 8);
 }
