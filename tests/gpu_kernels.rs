@@ -555,11 +555,7 @@ fn fast_decode_attention_matches_the_cpu() {
             let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));
             let bound = (1.0 + ((pos + 1) as f32).sqrt()) / 2048.0;
             for (path, out) in [("one head a block", &got), ("grouped", &grouped)] {
-                let worst = out
-                    .out
-                    .iter()
-                    .zip(&want)
-                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                let worst = common::max_abs_diff(&out.out, &want);
                 eprintln!(
                     "{what}, {path}: max |gpu - cpu| = {worst:.2e} (largest output {top:.2e})"
                 );
@@ -747,11 +743,7 @@ fn windowed_decode_attention_reads_only_the_window() {
             let top = want.iter().fold(0f32, |m, x| m.max(x.abs()));
             let bound = (1.0 + ((pos - first + 1) as f32).sqrt()) / 2048.0;
             for (path, out) in [("one head a block", &got), ("grouped", &grouped)] {
-                let worst = out
-                    .out
-                    .iter()
-                    .zip(&want)
-                    .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+                let worst = common::max_abs_diff(&out.out, &want);
                 eprintln!("{what}, {path}: max |gpu - cpu| = {worst:.2e} (largest {top:.2e})");
                 if worst > bound * top {
                     failures.push(format!(
