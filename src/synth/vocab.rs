@@ -41,6 +41,32 @@ pub struct SynthVocab {
     /// `tokenizer.ggml.add_space_prefix`, where the family sets it (gemma3: false).
     pub add_space_prefix: Option<bool>,
 }
+/// Append pieces to `tokens` until it holds `size`, level by level: each piece of `level`
+/// followed by each symbol, in order, the new pieces making the next level (start from
+/// `[""]` to take the symbols themselves first). `merged(a, b)` sees each new piece's parts.
+fn grow_pieces(
+    tokens: &mut Vec<String>,
+    symbols: &[String],
+    mut level: Vec<String>,
+    size: usize,
+    mut merged: impl FnMut(&str, &str),
+) {
+    while tokens.len() < size {
+        let mut next = Vec::new();
+        for a in &level {
+            for b in symbols {
+                if tokens.len() >= size {
+                    return;
+                }
+                let t = format!("{a}{b}");
+                merged(a, b);
+                tokens.push(t.clone());
+                next.push(t);
+            }
+        }
+        level = next;
+    }
+}
 
 /// Special tokens per family: (pre-tokenizer, specials, index of bos, index of eos, eot, add_bos).
 fn family(
@@ -104,22 +130,9 @@ pub fn build(arch: &str, shape_name: &str, size: usize) -> SynthVocab {
     let mut merges = Vec::new();
     // printable ASCII and the space ('Ġ' in byte-level form)
     let symbols: Vec<String> = (32u8..=126).map(|b| byte_to_char(b).to_string()).collect();
-    let mut level: Vec<String> = symbols.clone();
-    'outer: while tokens.len() < n_plain {
-        let mut next = Vec::new();
-        for a in &level {
-            for b in &symbols {
-                if tokens.len() == n_plain {
-                    break 'outer;
-                }
-                let t = format!("{a}{b}");
-                merges.push(format!("{a} {b}"));
-                tokens.push(t.clone());
-                next.push(t);
-            }
-        }
-        level = next;
-    }
+    grow_pieces(&mut tokens, &symbols, symbols.clone(), n_plain, |a, b| {
+        merges.push(format!("{a} {b}"))
+    });
     let first_special = tokens.len() as u32;
     let mut types = vec![NORMAL; tokens.len()];
     for s in specials {
@@ -169,24 +182,15 @@ fn build_spm(arch: &str, size: usize) -> SynthVocab {
             b => (b as char).to_string(),
         })
         .collect();
-    let mut level = vec![String::new()];
-    'outer: while tokens.len() < n_plain {
-        let mut next = Vec::new();
-        for a in &level {
-            for b in &symbols {
-                if tokens.len() >= n_plain {
-                    break 'outer;
-                }
-                let t = format!("{a}{b}");
-                tokens.push(t.clone());
-                types.push(NORMAL);
-                next.push(t);
-            }
-        }
-        level = next;
-    }
+    grow_pieces(
+        &mut tokens,
+        &symbols,
+        vec![String::new()],
+        n_plain,
+        |_, _| {},
+    );
     tokens.truncate(n_plain);
-    types.truncate(n_plain);
+    types.resize(tokens.len(), NORMAL);
     // Shorter pieces first and scored higher, as a trained vocabulary roughly is.
     let mut scores: Vec<f32> = (0..tokens.len()).map(|i| -(i as f32)).collect();
     scores[..3].iter_mut().for_each(|s| *s = 0.0);
@@ -246,27 +250,7 @@ fn gemma(size: usize) -> SynthVocab {
     let symbols: Vec<String> = std::iter::once("\u{2581}".to_string())
         .chain((33u8..=126).map(|b| (b as char).to_string()))
         .collect();
-    let mut level = symbols.clone();
-    tokens.extend(
-        symbols
-            .iter()
-            .take(size.saturating_sub(tokens.len()))
-            .cloned(),
-    );
-    'outer: while tokens.len() < size {
-        let mut next = Vec::new();
-        for a in &level {
-            for b in &symbols {
-                if tokens.len() == size {
-                    break 'outer;
-                }
-                let t = format!("{a}{b}");
-                tokens.push(t.clone());
-                next.push(t);
-            }
-        }
-        level = next;
-    }
+    grow_pieces(&mut tokens, &symbols, vec![String::new()], size, |_, _| {});
     tokens.truncate(size);
     types.resize(tokens.len(), NORMAL);
     // Normal pieces score by rank (earlier, shorter pieces merge first); specials and bytes 0.
