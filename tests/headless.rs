@@ -601,3 +601,53 @@ fn a_report_with_a_section_per_device_validates_and_renders() {
         rows[0].starts_with("cuda:0 GPU0,") && rows.last().unwrap().starts_with("cuda:1 GPU1,")
     );
 }
+
+/// `--ctx` past the model's trained context (tiny-gemma3's 128) runs with one warning, as
+/// llama.cpp's `-c` does; the same run without it is refused naming the model's context.
+#[test]
+fn ctx_past_the_trained_context_runs_with_a_warning() {
+    let path = std::env::temp_dir().join(format!("cbtop-ctx-{}.gguf", std::process::id()));
+    let shape = common::fixture("conformance/shapes/tiny-gemma3.toml");
+    let o = cbtop(&[
+        "synth",
+        "--shape",
+        shape.to_str().unwrap(),
+        "--quant",
+        "q8_0",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = path.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--headless",
+            "--json",
+            "--model-path",
+            &m,
+            "--device",
+            "cpu",
+        ];
+        args.extend_from_slice(&["--threads", "2", "--timing", "off", "--prefill", "150"]);
+        args.extend_from_slice(&["--tokens", "8", "--warmup", "2"]);
+        args.extend_from_slice(extra);
+        cbtop(&args)
+    };
+    let refused = run(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("model context 128"),
+        "{}",
+        stderr(&refused)
+    );
+    let o = run(&["--ctx", "200"]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning: --ctx 200 is past the 128 positions"),
+        "{err}"
+    );
+    let r = json_report(&o);
+    assert!(f(&r["throughput"]["tokens_per_sec"]) > 0.0);
+}

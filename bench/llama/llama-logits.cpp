@@ -4,8 +4,10 @@
 // gets, per line, the int32 count n and then n rows of n_vocab float32 logits. A measuring
 // instrument only (built beside the peer); nothing of it goes into cbtop.
 //
-//   llama-logits MODEL.gguf NGL [step | gen=N] < ids.txt > logits.bin
+//   llama-logits MODEL.gguf NGL [step | gen=N | tail=N] < ids.txt > logits.bin
 // NGL 99: all layers on the GPU; `step`: one token per decode call instead of one batch;
+// `tail=N`: all but the last N ids in one batch, then those N one decode call each (a prompt
+// and greedy steps given, as the conformance tests feed both engines);
 // `gen=N`: the sequence in one batch, then N greedy tokens (first largest logit) one decode
 // call each, as greedy generation runs: n + N rows, the last N the logits after each token.
 // Environment: LLAMA_FA=1 flash attention on; LLAMA_NO_REPACK=1 no extra buffer types (the
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
     }
     const bool step = argc > 3 && std::string(argv[3]) == "step";
     const int gen = argc > 3 && std::string(argv[3]).rfind("gen=", 0) == 0 ? atoi(argv[3] + 4) : 0;
+    const int tail = argc > 3 && std::string(argv[3]).rfind("tail=", 0) == 0 ? atoi(argv[3] + 5) : 0;
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = atoi(argv[2]);
@@ -60,10 +63,12 @@ int main(int argc, char** argv) {
         if (ids.empty()) continue;
         llama_memory_clear(llama_get_memory(ctx), true);
         // One batch of the whole sequence, or (`step`) one decode call per token, as greedy
-        // generation runs; either way every position's logits are kept.
+        // generation runs, or (`tail`) the head in one batch and the tail a token a call;
+        // every position's logits are kept.
         std::vector<float> rows;
-        const size_t per = step ? 1 : ids.size();
-        for (size_t at = 0; at < ids.size(); at += per) {
+        const size_t head = tail > 0 && (size_t)tail < ids.size() ? ids.size() - tail : ids.size();
+        for (size_t at = 0; at < ids.size();) {
+            const size_t per = step || at >= head ? 1 : head - at;
             llama_batch b = llama_batch_init((int32_t)per, 0, 1);
             for (size_t i = 0; i < per; i++) {
                 b.token[i] = ids[at + i];
@@ -82,6 +87,7 @@ int main(int argc, char** argv) {
                 rows.insert(rows.end(), l, l + vocab);
             }
             llama_batch_free(b);
+            at += per;
         }
         // Greedy steps: feed the first largest logit of the last row, one token per call.
         for (int g = 0; g < gen; g++) {

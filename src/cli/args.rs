@@ -319,7 +319,8 @@ pub struct EngineArgs {
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Context length in tokens (default: prompt + max tokens).
+    /// Context length in tokens (default: prompt + max tokens). Past the model's trained
+    /// context it runs with a warning, as llama.cpp's -c does (the live view and headless).
     #[arg(long)]
     pub ctx: Option<usize>,
 }

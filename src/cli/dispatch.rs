@@ -29,8 +29,13 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             // (stderr is hidden behind the view).
             setup_threads(&cli.profile.engine)?;
             let metrics = sinks::start_metrics(&cli.profile)?;
-            let src = headless::load_model(cli.profile.model_path.as_deref())?;
+            let mut src = headless::load_model(cli.profile.model_path.as_deref())?;
+            let extended = cli.profile.engine.ctx.and_then(|c| src.extend_context(c));
             let (devices, note) = resolve_devices(&cli.profile.engine)?;
+            let note = match (extended, note) {
+                (Some(w), Some(n)) => Some(format!("{w}; {n}")),
+                (w, n) => w.or(n),
+            };
             live::run(cli.profile, src, devices, note, metrics)
         }
     }

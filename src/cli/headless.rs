@@ -709,7 +709,10 @@ pub fn run_headless(a: ProfileArgs) -> Result<(), CliError> {
     };
     let metrics = start_metrics(&a)?;
     setup_threads(&a.engine)?;
-    let src = load_model(a.model_path.as_deref())?;
+    let mut src = load_model(a.model_path.as_deref())?;
+    if let Some(warning) = a.engine.ctx.and_then(|c| src.extend_context(c)) {
+        eprintln!("cbtop: warning: {warning}");
+    }
     let prompt = prompt_tokens(&src, &a)?;
     let plan = plan(&a, &src, prompt.len())?;
     // Arguments and model are good: only now the device.

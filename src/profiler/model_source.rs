@@ -74,6 +74,23 @@ impl ModelSource {
         }
     }
 
+    /// Room for `ctx` positions past the context the model was trained on, as llama.cpp's
+    /// `-c` allows: the engines size their caches and RoPE tables from the model's context, so
+    /// it is raised to `ctx`. Returns the warning to print, or None where `ctx` fits already
+    /// (or the model is shared and cannot change).
+    pub fn extend_context(&mut self, ctx: usize) -> Option<String> {
+        let trained = self.model.config.context_length;
+        if ctx <= trained {
+            return None;
+        }
+        let model = Arc::get_mut(&mut self.model)?;
+        model.config.context_length = ctx;
+        Some(format!(
+            "--ctx {ctx} is past the {trained} positions the model was trained on; positions \
+             beyond {trained} run, but the model was not made for them"
+        ))
+    }
+
     /// The model as every output names it: its name and where it came from. Each output adds
     /// its own "synthetic weights" marker from `synthetic`.
     pub fn label(&self) -> String {
