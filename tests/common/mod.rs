@@ -173,6 +173,26 @@ pub fn committed_conformance_names() -> Vec<String> {
     names
 }
 
+/// llama.cpp's own CUDA-vs-CPU spread on a case the GPU tests compare under fast numerics
+/// (`tests/fixtures/conformance/llama-cuda-spread.tsv`, measured by bench/cuda-spread.py):
+/// max |logit difference| or its share of the CPU row's range, as the case's test measures;
+/// None for a case not measured.
+pub fn llama_cuda_spread(case: &str) -> Option<f32> {
+    let path = fixture("conformance/llama-cuda-spread.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let mut f = l.split('\t');
+        (f.next() == Some(case)).then(|| f.nth(1).and_then(|v| v.parse().ok()))?
+    })
+}
+
+/// The bound fast numerics are held to on `case`: the test's own `bound`, or llama.cpp's own
+/// CUDA-vs-CPU spread on the same case where that is wider (`fast` may reorder sums as much
+/// as llama.cpp's CUDA build does).
+pub fn fast_bound(case: &str, bound: f32) -> f32 {
+    llama_cuda_spread(case).map_or(bound, |s| bound.max(s))
+}
+
 /// One conformance model (`tests/fixtures/conformance`): the model, llama.cpp's reference
 /// record, and the max |logit difference| allowed (0.005 for float types, 0.05 for quantized).
 pub fn conformance_case(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::env_counts::env_count;
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernel_table::flash_prompt_from;
@@ -199,7 +200,12 @@ const SHARED_BUDGET: usize = 36 * 1024;
 /// The grouped path's count of chunks for contexts up to `cap` (0: the model takes one block
 /// per query head): the chunks of one wave at a block per multiprocessor, chunks of at least `MIN_CHUNK`
 /// positions, and few enough positions per chunk that the group's scores fit `SHARED_BUDGET`.
-pub(super) fn group_splits(shape: AttnShape, cap: usize, sms: usize) -> usize {
+pub(super) fn group_splits(
+    shape: AttnShape,
+    cap: usize,
+    sms: usize,
+    wanted: Option<usize>,
+) -> usize {
     let g = shape.n_heads / shape.n_kv_heads.max(1);
     if !(2..=GROUP_MAX).contains(&g) || !shape.n_heads.is_multiple_of(shape.n_kv_heads) {
         return 0;
@@ -209,10 +215,14 @@ pub(super) fn group_splits(shape: AttnShape, cap: usize, sms: usize) -> usize {
     if max_chunk == 0 {
         return 0;
     }
-    // Rounded down: n_kv_heads x splits blocks must not exceed one a multiprocessor.
-    let splits = (sms / shape.n_kv_heads.max(1))
-        .min(GROUP_SPLITS)
-        .min(cap.div_ceil(MIN_CHUNK))
+    // Rounded down: n_kv_heads x splits blocks must not exceed one a multiprocessor; or the
+    // count asked for (`CBTOP_ATTN_GROUP_SPLITS`), as long as the chunks' scores still fit.
+    let splits = wanted
+        .unwrap_or_else(|| {
+            (sms / shape.n_kv_heads.max(1))
+                .min(GROUP_SPLITS)
+                .min(cap.div_ceil(MIN_CHUNK))
+        })
         .max(cap.div_ceil(max_chunk))
         .max(1);
     if splits > GROUP_SPLITS {
@@ -282,7 +292,11 @@ impl SplitScratch {
         let group_splits = if wide {
             0
         } else {
-            group_splits(AttnShape::of(c), cap, sms)
+            // A measuring aid: the grouped kernels' count of chunks (twice as many launch).
+            let wanted = env_count("CBTOP_ATTN_GROUP_SPLITS", 1, "a count of chunks, 1 or more")
+                .map_err(EngineError::Device)?
+                .map(|n| n.min(GROUP_SPLITS / 2));
+            group_splits(AttnShape::of(c), cap, sms, wanted)
         };
         let group =
             (group_splits > 0).then(|| (c.n_heads / c.n_kv_heads, group_chunk(cap, group_splits)));
@@ -326,7 +340,7 @@ mod group_tests {
             n_kv_heads: 4,
             head_dim: 128,
         };
-        let s = group_splits(shape, 32768, 132);
+        let s = group_splits(shape, 32768, 132, None);
         assert_eq!(s, 33);
         assert_eq!(group_chunk(16385, s), 512);
         assert_eq!(group_chunk(4097, s), 128);
@@ -339,7 +353,7 @@ mod group_tests {
             n_kv_heads: 8,
             head_dim: 80,
         };
-        let s = group_splits(wide, 32768, 132);
+        let s = group_splits(wide, 32768, 132, None);
         assert!(8 * (80 + group_chunk(32768, s)) * 4 <= 36 * 1024);
         // One query head a KV head: no grouped path.
         let one = AttnShape {
@@ -347,13 +361,13 @@ mod group_tests {
             n_kv_heads: 8,
             head_dim: 64,
         };
-        assert_eq!(group_splits(one, 4096, 132), 0);
+        assert_eq!(group_splits(one, 4096, 132, None), 0);
         // llama-3.1-8b: 8 KV heads' chunks stay within one block a multiprocessor.
         let l8 = AttnShape {
             n_heads: 32,
             n_kv_heads: 8,
             head_dim: 128,
         };
-        assert_eq!(group_splits(l8, 32768, 132), 16);
+        assert_eq!(group_splits(l8, 32768, 132, None), 16);
     }
 }
