@@ -33,18 +33,22 @@ __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c
 
 // RoPE on Q and K and the KV-cache store (f32 -> f16, as the CPU's cache) in one launch, the
 // rotated Q multiplied by `qscale` (1 for models that scale the scores instead):
-// grid (n_heads + 2 * n_kv_heads, n_tokens), head_dim threads (a
-// multiple of 32, at least n_rot / 2). Blocks of Q heads rotate; blocks of K heads rotate and
-// store the rotated row as f16; blocks past them store V's rows. Tokens' positions and caches
-// as `cached_at` says.
+// grid (n_heads + 2 * n_kv_heads, ceil(n / blockDim.y)), blocks of head_dim threads (a
+// multiple of 32, at least n_rot / 2) by blockDim.y tokens (a prompt's tokens share a block,
+// so a long prompt is not tens of thousands of one-row blocks). Blocks of Q heads rotate;
+// blocks of K heads rotate and store the rotated row as f16; blocks past them store V's rows.
+// Tokens' positions and caches as `cached_at` says.
 extern "C" __global__ void rope_store(float* q, float* k, const float* __restrict__ v,
                                       u16* __restrict__ kc, u16* __restrict__ vc, int n_heads,
                                       int n_kv_heads, int head_dim, int n_rot,
                                       const int* __restrict__ pos, long long seq_stride,
                                       const float* __restrict__ table, int neox, float qscale,
-                                      STAMP_PARAMS) {
+                                      int n, STAMP_PARAMS) {
     STAMP_GUARD;
-    int h = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
+    int h = blockIdx.x, t = blockIdx.y * blockDim.y + threadIdx.y, i = threadIdx.x;
+    // Rows past the last token skip the work but not the barriers below.
+    const bool live = t < n;
+    if (!live) t = n - 1;
     int kv_dim = n_kv_heads * head_dim;
     u64 seq_off;
     int p = cached_at(pos, seq_stride, t, seq_off);
@@ -53,7 +57,7 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
     u64 cache_row = (u64)p * kv_dim;
     if (h >= n_heads + n_kv_heads) {
         h -= n_heads + n_kv_heads;
-        if (i < head_dim)
+        if (live && i < head_dim)
             vc[cache_row + h * head_dim + i] = f2h(v[(u64)t * kv_dim + h * head_dim + i]);
         return;
     }
@@ -61,7 +65,7 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
     if (is_k) h -= n_heads;
     float* head = is_k ? k + ((u64)t * n_kv_heads + h) * head_dim
                        : q + ((u64)t * n_heads + h) * head_dim;
-    if (i < n_rot / 2) {
+    if (live && i < n_rot / 2) {
         const float* cs = table + ((u64)p * (n_rot / 2) + i) * 2;
         rope_pair(head, i, n_rot, cs[0], cs[1], neox);
     }
@@ -71,10 +75,10 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
         // applies it (a product in f32).
         if (qscale != 1.0f) {
             __syncthreads();
-            if (i < head_dim) head[i] = __fmul_rn(head[i], qscale);
+            if (live && i < head_dim) head[i] = __fmul_rn(head[i], qscale);
         }
         return;
     }
     __syncthreads();
-    if (i < head_dim) kc[cache_row + h * head_dim + i] = f2h(head[i]);
+    if (live && i < head_dim) kc[cache_row + h * head_dim + i] = f2h(head[i]);
 }

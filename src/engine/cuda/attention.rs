@@ -34,11 +34,18 @@ impl CudaEngine {
         let c = &self.model.config;
         let (span, seq_stride) = self.cache_span(l);
         let threads = c.head_dim.max(c.rope_dims / 2).div_ceil(32) * 32;
+        // A prompt's tokens share blocks of up to 512 threads (one row of a head each).
+        let per_block = (512 / threads).clamp(1, 8).min(n);
         let cfg = LaunchConfig {
-            grid_dim: ((c.n_heads + 2 * c.n_kv_heads) as u32, n as u32, 1),
-            block_dim: (threads as u32, 1, 1),
+            grid_dim: (
+                (c.n_heads + 2 * c.n_kv_heads) as u32,
+                n.div_ceil(per_block) as u32,
+                1,
+            ),
+            block_dim: (threads as u32, per_block as u32, 1),
             shared_mem_bytes: 0,
         };
+        let tokens = n as i32;
         let h = HeadArgs::layer(c, l);
         let st = self.clock.stamp();
         let rope = self.rope.layer(l);
@@ -71,6 +78,7 @@ impl CudaEngine {
                 .arg(rope)
                 .arg(&h.neox)
                 .arg(&h.q_scale)
+                .arg(&tokens)
                 .stamp(&st)
                 .launch(cfg)
         }
