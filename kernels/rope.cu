@@ -33,9 +33,9 @@ __device__ __forceinline__ void rope_pair(float* head, int i, int n_rot, float c
 
 // RoPE on Q and K and the KV-cache store (f32 -> f16, as the CPU's cache) in one launch, the
 // rotated Q multiplied by `qscale` (1 for models that scale the scores instead):
-// grid (n_heads + 2 * n_kv_heads, ceil(n / blockDim.y)), blocks of head_dim threads (a
-// multiple of 32, at least n_rot / 2) by blockDim.y tokens (a prompt's tokens share a block,
-// so a long prompt is not tens of thousands of one-row blocks). Blocks of Q heads rotate;
+// grid (n_heads + 2 * n_kv_heads, ceil(n / rows)), blocks of `rows` rows of head_dim threads
+// (rounded up to whole warps, at least n_rot / 2), a token a row (a prompt's tokens share a
+// block, so a long prompt is not tens of thousands of one-row blocks). Blocks of Q heads rotate;
 // blocks of K heads rotate and store the rotated row as f16; blocks past them store V's rows.
 // Tokens' positions and caches as `cached_at` says.
 extern "C" __global__ void rope_store(float* q, float* k, const float* __restrict__ v,
@@ -45,7 +45,10 @@ extern "C" __global__ void rope_store(float* q, float* k, const float* __restric
                                       const float* __restrict__ table, int neox, float qscale,
                                       int n, STAMP_PARAMS) {
     STAMP_GUARD;
-    int h = blockIdx.x, t = blockIdx.y * blockDim.y + threadIdx.y, i = threadIdx.x;
+    // Row width: head_dim threads rounded up to whole warps, as the host sizes it.
+    const int width = (max(head_dim, n_rot / 2) + 31) / 32 * 32;
+    int h = blockIdx.x, t = blockIdx.y * (blockDim.x / width) + threadIdx.x / width;
+    int i = threadIdx.x % width;
     // Rows past the last token skip the work but not the barriers below.
     const bool live = t < n;
     if (!live) t = n - 1;

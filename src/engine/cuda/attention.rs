@@ -42,7 +42,7 @@ impl CudaEngine {
                 n.div_ceil(per_block) as u32,
                 1,
             ),
-            block_dim: (threads as u32, per_block as u32, 1),
+            block_dim: ((threads * per_block) as u32, 1, 1),
             shared_mem_bytes: 0,
         };
         let tokens = n as i32;
