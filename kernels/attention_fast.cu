@@ -811,11 +811,14 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
 // kernel), in the order the host pushes them (src/engine/cuda/attention.rs), and their opening:
 // the position and RoPE values, the chunk's K and V rows into L2 (chunks of whole `gran`
 // positions, `attf_chunk`), the wait on the kernel ahead.
+// `qn`, `kn`, `qk_eps`: per-head Q/K norms before RoPE, which only the tensor-core kernel
+// (attention_group_mma.cu) applies; the host passes null to this one.
 #define ATTG_PARAMS                                                                          \
     const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,   \
         u16 *__restrict__ kc, u16 *__restrict__ vc, int n_heads, int n_kv_heads, int hd,     \
         const int *__restrict__ pos, const float *__restrict__ table, int n_rot, int neox,   \
-        int window, int splits, float scale, float *__restrict__ part,                       \
+        int window, int splits, float scale, const float *__restrict__ qn,                  \
+        const float *__restrict__ kn, float qk_eps, float *__restrict__ part,                \
         int *__restrict__ tickets,                                                           \
         float *__restrict__ out, int akind, float *__restrict__ axf, i8 *__restrict__ aq,    \
         float *__restrict__ ad, float *__restrict__ ax, STAMP_PARAMS

@@ -41,7 +41,8 @@ template <int HD>
 __device__ void attention_group_mma_impl(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int pos0, float rc,
-    float rs, int n_rot, int neox, int splits, float scale, float* __restrict__ part,
+    float rs, int n_rot, int neox, int splits, float scale, const float* __restrict__ qn,
+    const float* __restrict__ kn, float qk_eps, float* __restrict__ part,
     int* __restrict__ tickets, float* __restrict__ out, int akind, float* __restrict__ axf,
     i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax) {
     constexpr int LD = HD + 8;
@@ -96,6 +97,22 @@ __device__ void attention_group_mma_impl(
             cur[1][d] = v[(u64)g * HD + d];
         }
     __syncthreads();
+    // qwen3's per-head Q/K norms (`qn` set), as kernels/qk_norm.cu computes them: warp w
+    // norms query head w, warp G the step's K row (in the chunk that holds it).
+    if (qn) {
+        for (int hh = warp; hh <= G; hh += AGM_WARPS) {
+            if (hh == G && !mine_pos) continue;
+            float* row = hh < G ? qs + hh * HD : cur[0];
+            const float* w = hh < G ? qn : kn;
+            double ss = 0.0;
+            for (int d = lane; d < HD; d += 32) ss += (double)(row[d] * row[d]);
+            for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+            const float mean = (float)(ss / (double)HD);
+            const float sc = __fdiv_rn(1.0f, sqrtf(__fadd_rn(mean, qk_eps)));
+            for (int d = lane; d < HD; d += 32) row[d] = __fmul_rn(__fmul_rn(row[d], sc), __ldg(w + d));
+        }
+        __syncthreads();
+    }
     // Thread p < pairs holds pair p's cosine and sine (ATTF_PROLOGUE): it turns that pair of
     // every head.
     if (threadIdx.x < pairs) {
@@ -268,14 +285,14 @@ __device__ void attention_group_mma_impl(
     attg_combine(part, tickets, out, g, G, HD, splits, active, qs, last, akind, axf, aq, ad, ax);
 }
 
-// One decode token, as `attention_group` (attention_fast.cu) takes it: grid (n_kv_heads,
-// 2 x splits), AGM_THREADS threads, dynamic shared memory as the host's
+// One decode token, as `attention_group` (attention_fast.cu) takes it (and, with `qn` and `kn`
+// set, the per-head Q/K norms before RoPE): grid (n_kv_heads, 2 x splits), AGM_THREADS threads, dynamic shared memory as the host's
 // `launch_params::group_mma_shared_bytes` sizes it; head_dim 64 or 128 (the host checks), 2 to
 // ATTF_GROUP_MAX query heads per KV head.
 extern "C" __global__ void __launch_bounds__(AGM_THREADS) attention_group_mma(ATTG_PARAMS) {
     ATTG_OPEN(AGM_GRAN)
 #define AGM_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, pos0, rc, rs, n_rot, neox, splits, scale, \
-                 part, tickets, out, akind, axf, aq, ad, ax
+                 qn, kn, qk_eps, part, tickets, out, akind, axf, aq, ad, ax
     if (hd == 128) attention_group_mma_impl<128>(AGM_ARGS);
     else attention_group_mma_impl<64>(AGM_ARGS);
 #undef AGM_ARGS

@@ -145,6 +145,21 @@ impl CudaEngine {
             && (hd <= 128 || hd == WIDE_HEAD)
     }
 
+    /// Whether this step's per-head Q/K norms (qwen3, gemma3) run inside its attention
+    /// kernel rather than a launch of their own: one token of one sequence on the grouped
+    /// tensor-core kernel (heads of 64 or 128, 2 to GROUP_MAX query heads a KV head), which
+    /// norms them as kernels/qk_norm.cu does before its RoPE.
+    pub(super) fn qk_norm_in_attention(&self, n: usize) -> bool {
+        let c = &self.model.config;
+        let group = c.n_heads / c.n_kv_heads.max(1);
+        self.split_attention(n)
+            && self.grouped_now
+            && self.split.group_splits > 0
+            && matches!(c.head_dim, 64 | 128)
+            && c.n_heads.is_multiple_of(c.n_kv_heads.max(1))
+            && (2..=GROUP_MAX).contains(&group)
+    }
+
     /// The activation format the split kernel writes its output in for the output projection
     /// of layer `l`, when it can (`attf_quant_head` in kernels/attention_fast.cu: the float
     /// formats, and Q8_0/Q8_1 when their 32-value groups lie within a head), so decode needs
@@ -241,6 +256,13 @@ impl CudaEngine {
     /// (kernels/attention_fast.cu), this step's K and V rows written to the cache.
     fn attention_split(&mut self, l: usize, out_kind: Option<ActType>) -> Result<(), DriverError> {
         let (layer, _) = self.cache_span(l);
+        let gl = &self.w.layers[l];
+        let qk_norm = match (&gl.q_norm, &gl.k_norm) {
+            (Some(qn), Some(kn)) if self.qk_norm_in_attention(1) => {
+                Some((qn, kn, self.model.config.norm_eps))
+            }
+            _ => None,
+        };
         let st = self.clock.stamp();
         let (b, sp) = (&mut self.bufs, &mut self.split);
         let quant = out_kind.map(|k| (k, &mut b.act));
@@ -266,6 +288,7 @@ impl CudaEngine {
                 tickets: &mut sp.tickets,
                 out: &mut b.att,
                 quant,
+                qk_norm,
             },
             st,
         )
@@ -303,6 +326,9 @@ pub(super) struct SplitArgs<'a, 'c> {
     pub(super) out: &'a mut CudaSlice<f32>,
     /// The output also quantized as this format into these buffers (`split_quantizes`).
     pub(super) quant: Option<(ActType, &'a mut ActBufs)>,
+    /// Per-head Q and K norm weights and epsilon, applied before RoPE: only where the
+    /// grouped tensor-core kernel runs (`CudaEngine::qk_norm_in_attention`).
+    pub(super) qk_norm: Option<(&'a CudaSlice<f32>, &'a CudaSlice<f32>, f32)>,
 }
 
 /// The split-KV decode attention of one token, launched as the engine runs it.
@@ -342,6 +368,14 @@ pub(super) fn attention_split(
     // (`attf_chunk`); head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
     // memory.
     let mma = grouped && matches!(h.head_dim, 64 | 128);
+    assert!(
+        a.qk_norm.is_none() || mma,
+        "per-head norms go only into the grouped tensor-core attention"
+    );
+    let (qn, kn, qk_eps) = match &a.qk_norm {
+        Some((qn, kn, eps)) => (qn.device_ptr(stream).0, kn.device_ptr(stream).0, *eps),
+        None => (0, 0, 0.0f32),
+    };
     let (f, cfg) = if grouped {
         let cfg = LaunchConfig {
             grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
@@ -393,7 +427,11 @@ pub(super) fn attention_split(
         .arg(&h.window);
     let scale = h.folded_scale();
     if grouped {
-        l.arg(&group_splits).arg(&scale);
+        l.arg(&group_splits)
+            .arg(&scale)
+            .arg(&qn)
+            .arg(&kn)
+            .arg(&qk_eps);
     } else {
         l.arg(&splits).arg(&scale).arg(&ordered_upto);
     }

@@ -495,6 +495,7 @@ impl KernelCheck {
                 tickets: &mut tickets,
                 out: &mut out,
                 quant: quant.zip(act.as_mut()),
+                qk_norm: None,
             },
             Stamp::default(),
         )

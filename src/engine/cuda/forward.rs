@@ -136,6 +136,8 @@ impl CudaEngine {
 
         const ATTN_OUT: &[B] = &[B::AttnOut, B::AttnResidual];
         const ROPE_ATTENTION: &[B] = &[B::Rope, B::Attention];
+        // qwen3's per-head norms inside one token's grouped attention kernel.
+        const QK_ROPE_ATTENTION: &[B] = &[B::QkNorm, B::Rope, B::Attention];
         const FFN_DOWN: &[B] = &[B::FfnDown, B::FfnResidual];
         // Gemma3's post norms take the residual add from the products' epilogue.
         const POST_ATTN: &[B] = &[B::PostAttnNorm, B::AttnResidual];
@@ -162,14 +164,21 @@ impl CudaEngine {
                 gl.post_attn_norm.is_some(),
                 gl.post_ffn_norm.is_some(),
             );
-            if qk_norm {
+            let fused_norms = qk_norm && self.qk_norm_in_attention(n);
+            if qk_norm && !fused_norms {
                 self.brick(rec, B::QkNorm, layer, |s| s.qk_norm(n, l))?;
             }
             // RoPE runs in the launch that writes K and V to the cache (the attention brick's
-            // KV write), or inside the attention kernel itself: the two bricks are one. One
-            // token's attention also quantizes its output for the output projection.
+            // KV write), or inside the attention kernel itself: the two bricks are one (three
+            // with the per-head norms the grouped kernel applies). One token's attention also
+            // quantizes its output for the output projection.
             let akind = self.split_quantizes(n, l);
-            self.brick(rec, Brick::Fused(ROPE_ATTENTION), layer, |s| {
+            let attention = if fused_norms {
+                QK_ROPE_ATTENTION
+            } else {
+                ROPE_ATTENTION
+            };
+            self.brick(rec, Brick::Fused(attention), layer, |s| {
                 s.rope_attention(n, l, akind)
             })?;
             if post_attn {
