@@ -53,6 +53,10 @@ pub const SOURCES: &[(&str, &str)] = &[
         "matvec_fast.cu",
         include_str!("../../../kernels/matvec_fast.cu"),
     ),
+    (
+        "matvec_few.cu",
+        include_str!("../../../kernels/matvec_few.cu"),
+    ),
     ("gemm_f16.cu", include_str!("../../../kernels/gemm_f16.cu")),
     (
         "gemm_wgmma.cu",
