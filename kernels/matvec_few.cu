@@ -25,6 +25,14 @@
 // Rows per warp (`FEW_ROWS` in src/engine/cuda/launch_params.rs, which sizes the grid).
 #define MVQ_ROWS 2
 
+// MVQ_UNIFORM=1: every chunk computes NT tokens, a short last chunk repeating its last token,
+// so no branch separates the tokens' loads; the compiler then keeps them all in flight and
+// wants more registers than the bounds below allow (it spills; MVQ_MIN_BLOCKS=2 does not).
+// Default 0: a token past the chunk is skipped.
+#ifndef MVQ_UNIFORM
+#define MVQ_UNIFORM 0
+#endif
+
 // Blocks of 128 threads a multiprocessor holds at least (`__launch_bounds__`): registers
 // capped at 128 a thread, at 168 for 7 and 8 tokens (whose k-quant sums spill at 128).
 // MVQ_MIN_BLOCKS=k sets it for every chunk size (A/B runs through CBTOP_KERNEL_DEFINES).
@@ -98,12 +106,18 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
         for (int i = 0; i < MVQ_ROWS; i++) F::load(row[i] + (u64)bi * F::BYTES, k, wv[i]);
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            if (t < nt) {
-                typename F::A a;
-                F::act(aq0 + (u64)t * cols, ad0 + (u64)t * ads, ax0 + (u64)t * axs, bi, k, a);
+#if MVQ_UNIFORM
+            // A short last chunk's missing tokens repeat its last one (sums never stored): no
+            // branch between the tokens, so all their loads can be in flight together.
+            u64 tt = (u64)min(t, nt - 1);
+#else
+            if (t >= nt) continue;
+            u64 tt = (u64)t;
+#endif
+            typename F::A a;
+            F::act(aq0 + tt * cols, ad0 + tt * ads, ax0 + tt * axs, bi, k, a);
 #pragma unroll
-                for (int i = 0; i < MVQ_ROWS; i++) acc[t * MVQ_ROWS + i] += F::dot(wv[i], a);
-            }
+            for (int i = 0; i < MVQ_ROWS; i++) acc[t * MVQ_ROWS + i] += F::dot(wv[i], a);
         }
     }
     float v = warp_sum_spread<P>(acc);
