@@ -15,9 +15,10 @@
 // int8 `aq`, scales `ad` (per 32 for Q8_0/Q8_1, per 256 for Q8_K), and `ax` (Q8_1's sums,
 // Q8_K's bsums per 16). Units read 16-byte aligned activation vectors.
 //
-// Each type `F` splits a unit's product in three: `F::load` decodes the unit's weights into
-// registers (`F::W`), `F::act` loads one token's activations for it (`F::A`), `F::dot` takes
-// the two; the few-token products (kernels/matvec_few.cu) decode once for several tokens.
+// Each type `F` splits a unit's product: `F::load` brings the unit's weights into registers
+// (`F::W`), `F::act` one token's activations for it (`F::A`), `F::dot` takes the two. For
+// several tokens (kernels/matvec_few.cu) `F::decode` turns W into levels (`F::D`, the same as
+// W where loading already decodes) once, and `F::dot_decoded` takes them for each token.
 //
 // Matrices are uploaded with 16 bytes of padding after them: `load_words` may read up to 4
 // bytes past a field (never before the matrix).
@@ -75,6 +76,7 @@ template <typename F>
 struct LegacyUnit {
     static const int QK = 32, UNITS = 1, AD_PER = 32, AX_PER = 32;
     typedef LegacyW W;
+    typedef LegacyW D;
     typedef LegacyA A;
     __device__ static void load(const u8* b, int, W& w) { F::levels(b, w.w, &w.d, &w.m); }
     __device__ static void act(const i8* aq, const float* ad, const float* ax, int bi, int,
@@ -91,7 +93,9 @@ struct LegacyUnit {
         for (int i = 0; i < 8; i++) s = __dp4a((int)w.w[i], a.a[i], s);
         float r = w.d * a.d * (float)s;
         return F::HAS_MIN ? r + w.m * a.x : r;
-    }
+    }    // Loaded is decoded.
+    __device__ static void decode(const W& w, D& d) { d = w; }
+    __device__ static float dot_decoded(const D& d, const A& a) { return dot(d, a); }
 };
 
 struct FQ4_0 : LegacyUnit<FQ4_0> {
@@ -211,6 +215,7 @@ template <bool FIVE>
 struct K45Unit {
     static const int QK = 256, UNITS = 4, AD_PER = 256, AX_PER = 16;
     typedef K45W W;
+    typedef K45W D;
     typedef K45A A;
     __device__ static void load(const u8* b, int u, W& w) {
         const int QS = FIVE ? 48 : 16;
@@ -260,7 +265,9 @@ struct K45Unit {
         float sumi = (float)(w.c0 * s0 + w.c1 * s1);
         float mins = (float)w.m0 * (a.bs.x + a.bs.y) + (float)w.m1 * (a.bs.z + a.bs.w);
         return a.d * (w.d * sumi - w.dmin * mins);
-    }
+    }    // Loaded is decoded.
+    __device__ static void decode(const W& w, D& d) { d = w; }
+    __device__ static float dot_decoded(const D& d, const A& a) { return dot(d, a); }
 };
 
 struct FQ4_K : K45Unit<false> {
@@ -287,10 +294,20 @@ __device__ __forceinline__ int dot16(const u32* q, const int* a) {
     return s;
 }
 
-// A plane unit's weights: its four groups' levels as signed lane bytes, their scales (Q2_K:
-// the low nibble, and the min in `mn`), the block's d (and Q2_K's dmin). A token's share: the
-// four groups' activations, their bsums (Q2_K) and its scale.
-struct PlaneW {
+// A plane unit's weights as loaded (`PlaneRaw`): the words its levels come from (`r`: Q6_K's
+// low and high planes, Q3_K's quants and high-bit mask, Q2_K's quants; `h`, the half), the
+// four groups' scales (Q2_K: the low nibble, and the min in `mn`), the block's d (and Q2_K's
+// dmin). `F::group` decodes group k's 16 levels as signed lane bytes: the one-token product
+// decodes each group as it multiplies it (as few words live as the raw planes), the
+// few-token product all four once (`PlaneLevels`) for all its tokens. A token's share
+// (`PlaneA`): the four groups' activations, their bsums (Q2_K) and its scale.
+struct PlaneRaw {
+    u32 r[12];
+    int h;
+    int sc[4], mn[4];
+    float d, dmin;
+};
+struct PlaneLevels {
     u32 q[4][4];
     int sc[4], mn[4];
     float d, dmin;
@@ -301,12 +318,13 @@ struct PlaneA {
     float d;
 };
 
-// The activation side and the dot product the plane types share; `MINS`: Q2_K's min term,
-// against the groups' bsums.
-template <bool MINS>
+// The activation side, the decode and the dot products the plane types share (`F` gives
+// `load` and `group`); `MINS`: Q2_K's min term, against the groups' bsums.
+template <typename F, bool MINS>
 struct PlaneUnit {
     static const int QK = 256, UNITS = 4, AD_PER = 256, AX_PER = 16;
-    typedef PlaneW W;
+    typedef PlaneRaw W;
+    typedef PlaneLevels D;
     typedef PlaneA A;
     __device__ static void act(const i8* aq, const float* ad, const float* ax, int bi, int u,
                                A& a) {
@@ -318,60 +336,85 @@ struct PlaneUnit {
         }
         a.d = ad[bi];
     }
-    __device__ static float dot(const W& w, const A& a) {
+    // The groups' integer sums scaled and added, then the block's scales: from the levels of
+    // `group(k, q)`.
+    template <typename G>
+    __device__ static float finish(const G& group, const int* sc, const int* mn, float d,
+                                   float dmin, const A& a) {
         int total = 0;
 #pragma unroll
-        for (int k = 0; k < 4; k++) total += w.sc[k] * dot16(w.q[k], a.a[k]);
-        if (!MINS) return w.d * a.d * (float)total;
+        for (int k = 0; k < 4; k++) {
+            u32 q[4];
+            group(k, q);
+            total += sc[k] * dot16(q, a.a[k]);
+        }
+        if (!MINS) return d * a.d * (float)total;
         float mins = 0.0f;
 #pragma unroll
-        for (int k = 0; k < 4; k++) mins += (float)w.mn[k] * a.x[k];
-        return a.d * (w.d * (float)total - w.dmin * mins);
+        for (int k = 0; k < 4; k++) mins += (float)mn[k] * a.x[k];
+        return a.d * (d * (float)total - dmin * mins);
+    }
+    __device__ static float dot(const W& w, const A& a) {
+        return finish([&](int k, u32* q) { F::group(w, k, q); }, w.sc, w.mn, w.d, w.dmin, a);
+    }
+    __device__ static void decode(const W& w, D& l) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            F::group(w, k, l.q[k]);
+            l.sc[k] = w.sc[k];
+            l.mn[k] = w.mn[k];
+        }
+        l.d = w.d;
+        l.dmin = w.dmin;
+    }
+    __device__ static float dot_decoded(const D& l, const A& a) {
+        return finish(
+            [&](int k, u32* q) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) q[i] = l.q[k][i];
+            },
+            l.sc, l.mn, l.d, l.dmin, a);
     }
 };
 
-struct FQ6_K : PlaneUnit<false> {
+struct FQ6_K : PlaneUnit<FQ6_K, false> {
     static const int BYTES = 210;
     __device__ static void load(const u8* b, int u, W& w) {
         int h = u >> 1, s = u & 1;
-        u32 A[4], B[4], H[4], sw[2], dw;
-        load_words<4>(b + 64 * h + 16 * s, A);
-        load_words<4>(b + 64 * h + 32 + 16 * s, B);
-        load_words<4>(b + 128 + 32 * h + 16 * s, H);
+        u32 sw[2], dw;
+        load_words<4>(b + 64 * h + 16 * s, w.r);
+        load_words<4>(b + 64 * h + 32 + 16 * s, w.r + 4);
+        load_words<4>(b + 128 + 32 * h + 16 * s, w.r + 8);
         load_words<2>(b + 192 + 8 * h, sw);
         load_words<1>(b + 208, &dw);
+        // Scale byte 2k + s of the half's eight: in word k / 2 (known when compiling).
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                u32 low = ((k & 1) ? B[i] : A[i]) >> (4 * (k >> 1));
-                u32 high = ((H[i] >> (2 * k)) & 0x03030303u) << 4;
-                w.q[k][i] = __vsub4((low & 0x0F0F0F0Fu) | high, 0x20202020u);
-            }
-            // Scale byte 2k + s of the half's eight: in word k / 2 (known when compiling).
-            w.sc[k] = (int)(i8)(u8)byte_of(sw[k >> 1], (2 * k + s) & 3);
-        }
+        for (int k = 0; k < 4; k++) w.sc[k] = (int)(i8)(u8)byte_of(sw[k >> 1], (2 * k + s) & 3);
         w.d = h2f((u16)dw);
+    }
+    // Low nibbles of plane A (k = 0, 2: shifted by 0, 4) or B (k = 1, 3), two high bits of H.
+    __device__ static void group(const W& w, int k, u32* q) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            u32 low = ((k & 1) ? w.r[4 + i] : w.r[i]) >> (4 * (k >> 1));
+            u32 high = ((w.r[8 + i] >> (2 * k)) & 0x03030303u) << 4;
+            q[i] = __vsub4((low & 0x0F0F0F0Fu) | high, 0x20202020u);
+        }
     }
 };
 
-struct FQ3_K : PlaneUnit<false> {
+struct FQ3_K : PlaneUnit<FQ3_K, false> {
     static const int BYTES = 110;
     __device__ static void load(const u8* b, int u, W& w) {
         int h = u >> 1, s = u & 1;
-        u32 Q[4], M[4], sw[3], dw;
-        load_words<4>(b + 32 + 32 * h + 16 * s, Q);
-        load_words<4>(b + 16 * s, M);
+        u32 sw[3], dw;
+        load_words<4>(b + 32 + 32 * h + 16 * s, w.r);
+        load_words<4>(b + 16 * s, w.r + 4);
         load_words<3>(b + 96, sw);
         load_words<1>(b + 108, &dw);
+        w.h = h;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                u32 low = (Q[i] >> (2 * k)) & 0x03030303u;
-                u32 high = (M[i] >> (4 * h + k)) & 0x01010101u;
-                w.q[k][i] = __vsub4(low | (high << 2), 0x04040404u);
-            }
             // Scale sj = 8h + 2k + s: a nibble of byte sj % 8 (word k / 2), two bits of byte
             // 8 + sj % 4 (word 2).
             int lb = (2 * k + s) & 3;
@@ -382,26 +425,37 @@ struct FQ3_K : PlaneUnit<false> {
         }
         w.d = h2f((u16)dw);
     }
+    // Two bits of the quants, the high bit from the mask (bit 4h + k).
+    __device__ static void group(const W& w, int k, u32* q) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            u32 low = (w.r[i] >> (2 * k)) & 0x03030303u;
+            u32 high = (w.r[4 + i] >> (4 * w.h + k)) & 0x01010101u;
+            q[i] = __vsub4(low | (high << 2), 0x04040404u);
+        }
+    }
 };
 
-struct FQ2_K : PlaneUnit<true> {
+struct FQ2_K : PlaneUnit<FQ2_K, true> {
     static const int BYTES = 84;
     __device__ static void load(const u8* b, int u, W& w) {
         int h = u >> 1, s = u & 1;
-        u32 Q[4], sw[2], dw;
-        load_words<4>(b + 16 + 32 * h + 16 * s, Q);
+        u32 sw[2], dw;
+        load_words<4>(b + 16 + 32 * h + 16 * s, w.r);
         load_words<2>(b + 8 * h, sw);
         load_words<1>(b + 80, &dw);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) w.q[k][i] = (Q[i] >> (2 * k)) & 0x03030303u;
             int sc = byte_of(sw[k >> 1], (2 * k + s) & 3);
             w.sc[k] = sc & 15;
             w.mn[k] = sc >> 4;
         }
         w.d = h2f((u16)dw);
         w.dmin = h2f((u16)(dw >> 16));
+    }
+    __device__ static void group(const W& w, int k, u32* q) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = (w.r[i] >> (2 * k)) & 0x03030303u;
     }
 };
 

@@ -6,9 +6,9 @@
 //
 // The shape of the one-token kernel (matvec_fast.cu `mvf_one`), with two rows per warp: a
 // block of four warps takes eight consecutive rows, lane i takes units i, i + 32, ... of its
-// warp's two rows, decodes both (`F::load`), then for each of NT tokens loads the token's
-// activations for the unit once (`F::act`) and adds its dot product with each row
-// (`F::dot`) into one of NT x 2 register sums. Two rows share each activation load: the
+// warp's two rows, decodes both (`F::load`, `F::decode`), then for each of NT tokens loads the
+// token's activations for the unit once (`F::act`) and adds its dot product with each row
+// (`F::dot_decoded`) into one of NT x 2 register sums. Two rows share each activation load: the
 // activations of NT tokens are NT times a row's bytes in int8, and with one row per warp
 // their loads from L1 would outweigh the weights' several times over.
 //
@@ -101,9 +101,13 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
     for (int j = 0; j < P; j++) acc[j] = 0.0f;
     for (int u = lane; u < units; u += 32) {
         int bi = u / F::UNITS, k = u % F::UNITS;
-        typename F::W wv[MVQ_ROWS];
+        typename F::D wv[MVQ_ROWS];
 #pragma unroll
-        for (int i = 0; i < MVQ_ROWS; i++) F::load(row[i] + (u64)bi * F::BYTES, k, wv[i]);
+        for (int i = 0; i < MVQ_ROWS; i++) {
+            typename F::W raw;
+            F::load(row[i] + (u64)bi * F::BYTES, k, raw);
+            F::decode(raw, wv[i]);
+        }
 #pragma unroll
         for (int t = 0; t < NT; t++) {
 #if MVQ_UNIFORM
@@ -117,7 +121,8 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
             typename F::A a;
             F::act(aq0 + tt * cols, ad0 + tt * ads, ax0 + tt * axs, bi, k, a);
 #pragma unroll
-            for (int i = 0; i < MVQ_ROWS; i++) acc[t * MVQ_ROWS + i] += F::dot(wv[i], a);
+            for (int i = 0; i < MVQ_ROWS; i++)
+                acc[t * MVQ_ROWS + i] += F::dot_decoded(wv[i], a);
         }
     }
     float v = warp_sum_spread<P>(acc);
