@@ -33,6 +33,13 @@
 #define MVQ_UNIFORM 0
 #endif
 
+// Steps of a lane's units unrolled (CBTOP_KERNEL_DEFINES for A/B runs): 2 keeps two units of
+// each row in flight, for long rows of short matrices whose launch leaves multiprocessors
+// idle, at twice the weight registers.
+#ifndef MVQ_UNROLL
+#define MVQ_UNROLL 1
+#endif
+
 // Blocks of 128 threads a multiprocessor holds at least (`__launch_bounds__`): registers
 // capped at 128 a thread, at 168 for 7 and 8 tokens (whose k-quant sums spill at 128).
 // MVQ_MIN_BLOCKS=k sets it for every chunk size (A/B runs through CBTOP_KERNEL_DEFINES).
@@ -99,6 +106,7 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
     float acc[P];
 #pragma unroll
     for (int j = 0; j < P; j++) acc[j] = 0.0f;
+#pragma unroll MVQ_UNROLL
     for (int u = lane; u < units; u += 32) {
         int bi = u / F::UNITS, k = u % F::UNITS;
         typename F::D wv[MVQ_ROWS];

@@ -9,8 +9,9 @@
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
 //! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/common.cuh),
 //! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu), `MVO_F_UNROLL`
-//! (kernels/matvec_float.cu), `MVF_UNROLL` (kernels/matvec_fast_float.cu), `MVQ_MIN_BLOCKS`
-//! and `MVQ_UNIFORM` (kernels/matvec_few.cu) and `AGM_WARPS` (kernels/attention_group_mma.cu).
+//! (kernels/matvec_float.cu), `MVF_UNROLL` (kernels/matvec_fast_float.cu), `MVQ_MIN_BLOCKS`,
+//! `MVQ_UNIFORM` and `MVQ_UNROLL` (kernels/matvec_few.cu) and `AGM_WARPS`
+//! (kernels/attention_group_mma.cu).
 
 use std::path::PathBuf;
 use std::sync::Arc;
