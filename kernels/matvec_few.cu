@@ -148,10 +148,9 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
 // of the n tokens) blocks of 128 threads, chunks innermost.
 #define CBTOP_MVF_FEW(name, F, NT)                                                           \
     extern "C" __global__ void __launch_bounds__(128, MVQ_BLOCKS(NT))                        \
-        mvf##NT##_##name(const u8* w, u64 rb, int rows, int cols,                            \
-                                                const i8* aq, const float* ad,               \
-                                                const float* ax, int n, const float* bias,   \
-                                                int acc, float* out, STAMP_PARAMS) {         \
+        mvf##NT##_##name(const u8* w, u64 rb, int rows, int cols, const i8* aq,              \
+                         const float* ad, const float* ax, int n, const float* bias, int acc, \
+                         float* out, STAMP_PARAMS) {                                          \
         int chunks = (n + NT - 1) / NT;                                                      \
         int rowblock = (int)blockIdx.x / chunks, chunk = (int)blockIdx.x % chunks;           \
         MvfMat m = {w, rb, bias, out, rows, 0, 0, 0x10 | MVQ_ROWS};                           \

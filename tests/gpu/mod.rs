@@ -1,6 +1,7 @@
 //! Shared by the GPU tests: which GPU to test on, or why they skip. CI has no GPU, so without
 //! one every GPU test prints its reason and passes; with `CBTOP_TEST_DEVICE=cuda` a missing GPU
 //! is a failure instead (so a device run cannot skip silently). `CBTOP_TEST_DEVICE=cpu` skips.
+//! Also random weight rows of every type for the kernel tests (`random_rows`).
 #![allow(dead_code)]
 
 use cbtop::engine::cuda::{probe, GpuDesc};
