@@ -15,6 +15,11 @@
 // int8 `aq`, scales `ad` (per 32 for Q8_0/Q8_1, per 256 for Q8_K), and `ax` (Q8_1's sums,
 // Q8_K's bsums per 16). Units read 16-byte aligned activation vectors.
 //
+// Each type `F` splits a unit's product: `F::load` brings the unit's weights into registers
+// (`F::W`), `F::act` one token's activations for it (`F::A`), `F::dot` takes the two. For
+// several tokens (kernels/matvec_few.cu) `F::decode` turns W into levels (`F::D`, the same as
+// W where loading already decodes) once, and `F::dot_decoded` takes them for each token.
+//
 // Matrices are uploaded with 16 bytes of padding after them: `load_words` may read up to 4
 // bytes past a field (never before the matrix).
 
@@ -54,30 +59,48 @@ __device__ __forceinline__ void load_act32(const i8* a, int* out) {
 // Bits 4i..4i+3 of a Q5 block's `qh` moved to bit 4 of the four bytes.
 __device__ __forceinline__ u32 fifth_bits(u32 qh, int i) { return high_pack(qh, i); }
 
-// The legacy block's dot product with its 32 activations, the lanes' integer sums added
-// first (any order: integers), then scaled: the unit `mvf_one` sums freely.
-template <typename F>
-__device__ __forceinline__ float legacy_dot(const u8* b, const i8* aq, const float* ad,
-                                            const float* ax, int bi) {
+// A legacy unit's weights (`F::levels`) and one token's activations for it, loaded apart so
+// a product of several tokens (kernels/matvec_few.cu) decodes the weights once.
+struct LegacyW {
     u32 w[8];
     float d, m;
-    F::levels(b, w, &d, &m);
+};
+struct LegacyA {
     int a[8];
-    load_act32(aq + 32 * bi, a);
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) s = __dp4a((int)w[i], a[i], s);
-    float r = d * ad[bi] * (float)s;
-    return F::HAS_MIN ? r + m * ax[bi] : r;
-}
+    float d, x;
+};
 
-struct FQ4_0 {
-    static const int QK = 32, UNITS = 1, BYTES = 18;
-    static const bool HAS_MIN = false;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return legacy_dot<FQ4_0>(b, aq, ad, ax, bi);
+// The pieces every legacy type shares (`F` gives `levels` and HAS_MIN): a unit is a block,
+// activations are Q8_0/Q8_1 (a scale, and Q8_1's sum, per 32 values).
+template <typename F>
+struct LegacyUnit {
+    static const int QK = 32, UNITS = 1, AD_PER = 32, AX_PER = 32;
+    typedef LegacyW W;
+    typedef LegacyW D;
+    typedef LegacyA A;
+    __device__ static void load(const u8* b, int, W& w) { F::levels(b, w.w, &w.d, &w.m); }
+    __device__ static void act(const i8* aq, const float* ad, const float* ax, int bi, int,
+                               A& a) {
+        load_act32(aq + 32 * bi, a.a);
+        a.d = ad[bi];
+        a.x = F::HAS_MIN ? ax[bi] : 0.0f;
     }
+    // The block's dot product with its 32 activations, the lanes' integer sums added first
+    // (any order: integers), then scaled: the unit `mvf_one` sums freely.
+    __device__ static float dot(const W& w, const A& a) {
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) s = __dp4a((int)w.w[i], a.a[i], s);
+        float r = w.d * a.d * (float)s;
+        return F::HAS_MIN ? r + w.m * a.x : r;
+    }    // Loaded is decoded.
+    __device__ static void decode(const W& w, D& d) { d = w; }
+    __device__ static float dot_decoded(const D& d, const A& a) { return dot(d, a); }
+};
+
+struct FQ4_0 : LegacyUnit<FQ4_0> {
+    static const int BYTES = 18;
+    static const bool HAS_MIN = false;
     __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
         u32 q[4];
         load_words<4>(b + 2, q);
@@ -91,13 +114,9 @@ struct FQ4_0 {
     }
 };
 
-struct FQ4_1 {
-    static const int QK = 32, UNITS = 1, BYTES = 20;
+struct FQ4_1 : LegacyUnit<FQ4_1> {
+    static const int BYTES = 20;
     static const bool HAS_MIN = true;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return legacy_dot<FQ4_1>(b, aq, ad, ax, bi);
-    }
     __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
         u32 q[4], dm;
         load_words<1>(b, &dm);
@@ -112,13 +131,9 @@ struct FQ4_1 {
     }
 };
 
-struct FQ5_0 {
-    static const int QK = 32, UNITS = 1, BYTES = 22;
+struct FQ5_0 : LegacyUnit<FQ5_0> {
+    static const int BYTES = 22;
     static const bool HAS_MIN = false;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return legacy_dot<FQ5_0>(b, aq, ad, ax, bi);
-    }
     __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
         u32 q[4], qh;
         load_words<1>(b + 2, &qh);
@@ -133,13 +148,9 @@ struct FQ5_0 {
     }
 };
 
-struct FQ5_1 {
-    static const int QK = 32, UNITS = 1, BYTES = 24;
+struct FQ5_1 : LegacyUnit<FQ5_1> {
+    static const int BYTES = 24;
     static const bool HAS_MIN = true;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return legacy_dot<FQ5_1>(b, aq, ad, ax, bi);
-    }
     __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
         u32 q[4], dh[2];
         load_words<2>(b, dh);
@@ -154,13 +165,9 @@ struct FQ5_1 {
     }
 };
 
-struct FQ8_0 {
-    static const int QK = 32, UNITS = 1, BYTES = 34;
+struct FQ8_0 : LegacyUnit<FQ8_0> {
+    static const int BYTES = 34;
     static const bool HAS_MIN = false;
-    __device__ static float dot(const u8* b, int, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return legacy_dot<FQ8_0>(b, aq, ad, ax, bi);
-    }
     __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
         load_words<8>(b + 2, w);
         *d = f16_at2(b);
@@ -190,63 +197,85 @@ __device__ __forceinline__ void k4_scale_min(const u32* sw, int j, int* sc, int*
 
 // Q4_K / Q5_K: unit u is sub-blocks 2u (low nibbles of qs[32u..32u+32]) and 2u + 1 (high
 // nibbles); value d * sc * q - dmin * m. Q5_K adds bit 2u / 2u + 1 of qh[i] as the fifth bit.
-template <bool FIVE>
-__device__ __forceinline__ float k45_unit(const u8* b, int u, const i8* aq, const float* ad,
-                                          const float* ax, int bi) {
-    const int QS = FIVE ? 48 : 16;
-    uint4 v0 = ldg_once((const uint4*)(b + QS + 32 * u));
-    uint4 v1 = ldg_once((const uint4*)(b + QS + 32 * u + 16));
-    u32 q[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    u32 h[8];
-    if (FIVE) {
-        uint4 h0 = ldg_once((const uint4*)(b + 16)), h1 = ldg_once((const uint4*)(b + 32));
-        h[0] = h0.x, h[1] = h0.y, h[2] = h0.z, h[3] = h0.w;
-        h[4] = h1.x, h[5] = h1.y, h[6] = h1.z, h[7] = h1.w;
-    }
-    int a[16];
-#pragma unroll
-    for (int i = 0; i < 4; i++) load_act16(aq + 256 * bi + 64 * u + 16 * i, a + 4 * i);
-    int s0 = 0, s1 = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        u32 lo = q[i] & 0x0F0F0F0Fu, hi = (q[i] >> 4) & 0x0F0F0F0Fu;
-        if (FIVE) {
-            lo |= ((h[i] >> (2 * u)) & 0x01010101u) << 4;
-            hi |= ((h[i] >> (2 * u + 1)) & 0x01010101u) << 4;
-        }
-        s0 = __dp4a((int)lo, a[i], s0);
-        s1 = __dp4a((int)hi, a[8 + i], s1);
-    }
-    // d, dmin and the 12 packed scale bytes, in one 16-byte load (Q4_K and Q5_K blocks of
-    // 144 and 176 bytes start 16-byte aligned in rows that do); sub-block j's 6-bit scale and
-    // min as ggml's get_scale_min_k4, from the words (a byte array indexed at run time would
-    // live in local memory).
-    const uint4 hv = ldg_once((const uint4*)b);
-    const u32 sw[4] = {hv.x, hv.y, hv.z, hv.w};
+// The weights decode to the two sub-blocks' levels as lane words, their 6-bit scales and mins
+// and the block's d and dmin (`K45W`); a token's share (`K45A`) is its 64 activations, their
+// four bsums and its scale.
+struct K45W {
+    u32 lo[8], hi[8];
     int c0, m0, c1, m1;
-    k4_scale_min(sw, 2 * u, &c0, &m0);
-    k4_scale_min(sw, 2 * u + 1, &c1, &m1);
-    float4 bs = __ldg((const float4*)(ax + 16 * bi + 4 * u));
-    float d = h2f((u16)sw[0]), dmin = h2f((u16)(sw[0] >> 16));
-    float sumi = (float)(c0 * s0 + c1 * s1);
-    float mins = (float)m0 * (bs.x + bs.y) + (float)m1 * (bs.z + bs.w);
-    return ad[bi] * (d * sumi - dmin * mins);
-}
-
-struct FQ4_K {
-    static const int QK = 256, UNITS = 4, BYTES = 144;
-    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return k45_unit<false>(b, u, aq, ad, ax, bi);
-    }
+    float d, dmin;
+};
+struct K45A {
+    int a[16];
+    float4 bs;
+    float d;
 };
 
-struct FQ5_K {
-    static const int QK = 256, UNITS = 4, BYTES = 176;
-    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
-        return k45_unit<true>(b, u, aq, ad, ax, bi);
+template <bool FIVE>
+struct K45Unit {
+    static const int QK = 256, UNITS = 4, AD_PER = 256, AX_PER = 16;
+    typedef K45W W;
+    typedef K45W D;
+    typedef K45A A;
+    __device__ static void load(const u8* b, int u, W& w) {
+        const int QS = FIVE ? 48 : 16;
+        uint4 v0 = ldg_once((const uint4*)(b + QS + 32 * u));
+        uint4 v1 = ldg_once((const uint4*)(b + QS + 32 * u + 16));
+        u32 q[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        u32 h[8];
+        if (FIVE) {
+            uint4 h0 = ldg_once((const uint4*)(b + 16)), h1 = ldg_once((const uint4*)(b + 32));
+            h[0] = h0.x, h[1] = h0.y, h[2] = h0.z, h[3] = h0.w;
+            h[4] = h1.x, h[5] = h1.y, h[6] = h1.z, h[7] = h1.w;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            w.lo[i] = q[i] & 0x0F0F0F0Fu;
+            w.hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+            if (FIVE) {
+                w.lo[i] |= ((h[i] >> (2 * u)) & 0x01010101u) << 4;
+                w.hi[i] |= ((h[i] >> (2 * u + 1)) & 0x01010101u) << 4;
+            }
+        }
+        // d, dmin and the 12 packed scale bytes, in one 16-byte load (Q4_K and Q5_K blocks of
+        // 144 and 176 bytes start 16-byte aligned in rows that do); sub-block j's 6-bit scale
+        // and min as ggml's get_scale_min_k4, from the words (a byte array indexed at run time
+        // would live in local memory).
+        const uint4 hv = ldg_once((const uint4*)b);
+        const u32 sw[4] = {hv.x, hv.y, hv.z, hv.w};
+        k4_scale_min(sw, 2 * u, &w.c0, &w.m0);
+        k4_scale_min(sw, 2 * u + 1, &w.c1, &w.m1);
+        w.d = h2f((u16)sw[0]);
+        w.dmin = h2f((u16)(sw[0] >> 16));
     }
+    __device__ static void act(const i8* aq, const float* ad, const float* ax, int bi, int u,
+                               A& a) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) load_act16(aq + 256 * bi + 64 * u + 16 * i, a.a + 4 * i);
+        a.bs = __ldg((const float4*)(ax + 16 * bi + 4 * u));
+        a.d = ad[bi];
+    }
+    __device__ static float dot(const W& w, const A& a) {
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            s0 = __dp4a((int)w.lo[i], a.a[i], s0);
+            s1 = __dp4a((int)w.hi[i], a.a[8 + i], s1);
+        }
+        float sumi = (float)(w.c0 * s0 + w.c1 * s1);
+        float mins = (float)w.m0 * (a.bs.x + a.bs.y) + (float)w.m1 * (a.bs.z + a.bs.w);
+        return a.d * (w.d * sumi - w.dmin * mins);
+    }    // Loaded is decoded.
+    __device__ static void decode(const W& w, D& d) { d = w; }
+    __device__ static float dot_decoded(const D& d, const A& a) { return dot(d, a); }
+};
+
+struct FQ4_K : K45Unit<false> {
+    static const int BYTES = 144;
+};
+
+struct FQ5_K : K45Unit<true> {
+    static const int BYTES = 176;
 };
 
 // Q6_K, Q3_K and Q2_K share a layout of 2-bit (or 4-bit) planes: weight 128h + 32k + l
@@ -265,97 +294,182 @@ __device__ __forceinline__ int dot16(const u32* q, const int* a) {
     return s;
 }
 
-struct FQ6_K {
-    static const int QK = 256, UNITS = 4, BYTES = 210;
-    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad, const float*,
-                                int bi) {
+// A plane unit's weights as loaded (`PlaneRaw`): the words its levels come from (`r`: Q6_K's
+// low and high planes, Q3_K's quants and high-bit mask, Q2_K's quants; `h`, the half), the
+// four groups' scales (Q2_K: the low nibble, and the min in `mn`), the block's d (and Q2_K's
+// dmin). `F::group` decodes group k's 16 levels as signed lane bytes: the one-token product
+// decodes each group as it multiplies it (as few words live as the raw planes), the
+// few-token product all four once (`PlaneLevels`) for all its tokens. A token's share
+// (`PlaneA`): the four groups' activations, their bsums (Q2_K) and its scale.
+struct PlaneRaw {
+    u32 r[12];
+    int h;
+    int sc[4], mn[4];
+    float d, dmin;
+};
+struct PlaneLevels {
+    u32 q[4][4];
+    int sc[4], mn[4];
+    float d, dmin;
+};
+struct PlaneA {
+    int a[4][4];
+    float x[4];
+    float d;
+};
+
+// The activation side, the decode and the dot products the plane types share (`F` gives
+// `load` and `group`); `MINS`: Q2_K's min term, against the groups' bsums.
+template <typename F, bool MINS>
+struct PlaneUnit {
+    static const int QK = 256, UNITS = 4, AD_PER = 256, AX_PER = 16;
+    typedef PlaneRaw W;
+    typedef PlaneLevels D;
+    typedef PlaneA A;
+    __device__ static void act(const i8* aq, const float* ad, const float* ax, int bi, int u,
+                               A& a) {
         int h = u >> 1, s = u & 1;
-        u32 A[4], B[4], H[4], sw[2], dw;
-        load_words<4>(b + 64 * h + 16 * s, A);
-        load_words<4>(b + 64 * h + 32 + 16 * s, B);
-        load_words<4>(b + 128 + 32 * h + 16 * s, H);
-        load_words<2>(b + 192 + 8 * h, sw);
-        load_words<1>(b + 208, &dw);
-        int a[4][4];
-        plane_acts(aq, bi, h, s, a);
+        plane_acts(aq, bi, h, s, a.a);
+        if (MINS) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) a.x[k] = ax[16 * bi + 8 * h + 2 * k + s];
+        }
+        a.d = ad[bi];
+    }
+    // The groups' integer sums scaled and added, then the block's scales: from the levels of
+    // `group(k, q)`.
+    template <typename G>
+    __device__ static float finish(const G& group, const int* sc, const int* mn, float d,
+                                   float dmin, const A& a) {
         int total = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             u32 q[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                u32 low = ((k & 1) ? B[i] : A[i]) >> (4 * (k >> 1));
-                q[i] = __vsub4((low & 0x0F0F0F0Fu) | (((H[i] >> (2 * k)) & 0x03030303u) << 4),
-                               0x20202020u);
-            }
-            // Scale byte 2k + s of the half's eight: in word k / 2 (known when compiling).
-            int sc = (int)(i8)(u8)byte_of(sw[k >> 1], (2 * k + s) & 3);
-            total += sc * dot16(q, a[k]);
+            group(k, q);
+            total += sc[k] * dot16(q, a.a[k]);
         }
-        return h2f((u16)dw) * ad[bi] * (float)total;
+        if (!MINS) return d * a.d * (float)total;
+        float mins = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) mins += (float)mn[k] * a.x[k];
+        return a.d * (d * (float)total - dmin * mins);
+    }
+    __device__ static float dot(const W& w, const A& a) {
+        return finish([&](int k, u32* q) { F::group(w, k, q); }, w.sc, w.mn, w.d, w.dmin, a);
+    }
+    __device__ static void decode(const W& w, D& l) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            F::group(w, k, l.q[k]);
+            l.sc[k] = w.sc[k];
+            l.mn[k] = w.mn[k];
+        }
+        l.d = w.d;
+        l.dmin = w.dmin;
+    }
+    __device__ static float dot_decoded(const D& l, const A& a) {
+        return finish(
+            [&](int k, u32* q) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) q[i] = l.q[k][i];
+            },
+            l.sc, l.mn, l.d, l.dmin, a);
     }
 };
 
-struct FQ3_K {
-    static const int QK = 256, UNITS = 4, BYTES = 110;
-    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad, const float*,
-                                int bi) {
+struct FQ6_K : PlaneUnit<FQ6_K, false> {
+    static const int BYTES = 210;
+    __device__ static void load(const u8* b, int u, W& w) {
         int h = u >> 1, s = u & 1;
-        u32 Q[4], M[4], sw[3], dw;
-        load_words<4>(b + 32 + 32 * h + 16 * s, Q);
-        load_words<4>(b + 16 * s, M);
+        u32 sw[2], dw;
+        load_words<4>(b + 64 * h + 16 * s, w.r);
+        load_words<4>(b + 64 * h + 32 + 16 * s, w.r + 4);
+        load_words<4>(b + 128 + 32 * h + 16 * s, w.r + 8);
+        load_words<2>(b + 192 + 8 * h, sw);
+        load_words<1>(b + 208, &dw);
+        // Scale byte 2k + s of the half's eight: in word k / 2 (known when compiling).
+#pragma unroll
+        for (int k = 0; k < 4; k++) w.sc[k] = (int)(i8)(u8)byte_of(sw[k >> 1], (2 * k + s) & 3);
+        w.d = h2f((u16)dw);
+    }
+    // Low nibbles of plane A (k = 0, 2: shifted by 0, 4) or B (k = 1, 3), two high bits of H.
+    __device__ static void group(const W& w, int k, u32* q) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            u32 low = ((k & 1) ? w.r[4 + i] : w.r[i]) >> (4 * (k >> 1));
+            u32 high = ((w.r[8 + i] >> (2 * k)) & 0x03030303u) << 4;
+            q[i] = __vsub4((low & 0x0F0F0F0Fu) | high, 0x20202020u);
+        }
+    }
+};
+
+struct FQ3_K : PlaneUnit<FQ3_K, false> {
+    static const int BYTES = 110;
+    __device__ static void load(const u8* b, int u, W& w) {
+        int h = u >> 1, s = u & 1;
+        u32 sw[3], dw;
+        load_words<4>(b + 32 + 32 * h + 16 * s, w.r);
+        load_words<4>(b + 16 * s, w.r + 4);
         load_words<3>(b + 96, sw);
         load_words<1>(b + 108, &dw);
-        int a[4][4];
-        plane_acts(aq, bi, h, s, a);
-        int total = 0;
+        w.h = h;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            u32 q[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                u32 low = (Q[i] >> (2 * k)) & 0x03030303u;
-                u32 high = (M[i] >> (4 * h + k)) & 0x01010101u;
-                q[i] = __vsub4(low | (high << 2), 0x04040404u);
-            }
             // Scale sj = 8h + 2k + s: a nibble of byte sj % 8 (word k / 2), two bits of byte
             // 8 + sj % 4 (word 2).
             int lb = (2 * k + s) & 3;
             int lo_byte = byte_of(sw[k >> 1], lb);
             int sl = h == 0 ? (lo_byte & 15) : (lo_byte >> 4);
             int sh = (byte_of(sw[2], lb) >> (2 * (2 * h + (k >> 1)))) & 3;
-            total += ((sl | (sh << 4)) - 32) * dot16(q, a[k]);
+            w.sc[k] = (sl | (sh << 4)) - 32;
         }
-        return h2f((u16)dw) * ad[bi] * (float)total;
+        w.d = h2f((u16)dw);
+    }
+    // Two bits of the quants, the high bit from the mask (bit 4h + k).
+    __device__ static void group(const W& w, int k, u32* q) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            u32 low = (w.r[i] >> (2 * k)) & 0x03030303u;
+            u32 high = (w.r[4 + i] >> (4 * w.h + k)) & 0x01010101u;
+            q[i] = __vsub4(low | (high << 2), 0x04040404u);
+        }
     }
 };
 
-struct FQ2_K {
-    static const int QK = 256, UNITS = 4, BYTES = 84;
-    __device__ static float dot(const u8* b, int u, const i8* aq, const float* ad,
-                                const float* ax, int bi) {
+struct FQ2_K : PlaneUnit<FQ2_K, true> {
+    static const int BYTES = 84;
+    __device__ static void load(const u8* b, int u, W& w) {
         int h = u >> 1, s = u & 1;
-        u32 Q[4], sw[2], dw;
-        load_words<4>(b + 16 + 32 * h + 16 * s, Q);
+        u32 sw[2], dw;
+        load_words<4>(b + 16 + 32 * h + 16 * s, w.r);
         load_words<2>(b + 8 * h, sw);
         load_words<1>(b + 80, &dw);
-        int a[4][4];
-        plane_acts(aq, bi, h, s, a);
-        int sumi = 0;
-        float mins = 0.0f;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            u32 q[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = (Q[i] >> (2 * k)) & 0x03030303u;
             int sc = byte_of(sw[k >> 1], (2 * k + s) & 3);
-            sumi += (sc & 15) * dot16(q, a[k]);
-            mins += (float)(sc >> 4) * ax[16 * bi + 8 * h + 2 * k + s];
+            w.sc[k] = sc & 15;
+            w.mn[k] = sc >> 4;
         }
-        float d = h2f((u16)dw), dmin = h2f((u16)(dw >> 16));
-        return ad[bi] * (d * (float)sumi - dmin * mins);
+        w.d = h2f((u16)dw);
+        w.dmin = h2f((u16)(dw >> 16));
+    }
+    __device__ static void group(const W& w, int k, u32* q) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = (w.r[i] >> (2 * k)) & 0x03030303u;
     }
 };
+
+// One unit's dot product with one token's activations (`aq`, `ad`, `ax` that token's):
+// the type's weights decoded, then multiplied.
+template <typename F>
+__device__ __forceinline__ float fast_unit(const u8* b, int u, const i8* aq, const float* ad,
+                                           const float* ax, int bi) {
+    typename F::W w;
+    F::load(b, u, w);
+    typename F::A a;
+    F::act(aq, ad, ax, bi, u, a);
+    return F::dot(w, a);
+}
 
 // ---- Several products of one input in one launch (Q, K, V; gate and up) -----------------
 // Up to three matrices whose activation format is the same (the engine checks: quantized
@@ -371,7 +485,7 @@ struct MvfSet {
 };
 
 // Four rows of matrix m per block of 128 threads (`block` counts within m): a warp per row,
-// `F::dot` gives one unit's share.
+// `fast_unit` gives one unit's share.
 // `bias`: the row's bias read ahead (`mvf_bias`) when PRE_BIAS, else read here.
 template <typename F, bool PRE_BIAS = true>
 __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, const i8* aq,
@@ -389,7 +503,7 @@ __device__ __forceinline__ void mvf_one(const MvfMat& m, int block, int cols, co
 #pragma unroll 2
     for (int u = lane; u < units; u += 32) {
         int bi = u / F::UNITS;
-        acc += F::dot(row + (u64)bi * F::BYTES, u % F::UNITS, aq, ad, ax, bi);
+        acc += fast_unit<F>(row + (u64)bi * F::BYTES, u % F::UNITS, aq, ad, ax, bi);
     }
     acc = warp_sum(acc);
     if (lane == 0) {

@@ -14,39 +14,6 @@ use cbtop::engine::Numerics;
 use cbtop::quant::{dequantize_row, quantize_act, vec_dot, ActType, GgmlType};
 use cbtop::rng::SplitMix64;
 
-/// `rows` rows of random `ty` blocks: synth's generator where it draws the type, else random
-/// bytes with every f16 scale field set to a small finite value (any bit pattern is a valid
-/// quant or packed scale).
-fn random_rows(ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64) -> Vec<u8> {
-    let rb = ty.row_bytes(cols).unwrap();
-    let mut w = vec![0u8; rows * rb];
-    let scales: &[usize] = match ty {
-        GgmlType::BF16 => {
-            let x: Vec<f32> = (0..rows * cols).map(|_| rng.next_signed()).collect();
-            let mut out = Vec::new();
-            cbtop::quant::quantize_row(ty, &x, &mut out).unwrap();
-            return out;
-        }
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        _ => {
-            cbtop::synth::blocks::fill(ty, 0.5, rng, &mut w);
-            return w;
-        }
-    };
-    for b in w.iter_mut() {
-        *b = (rng.next_u64() >> 56) as u8;
-    }
-    for block in w.chunks_exact_mut(ty.block_bytes()) {
-        for &at in scales {
-            let v = half::f16::from_f32(0.01 + 0.02 * (rng.next_signed().abs()));
-            block[at..at + 2].copy_from_slice(&v.to_le_bytes());
-        }
-    }
-    w
-}
-
 #[test]
 fn every_type_matches_the_cpu_dequantization() {
     let Some(g) = gpu::gpu("gpu_kernels") else {
@@ -100,7 +67,7 @@ fn fast_products_match_the_cpu_within_reordering() {
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL {
             let rb = ty.row_bytes(cols).unwrap();
-            let w = random_rows(ty, rows, cols, &mut rng);
+            let w = gpu::random_rows(ty, rows, cols, &mut rng);
             let x: Vec<f32> = (0..cols).map(|_| rng.next_signed()).collect();
             let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
             let act = quantize_act(ActType::for_weights(ty), &x);
@@ -164,7 +131,7 @@ fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL {
             let rb = ty.row_bytes(cols).unwrap();
-            let w = random_rows(ty, rows, cols, &mut rng);
+            let w = gpu::random_rows(ty, rows, cols, &mut rng);
             let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
             let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
             let mut row = vec![0f32; cols];
@@ -208,7 +175,7 @@ fn check_shape(
         .filter(|t| cols.is_multiple_of(t.block_size()))
     {
         let rb = ty.row_bytes(cols).unwrap();
-        let w = random_rows(ty, rows, cols, &mut rng);
+        let w = gpu::random_rows(ty, rows, cols, &mut rng);
         let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
         let mut deq = vec![0f32; rows * cols];
         for (r, out) in deq.chunks_exact_mut(cols).enumerate() {

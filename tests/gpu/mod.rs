@@ -1,9 +1,12 @@
 //! Shared by the GPU tests: which GPU to test on, or why they skip. CI has no GPU, so without
 //! one every GPU test prints its reason and passes; with `CBTOP_TEST_DEVICE=cuda` a missing GPU
 //! is a failure instead (so a device run cannot skip silently). `CBTOP_TEST_DEVICE=cpu` skips.
+//! Also random weight rows of every type for the kernel tests (`random_rows`).
 #![allow(dead_code)]
 
 use cbtop::engine::cuda::{probe, GpuDesc};
+use cbtop::quant::GgmlType;
+use cbtop::rng::SplitMix64;
 
 /// The GPU to test on, or `None` (reason printed) when the GPU tests skip.
 pub fn gpu(test: &str) -> Option<GpuDesc> {
@@ -20,4 +23,37 @@ pub fn gpu(test: &str) -> Option<GpuDesc> {
             None
         }
     }
+}
+
+/// `rows` rows of random `ty` blocks: synth's generator where it draws the type, else random
+/// bytes with every f16 scale field set to a small finite value (any bit pattern is a valid
+/// quant or packed scale).
+pub fn random_rows(ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64) -> Vec<u8> {
+    let rb = ty.row_bytes(cols).unwrap();
+    let mut w = vec![0u8; rows * rb];
+    let scales: &[usize] = match ty {
+        GgmlType::BF16 => {
+            let x: Vec<f32> = (0..rows * cols).map(|_| rng.next_signed()).collect();
+            let mut out = Vec::new();
+            cbtop::quant::quantize_row(ty, &x, &mut out).unwrap();
+            return out;
+        }
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        _ => {
+            cbtop::synth::blocks::fill(ty, 0.5, rng, &mut w);
+            return w;
+        }
+    };
+    for b in w.iter_mut() {
+        *b = (rng.next_u64() >> 56) as u8;
+    }
+    for block in w.chunks_exact_mut(ty.block_bytes()) {
+        for &at in scales {
+            let v = half::f16::from_f32(0.01 + 0.02 * (rng.next_signed().abs()));
+            block[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    w
 }

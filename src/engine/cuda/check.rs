@@ -21,7 +21,7 @@ use super::launch_params::{ceil_div, kind_code, lin, Epilogue, GROUP_MAX};
 use super::module;
 use super::pdl_launch::{pdl_for, PushArg};
 use super::probe::GpuDesc;
-use super::products::product;
+use super::products::{product, vec_dot_launch};
 use super::rope_tables::rope_rows;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::{AttnLayer, AttnShape};
@@ -181,6 +181,17 @@ impl KernelCheck {
         )
         .map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+
+    /// The kernel `matvec` runs for `n` tokens against a `ty` matrix of `rows × cols`: its name
+    /// in the module, or "tensor cores" where the product takes them (`gemm::tensor_cores_from`).
+    pub fn product_kernel(&self, ty: GgmlType, rows: usize, cols: usize, n: usize) -> String {
+        if self.k.gemm.as_ref().is_some_and(|g| g.takes(n)) && cols.is_multiple_of(64) {
+            return "tensor cores".to_string();
+        }
+        let row_bytes = ty.row_bytes(cols).unwrap_or(0);
+        let f = vec_dot_launch(&self.k, ty, rows, row_bytes, n).f;
+        self.k.log.name_of(f).unwrap_or_else(|| "(unnamed)".into())
     }
 
     /// Rows `tokens` of `W` (`rows × cols`), dequantized.

@@ -9,15 +9,16 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 use super::gemm::GemmKernels;
 use super::launch_log::LaunchLog;
 use super::launch_params::{
-    group_mma_shared_bytes, prefill_shared_bytes, FAST_ROWS, GROUP_MAX, MVO_BYTES, PREFILL_HEADS,
+    group_mma_shared_bytes, prefill_shared_bytes, FAST_ROWS, FEW_TOKENS, GROUP_MAX, MVO_BYTES,
+    PREFILL_HEADS,
 };
 use super::module;
 use super::pdl_launch::{Launch, Launcher};
 use crate::engine::options::Numerics;
 use crate::quant::GgmlType;
 
-/// A weight type's product kernels: for a single token and for batches of up to 8
-/// (kernels/common.cuh, kernels/matvec_float.cu). The single-token
+/// A weight type's product kernels: for a single token and for batches of up to 8 a grid row
+/// (kernels/common.cuh, kernels/matvec_float.cu), and under fast numerics for a few tokens. The single-token
 /// kernel takes `one_rows` weight rows per block: 1 per 128 threads for the exact kernels,
 /// `FAST_ROWS` for the fast ones (a warp per row, kernels/matvec_fast.cu; more for very tall
 /// matrices, `fast_rows_for`), with `one_shared` bytes of dynamic shared memory per
@@ -37,6 +38,10 @@ pub(super) enum Product {
         one_rows: usize,
         one_shared: u32,
         batch: CudaFunction,
+        /// Fast numerics in any order: the products of 2 to `FEW_TOKENS` tokens a chunk
+        /// (kernels/matvec_few.cu), `few[nt - 2]` for chunks of `nt`; empty where batches keep
+        /// `batch` (exact numerics, the CPU's order, `CBTOP_FAST_FEW=0`).
+        few: Vec<CudaFunction>,
     },
 }
 
@@ -238,7 +243,9 @@ fn prefill_kernels(
 /// product's kernel set is chosen. Exact: kernels that reproduce the CPU's float order
 /// (kernels/common.cuh). Fast: a token's product on quantized weights takes the bandwidth-
 /// shaped kernels of kernels/matvec_fast.cu (`ordered`: the legacy types' in the CPU's
-/// order); prompt batches and float weights keep the exact kernels.
+/// order), and a few tokens' (below the tensor cores' threshold, gemm.rs) those of
+/// kernels/matvec_few.cu, except under `ordered` (the model's prompts then keep the CPU's
+/// bits); float weights' batches keep the exact kernels.
 fn product_kernels(
     f: &impl Fn(&str) -> Result<CudaFunction, String>,
     ty: GgmlType,
@@ -263,12 +270,25 @@ fn product_kernels(
         }
         Numerics::Fast => (f(&format!("mvf_{name}"))?, FAST_ROWS, 0),
     };
+    let few = match numerics {
+        Numerics::Fast if !ordered && few_kernels_on() => (2..=FEW_TOKENS)
+            .map(|nt| f(&format!("mvf{nt}_{name}")))
+            .collect::<Result<_, _>>()?,
+        _ => Vec::new(),
+    };
     Ok(Product::Quant {
         one,
         one_rows,
         one_shared,
         batch: f(&format!("qmv8_{name}"))?,
+        few,
     })
+}
+
+/// Whether fast products of a few tokens take kernels/matvec_few.cu; `CBTOP_FAST_FEW=0` keeps
+/// them on the CPU-order batch kernels (`qmv8_*`), to measure what the few-token kernels gain.
+fn few_kernels_on() -> bool {
+    !std::env::var("CBTOP_FAST_FEW").is_ok_and(|v| v == "0")
 }
 
 /// The smallest batch the tensor-core prompt attention takes for `c`'s heads under fast

@@ -49,6 +49,13 @@ impl LaunchLog {
         self.inner.borrow_mut().names.insert(key, name.to_string());
     }
 
+    /// The name `f` was looked up by (None: a function the table did not name).
+    #[cfg(feature = "test-support")]
+    pub fn name_of(&self, f: &CudaFunction) -> Option<String> {
+        let key = f.cu_function() as usize;
+        self.inner.borrow().names.get(&key).cloned()
+    }
+
     /// Note a launch of `f` at `cfg` stamped at `stamp` (nonzero), reading `reads`.
     pub fn note(
         &self,

@@ -1,5 +1,5 @@
 //! Launch geometry and the parameter structs the kernels take: grid helpers, rows per block of
-//! the fast products, the grouped decode attention's limits and shared memory, the activation
+//! the fast products (one token and a few), the grouped decode attention's limits and shared memory, the activation
 //! format codes, a product's epilogue, and `mvf_multi`'s matrix set laid out as
 //! kernels/matvec_fast.cu reads it.
 
@@ -10,6 +10,23 @@ use crate::quant::ActType;
 
 /// Weight rows per block of the fast products (kernels/matvec_fast.cu: four warps, a row each).
 pub(super) const FAST_ROWS: usize = 4;
+
+/// Weight rows per warp of the fast products of a few tokens (kernels/matvec_few.cu's
+/// MVQ_ROWS), four warps a block.
+pub(super) const FEW_ROWS: usize = 2;
+
+/// Most tokens a fast few-token kernel takes at once (`mvf2_*` .. `mvf8_*`); more go in chunks.
+pub(super) const FEW_TOKENS: usize = 8;
+
+/// The fast few-token products' launch for `n` tokens (2 or more) of a `rows`-row matrix: the
+/// tokens per chunk (the kernel's NT: chunks as even as `FEW_TOKENS` allows, so 11 tokens go as
+/// 6 and 5, not 8 and 3) and the grid's blocks (each row block's chunks side by side).
+pub(super) fn few_launch(n: usize, rows: usize) -> (usize, u32) {
+    let chunks = n.div_ceil(FEW_TOKENS);
+    let nt = n.div_ceil(chunks);
+    let blocks = rows.div_ceil(FAST_ROWS * FEW_ROWS) * n.div_ceil(nt);
+    (nt, blocks as u32)
+}
 
 /// The most blocks a fast one-token product launches at `FAST_ROWS` rows per block; a taller
 /// matrix (a 151936-word vocabulary's output projection) takes twice the rows per block.
@@ -232,7 +249,7 @@ impl<'a, 'b: 'a> PushArg<&'b MvfSet> for Launch<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fast_rows_for, float_shape, FloatShape, FAST_ROWS};
+    use super::{fast_rows_for, few_launch, float_shape, FloatShape, FAST_ROWS, FEW_TOKENS};
 
     #[test]
     fn float_products_cut_long_rows_of_short_matrices_and_pair_short_rows_of_tall_ones() {
@@ -279,5 +296,25 @@ mod tests {
         assert_eq!(fast_rows_for(4 * 16384), FAST_ROWS);
         assert_eq!(fast_rows_for(4 * 16384 + 1), 2 * FAST_ROWS);
         assert_eq!(fast_rows_for(151936), 2 * FAST_ROWS);
+    }
+
+    #[test]
+    fn few_token_products_cut_tokens_into_even_chunks_of_at_most_eight() {
+        // (tokens, rows) -> (tokens a chunk, blocks): eight rows a block.
+        assert_eq!(few_launch(2, 896), (2, 112));
+        assert_eq!(few_launch(8, 896), (8, 112));
+        assert_eq!(few_launch(9, 896), (5, 224));
+        assert_eq!(few_launch(11, 17), (6, 6));
+        assert_eq!(few_launch(16, 8), (8, 2));
+        assert_eq!(few_launch(37, 8), (8, 5));
+        assert_eq!(few_launch(63, 8), (8, 8));
+        for n in 2..200 {
+            let (nt, blocks) = few_launch(n, 8);
+            let chunks = blocks as usize;
+            assert!((2..=FEW_TOKENS).contains(&nt), "{n}");
+            // The chunks cover the tokens, the last one not empty.
+            assert!(chunks * nt >= n && (chunks - 1) * nt < n, "{n}");
+            assert_eq!(chunks, n.div_ceil(FEW_TOKENS), "{n}");
+        }
     }
 }

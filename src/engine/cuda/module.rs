@@ -9,7 +9,8 @@
 //! source, so the cache key (computed from that text) separates the variants. The knobs are
 //! documented where the kernels read them: `CBTOP_PREFETCH` (kernels/common.cuh),
 //! `ATTF_ORDERED_MAX` and `ATTF_PREFETCH` (kernels/attention_fast.cu), `MVO_F_UNROLL`
-//! (kernels/matvec_float.cu), `MVF_UNROLL` (kernels/matvec_fast_float.cu) and `AGM_WARPS`
+//! (kernels/matvec_float.cu), `MVF_UNROLL` (kernels/matvec_fast_float.cu), `MVQ_MIN_BLOCKS`,
+//! `MVQ_UNIFORM` and `MVQ_UNROLL` (kernels/matvec_few.cu) and `AGM_WARPS`
 //! (kernels/attention_group_mma.cu).
 
 use std::path::PathBuf;
@@ -52,6 +53,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     (
         "matvec_fast.cu",
         include_str!("../../../kernels/matvec_fast.cu"),
+    ),
+    (
+        "matvec_few.cu",
+        include_str!("../../../kernels/matvec_few.cu"),
     ),
     ("gemm_f16.cu", include_str!("../../../kernels/gemm_f16.cu")),
     (

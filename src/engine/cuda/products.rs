@@ -1,11 +1,11 @@
 //! The matrix-product launches every projection goes through: activation quantization, then
-//! the weight type's product kernel with its epilogue (or the tensor cores for a large batch
-//! under fast numerics), and under fast numerics up to three products of one input in one
-//! launch (quantized or float weights).
+//! the weight type's product kernel with its epilogue (under fast numerics: a few tokens'
+//! kernel for a small batch, the tensor cores for a large one), and under fast numerics up to
+//! three products of one input in one launch (quantized or float weights).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
 
 use super::buffers::{ActBufs, Which};
 use super::clock::KernelClock;
@@ -13,13 +13,13 @@ use super::decode::CudaEngine;
 use super::gemm;
 use super::kernel_table::{Kernels, Product};
 use super::launch_params::{
-    ceil_div, fast_rows_for, float_shape, kind_code, Epilogue, Feed, FloatShape, Held, MvfMat,
-    MvfSet, FAST_ROWS, MVO_BYTES,
+    ceil_div, fast_rows_for, few_launch, float_shape, kind_code, Epilogue, Feed, FloatShape, Held,
+    MvfMat, MvfSet, FAST_ROWS, MVO_BYTES,
 };
 use super::pdl_launch::PushArg;
 use super::weights::{bias, mat, GMat, Mat};
 use crate::engine::options::Numerics;
-use crate::quant::ActType;
+use crate::quant::{ActType, GgmlType};
 
 /// `n` rows of `cols` values of `x` into the activation buffers in format `kind`
 /// (kernels/act_quant.cu).
@@ -60,7 +60,8 @@ pub(super) fn quantize(
 /// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel
 /// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
 /// reproduce the CPU's float order, kernels/common.cuh). Under fast numerics a large batch
-/// goes to the tensor cores instead (gemm.rs). `x` and `act` hold at least `n × cols` values,
+/// goes to the tensor cores instead (gemm.rs), and a smaller one on quantized weights to the
+/// few-token kernels (kernels/matvec_few.cu). `x` and `act` hold at least `n × cols` values,
 /// `out` `n × rows`. Returns what `act` now holds of `x` (for the next product of the same
 /// input).
 // The operands are distinct borrows of the engine's fields; bundling them would only move
@@ -92,62 +93,17 @@ pub(super) fn product(
     let (rb, rows, cols, nn) = (m.row_bytes as u64, m.rows as i32, m.cols as i32, n as i32);
     let accumulate = i32::from(ep.accumulate);
     let null = 0u64;
-    // The fast float kernel takes its launch shape where the others take `cols`.
-    let mut free_shape = None;
-    // Float weights: four rows per one-warp block for one token, else 16 rows per block of 128
-    // threads (8 per row) and up to 8 tokens; quantized weights: `one_rows` rows per block for
-    // one token, or a row and up to 8 tokens.
-    let (f, grid, threads, shared, quantized) = match k.product(m.ty) {
-        // One token: warps over rows in any order at the matrix's `float_shape` (fast numerics),
-        // else four rows per one-warp block in the CPU's order; 16-byte loads either way.
-        Product::Float { free: Some(f), .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
-            let shape = float_shape(m.rows, m.row_bytes);
-            free_shape = Some(shape.code());
-            (
-                f,
-                (ceil_div(m.rows, shape.block_rows()), 1, 1),
-                128,
-                0,
-                false,
-            )
-        }
-        Product::Float { one, .. } if n == 1 && m.row_bytes.is_multiple_of(16) => {
-            (one, (ceil_div(m.rows, 4), 1, 1), 32, 0, false)
-        }
-        Product::Float { batch, .. } => (
-            batch,
-            (ceil_div(m.rows, 16), ceil_div(n, 8), 1),
-            128,
-            0,
-            false,
-        ),
-        Product::Quant {
-            one,
-            one_rows,
-            one_shared,
-            ..
-        } if n == 1 => {
-            // The fast kernels: a warp per row.
-            let (rows, threads) = match *one_rows {
-                1 => (1, 128),
-                _ => {
-                    let r = fast_rows_for(m.rows);
-                    (r, 32 * r as u32)
-                }
-            };
-            let shared = *one_shared / FAST_ROWS as u32 * rows as u32;
-            (one, (ceil_div(m.rows, rows), 1, 1), threads, shared, true)
-        }
-        Product::Quant { batch, .. } => (batch, (m.rows as u32, ceil_div(n, 8), 1), 128, 0, true),
-    };
-    let cfg = LaunchConfig {
-        grid_dim: grid,
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: shared,
-    };
+    let VecDotLaunch {
+        f,
+        cfg,
+        quantized,
+        free_shape,
+    } = vec_dot_launch(k, m.ty, m.rows, m.row_bytes, n);
     let st = clock.stamp();
-    // SAFETY: reads rows × row_bytes of weights and n × cols activations (rounded floats, or
-    // int8 values with their scales and sums), writes n × rows.
+    // SAFETY: reads rows × row_bytes of weights (the fast kernels up to 4 bytes past a field,
+    // within the upload's padding) and n × cols activations (rounded floats, or int8 values
+    // with their scales and sums), writes n × rows; the few-token kernels' grid is
+    // `few_launch`'s, which covers every row and every token once.
     unsafe {
         let mut l = k.launch(s, f);
         l.arg(&m.data).arg(&rb).arg(&rows);
@@ -175,6 +131,90 @@ pub(super) fn product(
         quantized: true,
         f16: false,
     })
+}
+
+/// The vec-dot kernel a product takes (when the tensor cores do not) and its launch.
+pub(super) struct VecDotLaunch<'a> {
+    pub(super) f: &'a CudaFunction,
+    pub(super) cfg: LaunchConfig,
+    /// Quantized activations (else rounded floats in `xf`).
+    pub(super) quantized: bool,
+    /// The fast float kernel's launch shape, which it takes where the others take `cols`.
+    free_shape: Option<i32>,
+}
+
+/// The vec-dot kernel and launch for `n` tokens against a `ty` matrix of `rows` rows of
+/// `row_bytes` bytes: the one place the product's kernel is chosen from the table.
+pub(super) fn vec_dot_launch(
+    k: &Kernels,
+    ty: GgmlType,
+    rows: usize,
+    row_bytes: usize,
+    n: usize,
+) -> VecDotLaunch<'_> {
+    let mut free_shape = None;
+    // Float weights: four rows per one-warp block for one token, else 16 rows per block of 128
+    // threads (8 per row) and up to 8 tokens; quantized weights: `one_rows` rows per block for
+    // one token, eight rows and a chunk of up to 8 tokens (fast), or a row and up to 8 tokens.
+    let (f, grid, threads, shared, quantized) = match k.product(ty) {
+        // One token: warps over rows in any order at the matrix's `float_shape` (fast numerics),
+        // else four rows per one-warp block in the CPU's order; 16-byte loads either way.
+        Product::Float { free: Some(f), .. } if n == 1 && row_bytes.is_multiple_of(16) => {
+            let shape = float_shape(rows, row_bytes);
+            free_shape = Some(shape.code());
+            (f, (ceil_div(rows, shape.block_rows()), 1, 1), 128, 0, false)
+        }
+        Product::Float { one, .. } if n == 1 && row_bytes.is_multiple_of(16) => {
+            (one, (ceil_div(rows, 4), 1, 1), 32, 0, false)
+        }
+        Product::Float { batch, .. } => (
+            batch,
+            (ceil_div(rows, 16), ceil_div(n, 8), 1),
+            128,
+            0,
+            false,
+        ),
+        Product::Quant {
+            one,
+            one_rows,
+            one_shared,
+            ..
+        } if n == 1 => {
+            // The fast kernels: a warp per row.
+            let (per_block, threads) = match *one_rows {
+                1 => (1, 128),
+                _ => {
+                    let r = fast_rows_for(rows);
+                    (r, 32 * r as u32)
+                }
+            };
+            let shared = *one_shared / FAST_ROWS as u32 * per_block as u32;
+            (
+                one,
+                (ceil_div(rows, per_block), 1, 1),
+                threads,
+                shared,
+                true,
+            )
+        }
+        // Fast numerics, a few tokens: eight rows per block of four warps, for each chunk of
+        // the tokens (`few_launch`), a row block's chunks side by side.
+        Product::Quant { few, .. } if n >= 2 && !few.is_empty() => {
+            let (nt, blocks) = few_launch(n, rows);
+            (&few[nt - 2], (blocks, 1, 1), 128, 0, true)
+        }
+        Product::Quant { batch, .. } => (batch, (rows as u32, ceil_div(n, 8), 1), 128, 0, true),
+    };
+    VecDotLaunch {
+        f,
+        cfg: LaunchConfig {
+            grid_dim: grid,
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: shared,
+        },
+        quantized,
+        free_shape,
+    }
 }
 
 impl CudaEngine {

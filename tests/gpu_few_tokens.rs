@@ -1,0 +1,200 @@
+//! The fast products of a few tokens (kernels/matvec_few.cu: 2 tokens up to the tensor cores'
+//! threshold, in chunks of at most 8) on every quantized type: the engine must pick them under
+//! fast numerics (and keep the CPU-order batch kernels under exact), and each output must lie
+//! within float reordering of the f64 dot of the same quantized operands (the dequantized
+//! weights against the activations as the GPU quantized them, which are the CPU's) and of the
+//! one-token fast kernel run on that token alone. Skips without a GPU.
+
+mod common;
+mod gpu;
+
+use cbtop::engine::cuda::KernelCheck;
+use cbtop::engine::Numerics;
+use cbtop::quant::{dequantize_row, quantize_act, ActType, GgmlType, QuantizedAct};
+use cbtop::rng::SplitMix64;
+
+/// Token counts: one chunk (2, 3, 5, 8), uneven chunks (11: 6 + 5), whole chunks (16), many
+/// chunks with a short last one (37: 8 x 4 + 5), and the largest below the tensor cores (63).
+const TOKENS: [usize; 8] = [2, 3, 5, 8, 11, 16, 37, 63];
+
+/// The activations a product sees, dequantized (value i: d * q), and for the Q8_1 types each
+/// block's stored sum `s` beside d times the sum of its values (the kernels add the weights'
+/// minimum times the stored, f16-rounded sum).
+struct SeenAct {
+    values: Vec<f64>,
+    /// (stored s, d * sum q) per 32 values (Q8_1 only).
+    sums: Vec<(f64, f64)>,
+}
+
+fn seen(act: &QuantizedAct) -> SeenAct {
+    let mut values = Vec::new();
+    let mut sums = Vec::new();
+    match act {
+        QuantizedAct::Q8_0(blocks) => {
+            for b in blocks {
+                values.extend(b.qs.iter().map(|&q| b.d as f64 * q as f64));
+            }
+        }
+        QuantizedAct::Q8_1(blocks) => {
+            for b in blocks {
+                values.extend(b.qs.iter().map(|&q| b.d as f64 * q as f64));
+                let total: i32 = b.qs.iter().map(|&q| q as i32).sum();
+                sums.push((b.s as f64, b.d as f64 * total as f64));
+            }
+        }
+        QuantizedAct::Q8_K(blocks) => {
+            for b in blocks {
+                values.extend(b.qs.iter().map(|&q| b.d as f64 * q as f64));
+            }
+        }
+        other => panic!("not a quantized activation: {:?}", other.act_type()),
+    }
+    SeenAct { values, sums }
+}
+
+/// The batch from which fast products take the tensor cores: 64, or what
+/// `CBTOP_TENSOR_CORES_FROM` says (src/engine/cuda/gemm.rs).
+fn tensor_cores_from() -> usize {
+    std::env::var("CBTOP_TENSOR_CORES_FROM")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(64)
+}
+
+/// The few-token kernel for `n` tokens of type `ty`: chunks of at most 8, as even as that
+/// allows (src/engine/cuda/launch_params.rs `few_launch`).
+fn few_kernel(ty: GgmlType, n: usize) -> String {
+    let nt = n.div_ceil(n.div_ceil(8));
+    format!("mvf{nt}_{}", ty.name().to_lowercase())
+}
+
+/// Q4_1 / Q5_1 block `i`'s minimum (the f16 after the block's scale).
+fn block_min(ty: GgmlType, row: &[u8], i: usize) -> f64 {
+    let b = &row[i * ty.block_bytes()..];
+    half::f16::from_le_bytes([b[2], b[3]]).to_f64()
+}
+
+/// The f64 dot of a dequantized weight row with the activations the kernel sees, and the sum
+/// of the magnitudes of its terms (the scale of a float reordering's error).
+fn reference(ty: GgmlType, row: &[u8], deq: &[f32], act: &SeenAct) -> (f64, f64) {
+    let (mut sum, mut mag) = (0f64, 0f64);
+    for (w, a) in deq.iter().zip(&act.values) {
+        let p = *w as f64 * a;
+        sum += p;
+        mag += p.abs();
+    }
+    // The weights' minimum meets the stored sum, not the values' own.
+    for (i, (stored, own)) in act.sums.iter().enumerate() {
+        let m = block_min(ty, row, i);
+        sum += m * (stored - own);
+        mag += (m * stored).abs();
+    }
+    (sum, mag)
+}
+
+#[test]
+fn few_token_products_match_the_f64_dot_and_the_one_token_kernel() {
+    let Some(g) = gpu::gpu("gpu_few_tokens") else {
+        return;
+    };
+    let k = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let from = tensor_cores_from();
+    let mut failures = Vec::new();
+    // Rows that leave the last block of eight, and a warp's second row, partly empty; rows of
+    // fewer units than a warp's lanes (256, 512) and of more (2560: 80 legacy blocks).
+    for (rows, cols, seed) in [(37, 512, 41), (131, 2560, 42), (9, 256, 43)] {
+        let mut rng = SplitMix64::new(seed);
+        for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantized()) {
+            let rb = ty.row_bytes(cols).unwrap();
+            let w = gpu::random_rows(ty, rows, cols, &mut rng);
+            let mut deq = vec![0f32; rows * cols];
+            for (r, out) in deq.chunks_exact_mut(cols).enumerate() {
+                dequantize_row(ty, &w[r * rb..(r + 1) * rb], out);
+            }
+            for n in TOKENS {
+                if n >= from {
+                    eprintln!(
+                        "few {ty}: {n} tokens skipped: the tensor cores take them from {from}"
+                    );
+                    continue;
+                }
+                let kernel = k.product_kernel(ty, rows, cols, n);
+                let want = few_kernel(ty, n);
+                if kernel != want {
+                    failures.push(format!(
+                        "{ty} n={n}: the product takes {kernel}, not {want}"
+                    ));
+                }
+                let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
+                let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
+                let (mut worst_f64, mut worst_one) = (0f64, 0f64);
+                for t in 0..n {
+                    let xt = &x[t * cols..(t + 1) * cols];
+                    let act = seen(&quantize_act(ActType::for_weights(ty), xt));
+                    let one = k.matvec(ty, &w, rows, cols, xt).unwrap();
+                    for r in 0..rows {
+                        let (want, mag) = reference(
+                            ty,
+                            &w[r * rb..(r + 1) * rb],
+                            &deq[r * cols..(r + 1) * cols],
+                            &act,
+                        );
+                        let v = got[t * rows + r] as f64;
+                        worst_f64 = worst_f64.max((v - want).abs() / (mag + 1e-6));
+                        worst_one = worst_one.max((v - one[r] as f64).abs() / (mag + 1e-6));
+                    }
+                }
+                eprintln!(
+                    "few {ty} {rows}x{cols}, {n} tokens ({kernel}): max |gpu - f64| / sum|w a| = \
+                     {worst_f64:.2e}, max |gpu - one token| / sum|w a| = {worst_one:.2e}"
+                );
+                if worst_f64 > 2e-5 || worst_one > 2e-5 {
+                    failures.push(format!(
+                        "{ty} {rows}x{cols} n={n}: {worst_f64:.2e} of sum|w a| from the f64 dot, \
+                         {worst_one:.2e} from the one-token kernel"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Where the few-token kernels take over and where they stop: one token keeps the one-token
+/// kernel, the tensor cores start at their threshold (64 by default; `CBTOP_TENSOR_CORES_FROM`
+/// moves it, and this test then follows it), and exact numerics keep the CPU-order batch
+/// kernel at every batch.
+#[test]
+fn few_token_kernels_cover_the_batches_below_the_tensor_cores() {
+    let Some(g) = gpu::gpu("gpu_few_tokens") else {
+        return;
+    };
+    let fast = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let exact = KernelCheck::new(&g, Numerics::Exact).unwrap();
+    let from = tensor_cores_from();
+    let mut failures = Vec::new();
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        let name = ty.name().to_lowercase();
+        for n in [1, 2, 8, 9, from - 1, from, from + 1] {
+            let got = fast.product_kernel(ty, 64, 512, n);
+            let want = match n {
+                1 => format!("mvf_{name}"),
+                n if n >= from => "tensor cores".to_string(),
+                n => few_kernel(ty, n),
+            };
+            if got != want {
+                failures.push(format!("fast {ty} n={n}: {got}, want {want}"));
+            }
+            let got = exact.product_kernel(ty, 64, 512, n);
+            let want = if n == 1 {
+                format!("qmv1_{name}")
+            } else {
+                format!("qmv8_{name}")
+            };
+            if got != want {
+                failures.push(format!("exact {ty} n={n}: {got}, want {want}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
