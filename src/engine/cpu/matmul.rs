@@ -19,14 +19,16 @@
 //! their own tasks (`matmul_fast`). Results go straight to `out[token][row]`.
 
 #[cfg(target_arch = "x86_64")]
-use super::matmul_fast::{act_rows, kquant_task, packed_task};
+use super::matmul_fast::{
+    act_rows, kquant_lanes, kquant_task, kquant_unpacks, lane_rows, packed_task,
+};
 use super::matmul_fast::{fast_rows, group_rows};
 use super::pool;
 use super::repack::{Packed, Repacked};
 use crate::model::weights::{Mat, Weights};
 use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
-use crate::quant::x86::{fast_kquants, prompt_rows};
+use crate::quant::x86::prompt_rows;
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::{BiasedPair, SignedRows};
 use crate::quant::{
@@ -53,6 +55,20 @@ const BATCH_TASK_BYTES: usize = 12 << 10;
 /// the tokens' values in passes (`x86::float`), so more rows read each token's values from
 /// L1 more often.
 const FLOAT_TASK_BYTES: usize = 64 << 10;
+
+/// Rows of a prompt's k-quant task in lane order (`x86::kquants_vnni`).
+const LANE_TASK_ROWS: usize = 16;
+
+/// Whether a `ty` prompt product under `fast` numerics takes `kquant_task` in lane order.
+fn lane_task(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return kquant_lanes(ty);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        false
+    }
+}
 
 /// Most tokens `few_tokens` takes (one-token task split and dots).
 const FEW_TOKENS: usize = 3;
@@ -135,7 +151,7 @@ impl Path {
                 && avx2
             {
                 return Path::Widened;
-            } else if had.kquant_fast && fast_kquants::unpacks(ty) && n >= 4 {
+            } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 {
                 return Path::KquantFast;
             } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
                 return Path::Unpacked;
@@ -186,7 +202,14 @@ impl Path {
                 )
             }
             #[cfg(target_arch = "x86_64")]
-            Path::KquantFast => format!("kquant_task {t}·q8_k unpacked ({})", simd(avx512)),
+            Path::KquantFast => {
+                let isa = if kquant_lanes(ty) {
+                    "lanes, avx512-vnni"
+                } else {
+                    simd(avx512)
+                };
+                format!("kquant_task {t}·q8_k unpacked ({isa})")
+            }
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
@@ -284,6 +307,9 @@ struct Scratch {
     /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
+    /// The tokens' Q8_K rows in lane order, for `kquant_task` on AVX-512 VNNI.
+    #[cfg(target_arch = "x86_64")]
+    lane_rows: Vec<Vec<crate::quant::x86::kquants_vnni::LaneAct>>,
     /// The tokens packed for `x86::float_tiles`, per float activation format.
     #[cfg(target_arch = "x86_64")]
     panels: Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
@@ -379,6 +405,22 @@ fn matmuls_in(
         (summed, biased)
     };
 
+    // A prompt's k-quant products on AVX-512 VNNI take the tokens' Q8_K rows in lane order,
+    // made once per call here, a token a task.
+    #[cfg(target_arch = "x86_64")]
+    let lanes = match formats.iter().find(|(k, _)| *k == ActType::Q8_K) {
+        Some((_, q8k))
+            if n >= 4
+                && kquant_fast
+                && products
+                    .iter()
+                    .any(|(m, _)| kquant_lanes(m.ty) && packed(m).is_none()) =>
+        {
+            lane_rows(n, q8k, &mut s.lane_rows)
+        }
+        _ => &s.lane_rows[..0],
+    };
+
     // A prompt's F16/BF16 products under `fast` take the tokens packed in panels, made once
     // per call here (a piece of a panel a task) for each float format a product reads.
     #[cfg(target_arch = "x86_64")]
@@ -445,6 +487,10 @@ fn matmuls_in(
             continue;
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
+        } else if kquant_fast && n >= 4 && lane_task(m.ty) {
+            // `kquant_task` in lane order reads every token's row once per task: longer
+            // tasks read them less often.
+            LANE_TASK_ROWS
         } else if packed(m).is_some() {
             let g = group_rows(m);
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(g, 2 * g) / g * g
@@ -533,7 +579,8 @@ fn matmuls_in(
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::KquantFast => {
-                        return kquant_task(m.ty, rows, rb / m.ty.block_bytes(), acts, &out_rows)
+                        let per_row = rb / m.ty.block_bytes();
+                        return kquant_task(m.ty, rows, per_row, (acts, lanes), &out_rows);
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::Unpacked => return unpacked_batch(m.ty, rows, acts, &out_rows),
