@@ -17,7 +17,7 @@ use super::kquant_core::{q3_levels, q45_levels, q6_levels};
 use super::loads::{f16_one, f16_pair};
 use crate::quant::blocks::BlockQ8K;
 use crate::quant::kquants::{
-    q3_scales, scale_min_k4, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES,
+    scale_min_k4, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES,
 };
 use crate::quant::GgmlType;
 
@@ -146,7 +146,10 @@ pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<LaneBlock>) {
             GgmlType::Q3_K => {
                 q3_levels(b, &mut lv);
                 let d = f16_one(b, 108);
-                for (j, &sc) in q3_scales(&b[96..108]).iter().enumerate() {
+                for (j, &sc) in super::kquants::q3_scales_words(&b[96..108])
+                    .iter()
+                    .enumerate()
+                {
                     k.a[j] = d * sc as f32;
                     k.b[j] = -4.0 * k.a[j];
                 }
