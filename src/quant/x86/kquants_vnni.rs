@@ -137,9 +137,9 @@ pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<LaneBlock>) {
             GgmlType::Q2_K => {
                 q2_levels(&b[16..80], &mut lv);
                 let (d, dmin) = (f16_one(b, 80), f16_one(b, 82));
-                for j in 0..16 {
-                    k.a[j] = d * (b[j] & 15) as f32;
-                    k.b[j] = -dmin * (b[j] >> 4) as f32;
+                for (j, &sm) in b[..16].iter().enumerate() {
+                    k.a[j] = d * (sm & 15) as f32;
+                    k.b[j] = -dmin * (sm >> 4) as f32;
                 }
                 0
             }
@@ -198,11 +198,11 @@ const T: usize = 4;
 /// AVX-512 F, BW and VNNI must be available (`available`); every `act[t]` holds `per_row`
 /// blocks and every `out[t]` one result per row.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn rows<'o>(
+pub unsafe fn rows(
     blocks: &[LaneBlock],
     per_row: usize,
     act: &[&[LaneAct]],
-    out: &mut [&'o mut [f32]],
+    out: &mut [&mut [f32]],
 ) {
     assert_eq!(act.len(), out.len());
     for a in act {
@@ -300,7 +300,7 @@ mod tests {
             eprintln!("skipped: no AVX-512 VNNI on this CPU");
             return;
         }
-        let mut rng = Rng::new(0x1a9e_5);
+        let mut rng = Rng::new(0x0001_a9e5);
         let (cols, n_rows, tokens) = (768, 7, 6);
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> {
             (0..n)
