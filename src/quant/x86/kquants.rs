@@ -354,6 +354,12 @@ unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) ->
     std::array::from_fn(|t| fold(sumf[t], sums[t]))
 }
 
+/// One row against one token (`dot_rows`), for callers that pick the kind at run time.
+#[inline(always)]
+pub(super) unsafe fn dot_one(w: &[u8], a: &[BlockQ8K], kind: Kind) -> f32 {
+    dot_rows(w, [a], kind)[0]
+}
+
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
 #[inline]
