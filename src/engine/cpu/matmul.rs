@@ -225,7 +225,19 @@ impl Path {
                 };
                 format!("vec_dot_rows_x4 {t}·{act} ({isa})")
             }
-            Path::Rows => format!("vec_dot_rows {t}·{act} ({})", rows_isa(ty, avx2)),
+            Path::Rows => {
+                // The k-quants' one-token rows run two at a time on AVX-512 (`vec_dot_rows`).
+                let kquant = matches!(
+                    ty,
+                    GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+                );
+                let isa = if kquant && avx2 && avx512 {
+                    "avx512"
+                } else {
+                    rows_isa(ty, avx2)
+                };
+                format!("vec_dot_rows {t}·{act} ({isa})")
+            }
         }
     }
 }
