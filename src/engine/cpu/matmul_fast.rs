@@ -252,6 +252,7 @@ pub(super) fn kquant_task<'o>(
 ) {
     use crate::quant::x86::fast_kquants::{rows as dots, rows512, unpack, KBlock};
     use crate::quant::x86::kquants_vnni::{self, LaneBlock};
+
     thread_local! {
         static BLOCKS: RefCell<Vec<KBlock>> = const { RefCell::new(Vec::new()) };
         static LANES: RefCell<Vec<LaneBlock>> = const { RefCell::new(Vec::new()) };
@@ -260,13 +261,12 @@ pub(super) fn kquant_task<'o>(
     if kquant_lanes(ty) {
         debug_assert_eq!(lanes.len(), n);
         return LANES.with_borrow_mut(|blocks| {
-            let a: Vec<&[kquants_vnni::LaneAct]> = lanes.iter().map(|r| r.as_slice()).collect();
-            let mut outs: Vec<&mut [f32]> = (0..n).map(out_rows).collect();
+            let act = |t: usize| lanes[t].as_slice();
             // SAFETY: AVX-512 VNNI (with AVX2, FMA and F16C) was detected (`kquant_lanes`);
             // every token's row has `per_row` blocks and every output one result per row.
             unsafe {
                 kquants_vnni::unpack(ty, rows, blocks);
-                kquants_vnni::rows(blocks, per_row, &a, &mut outs);
+                kquants_vnni::rows(blocks, per_row, n, &act, out_rows);
             }
         });
     }

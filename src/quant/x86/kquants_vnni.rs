@@ -192,30 +192,27 @@ pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<LaneBlock>) {
 const R: usize = 2;
 const T: usize = 4;
 
-/// `out[t][r] = row r · act[t]` for the lane-order rows `blocks` (`per_row` blocks each) and
-/// every token of `act`: `T` tokens at a time against every row, so those tokens' blocks stay
-/// in cache while the rows go past them.
+/// `out(t)[r] = row r · act(t)` for the lane-order rows `blocks` (`per_row` blocks each) and
+/// the `n` tokens: `T` tokens at a time against every row, so those tokens' blocks stay in
+/// cache while the rows go past them. `out(t)` is asked for each time a result is written.
 ///
 /// # Safety
-/// AVX-512 F, BW and VNNI must be available (`available`); every `act[t]` holds `per_row`
-/// blocks and every `out[t]` one result per row.
+/// AVX-512 F, BW and VNNI must be available (`available`); every `act(t)` holds `per_row`
+/// blocks and every `out(t)` one result per row.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn rows(
+pub unsafe fn rows<'a, 'o>(
     blocks: &[LaneBlock],
     per_row: usize,
-    act: &[&[LaneAct]],
-    out: &mut [&mut [f32]],
+    n: usize,
+    act: &impl Fn(usize) -> &'a [LaneAct],
+    out: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    assert_eq!(act.len(), out.len());
-    for a in act {
-        assert_eq!(a.len(), per_row);
-    }
     let n_rows = blocks.len() / per_row;
-    for o in out.iter() {
-        assert!(o.len() >= n_rows);
+    for t in 0..n {
+        assert_eq!(act(t).len(), per_row);
+        assert!(out(t).len() >= n_rows);
     }
     let row = |r: usize| blocks.get_unchecked(r * per_row..(r + 1) * per_row);
-    let n = act.len();
     let mut t = 0;
     while t < n {
         let take = if n - t >= T { T } else { 1 };
@@ -223,28 +220,26 @@ pub unsafe fn rows(
         while r < n_rows {
             if n_rows - r >= R && take == T {
                 let w = std::array::from_fn(|i| row(r + i));
-                let a = std::array::from_fn(|i| act[t + i]);
+                let a = std::array::from_fn(|i| act(t + i));
                 let s = tile::<R, T>(w, a);
                 for (i, s) in s.iter().enumerate() {
                     for (j, &v) in s.iter().enumerate() {
-                        *out[t + j].get_unchecked_mut(r + i) = v;
+                        *out(t + j).get_unchecked_mut(r + i) = v;
                     }
                 }
                 r += R;
             } else if take == T {
-                let a = std::array::from_fn(|i| act[t + i]);
+                let a = std::array::from_fn(|i| act(t + i));
                 let s = tile::<1, T>([row(r)], a);
                 for (j, &v) in s[0].iter().enumerate() {
-                    *out[t + j].get_unchecked_mut(r) = v;
+                    *out(t + j).get_unchecked_mut(r) = v;
                 }
                 r += 1;
             } else {
-                let s = tile::<R, 1>(
-                    std::array::from_fn(|i| row((r + i).min(n_rows - 1))),
-                    [act[t]],
-                );
+                let w = std::array::from_fn(|i| row((r + i).min(n_rows - 1)));
+                let s = tile::<R, 1>(w, [act(t)]);
                 for (i, s) in s.iter().enumerate().take(n_rows - r) {
-                    *out[t].get_unchecked_mut(r + i) = s[0];
+                    *out(t).get_unchecked_mut(r + i) = s[0];
                 }
                 r += R;
             }
@@ -360,11 +355,13 @@ mod tests {
             unsafe { unpack(ty, &bytes, &mut blocks) };
             let mut got = vec![vec![0f32; n_rows]; tokens];
             {
-                let a: Vec<&[LaneAct]> = acts.iter().map(|a| a.as_slice()).collect();
-                let mut o: Vec<&mut [f32]> = got.iter_mut().map(|o| o.as_mut_slice()).collect();
+                let ptrs: Vec<*mut f32> = got.iter_mut().map(|o| o.as_mut_ptr()).collect();
+                // SAFETY: each pointer is a live row of `n_rows` results, written only here.
+                let out = |t: usize| unsafe { std::slice::from_raw_parts_mut(ptrs[t], n_rows) };
+                let act = |t: usize| acts[t].as_slice();
                 // SAFETY: AVX-512 VNNI was just detected; per_row blocks per token, one
                 // result per row.
-                unsafe { rows(&blocks, per_row, &a, &mut o) };
+                unsafe { rows(&blocks, per_row, tokens, &act, &out) };
             }
             for (t, a) in q8.iter().enumerate() {
                 let x: Vec<f64> = a
