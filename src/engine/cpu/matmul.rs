@@ -116,6 +116,9 @@ enum Path {
     /// k-quant rows unpacked per task under `fast`.
     #[cfg(target_arch = "x86_64")]
     KquantFast,
+    /// One token against F16/BF16 rows under `fast` (`x86::float::rows_fast`).
+    #[cfg(target_arch = "x86_64")]
+    FloatOne,
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
@@ -134,6 +137,8 @@ struct Had {
     biased: bool,
     float_fast: bool,
     kquant_fast: bool,
+    /// One token's float products under `fast` take `x86::float::rows_fast`.
+    float_one: bool,
 }
 
 impl Path {
@@ -151,6 +156,12 @@ impl Path {
                 && avx2
             {
                 return Path::Widened;
+            } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
+                && n == 1
+                && had.float_one
+                && avx2
+            {
+                return Path::FloatOne;
             } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 {
                 return Path::KquantFast;
             } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
@@ -210,6 +221,8 @@ impl Path {
                 };
                 format!("kquant_task {t}·q8_k unpacked ({isa})")
             }
+            #[cfg(target_arch = "x86_64")]
+            Path::FloatOne => format!("float_one {t} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
@@ -364,6 +377,8 @@ fn matmuls_in(
     let float_fast = n >= 2 && fast.is_some_and(|r| r.kernels);
     // And its k-quant products `x86::fast_kquants`.
     let kquant_fast = fast.is_some_and(|r| r.kernels);
+    // And one token's float products `x86::float::rows_fast`.
+    let float_one = n == 1 && fast.is_some_and(|r| r.kernels);
     debug_assert_eq!(x.len(), n * cols);
     for (m, out) in products.iter() {
         assert_eq!(
@@ -526,6 +541,7 @@ fn matmuls_in(
             biased: !biased.is_empty(),
             float_fast,
             kquant_fast,
+            float_one,
         };
         #[cfg(not(target_arch = "x86_64"))]
         let had = Had::default();
@@ -593,6 +609,16 @@ fn matmuls_in(
                     Path::KquantFast => {
                         let per_row = rb / m.ty.block_bytes();
                         return kquant_task(m.ty, rows, per_row, (acts, lanes), &out_rows);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::FloatOne => {
+                        let x = float_act(&acts[0]);
+                        // SAFETY: the path needs AVX2, FMA and F16C (`Path::choose`).
+                        let ran = unsafe {
+                            crate::quant::x86::float::rows_fast(m.ty, rows, rb, x, out_rows(0))
+                        };
+                        debug_assert!(ran.is_some(), "a float type");
+                        return;
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::Unpacked => return unpacked_batch(m.ty, rows, acts, &out_rows),
