@@ -119,6 +119,10 @@ enum Path {
     /// One token against F16/BF16 rows under `fast` (`x86::float::rows_fast`).
     #[cfg(target_arch = "x86_64")]
     FloatOne,
+    /// One token against Q8_0 rows in the file's layout under `fast`
+    /// (`x86::fast_rows::rows_q8_0_one`).
+    #[cfg(target_arch = "x86_64")]
+    Q8One,
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
@@ -137,7 +141,8 @@ struct Had {
     biased: bool,
     float_fast: bool,
     kquant_fast: bool,
-    /// One token's float products under `fast` take `x86::float::rows_fast`.
+    /// One token's float and unpacked Q8_0 products under `fast` take their fast one-token
+    /// kernels (`x86::float::rows_fast`, `x86::fast_rows::rows_q8_0_one`).
     float_one: bool,
 }
 
@@ -162,6 +167,8 @@ impl Path {
                 && avx2
             {
                 return Path::FloatOne;
+            } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
+                return Path::Q8One;
             } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 {
                 return Path::KquantFast;
             } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
@@ -223,6 +230,8 @@ impl Path {
             }
             #[cfg(target_arch = "x86_64")]
             Path::FloatOne => format!("float_one {t} (fast, {})", simd(false)),
+            #[cfg(target_arch = "x86_64")]
+            Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
@@ -377,7 +386,7 @@ fn matmuls_in(
     let float_fast = n >= 2 && fast.is_some_and(|r| r.kernels);
     // And its k-quant products `x86::fast_kquants`.
     let kquant_fast = fast.is_some_and(|r| r.kernels);
-    // And one token's float products `x86::float::rows_fast`.
+    // And one token's float and unpacked Q8_0 products their one-token kernels.
     let float_one = n == 1 && fast.is_some_and(|r| r.kernels);
     debug_assert_eq!(x.len(), n * cols);
     for (m, out) in products.iter() {
@@ -618,6 +627,18 @@ fn matmuls_in(
                             crate::quant::x86::float::rows_fast(m.ty, rows, rb, x, out_rows(0))
                         };
                         debug_assert!(ran.is_some(), "a float type");
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Q8One => {
+                        let QuantizedAct::Q8_0(a) = &acts[0] else {
+                            unreachable!("a Q8_0 product's activations are Q8_0")
+                        };
+                        // SAFETY: the path needs AVX2, FMA and F16C (`Path::choose`); the
+                        // rows and the token share their length.
+                        unsafe {
+                            crate::quant::x86::fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
+                        };
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]
