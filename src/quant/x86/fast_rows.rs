@@ -330,14 +330,30 @@ pub unsafe fn rows_q8_0_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8_0], out:
         "a row of {row_bytes} bytes against {} blocks",
         a.len()
     );
+    #[inline(always)]
+    unsafe fn step(b: &[u8], y: &BlockQ8_0, acc: &mut __m256) {
+        prefetch_ahead(b.as_ptr());
+        let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
+        let d = _mm256_set1_ps(f16_pair(b, 0).0 * y.d);
+        *acc = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), *acc);
+    }
     for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        // Four blocks a step, each into its own accumulator (constant indices, so the four
+        // stay in registers).
         let mut acc = [_mm256_setzero_ps(); 4];
-        for (i, (b, y)) in row.chunks_exact(34).zip(a).enumerate() {
-            prefetch_ahead(b.as_ptr());
-            let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
-            let d = _mm256_set1_ps(f16_pair(b, 0).0 * y.d);
-            let k = i % 4;
-            acc[k] = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), acc[k]);
+        let blocks = row.chunks_exact(4 * 34).zip(a.chunks_exact(4));
+        for (b4, y4) in blocks {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                step(&b4[34 * k..34 * (k + 1)], &y4[k], acc);
+            }
+        }
+        let done = a.len() / 4 * 4;
+        for (k, (b, y)) in row[34 * done..]
+            .chunks_exact(34)
+            .zip(&a[done..])
+            .enumerate()
+        {
+            step(b, y, &mut acc[k]);
         }
         *o = hsum(_mm256_add_ps(
             _mm256_add_ps(acc[0], acc[1]),
