@@ -118,7 +118,8 @@ conformance! {
 }
 
 /// `fast` numerics on the CPU (Q4_0 matrices repacked at load and taken on the fast kernels for
-/// prompts and single tokens; a prompt's Q8_0, Q5_0, Q4_K, Q5_K and Q6_K products too) stay
+/// prompts and single tokens; a prompt's Q8_0, Q5_0 and k-quant products too, Q2_K and Q3_K
+/// where AVX-512 VNNI takes them) stay
 /// within every model's bounds, and on the Q4_0, Q8_0 and k-quant models the prompt's logits
 /// are not the exact bits (the fast kernels ran: the 10-token prompts take the batch
 /// products); on the Q4_0 model the same holds token by token (the one-token products run on
@@ -145,6 +146,8 @@ fn fast_numerics_on_the_cpu_stay_within_the_bounds() {
         ("conf-llama-Q4_K_S", false),
         ("conf-qwen2-Q5_K_S", false),
         ("conf-qwen2-Q6_K", false),
+        ("conf-qwen2-Q2_K", false),
+        ("conf-qwen2-Q3_K_S", false),
     ] {
         let (model, reference, bound) = common::conformance_case(name);
         let prompt = common::ids(&reference["prompt_ids"]);

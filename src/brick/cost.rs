@@ -178,6 +178,17 @@ impl Shapes {
         layers + self.lm_head_bytes
     }
 
+    /// The most weight bytes one brick reads in one layer (or the output head): the longest
+    /// stream of weights a decode step reads in one piece.
+    pub fn largest_weight_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|l| [l.qkv, l.attn_out, l.gate_up, l.down])
+            .chain([self.lm_head_bytes])
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Cost of `brick` for one decode token attending over `kv_len` positions.
     pub fn cost(&self, brick: Brick, kv_len: f64) -> Cost {
         brick

@@ -1,6 +1,9 @@
 //! Measured CPU peaks for the roofline: memory read bandwidth (all threads summing a buffer
-//! much larger than the caches, asking for lines ahead as the one-token products do), the
-//! caches' read bandwidth (all threads re-reading a buffer of their own that fits L1), FMA
+//! much larger than the caches, asking for lines ahead as the one-token products do, and
+//! buffers the size of the model's weights and of its largest matrix, where the last-level
+//! cache keeps part of what a decode step reads), the caches' bandwidth (all threads
+//! re-reading a buffer of their own that fits L1, or adding one such buffer into another, as
+//! the residual adds do), FMA
 //! throughput (all threads running independent 8-wide FMA chains) and int8 dot throughput
 //! (the same with the integer multiply-adds the quantized products run on). All are probes
 //! run at start-up, labelled as such in the report; nothing is taken from a spec sheet.
@@ -43,10 +46,11 @@ pub struct MeasuredPeaks {
 
 impl MeasuredPeaks {
     /// Run the CPU probes (about half a second) for a model whose decode step reads
-    /// `weight_bytes` of weights (`cpu_read_bandwidth`).
-    pub fn probe_cpu(weight_bytes: usize) -> MeasuredPeaks {
+    /// `weight_bytes` of weights, `largest` of them in its largest matrix
+    /// (`cpu_read_bandwidth`).
+    pub fn probe_cpu(weight_bytes: usize, largest: usize) -> MeasuredPeaks {
         MeasuredPeaks {
-            bandwidth: cpu_read_bandwidth(weight_bytes),
+            bandwidth: cpu_read_bandwidth(weight_bytes, largest),
             cache_bandwidth: Some(cpu_cache_read_bandwidth()),
             compute: cpu_fma_throughput(),
             tensor: None,
@@ -87,28 +91,32 @@ impl MeasuredPeaks {
 const MODEL_PROBE_MAX: usize = 1 << 30;
 
 /// The memory's read bandwidth for a model whose decode step reads `weight_bytes` of weights,
-/// GB/s: the better of reading a 256 MiB buffer (beyond any last-level cache) and reading
-/// one the size of those weights over and over (a decode step's reuse distance: what of a
-/// model's weights the last-level cache keeps between steps, the probe's buffer keeps too).
-pub fn cpu_read_bandwidth(weight_bytes: usize) -> Peak {
-    let stream = read_probe(PROBE_BYTES);
-    let model = weight_bytes.clamp(1 << 20, MODEL_PROBE_MAX);
-    let at_model = if model == PROBE_BYTES {
-        0.0
-    } else {
-        read_probe(model)
+/// `largest` of them in one matrix, GB/s: the best of reading a 256 MiB buffer (beyond any
+/// last-level cache), one the size of those weights over and over (a decode step's reuse
+/// distance: what of a model's weights the last-level cache keeps between steps, the probe's
+/// buffer keeps too) and one the size of the largest matrix over and over (a brick that
+/// streams one matrix, the output head, reads it at that rate where the last-level cache
+/// holds a share of it, faster than the whole model's reuse allows).
+pub fn cpu_read_bandwidth(weight_bytes: usize, largest: usize) -> Peak {
+    let mut best = Peak {
+        value: read_probe(PROBE_BYTES),
+        source: "cpu_read_probe",
     };
-    if at_model > stream {
-        Peak {
-            value: at_model,
-            source: "cpu_read_probe_model_size",
+    let sizes = [
+        (weight_bytes, "cpu_read_probe_model_size"),
+        (largest, "cpu_read_probe_matrix_size"),
+    ];
+    for (bytes, source) in sizes {
+        let bytes = bytes.clamp(1 << 20, MODEL_PROBE_MAX);
+        if bytes == PROBE_BYTES {
+            continue;
         }
-    } else {
-        Peak {
-            value: stream,
-            source: "cpu_read_probe",
+        let value = read_probe(bytes);
+        if value > best.value {
+            best = Peak { value, source };
         }
     }
+    best
 }
 
 /// Read bandwidth of the rayon pool over a buffer of `bytes`, GB/s: the best of ten passes,
@@ -134,24 +142,75 @@ fn read_probe(bytes: usize) -> f64 {
     (n * 4) as f64 / best / 1e9
 }
 
-/// Best-of-three read bandwidth of the caches, GB/s: every pool thread re-reads a
-/// `CACHE_PROBE_BYTES` buffer of its own, so the reads hit L1 after the first pass.
+/// Best-of-three bandwidth of the caches, GB/s: every pool thread re-reads a
+/// `CACHE_PROBE_BYTES` buffer of its own, so the reads hit L1 after the first pass; or adds
+/// one half of it into the other (two reads and a write per word, all counted, as a residual
+/// add's bytes are: a core's loads and stores go side by side); the better of the two.
 pub fn cpu_cache_read_bandwidth() -> Peak {
     const PASSES: usize = 8192;
     let threads = rayon::current_num_threads();
     let bufs: Vec<Vec<u32>> = (0..threads)
         .map(|t| (0..CACHE_PROBE_BYTES / 4).map(|i| (i + t) as u32).collect())
         .collect();
-    let best = best_of_three(threads, |t| {
+    let read = best_of_three(threads, |t| {
         let mut s = 0u32;
         for _ in 0..PASSES {
             s = s.wrapping_add(sum_words(std::hint::black_box(&bufs[t]), false));
         }
         Wrapping(s)
     });
+    let mut copies = bufs.clone();
+    let cells: Vec<std::sync::Mutex<&mut Vec<u32>>> =
+        copies.iter_mut().map(std::sync::Mutex::new).collect();
+    let add = best_of_three(threads, |t| {
+        let mut buf = cells[t].lock().expect("one task a buffer");
+        let (y, x) = buf.split_at_mut(CACHE_PROBE_BYTES / 8);
+        for _ in 0..PASSES {
+            add_words(std::hint::black_box(&mut *y), x);
+        }
+        Wrapping(y[0])
+    });
+    // The add pass moves three half-buffers a pass: 1.5 times the read pass's bytes.
+    let value = (threads * PASSES * CACHE_PROBE_BYTES) as f64 / read.min(add / 1.5) / 1e9;
     Peak {
-        value: (threads * PASSES * CACHE_PROBE_BYTES) as f64 / best / 1e9,
-        source: "cpu_cache_read_probe",
+        value,
+        source: if add / 1.5 < read {
+            "cpu_cache_add_probe"
+        } else {
+            "cpu_cache_read_probe"
+        },
+    }
+}
+
+/// `y[i] += x[i]` (wrapping) over the shorter of the two.
+fn add_words(y: &mut [u32], x: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was just detected.
+        return unsafe { add_words_avx2(y, x) };
+    }
+    for (a, &b) in y.iter_mut().zip(x) {
+        *a = a.wrapping_add(b);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_words_avx2(y: &mut [u32], x: &[u32]) {
+    use std::arch::x86_64::*;
+    let n = y.len().min(x.len());
+    let wide = n / 8 * 8;
+    for i in (0..wide).step_by(8) {
+        // SAFETY: i + 8 <= n, within both slices.
+        let a = _mm256_loadu_si256(y.as_ptr().add(i) as *const __m256i);
+        let b = _mm256_loadu_si256(x.as_ptr().add(i) as *const __m256i);
+        _mm256_storeu_si256(
+            y.as_mut_ptr().add(i) as *mut __m256i,
+            _mm256_add_epi32(a, b),
+        );
+    }
+    for i in wide..n {
+        y[i] = y[i].wrapping_add(x[i]);
     }
 }
 
@@ -239,15 +298,28 @@ fn best_of_three<T: Send + std::iter::Sum<T>>(
 /// per cycle needs 8).
 const CHAINS: usize = 12;
 
+/// Lanes per FMA and the probe's label: 16-lane AVX-512F where the CPU has it (the fast float
+/// tiles, `x86::float_tiles`, run on it there; an 8-lane probe read half of what they reach on
+/// a CPU with full-width 512-bit units), else 8-lane AVX2.
 fn fma_kind() -> (usize, &'static str) {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        return (8, "cpu_fma_probe_avx2");
+    {
+        if is_x86_feature_detected!("avx512f") {
+            return (16, "cpu_fma_probe_avx512");
+        }
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return (8, "cpu_fma_probe_avx2");
+        }
     }
     (1, "cpu_fma_probe_scalar")
 }
 
 fn fma_chains(iters: usize, seed: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F was just detected.
+        return unsafe { fma_chains_avx512(iters, seed) };
+    }
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         // SAFETY: AVX2 and FMA were just detected.
@@ -283,6 +355,26 @@ unsafe fn fma_chains_avx2(iters: usize, seed: f32) -> f32 {
     }
     _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
     lanes.iter().sum()
+}
+
+/// `fma_chains_avx2` with 16-lane vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_chains_avx512(iters: usize, seed: f32) -> f32 {
+    use std::arch::x86_64::*;
+    let m = _mm512_set1_ps(0.999_999);
+    let a = _mm512_set1_ps(std::hint::black_box(1e-7));
+    let mut acc = [_mm512_set1_ps(seed * 1e-3); CHAINS];
+    for _ in 0..iters {
+        for x in acc.iter_mut() {
+            *x = _mm512_fmadd_ps(*x, m, a);
+        }
+    }
+    let mut sum = _mm512_setzero_ps();
+    for x in acc {
+        sum = _mm512_add_ps(sum, x);
+    }
+    _mm512_reduce_add_ps(sum)
 }
 
 /// Int8 dot throughput of the rayon pool, GOP/s (a multiply and an add per byte pair), with
@@ -426,6 +518,34 @@ mod tests {
             let want = c.iter().fold(0u32, |a, &x| a.wrapping_add(x));
             assert_eq!(sum_words(&c, true), want, "{n} words, prefetching");
             assert_eq!(sum_words(&c, false), want, "{n} words");
+        }
+    }
+
+    /// The FMA probe's chains compute what they claim (every lane of every chain stepped
+    /// `iters` times), so the FLOPs it counts ran.
+    #[test]
+    fn fma_chains_step_every_lane() {
+        let (lanes, _) = fma_kind();
+        let mut x = 2.0f32 * 1e-3;
+        for _ in 0..100 {
+            x = x.mul_add(0.999_999, 1e-7);
+        }
+        let want = (CHAINS * lanes) as f32 * x;
+        let got = fma_chains(100, 2.0);
+        assert!(
+            (got - want).abs() <= 1e-4 * want,
+            "{got} vs {want} ({lanes} lanes)"
+        );
+    }
+
+    #[test]
+    fn the_cache_add_probe_adds_every_word() {
+        for n in [0usize, 1, 7, 8, 9, 100] {
+            let mut y: Vec<u32> = (0..n as u32).map(|i| u32::MAX - i).collect();
+            let x: Vec<u32> = (0..n as u32).map(|i| 3 * i + 1).collect();
+            let want: Vec<u32> = y.iter().zip(&x).map(|(a, b)| a.wrapping_add(*b)).collect();
+            add_words(&mut y, &x);
+            assert_eq!(y, want, "{n} words");
         }
     }
 

@@ -127,7 +127,10 @@ impl Backend {
     /// half a second) or the GPU's copy, FMA and tensor-core probes.
     pub fn measure_peaks(&self) -> Result<MeasuredPeaks, String> {
         match self {
-            Backend::Cpu(e) => Ok(MeasuredPeaks::probe_cpu(e.weight_bytes_per_token())),
+            Backend::Cpu(e) => {
+                let (all, largest) = e.weight_bytes_per_token();
+                Ok(MeasuredPeaks::probe_cpu(all, largest))
+            }
             Backend::Cuda(e) => e.measure_peaks(),
         }
     }

@@ -1,4 +1,5 @@
-//! A measured run: prefill (profiled once brick by brick, then timed unprofiled), warm-up
+//! A measured run: prefill (profiled once brick by brick, or run once untimed where warm-up
+//! steps are asked for, then timed unprofiled), warm-up
 //! steps (discarded), then the measured steps. When asked,
 //! every profiled step is followed by one unprofiled step at the next position, so profiled and
 //! unprofiled throughput come from the same run, the same positions and the same machine state:
@@ -87,6 +88,12 @@ pub fn run_until(
     } else {
         None
     };
+    // The timed prompt runs warm either way: after the profiled one, or (with warm-up steps
+    // asked for) after an untimed one, so a process's first-touch costs (buffers growing,
+    // pages faulting in) stay out of it, as llama-bench's warm-up run keeps them out of its.
+    if prefill_profile.is_none() && plan.warmup > 0 {
+        session.prefill()?;
+    }
     let prefill = session.prefill()?;
     let overhead = plan.profiled && plan.measure_overhead;
     // Every step in order (profiled or not), so each can tell the engine what the next one is

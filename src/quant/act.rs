@@ -253,6 +253,29 @@ pub fn vec_dot_rows(
         use super::x86 as l;
         use super::x86::kquants as k;
         use QuantizedAct::{Q8_0, Q8_1, Q8_K};
+        // The k-quants' one-token rows two at a time on AVX-512 (`x86_kquants512`), the same
+        // bits as the AVX2 kernels below.
+        if super::x86::kquants512::available() {
+            use super::x86::kquants512 as k512;
+            // SAFETY: AVX-512 F/BW (with AVX2, FMA and F16C) were just detected.
+            unsafe {
+                match (ty, act) {
+                    (GgmlType::Q3_K, Q8_K(a)) => {
+                        return k512::rows_q3_k_q8_k(rows, row_bytes, a, out)
+                    }
+                    (GgmlType::Q4_K, Q8_K(a)) => {
+                        return k512::rows_q4_k_q8_k(rows, row_bytes, a, out)
+                    }
+                    (GgmlType::Q5_K, Q8_K(a)) => {
+                        return k512::rows_q5_k_q8_k(rows, row_bytes, a, out)
+                    }
+                    (GgmlType::Q6_K, Q8_K(a)) => {
+                        return k512::rows_q6_k_q8_k(rows, row_bytes, a, out)
+                    }
+                    _ => {}
+                }
+            }
+        }
         // SAFETY: AVX2, FMA and F16C were just detected.
         unsafe {
             match (ty, act) {

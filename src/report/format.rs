@@ -164,7 +164,7 @@ fn header_markdown(s: &mut String, r: &Report) {
     if let Some(c) = h.peaks.cache_bandwidth_gbps {
         let _ = writeln!(
             s,
-            "- caches: {c:.1} GB/s (cpu_cache_read_probe), the roof of a decode step's activations"
+            "- caches: {c:.1} GB/s (cpu_cache_read_probe or cpu_cache_add_probe), the roof of a decode step's activations"
         );
     }
     let c = &r.config;

@@ -133,7 +133,8 @@ pub struct Peaks {
     /// to device copy) and `nvml_bus` (NVML max memory clock x bus width x 2, theoretical) on a
     /// GPU, `cpu_read_probe` on the CPU. `bandwidth_source` names the one the roofline used.
     pub bandwidth_candidates: BTreeMap<String, f64>,
-    /// The caches' read bandwidth (`cpu_cache_read_probe`), GB/s: the roof of the bytes a CPU
+    /// The caches' bandwidth (`cpu_cache_read_probe` or `cpu_cache_add_probe`, whichever moved
+    /// more bytes), GB/s: the roof of the bytes a CPU
     /// decode step keeps in the caches (its activations). None on a GPU.
     #[serde(default)]
     pub cache_bandwidth_gbps: Option<f64>,

@@ -24,11 +24,14 @@ pub struct CpuEngine {
 }
 
 impl CpuEngine {
-    /// The weight bytes a decode step reads (the memory probe's model-sized buffer,
-    /// `brick::peaks::cpu_read_bandwidth`).
-    pub fn weight_bytes_per_token(&self) -> usize {
-        crate::brick::cost::Shapes::new(&self.model.config, &self.model.weights)
-            .weight_bytes_per_token()
+    /// The weight bytes a decode step reads, and the most one brick of one layer reads (the memory
+    /// probe's model-sized and matrix-sized buffers, `brick::peaks::cpu_read_bandwidth`).
+    pub fn weight_bytes_per_token(&self) -> (usize, usize) {
+        let shapes = crate::brick::cost::Shapes::new(&self.model.config, &self.model.weights);
+        (
+            shapes.weight_bytes_per_token(),
+            shapes.largest_weight_bytes(),
+        )
     }
 
     /// An engine with room for `ctx` positions (capped at the model's context length).

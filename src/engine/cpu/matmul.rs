@@ -19,14 +19,16 @@
 //! their own tasks (`matmul_fast`). Results go straight to `out[token][row]`.
 
 #[cfg(target_arch = "x86_64")]
-use super::matmul_fast::{act_rows, kquant_task, packed_task};
+use super::matmul_fast::{
+    act_rows, kquant_lanes, kquant_task, kquant_unpacks, lane_rows, packed_task,
+};
 use super::matmul_fast::{fast_rows, group_rows};
 use super::pool;
 use super::repack::{Packed, Repacked};
 use crate::model::weights::{Mat, Weights};
 use crate::quant::fma::with_fma;
 #[cfg(target_arch = "x86_64")]
-use crate::quant::x86::{fast_kquants, prompt_rows};
+use crate::quant::x86::prompt_rows;
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::{BiasedPair, SignedRows};
 use crate::quant::{
@@ -53,6 +55,20 @@ const BATCH_TASK_BYTES: usize = 12 << 10;
 /// the tokens' values in passes (`x86::float`), so more rows read each token's values from
 /// L1 more often.
 const FLOAT_TASK_BYTES: usize = 64 << 10;
+
+/// Rows of a prompt's k-quant task in lane order (`x86::kquants_vnni`).
+const LANE_TASK_ROWS: usize = 16;
+
+/// Whether a `ty` prompt product under `fast` numerics takes `kquant_task` in lane order.
+fn lane_task(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return kquant_lanes(ty);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        false
+    }
+}
 
 /// Most tokens `few_tokens` takes (one-token task split and dots).
 const FEW_TOKENS: usize = 3;
@@ -100,6 +116,13 @@ enum Path {
     /// k-quant rows unpacked per task under `fast`.
     #[cfg(target_arch = "x86_64")]
     KquantFast,
+    /// One token against F16/BF16 rows under `fast` (`x86::float::rows_fast`).
+    #[cfg(target_arch = "x86_64")]
+    FloatOne,
+    /// One token against Q8_0 rows in the file's layout under `fast`
+    /// (`x86::fast_rows::rows_q8_0_one`).
+    #[cfg(target_arch = "x86_64")]
+    Q8One,
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
@@ -118,6 +141,9 @@ struct Had {
     biased: bool,
     float_fast: bool,
     kquant_fast: bool,
+    /// One token's float and unpacked Q8_0 products under `fast` take their fast one-token
+    /// kernels (`x86::float::rows_fast`, `x86::fast_rows::rows_q8_0_one`).
+    float_one: bool,
 }
 
 impl Path {
@@ -135,7 +161,15 @@ impl Path {
                 && avx2
             {
                 return Path::Widened;
-            } else if had.kquant_fast && fast_kquants::unpacks(ty) && n >= 4 {
+            } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
+                && n == 1
+                && had.float_one
+                && avx2
+            {
+                return Path::FloatOne;
+            } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
+                return Path::Q8One;
+            } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 {
                 return Path::KquantFast;
             } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
                 return Path::Unpacked;
@@ -186,7 +220,18 @@ impl Path {
                 )
             }
             #[cfg(target_arch = "x86_64")]
-            Path::KquantFast => format!("kquant_task {t}·q8_k unpacked ({})", simd(avx512)),
+            Path::KquantFast => {
+                let isa = if kquant_lanes(ty) {
+                    "lanes, avx512-vnni"
+                } else {
+                    simd(avx512)
+                };
+                format!("kquant_task {t}·q8_k unpacked ({isa})")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Path::FloatOne => format!("float_one {t} (fast, {})", simd(false)),
+            #[cfg(target_arch = "x86_64")]
+            Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
@@ -202,7 +247,19 @@ impl Path {
                 };
                 format!("vec_dot_rows_x4 {t}·{act} ({isa})")
             }
-            Path::Rows => format!("vec_dot_rows {t}·{act} ({})", rows_isa(ty, avx2)),
+            Path::Rows => {
+                // The k-quants' one-token rows run two at a time on AVX-512 (`vec_dot_rows`).
+                let kquant = matches!(
+                    ty,
+                    GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+                );
+                let isa = if kquant && avx2 && avx512 {
+                    "avx512"
+                } else {
+                    rows_isa(ty, avx2)
+                };
+                format!("vec_dot_rows {t}·{act} ({isa})")
+            }
         }
     }
 }
@@ -284,6 +341,9 @@ struct Scratch {
     /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
+    /// The tokens' Q8_K rows in lane order, for `kquant_task` on AVX-512 VNNI.
+    #[cfg(target_arch = "x86_64")]
+    lane_rows: Vec<Vec<crate::quant::x86::kquants_vnni::LaneAct>>,
     /// The tokens packed for `x86::float_tiles`, per float activation format.
     #[cfg(target_arch = "x86_64")]
     panels: Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
@@ -326,6 +386,8 @@ fn matmuls_in(
     let float_fast = n >= 2 && fast.is_some_and(|r| r.kernels);
     // And its k-quant products `x86::fast_kquants`.
     let kquant_fast = fast.is_some_and(|r| r.kernels);
+    // And one token's float and unpacked Q8_0 products their one-token kernels.
+    let float_one = n == 1 && fast.is_some_and(|r| r.kernels);
     debug_assert_eq!(x.len(), n * cols);
     for (m, out) in products.iter() {
         assert_eq!(
@@ -377,6 +439,22 @@ fn matmuls_in(
         let vnni = wants(GgmlType::Q8_0) && fast_rows_vnni::available();
         let biased = act_rows(n, q8, vnni, &mut s.biased_rows, Q8_0x8::wide);
         (summed, biased)
+    };
+
+    // A prompt's k-quant products on AVX-512 VNNI take the tokens' Q8_K rows in lane order,
+    // made once per call here, a token a task.
+    #[cfg(target_arch = "x86_64")]
+    let lanes = match formats.iter().find(|(k, _)| *k == ActType::Q8_K) {
+        Some((_, q8k))
+            if n >= 4
+                && kquant_fast
+                && products
+                    .iter()
+                    .any(|(m, _)| kquant_lanes(m.ty) && packed(m).is_none()) =>
+        {
+            lane_rows(n, q8k, &mut s.lane_rows)
+        }
+        _ => &s.lane_rows[..0],
     };
 
     // A prompt's F16/BF16 products under `fast` take the tokens packed in panels, made once
@@ -445,6 +523,10 @@ fn matmuls_in(
             continue;
         } else if matches!(m.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             (FLOAT_TASK_BYTES / m.row_bytes()).clamp(1, 16)
+        } else if kquant_fast && n >= 4 && lane_task(m.ty) {
+            // `kquant_task` in lane order reads every token's row once per task: longer
+            // tasks read them less often.
+            LANE_TASK_ROWS
         } else if packed(m).is_some() {
             let g = group_rows(m);
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(g, 2 * g) / g * g
@@ -468,6 +550,7 @@ fn matmuls_in(
             biased: !biased.is_empty(),
             float_fast,
             kquant_fast,
+            float_one,
         };
         #[cfg(not(target_arch = "x86_64"))]
         let had = Had::default();
@@ -533,7 +616,30 @@ fn matmuls_in(
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::KquantFast => {
-                        return kquant_task(m.ty, rows, rb / m.ty.block_bytes(), acts, &out_rows)
+                        let per_row = rb / m.ty.block_bytes();
+                        return kquant_task(m.ty, rows, per_row, (acts, lanes), &out_rows);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::FloatOne => {
+                        let x = float_act(&acts[0]);
+                        // SAFETY: the path needs AVX2, FMA and F16C (`Path::choose`).
+                        let ran = unsafe {
+                            crate::quant::x86::float::rows_fast(m.ty, rows, rb, x, out_rows(0))
+                        };
+                        debug_assert!(ran.is_some(), "a float type");
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::Q8One => {
+                        let QuantizedAct::Q8_0(a) = &acts[0] else {
+                            unreachable!("a Q8_0 product's activations are Q8_0")
+                        };
+                        // SAFETY: the path needs AVX2, FMA and F16C (`Path::choose`); the
+                        // rows and the token share their length.
+                        unsafe {
+                            crate::quant::x86::fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
+                        };
+                        return;
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::Unpacked => return unpacked_batch(m.ty, rows, acts, &out_rows),

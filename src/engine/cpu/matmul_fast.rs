@@ -200,27 +200,80 @@ pub(super) fn packed_task<'o>(
     }
 }
 
-/// A prompt task's Q4_K, Q5_K or Q6_K rows (`per_row` blocks each) against every token under
-/// `fast` numerics: unpacked once (`x86::fast_kquants`, into a buffer each pool thread keeps),
-/// then taken against the tokens eight at a time on AVX-512, four at a time, a last few one by
-/// one.
+/// Whether a prompt's `ty` product under `fast` numerics takes `kquant_task`.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn kquant_unpacks(ty: GgmlType) -> bool {
+    use crate::quant::x86::{fast_kquants, kquants_vnni};
+    fast_kquants::unpacks(ty) || (kquants_vnni::available() && kquants_vnni::unpacks(ty))
+}
+
+/// Whether `kquant_task` takes `ty` in lane order (`x86::kquants_vnni`, AVX-512 VNNI), its
+/// tokens' rows made by `lane_rows`.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn kquant_lanes(ty: GgmlType) -> bool {
+    use crate::quant::x86::kquants_vnni;
+    kquants_vnni::available() && kquants_vnni::unpacks(ty)
+}
+
+/// The `n` tokens' Q8_K rows (`q8k`) in lane order for `x86::kquants_vnni`, into `rows`, a
+/// token a task.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn lane_rows<'s>(
+    n: usize,
+    q8k: &[QuantizedAct],
+    rows: &'s mut Vec<Vec<crate::quant::x86::kquants_vnni::LaneAct>>,
+) -> &'s [Vec<crate::quant::x86::kquants_vnni::LaneAct>] {
+    use crate::quant::x86::kquants_vnni::lane_act;
+    rows.resize_with(n, Vec::new);
+    pool::par_chunks_mut(&mut rows[..n], 1, |t, row| {
+        let QuantizedAct::Q8_K(a) = &q8k[t] else {
+            unreachable!("quantized as Q8_K")
+        };
+        lane_act(a, &mut row[0]);
+    });
+    &rows[..n]
+}
+
+/// A prompt task's k-quant rows (`per_row` blocks each) against every token under `fast`
+/// numerics, unpacked once into a buffer each pool thread keeps: on AVX-512 VNNI every
+/// k-quant in lane order (`x86::kquants_vnni`, the tokens' rows `lanes`), else Q4_K, Q5_K and
+/// Q6_K for `x86::fast_kquants`, taken against the tokens eight at a time on AVX-512, four at
+/// a time, a last few one by one.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn kquant_task<'o>(
     ty: GgmlType,
     rows: &[u8],
     per_row: usize,
-    acts: &[QuantizedAct],
+    (acts, lanes): (
+        &[QuantizedAct],
+        &[Vec<crate::quant::x86::kquants_vnni::LaneAct>],
+    ),
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::fast_kquants::{rows as dots, rows512, unpack, KBlock};
+    use crate::quant::x86::kquants_vnni::{self, LaneBlock};
+
     thread_local! {
         static BLOCKS: RefCell<Vec<KBlock>> = const { RefCell::new(Vec::new()) };
+        static LANES: RefCell<Vec<LaneBlock>> = const { RefCell::new(Vec::new()) };
+    }
+    let n = acts.len();
+    if kquant_lanes(ty) {
+        debug_assert_eq!(lanes.len(), n);
+        return LANES.with_borrow_mut(|blocks| {
+            let act = |t: usize| lanes[t].as_slice();
+            // SAFETY: AVX-512 VNNI (with AVX2, FMA and F16C) was detected (`kquant_lanes`);
+            // every token's row has `per_row` blocks and every output one result per row.
+            unsafe {
+                kquants_vnni::unpack(ty, rows, blocks);
+                kquants_vnni::rows(blocks, per_row, n, &act, out_rows);
+            }
+        });
     }
     let act = |t: usize| match &acts[t] {
         QuantizedAct::Q8_K(a) => a.as_slice(),
         _ => unreachable!("a k-quant product's activations are Q8_K"),
     };
-    let n = acts.len();
     BLOCKS.with_borrow_mut(|blocks| {
         // SAFETY: `Repacked::kernels` says AVX2, FMA and F16C are there; every token's row
         // has `per_row` blocks and every output one result per task row.

@@ -32,8 +32,10 @@ mod tests;
 
 pub use super::blocks::{pair_order, BlockQ8K, PAIR_ORDER, QK_K};
 #[cfg(test)]
+pub(crate) use decode::q3_scales;
+pub(crate) use decode::scale_min_k4;
+#[cfg(test)]
 pub(crate) use decode::{lane_sums_scalar, q3_levels_scalar, q45_levels_scalar, q6_levels_scalar};
-pub(crate) use decode::{q3_scales, scale_min_k4};
 pub use decode::{Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 pub use dequant::{
     dequantize_q2_k, dequantize_q3_k, dequantize_q4_k, dequantize_q5_k, dequantize_q6_k,

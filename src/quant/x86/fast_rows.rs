@@ -312,8 +312,108 @@ pub unsafe fn rows8<B: Interleaved, const T: usize>(
     }
 }
 
+/// `out[r] = row r · a` for Q8_0 rows in the file's layout (`row_bytes` each) and one token
+/// under `fast` numerics: `legacy`'s block step (the same exact integer lanes and one fused
+/// multiply-add by `d_w · d_a`), but the blocks go round four accumulators, so four chains
+/// are in flight where the exact row has one (a decode step's Q8_0 rows, the tied output head
+/// above all, stream from memory no faster than one chain's latency allowed).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`); every row holds `a.len()`
+/// blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_q8_0_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8_0], out: &mut [f32]) {
+    use super::loads::{f16_pair, hsum, lanes_signed, load32};
+    assert_eq!(
+        row_bytes,
+        34 * a.len(),
+        "a row of {row_bytes} bytes against {} blocks",
+        a.len()
+    );
+    #[inline(always)]
+    unsafe fn step(b: &[u8], y: &BlockQ8_0, acc: &mut __m256) {
+        prefetch_ahead(b.as_ptr());
+        let q = _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i);
+        let d = _mm256_set1_ps(f16_pair(b, 0).0 * y.d);
+        *acc = _mm256_fmadd_ps(d, lanes_signed(q, load32(&y.qs)), *acc);
+    }
+    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        // Four blocks a step, each into its own accumulator (constant indices, so the four
+        // stay in registers).
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let blocks = row.chunks_exact(4 * 34).zip(a.chunks_exact(4));
+        for (b4, y4) in blocks {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                step(&b4[34 * k..34 * (k + 1)], &y4[k], acc);
+            }
+        }
+        let done = a.len() / 4 * 4;
+        for (k, (b, y)) in row[34 * done..]
+            .chunks_exact(34)
+            .zip(&a[done..])
+            .enumerate()
+        {
+            step(b, y, &mut acc[k]);
+        }
+        *o = hsum(_mm256_add_ps(
+            _mm256_add_ps(acc[0], acc[1]),
+            _mm256_add_ps(acc[2], acc[3]),
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// Q8_0 rows against one token on the fast one-token kernel, within float reordering of
+    /// the exact kernel's result (the same integer block sums, other float order).
+    #[test]
+    fn q8_0_one_token_rows_match_the_exact_ones() {
+        if !crate::quant::x86::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = crate::rng::SplitMix64::new(0x0008_0001);
+        for cols in [32usize, 96, 896] {
+            let n_rows = 7;
+            let w: Vec<f32> = (0..cols * n_rows).map(|_| rng.next_signed()).collect();
+            let x: Vec<f32> = (0..cols).map(|_| rng.next_signed()).collect();
+            let mut rows = Vec::new();
+            crate::quant::quantize_row(GgmlType::Q8_0, &w, &mut rows).unwrap();
+            let crate::quant::QuantizedAct::Q8_0(a) =
+                crate::quant::quantize_act(crate::quant::ActType::Q8_0, &x)
+            else {
+                unreachable!()
+            };
+            let rb = rows.len() / n_rows;
+            let mut got = vec![0f32; n_rows];
+            // SAFETY: the features were just detected; `a` has a block per 32 columns.
+            unsafe { rows_q8_0_one(&rows, rb, &a, &mut got) };
+            for (r, row) in rows.chunks_exact(rb).enumerate() {
+                let act = crate::quant::QuantizedAct::Q8_0(a.clone());
+                let want = crate::quant::vec_dot(GgmlType::Q8_0, row, &act);
+                let scale: f32 = row
+                    .chunks_exact(34)
+                    .zip(&a)
+                    .map(|(b, y)| {
+                        let d = half::f16::from_le_bytes([b[0], b[1]]).to_f32() * y.d;
+                        let ints: i32 = b[2..]
+                            .iter()
+                            .zip(&y.qs)
+                            .map(|(&q, &v)| (q as i8 as i32 * v as i32).abs())
+                            .sum();
+                        d.abs() * ints as f32
+                    })
+                    .sum();
+                assert!(
+                    (got[r] - want).abs() <= 1e-5 * scale.max(1.0),
+                    "{cols} columns, row {r}: {} vs {want}",
+                    got[r]
+                );
+            }
+        }
+    }
+
     use super::*;
     use crate::rng::SplitMix64 as Rng;
 

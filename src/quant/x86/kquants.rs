@@ -26,7 +26,7 @@ use std::arch::x86_64::*;
 use super::loads::{f16_one, f16_pair};
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::{BlockQ8K, PAIR_ORDER};
-use crate::quant::kquants::{q3_scales, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+use crate::quant::kquants::{Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
 
 /// The weight type of a kernel (a constant wherever `dot_rows` is inlined).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -202,6 +202,23 @@ unsafe fn scales16(s: __m128i) -> [__m256i; 4] {
     pair_scales(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(s, evens_odds)))
 }
 
+/// Q3_K's 16 scales (`kquants::q3_scales`, less 32) from its 12 packed bytes, a 32-bit word
+/// (four scales) at a time: the low nibbles from words 0 and 1, each shifted down by four for
+/// scales 8..16, the top two bits from word 2 shifted by `2 * (j / 4)`.
+#[inline(always)]
+pub(super) fn q3_scales_words(b: &[u8]) -> [i8; 16] {
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let [a0, a1, top] = words3(b, 0);
+    let words = [
+        (a0 & LOW4) | ((top & LOW2) << 4),
+        (a1 & LOW4) | (((top >> 2) & LOW2) << 4),
+        ((a0 >> 4) & LOW4) | (((top >> 4) & LOW2) << 4),
+        ((a1 >> 4) & LOW4) | (((top >> 6) & LOW2) << 4),
+    ];
+    std::array::from_fn(|j| (words[j / 4].to_le_bytes()[j % 4] as i8).wrapping_sub(32))
+}
+
 /// A Q3_K block: 32 bytes of high bits (`hmask`), 64 of 2-bit levels (`qs`), 12 scale bytes,
 /// `d`. Half `n`, chunk `j` (weights `128n + 32j ..`): bits `2j..2j + 2` of `qs[32n ..]`,
 /// plus 4 where bit `4n + j` of `hmask` is set (the stored level less 4 is the weight's).
@@ -221,7 +238,7 @@ unsafe fn unpack_q3_k(b: &[u8]) -> Unpacked {
             levels[4 * n + j] = _mm256_or_si256(low, _mm256_and_si256(set, four));
         }
     }
-    let sc = q3_scales(&b[96..108]);
+    let sc = q3_scales_words(&b[96..108]);
     Unpacked {
         levels,
         scales: scales16(_mm_loadu_si128(sc.as_ptr() as *const __m128i)),
@@ -337,6 +354,12 @@ unsafe fn dot_rows<const N: usize>(w: &[u8], a: [&[BlockQ8K]; N], kind: Kind) ->
     std::array::from_fn(|t| fold(sumf[t], sums[t]))
 }
 
+/// One row against one token (`dot_rows`), for callers that pick the kind at run time.
+#[inline(always)]
+pub(super) unsafe fn dot_one(w: &[u8], a: &[BlockQ8K], kind: Kind) -> f32 {
+    dot_rows(w, [a], kind)[0]
+}
+
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
 #[inline]
@@ -427,6 +450,7 @@ mod tests {
 
     #[test]
     fn packed_scales_and_mins_equal_the_reference() {
+        // Q4_K/Q5_K's scales and mins, and Q3_K's scales, from random packed bytes.
         let mut rng = Rng::new(3);
         for _ in 0..1000 {
             let b: Vec<u8> = (0..16).map(|_| rng.next_u64() as u8).collect();
@@ -436,6 +460,11 @@ mod tests {
                 assert_eq!((sc >> (8 * j)) as u8, s, "scale {j}");
                 assert_eq!((mn >> (8 * j)) as u8, m, "min {j}");
             }
+            assert_eq!(
+                q3_scales_words(&b[..12]),
+                kquants::q3_scales(&b[..12]),
+                "Q3_K"
+            );
         }
     }
 }

@@ -19,6 +19,7 @@
 use std::arch::x86_64::*;
 
 use super::kquants::{block_bytes, fold, min_sum, unpack, Kind, Unpacked};
+use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8K;
 
 /// Whether the CPU runs these kernels (cached by std after the first call).
@@ -152,6 +153,78 @@ unsafe fn dot_rows4(
     out
 }
 
+/// Two weight rows against one token (a decode step's product), one row a 256-bit half: the
+/// blocks' levels and scales side by side, the token's activations broadcast to both halves;
+/// each result the AVX2 kernel's (and the reference's) for its row. Each block's lines are
+/// asked for a fixed distance ahead, as the AVX2 one-token kernel does.
+#[inline(always)]
+unsafe fn dot_two_rows(w0: &[u8], w1: &[u8], a: &[BlockQ8K], kind: Kind) -> [f32; 2] {
+    let bytes = block_bytes(w0, &[a], kind);
+    assert_eq!(w1.len(), w0.len(), "two rows of unequal length");
+    let mut sums = _mm512_setzero_ps();
+    let mut sumf = [0f32; 2];
+    for (i, (b0, b1)) in w0
+        .chunks_exact(bytes)
+        .zip(w1.chunks_exact(bytes))
+        .enumerate()
+    {
+        for line in (0..bytes).step_by(64) {
+            prefetch_ahead(b0.as_ptr().wrapping_add(line));
+            prefetch_ahead(b1.as_ptr().wrapping_add(line));
+        }
+        let (u0, u1) = (unpack(b0, kind), unpack(b1, kind));
+        let mut w = Wide {
+            levels: [_mm512_setzero_si512(); 8],
+            scales: [_mm512_setzero_si512(); 4],
+        };
+        for c in 0..8 {
+            w.levels[c] =
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(u0.levels[c]), u1.levels[c]);
+        }
+        for p in 0..4 {
+            w.scales[p] =
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(u0.scales[p]), u1.scales[p]);
+        }
+        let y = &a[i];
+        let mut x = [_mm512_setzero_si512(); 8];
+        for (c, x) in x.iter_mut().enumerate() {
+            let q = _mm256_loadu_si256(y.qs_pairs.as_ptr().add(32 * c) as *const __m256i);
+            *x = _mm512_broadcast_i64x4(q);
+        }
+        let l = _mm512_cvtepi32_ps(lanes2(&w, &x, kind.offset()));
+        let d = _mm512_mask_blend_ps(
+            0xff00,
+            _mm512_set1_ps(u0.d * y.d),
+            _mm512_set1_ps(u1.d * y.d),
+        );
+        sums = _mm512_add_ps(sums, _mm512_mul_ps(d, l));
+        if kind.has_mins() {
+            for (s, u) in sumf.iter_mut().zip([&u0, &u1]) {
+                let dmin = u.dmin * y.d;
+                *s -= dmin * min_sum(u.mins, y) as f32;
+            }
+        }
+    }
+    let lo = _mm512_castps512_ps256(sums);
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(sums)));
+    [fold(sumf[0], lo), fold(sumf[1], hi)]
+}
+
+/// A task's rows against one token, two rows at a time (`dot_two_rows`), a last odd row on
+/// the AVX2 kernel.
+#[inline(always)]
+unsafe fn rows_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32], kind: Kind) {
+    let n = rows.len() / row_bytes;
+    let row = |r: usize| &rows[r * row_bytes..(r + 1) * row_bytes];
+    for r in (0..n / 2 * 2).step_by(2) {
+        let [v0, v1] = dot_two_rows(row(r), row(r + 1), a, kind);
+        (out[r], out[r + 1]) = (v0, v1);
+    }
+    if n % 2 == 1 {
+        out[n - 1] = super::kquants::dot_one(row(n - 1), a, kind);
+    }
+}
+
 /// `dot_rows4` pairing the tokens' blocks as it goes (one row: nothing to share).
 #[inline(always)]
 unsafe fn dot_row4(w: &[u8], a: [&[BlockQ8K]; 4], kind: Kind) -> [f32; 4] {
@@ -187,6 +260,25 @@ macro_rules! entries {
         }
     };
 }
+
+/// The one-token entry points: `$rows(rows, row_bytes, a, out)`, `rows_one` for `$kind`.
+macro_rules! one_token {
+    ($rows:ident, $kind:expr) => {
+        /// The rows of `rows` against one token (`rows_one`), each result the AVX2 kernel's.
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512 F and BW, AVX2, FMA and F16C (`available()`).
+        #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+        pub unsafe fn $rows(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
+            rows_one(rows, row_bytes, a, out, $kind)
+        }
+    };
+}
+
+one_token!(rows_q3_k_q8_k, Kind::Q3K);
+one_token!(rows_q4_k_q8_k, Kind::Q4K);
+one_token!(rows_q5_k_q8_k, Kind::Q5K);
+one_token!(rows_q6_k_q8_k, Kind::Q6K);
 
 entries!(vec_dot_q3_k_q8_k_x4, rows_q3_k_q8_k_x4, Kind::Q3K);
 entries!(vec_dot_q4_k_q8_k_x4, rows_q4_k_q8_k_x4, Kind::Q4K);

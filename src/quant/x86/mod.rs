@@ -6,7 +6,7 @@
 //! `legacy` and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows
 //! unpacked once per task), `kquants` and `kquants512` (the k-quant dots),
 //! `vnni` (those prompt products on AVX-512 VNNI), `act` (the activation quantizers),
-//! `float` (the F32/F16/BF16 dots). `fast_rows` (with `fast_rows_vnni`), `fast_kquants` and `float_tiles`
+//! `float` (the F32/F16/BF16 dots). `fast_rows` (with `fast_rows_vnni`), `fast_kquants` (with `kquants_vnni`) and `float_tiles`
 //! are the exceptions: the Q4_0/Q8_0, k-quant and float-weight products of the `fast` numerics, which
 //! reorder float sums.
 
@@ -23,6 +23,7 @@ pub mod float_tiles;
 mod kquant_core;
 pub mod kquants;
 pub mod kquants512;
+pub mod kquants_vnni;
 mod legacy;
 mod loads;
 pub(crate) mod prefetch;

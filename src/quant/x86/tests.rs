@@ -556,7 +556,7 @@ mod kquant_kernels {
     }
 
     #[test]
-    fn avx512_k_quant_prompt_kernels_equal_the_scalar_reference_bit_for_bit() {
+    fn avx512_k_quant_kernels_equal_the_scalar_reference_bit_for_bit() {
         use crate::quant::x86_kquants512 as k512;
         if !k512::available() {
             eprintln!(
@@ -565,12 +565,14 @@ mod kquant_kernels {
             return;
         }
         type Rows4 = unsafe fn(&[u8], usize, [&[BlockQ8K]; 4], [&mut [f32]; 4]);
-        let cases: [(&str, usize, Kernel4, Rows4, Reference); 4] = [
+        type Rows1 = unsafe fn(&[u8], usize, &[BlockQ8K], &mut [f32]);
+        let cases: [(&str, usize, Kernel4, Rows4, Rows1, Reference); 4] = [
             (
                 "Q3_K",
                 Q3_K_BYTES,
                 k512::vec_dot_q3_k_q8_k_x4,
                 k512::rows_q3_k_q8_k_x4,
+                k512::rows_q3_k_q8_k,
                 kquants::vec_dot_q3_k_q8_k,
             ),
             (
@@ -578,6 +580,7 @@ mod kquant_kernels {
                 Q4_K_BYTES,
                 k512::vec_dot_q4_k_q8_k_x4,
                 k512::rows_q4_k_q8_k_x4,
+                k512::rows_q4_k_q8_k,
                 kquants::vec_dot_q4_k_q8_k,
             ),
             (
@@ -585,6 +588,7 @@ mod kquant_kernels {
                 Q5_K_BYTES,
                 k512::vec_dot_q5_k_q8_k_x4,
                 k512::rows_q5_k_q8_k_x4,
+                k512::rows_q5_k_q8_k,
                 kquants::vec_dot_q5_k_q8_k,
             ),
             (
@@ -592,11 +596,12 @@ mod kquant_kernels {
                 Q6_K_BYTES,
                 k512::vec_dot_q6_k_q8_k_x4,
                 k512::rows_q6_k_q8_k_x4,
+                k512::rows_q6_k_q8_k,
                 kquants::vec_dot_q6_k_q8_k,
             ),
         ];
         let mut rng = Rng::new(0x5120);
-        for (name, bytes, four, rows4, reference) in cases {
+        for (name, bytes, four, rows4, rows1, reference) in cases {
             for blocks in [1usize, 2, 3, 19] {
                 // a few rows at once (the prompt path pairs the tokens once for all of them)
                 let n_rows = 5;
@@ -612,6 +617,18 @@ mod kquant_kernels {
                     let rb = bytes * blocks;
                     // SAFETY: the features were just detected; the shapes match.
                     unsafe { rows4(&w, rb, std::array::from_fn(|t| &a[t][..]), [o0, o1, o2, o3]) };
+                    // One token, two rows a step and the odd last row alone.
+                    let mut one = vec![0f32; n_rows];
+                    // SAFETY: as above.
+                    unsafe { rows1(&w, rb, &a[0], &mut one) };
+                    for (r, wr) in w.chunks_exact(rb).enumerate() {
+                        let want = reference(wr, &a[0]).to_bits();
+                        assert_eq!(
+                            one[r].to_bits(),
+                            want,
+                            "{name} x {blocks}, one token, row {r}"
+                        );
+                    }
                     for (r, wr) in w.chunks_exact(rb).enumerate() {
                         // SAFETY: as above.
                         let got = unsafe { four(wr, std::array::from_fn(|t| &a[t][..])) };
