@@ -1,0 +1,61 @@
+// Per-type dequantization of 32 consecutive weights (one scale group) to floats, shared by
+// the expansion to f16 (kernels/gemm_f16.cu `dequant_f16_*`) and the tensor-core products
+// that dequantize quantized weights in shared memory (kernels/gemm_q.cu), so both take the
+// same values. Included after the per-type dequantizers (`DeqQ4_K`, ... in matvec_*.cu).
+
+// 32 consecutive values of a row from j0 (a multiple of 32): every type's values come in
+// groups of 32 under one scale. The general form asks the type's dequantizer value by value;
+// the k-quants that dominate Q4_K_M files decode their group's scale once (the same float
+// steps, so the same values).
+template <typename D>
+struct Deq32 {
+    __device__ static void run(const u8* row, int j0, float* v) {
+#pragma unroll
+        for (int e = 0; e < 32; e++) v[e] = full_value<D>(row, j0 + e);
+    }
+};
+
+template <>
+struct Deq32<DeqQ4_K> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 8) * 144;
+        int sb = (j0 & 255) >> 5;
+        int sc, m;
+        scale_min_k4(sb, b + 4, &sc, &m);
+        float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
+        const u8* qs = b + 16 + 32 * (sb >> 1);
+        int shift = (sb & 1) * 4;
+#pragma unroll
+        for (int e = 0; e < 32; e++) v[e] = d * (float)((qs[e] >> shift) & 15) - dm;
+    }
+};
+
+template <>
+struct Deq32<DeqQ6_K> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 8) * 210;
+        int w = j0 & 255;
+        int h = w >> 7, k = (w & 127) >> 5;
+        const u8* lo = b + 64 * h + 32 * (k & 1);
+        const u8* hi = b + 128 + 32 * h;
+        int lshift = k < 2 ? 0 : 4;
+        float d = f16_at(b + 208);
+        float s0 = d * (float)(i8)b[192 + (w >> 4)], s1 = d * (float)(i8)b[192 + (w >> 4) + 1];
+#pragma unroll
+        for (int e = 0; e < 32; e++) {
+            int q = (((lo[e] >> lshift) & 15) | (((hi[e] >> (2 * k)) & 3) << 4)) - 32;
+            v[e] = (e < 16 ? s0 : s1) * (float)q;
+        }
+    }
+};
+
+template <>
+struct Deq32<DeqQ8_0> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 5) * 34;
+        float d = f16_at(b);
+#pragma unroll
+        for (int e = 0; e < 32; e++) v[e] = d * (float)(i8)b[2 + e];
+    }
+};
+
