@@ -59,3 +59,75 @@ struct Deq32<DeqQ8_0> {
     }
 };
 
+
+template <>
+struct Deq32<DeqQ4_0> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 5) * 18;
+        float d = f16_at(b);
+#pragma unroll
+        for (int e = 0; e < 16; e++) {
+            v[e] = (float)((b[2 + e] & 15) - 8) * d;
+            v[e + 16] = (float)((b[2 + e] >> 4) - 8) * d;
+        }
+    }
+};
+
+template <>
+struct Deq32<DeqQ5_0> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 5) * 22;
+        float d = f16_at(b);
+        u32 qh = u32_at(b + 2);
+#pragma unroll
+        for (int e = 0; e < 16; e++) {
+            int lo = (b[6 + e] & 15) | (((qh >> e) & 1) << 4);
+            int hi = (b[6 + e] >> 4) | (((qh >> (e + 16)) & 1) << 4);
+            v[e] = (float)(lo - 16) * d;
+            v[e + 16] = (float)(hi - 16) * d;
+        }
+    }
+};
+
+template <>
+struct Deq32<DeqQ5_K> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 8) * 176;
+        int sb = (j0 & 255) >> 5;
+        int sc, m;
+        scale_min_k4(sb, b + 4, &sc, &m);
+        float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
+        const u8* qs = b + 48 + 32 * (sb >> 1);
+        int shift = (sb & 1) * 4;
+#pragma unroll
+        for (int e = 0; e < 32; e++) {
+            int q = ((qs[e] >> shift) & 15) | (((b[16 + e] >> sb) & 1) << 4);
+            v[e] = d * (float)q - dm;
+        }
+    }
+};
+
+// Q3_K's 6-bit scale `sj` (of 16), as DeqQ3_K unpacks it.
+__device__ __forceinline__ int q3k_scale(const u8* s, int sj) {
+    int sl = sj < 8 ? (s[sj] & 15) : (s[sj - 8] >> 4);
+    int sh = (s[8 + (sj & 3)] >> (2 * (sj >> 2))) & 3;
+    return (sl | (sh << 4)) - 32;
+}
+
+template <>
+struct Deq32<DeqQ3_K> {
+    __device__ static void run(const u8* row, int j0, float* v) {
+        const u8* b = row + (j0 >> 8) * 110;
+        int w = j0 & 255, sub = w >> 5;
+        const u8* lo = b + 32 + 32 * (w >> 7);
+        int shift = 2 * (sub & 3);
+        float d = f16_at(b + 108);
+        float s0 = d * (float)q3k_scale(b + 96, w >> 4);
+        float s1 = d * (float)q3k_scale(b + 96, (w >> 4) + 1);
+#pragma unroll
+        for (int e = 0; e < 32; e++) {
+            int q = ((lo[e] >> shift) & 3) - (((b[e] >> sub) & 1) ? 0 : 4);
+            v[e] = (e < 16 ? s0 : s1) * (float)q;
+        }
+    }
+};

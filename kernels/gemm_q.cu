@@ -119,7 +119,9 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
         expand(s & 1, s0 + s);
         __syncwarp();
         int kb = (s0 + s) * KS;
-#pragma unroll
+        // Four k16 slices unrolled: the whole 256-wide step's activation loads in flight at
+        // once spill at the launch bounds' 168 registers.
+#pragma unroll 4
         for (int kk = 0; kk < KS; kk += 16) {
             // A: rows g / g + 8 at k 2t, 2t + 1 and 2t + 8, 2t + 9.
             const u16* w0 = wt + g * LD + kk + 2 * t;

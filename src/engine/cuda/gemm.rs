@@ -109,9 +109,12 @@ pub(super) struct GemmKernels {
 }
 
 impl GemmKernels {
+    /// The kernels; `ordered` (fast numerics keeping the CPU's order, whose batches below
+    /// `from` keep the CPU's bits) leaves out the quantized-weight ones.
     pub(super) fn load(
         f: &impl Fn(&str) -> Result<CudaFunction, String>,
         sms: usize,
+        ordered: bool,
     ) -> Result<Self, String> {
         let mut tiles = Vec::new();
         // The module holds the warpgroup kernels only where it was compiled for Hopper; they
@@ -165,7 +168,7 @@ impl GemmKernels {
             to_f16: f("to_f16")?,
             reduce: f("gemm_reduce")?,
             dequant,
-            q: QGemm::load(f, sms)?,
+            q: if ordered { None } else { QGemm::load(f, sms)? },
         })
     }
 
