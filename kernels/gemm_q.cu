@@ -22,9 +22,9 @@ __device__ __forceinline__ void cp_async4(u32 dst, const void* src, int bytes) {
                  "r"(bytes));
 }
 
-// The 32-bit word of f16 activations at p (4-byte aligned), through the read-only cache: the
-// four warps of a block read the same activations.
-__device__ __forceinline__ u32 gq_act(const u16* p) { return __ldg((const unsigned int*)p); }
+// Eight f16 activations at p (16-byte aligned), through the read-only cache: the four warps
+// of a block read the same activations.
+__device__ __forceinline__ uint4 gq_act(const u16* p) { return __ldg((const uint4*)p); }
 
 // Words of shared memory a row's k step is staged in: SB bytes from an even address (every
 // block type is an even number of bytes), so from the word below it at most SB + 2 bytes.
@@ -39,7 +39,7 @@ struct GqStage {
 // tokens a block takes (16, 32 or 64). Grid (ceil(M / BT), ceil(N / 64), splits): with
 // splits > 1 block z takes its share of the k steps and leaves raw partial sums in
 // part[z] (M x N) for gemm_reduce. 128 threads; dynamic shared memory, per warp, two stages
-// of 16 rows of WORDS words and a 16 x (KS + 8) f16 tile (src/engine/cuda/gemm_q.rs).
+// of 16 rows of WORDS words and a 16 x (KS + 32) f16 tile (src/engine/cuda/gemm_q.rs).
 template <typename D, int KS, int BV, int BB, int BT>
 __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_bytes,
                                             const u16* __restrict__ A, int M, int N, int K,
@@ -48,7 +48,9 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
                                             float* __restrict__ part) {
     constexpr int SB = KS / BV * BB;  // bytes of a row's k step
     constexpr int RW = GqStage<SB>::WORDS;
-    constexpr int LD = KS + 8;  // f16 tile row in halves: rows 4 banks apart for the loads
+    // f16 tile row in halves: rows 16 banks apart, so the 16-byte fragment loads of a
+    // quarter warp (rows g, g + 1 at four k offsets) fall in distinct banks.
+    constexpr int LD = KS + 32;
     constexpr int NJ = BT / 8;  // n8 tiles (tokens) of the warp
     constexpr int G = KS / 32;  // groups of 32 values a row's k step holds
     extern __shared__ __align__(16) u32 gq_smem[];
@@ -119,25 +121,24 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
         expand(s & 1, s0 + s);
         __syncwarp();
         int kb = (s0 + s) * KS;
-        // Four k16 slices unrolled: the whole 256-wide step's activation loads in flight at
-        // once spill at the launch bounds' 168 registers.
-#pragma unroll 4
-        for (int kk = 0; kk < KS; kk += 16) {
-            // A: rows g / g + 8 at k 2t, 2t + 1 and 2t + 8, 2t + 9.
-            const u16* w0 = wt + g * LD + kk + 2 * t;
-            u32 a[4];
-            a[0] = *(const u32*)w0;
-            a[1] = *(const u32*)(w0 + 8 * LD);
-            a[2] = *(const u32*)(w0 + 8);
-            a[3] = *(const u32*)(w0 + 8 * LD + 8);
+        // Two k16 mmas per 32 values. The sum over k does not care which k each fragment
+        // slot holds as long as A and B agree: lane t takes k 8t..8t+7 of the 32 (its slots
+        // 2t, 2t+1, 2t+8, 2t+9 of the first mma hold 8t..8t+3, of the second 8t+4..8t+7), so
+        // each operand comes in one 16-byte load instead of four 4-byte ones.
+#pragma unroll 2
+        for (int kk = 0; kk < KS; kk += 32) {
+            uint4 lo = *(const uint4*)(wt + g * LD + kk + 8 * t);
+            uint4 hi = *(const uint4*)(wt + (g + 8) * LD + kk + 8 * t);
+            u32 a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
 #pragma unroll
             for (int j = 0; j < NJ; j++) {
-                // B: token g of the n8 tile at k 2t, 2t + 1 and 2t + 8, 2t + 9 (tokens past
-                // M repeat the last; their sums are not written).
+                // Token g of the n8 tile (tokens past M repeat the last; their sums are not
+                // written).
                 int m = min(t0 + j * 8 + g, M - 1);
-                const u16* ap = A + (u64)m * K + kb + kk + 2 * t;
-                u32 b[2] = {gq_act(ap), gq_act(ap + 8)};
-                mma_16816(c[j], a, b);
+                uint4 b = gq_act(A + (u64)m * K + kb + kk + 8 * t);
+                u32 b0[2] = {b.x, b.y}, b1[2] = {b.z, b.w};
+                mma_16816(c[j], a0, b0);
+                mma_16816(c[j], a1, b1);
             }
         }
         __syncwarp();

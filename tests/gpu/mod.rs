@@ -69,7 +69,7 @@ pub fn tensor_cores_from() -> usize {
 
 /// The batch range in which fast products on quantized weights take the tensor-core kernels
 /// that read those weights (src/engine/cuda/gemm_q.rs): from 16 (`CBTOP_QGEMM_FROM`) up to
-/// `CBTOP_QGEMM_UNTIL`; None under `CBTOP_QGEMM=0`.
+/// 256 (`CBTOP_QGEMM_UNTIL`); None under `CBTOP_QGEMM=0`.
 pub fn qgemm_range() -> Option<(usize, usize)> {
     if std::env::var("CBTOP_QGEMM").is_ok_and(|v| v.trim() == "0") {
         return None;
@@ -77,7 +77,7 @@ pub fn qgemm_range() -> Option<(usize, usize)> {
     let read = |var: &str| std::env::var(var).ok().and_then(|v| v.trim().parse().ok());
     Some((
         read("CBTOP_QGEMM_FROM").unwrap_or(16),
-        read("CBTOP_QGEMM_UNTIL").unwrap_or(usize::MAX),
+        read("CBTOP_QGEMM_UNTIL").unwrap_or(256),
     ))
 }
 

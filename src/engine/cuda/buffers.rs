@@ -119,8 +119,10 @@ impl Bufs {
             act: {
                 let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);
                 let mut act = ActBufs::new(s, len)?;
-                if let Some((largest, _, _)) = gemm.filter(|g| n >= g.2) {
-                    act.f16 = Some(GemmBufs::new(s, len, largest)?);
+                if let Some((largest, from, _)) = gemm.filter(|g| n >= g.2) {
+                    // The weight scratch only where the expansion takes some products.
+                    let scratch = if n >= from { largest } else { 0 };
+                    act.f16 = Some(GemmBufs::new(s, len, scratch)?);
                 }
                 act
             },

@@ -1,5 +1,5 @@
 //! Tensor-core products that read the quantized weights (kernels/gemm_q.cu), for `fast`
-//! numerics: a batch of at least `QGEMM_MIN_TOKENS` tokens (`CBTOP_QGEMM_FROM`) against a
+//! numerics: a batch of `QGEMM_MIN_TOKENS` to `QGEMM_MAX_TOKENS` tokens against a
 //! quantized matrix, each warp dequantizing its 16 rows a k step at a time in shared memory
 //! instead of the whole matrix being expanded to f16 first (gemm.rs). Decode steps of 16..64
 //! sequences gain most: the expansion wrote and read two bytes a weight a step. The f16
@@ -21,6 +21,12 @@ use crate::quant::GgmlType;
 /// the weights at least twice (a starting point to measure from, `CBTOP_QGEMM_FROM`).
 pub(super) const QGEMM_MIN_TOKENS: usize = 16;
 
+/// Most tokens a product takes these kernels with (`CBTOP_QGEMM_UNTIL`): each 64-token tile
+/// dequantizes the weights again and its mma operands come from L1 at about 320 bytes an
+/// mma, where the expansion's 128-wide tiles (wgmma on Hopper) repay expanding once on long
+/// prompts (a choice, not measured).
+pub(super) const QGEMM_MAX_TOKENS: usize = 256;
+
 /// Tokens a block takes, one kernel each (`gemm_q_<type>_<bt>`); a product takes the
 /// smallest holding its batch, else the largest in several token tiles.
 const TOKEN_TILES: [usize; 3] = [16, 32, 64];
@@ -37,8 +43,8 @@ const SM_SHARED: usize = 227 * 1024;
 const MAX_PER_SM: usize = 3;
 
 /// Whether these kernels are on (`CBTOP_QGEMM=0`: off) and their batch range
-/// (`CBTOP_QGEMM_FROM`, at least 2; `CBTOP_QGEMM_UNTIL`, the largest batch, unbounded when
-/// unset); a value that is not a number is refused by name.
+/// (`CBTOP_QGEMM_FROM`, at least 2, default QGEMM_MIN_TOKENS; `CBTOP_QGEMM_UNTIL`, the
+/// largest batch, default QGEMM_MAX_TOKENS); a value that is not a number is refused by name.
 fn qgemm_range() -> Result<Option<(usize, usize)>, String> {
     if std::env::var("CBTOP_QGEMM").is_ok_and(|v| v.trim() == "0") {
         return Ok(None);
@@ -47,7 +53,7 @@ fn qgemm_range() -> Result<Option<(usize, usize)>, String> {
     let until = env_count("CBTOP_QGEMM_UNTIL", 2, "a batch size of 2 or more")?;
     Ok(Some((
         from.unwrap_or(QGEMM_MIN_TOKENS),
-        until.unwrap_or(usize::MAX),
+        until.unwrap_or(QGEMM_MAX_TOKENS),
     )))
 }
 
@@ -72,11 +78,11 @@ pub(super) struct QGemm {
 
 /// Shared memory of a block of `ty`'s kernel with k steps of `ks` values: per warp two stages
 /// of 16 rows of a step's bytes (from the 4-byte word below their first byte) and a 16 x
-/// (ks + 8) f16 tile (GqStage and gemm_q_impl in kernels/gemm_q.cu).
+/// (ks + 32) f16 tile (GqStage and gemm_q_impl in kernels/gemm_q.cu).
 fn smem_bytes(ty: GgmlType, ks: usize) -> usize {
     let step_bytes = ks / ty.block_size() * ty.block_bytes();
     let words = (step_bytes + 2).div_ceil(4);
-    WARPS * (2 * WARP_ROWS * words * 4 + WARP_ROWS * (ks + 8) * 2)
+    WARPS * (2 * WARP_ROWS * words * 4 + WARP_ROWS * (ks + 32) * 2)
 }
 
 impl QGemm {
@@ -255,15 +261,15 @@ mod tests {
 
     #[test]
     fn shared_memory_holds_two_staged_steps_and_the_f16_tile_per_warp() {
-        // Q6_K: 210 bytes a step -> 53 words; tile 16 x 264 halves.
+        // Q6_K: 210 bytes a step -> 53 words; tile 16 x 288 halves.
         assert_eq!(
             smem_bytes(GgmlType::Q6_K, 256),
-            4 * (2 * 16 * 53 * 4 + 16 * 264 * 2)
+            4 * (2 * 16 * 53 * 4 + 16 * 288 * 2)
         );
-        // Q8_0: two blocks, 68 bytes -> 18 words; tile 16 x 72.
+        // Q8_0: two blocks, 68 bytes -> 18 words; tile 16 x 96.
         assert_eq!(
             smem_bytes(GgmlType::Q8_0, 64),
-            4 * (2 * 16 * 18 * 4 + 16 * 72 * 2)
+            4 * (2 * 16 * 18 * 4 + 16 * 96 * 2)
         );
     }
 }
