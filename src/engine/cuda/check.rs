@@ -137,7 +137,8 @@ impl KernelCheck {
 
     /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`, as the engine computes
     /// it (activations quantized on the GPU, then the type's product kernel; under fast
-    /// numerics, from 64 rows of `x` (`gemm::tensor_cores_from`), the tensor-core product).
+    /// numerics, from 16 rows of `x` on quantized weights (gemm_q.rs) and from 64 on any
+    /// (`gemm::tensor_cores_from`), the tensor-core products).
     pub fn matvec(
         &self,
         ty: GgmlType,
