@@ -3,6 +3,13 @@
 // that dequantize quantized weights in shared memory (kernels/gemm_q.cu), so both take the
 // same values. Included after the per-type dequantizers (`DeqQ4_K`, ... in matvec_*.cu).
 
+// (float)u - off, exactly, for 0 <= u < 2^23 and a small whole `off`: the float 2^23 + u (u in
+// its mantissa) less 2^23 + off. A logic op and an add at full rate, where an int-to-float
+// conversion issues at a quarter of it; the values are the conversion's, bit for bit.
+__device__ __forceinline__ float int_minus(int u, float off) {
+    return __int_as_float(0x4B000000 | u) - (8388608.0f + off);
+}
+
 // 32 consecutive values of a row from j0 (a multiple of 32): every type's values come in
 // groups of 32 under one scale. The general form asks the type's dequantizer value by value;
 // the k-quants that dominate Q4_K_M files decode their group's scale once (the same float
@@ -26,7 +33,7 @@ struct Deq32<DeqQ4_K> {
         const u8* qs = b + 16 + 32 * (sb >> 1);
         int shift = (sb & 1) * 4;
 #pragma unroll
-        for (int e = 0; e < 32; e++) v[e] = d * (float)((qs[e] >> shift) & 15) - dm;
+        for (int e = 0; e < 32; e++) v[e] = d * int_minus((qs[e] >> shift) & 15, 0.0f) - dm;
     }
 };
 
@@ -43,8 +50,8 @@ struct Deq32<DeqQ6_K> {
         float s0 = d * (float)(i8)b[192 + (w >> 4)], s1 = d * (float)(i8)b[192 + (w >> 4) + 1];
 #pragma unroll
         for (int e = 0; e < 32; e++) {
-            int q = (((lo[e] >> lshift) & 15) | (((hi[e] >> (2 * k)) & 3) << 4)) - 32;
-            v[e] = (e < 16 ? s0 : s1) * (float)q;
+            int q = ((lo[e] >> lshift) & 15) | (((hi[e] >> (2 * k)) & 3) << 4);
+            v[e] = (e < 16 ? s0 : s1) * int_minus(q, 32.0f);
         }
     }
 };
@@ -55,7 +62,7 @@ struct Deq32<DeqQ8_0> {
         const u8* b = row + (j0 >> 5) * 34;
         float d = f16_at(b);
 #pragma unroll
-        for (int e = 0; e < 32; e++) v[e] = d * (float)(i8)b[2 + e];
+        for (int e = 0; e < 32; e++) v[e] = d * int_minus(b[2 + e] ^ 0x80, 128.0f);
     }
 };
 
@@ -67,8 +74,8 @@ struct Deq32<DeqQ4_0> {
         float d = f16_at(b);
 #pragma unroll
         for (int e = 0; e < 16; e++) {
-            v[e] = (float)((b[2 + e] & 15) - 8) * d;
-            v[e + 16] = (float)((b[2 + e] >> 4) - 8) * d;
+            v[e] = int_minus(b[2 + e] & 15, 8.0f) * d;
+            v[e + 16] = int_minus(b[2 + e] >> 4, 8.0f) * d;
         }
     }
 };
@@ -83,8 +90,8 @@ struct Deq32<DeqQ5_0> {
         for (int e = 0; e < 16; e++) {
             int lo = (b[6 + e] & 15) | (((qh >> e) & 1) << 4);
             int hi = (b[6 + e] >> 4) | (((qh >> (e + 16)) & 1) << 4);
-            v[e] = (float)(lo - 16) * d;
-            v[e + 16] = (float)(hi - 16) * d;
+            v[e] = int_minus(lo, 16.0f) * d;
+            v[e + 16] = int_minus(hi, 16.0f) * d;
         }
     }
 };
@@ -102,7 +109,7 @@ struct Deq32<DeqQ5_K> {
 #pragma unroll
         for (int e = 0; e < 32; e++) {
             int q = ((qs[e] >> shift) & 15) | (((b[16 + e] >> sb) & 1) << 4);
-            v[e] = d * (float)q - dm;
+            v[e] = d * int_minus(q, 0.0f) - dm;
         }
     }
 };
@@ -126,8 +133,9 @@ struct Deq32<DeqQ3_K> {
         float s1 = d * (float)q3k_scale(b + 96, (w >> 4) + 1);
 #pragma unroll
         for (int e = 0; e < 32; e++) {
-            int q = ((lo[e] >> shift) & 3) - (((b[e] >> sub) & 1) ? 0 : 4);
-            v[e] = (e < 16 ? s0 : s1) * (float)q;
+            // low - 4 + 4 * high: the high bit clear subtracts 4.
+            int q = ((lo[e] >> shift) & 3) | (((b[e] >> sub) & 1) << 2);
+            v[e] = (e < 16 ? s0 : s1) * int_minus(q, 4.0f);
         }
     }
 };

@@ -1,11 +1,11 @@
-// Batched products on tensor cores that read the QUANTIZED weights (fast numerics; decode
-// steps of 16+ sequences and prompts): expanding a whole matrix to f16 for each product
-// (gemm_f16.cu) writes and reads two bytes per weight a step, where these kernels read the
-// quantized bytes once. Each warp owns 16 weight rows (one m16 tile) and BT tokens: for each
-// k step of KS values it stages its rows' quantized bytes into shared memory (cp.async, one
-// step ahead), dequantizes them there to an f16 tile (kernels/dequant32.cuh, the values
-// `dequant_f16_*` gives), and multiplies that tile with the f16 activations (`to_f16`) by
-// mma.sync m16n8k16 (f16 in, f32 accumulate). Warps never wait for each other: a block is
+// Batched products on tensor cores that read the QUANTIZED weights (fast numerics; batches of
+// 16 to 256 tokens: decode steps of 16+ sequences, short prompts): expanding a whole matrix to
+// f16 for each product (gemm_f16.cu) writes and reads two bytes per weight a step, where these
+// kernels read the quantized bytes once. Each warp owns 16 weight rows (one m16 tile) and BT
+// tokens: for each k step of KS values it stages its rows' quantized bytes into shared memory
+// (cp.async, one step ahead), dequantizes them there to an f16 tile (kernels/dequant32.cuh, the
+// values `dequant_f16_*` gives), and multiplies that tile with the f16 activations (`to_f16`)
+// by mma.sync m16n8k16 (f16 in, f32 accumulate). Warps never wait for each other: a block is
 // four independent warps, 64 weight rows. Uses gemm_f16.cu's cp.async / mma helpers.
 //
 // Layouts: A (activations) M x K f16 row-major; W N rows of row_bytes quantized bytes; the
@@ -25,6 +25,13 @@ __device__ __forceinline__ void cp_async4(u32 dst, const void* src, int bytes) {
 // Eight f16 activations at p (16-byte aligned), through the read-only cache: the four warps
 // of a block read the same activations.
 __device__ __forceinline__ uint4 gq_act(const u16* p) { return __ldg((const uint4*)p); }
+
+// lo and hi rounded to f16 and packed (lo in the low half), in one conversion.
+__device__ __forceinline__ u32 f2h2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
 
 // Words of shared memory a row's k step is staged in: SB bytes from an even address (every
 // block type is an even number of bytes), so from the word below it at most SB + 2 bytes.
@@ -97,7 +104,7 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
                 u32 h[4];
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    h[e] = (u32)f2h(v[8 * c + 2 * e]) | ((u32)f2h(v[8 * c + 2 * e + 1]) << 16);
+                    h[e] = f2h2(v[8 * c + 2 * e], v[8 * c + 2 * e + 1]);
                 d[c] = make_uint4(h[0], h[1], h[2], h[3]);
             }
         }
