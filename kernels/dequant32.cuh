@@ -10,6 +10,20 @@ __device__ __forceinline__ float int_minus(int u, float off) {
     return __int_as_float(0x4B000000 | u) - (8388608.0f + off);
 }
 
+// The 32 bytes at p as 8 little-endian words: whole-word loads where p is 4-byte aligned
+// (fields of Q4_K / Q5_K blocks, 144 and 176 bytes), else two 16-bit loads a word (every
+// block size is even, so a field keeps its 2-byte alignment): a quarter or half the loads of
+// a byte at a time. `qbyte` picks byte e back out.
+template <bool ALIGN4>
+__device__ __forceinline__ void load32(const u8* p, u32* w) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = ALIGN4 ? u32_at4(p + 4 * i) : u32_at2(p + 4 * i);
+}
+
+__device__ __forceinline__ int qbyte(const u32* w, int e) {
+    return (int)((w[e >> 2] >> (8 * (e & 3))) & 255);
+}
+
 // 32 consecutive values of a row from j0 (a multiple of 32): every type's values come in
 // groups of 32 under one scale. The general form asks the type's dequantizer value by value;
 // the k-quants that dominate Q4_K_M files decode their group's scale once (the same float
@@ -30,10 +44,11 @@ struct Deq32<DeqQ4_K> {
         int sc, m;
         scale_min_k4(sb, b + 4, &sc, &m);
         float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
-        const u8* qs = b + 16 + 32 * (sb >> 1);
+        u32 qs[8];
+        load32<true>(b + 16 + 32 * (sb >> 1), qs);
         int shift = (sb & 1) * 4;
 #pragma unroll
-        for (int e = 0; e < 32; e++) v[e] = d * int_minus((qs[e] >> shift) & 15, 0.0f) - dm;
+        for (int e = 0; e < 32; e++) v[e] = d * int_minus((qbyte(qs, e) >> shift) & 15, 0.0f) - dm;
     }
 };
 
@@ -43,14 +58,15 @@ struct Deq32<DeqQ6_K> {
         const u8* b = row + (j0 >> 8) * 210;
         int w = j0 & 255;
         int h = w >> 7, k = (w & 127) >> 5;
-        const u8* lo = b + 64 * h + 32 * (k & 1);
-        const u8* hi = b + 128 + 32 * h;
+        u32 lo[8], hi[8];
+        load32<false>(b + 64 * h + 32 * (k & 1), lo);
+        load32<false>(b + 128 + 32 * h, hi);
         int lshift = k < 2 ? 0 : 4;
         float d = f16_at(b + 208);
         float s0 = d * (float)(i8)b[192 + (w >> 4)], s1 = d * (float)(i8)b[192 + (w >> 4) + 1];
 #pragma unroll
         for (int e = 0; e < 32; e++) {
-            int q = ((lo[e] >> lshift) & 15) | (((hi[e] >> (2 * k)) & 3) << 4);
+            int q = ((qbyte(lo, e) >> lshift) & 15) | (((qbyte(hi, e) >> (2 * k)) & 3) << 4);
             v[e] = (e < 16 ? s0 : s1) * int_minus(q, 32.0f);
         }
     }
@@ -61,8 +77,10 @@ struct Deq32<DeqQ8_0> {
     __device__ static void run(const u8* row, int j0, float* v) {
         const u8* b = row + (j0 >> 5) * 34;
         float d = f16_at(b);
+        u32 qs[8];
+        load32<false>(b + 2, qs);
 #pragma unroll
-        for (int e = 0; e < 32; e++) v[e] = d * int_minus(b[2 + e] ^ 0x80, 128.0f);
+        for (int e = 0; e < 32; e++) v[e] = d * int_minus(qbyte(qs, e) ^ 0x80, 128.0f);
     }
 };
 
@@ -104,11 +122,13 @@ struct Deq32<DeqQ5_K> {
         int sc, m;
         scale_min_k4(sb, b + 4, &sc, &m);
         float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
-        const u8* qs = b + 48 + 32 * (sb >> 1);
+        u32 qs[8], qh[8];
+        load32<true>(b + 48 + 32 * (sb >> 1), qs);
+        load32<true>(b + 16, qh);
         int shift = (sb & 1) * 4;
 #pragma unroll
         for (int e = 0; e < 32; e++) {
-            int q = ((qs[e] >> shift) & 15) | (((b[16 + e] >> sb) & 1) << 4);
+            int q = ((qbyte(qs, e) >> shift) & 15) | (((qbyte(qh, e) >> sb) & 1) << 4);
             v[e] = d * int_minus(q, 0.0f) - dm;
         }
     }
