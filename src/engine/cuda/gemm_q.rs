@@ -141,24 +141,29 @@ impl QGemm {
     }
 
     /// The K split for `n` tokens against `rows` rows of `k` values on `t`'s kernels, with room
-    /// for `part_len` partial sums: none where the blocks fill three quarters of a wave (the
-    /// blocks a multiprocessor's shared memory holds, at most the launch bounds' 3, times the
-    /// multiprocessors); else enough pieces to fill one, each of at least
-    /// MIN_STEPS_PER_SPLIT k steps.
+    /// for `part_len` partial sums (`split_count`, at the blocks a multiprocessor's shared
+    /// memory holds, at most the launch bounds' 3).
     fn splits(&self, t: &TypeKernels, n: usize, rows: usize, k: usize, part_len: usize) -> usize {
         let per_sm = (SM_SHARED / t.smem as usize).clamp(1, MAX_PER_SM);
-        let wave = per_sm * self.sms;
-        let bt = TOKEN_TILES[tile_index(n)];
-        let blocks = n.div_ceil(bt) * rows.div_ceil(BLOCK_ROWS);
-        if 4 * blocks >= 3 * wave {
-            return 1;
-        }
-        wave.div_ceil(blocks)
-            .min(MAX_SPLITS)
-            .min(k / t.ks / MIN_STEPS_PER_SPLIT)
-            .min(part_len / (n * rows).max(1))
-            .max(1)
+        split_count(per_sm * self.sms, n, rows, k / t.ks, part_len)
     }
+}
+
+/// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps, a `wave`
+/// of blocks filling the GPU once, with room for `part_len` partial sums: none where the
+/// blocks fill three quarters of the wave; else enough to fill it, each piece keeping at
+/// least MIN_STEPS_PER_SPLIT steps, at most MAX_SPLITS.
+fn split_count(wave: usize, n: usize, rows: usize, steps: usize, part_len: usize) -> usize {
+    let bt = TOKEN_TILES[tile_index(n)];
+    let blocks = n.div_ceil(bt) * rows.div_ceil(BLOCK_ROWS);
+    if 4 * blocks >= 3 * wave {
+        return 1;
+    }
+    wave.div_ceil(blocks)
+        .min(MAX_SPLITS)
+        .min(steps / MIN_STEPS_PER_SPLIT)
+        .min(part_len / (n * rows).max(1))
+        .max(1)
 }
 
 /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
@@ -257,6 +262,25 @@ mod tests {
         assert_eq!(tile_index(32), 1);
         assert_eq!(tile_index(33), 2);
         assert_eq!(tile_index(100), 2);
+    }
+
+    #[test]
+    fn k_is_split_only_where_the_blocks_do_not_fill_the_gpu() {
+        // An H100's wave at three blocks a multiprocessor.
+        let wave = 3 * 132;
+        let room = 1 << 23;
+        // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave; at 64 tokens
+        // 296, just short of three quarters of it (297): two pieces.
+        assert_eq!(split_count(wave, 100, 18944, 14, room), 1);
+        assert_eq!(split_count(wave, 64, 18944, 14, room), 2);
+        // Its Q at 16 tokens: 56 blocks; 8 pieces would fill the wave, 14 steps allow 7.
+        assert_eq!(split_count(wave, 16, 3584, 14, room), 7);
+        // Its ffn_down: 74 steps, 56 blocks: 8 (ceil(396 / 56) = 8, the cap).
+        assert_eq!(split_count(wave, 16, 3584, 74, room), 8);
+        // Room for two pieces' partial sums only.
+        assert_eq!(split_count(wave, 16, 3584, 74, 2 * 16 * 3584), 2);
+        // One k step: no split.
+        assert_eq!(split_count(wave, 16, 896, 1, room), 1);
     }
 
     #[test]
