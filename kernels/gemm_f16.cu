@@ -1,10 +1,11 @@
 // Prompt products on tensor cores (fast numerics; the GPU prefill issue): a batch of tokens
 // against a weight matrix as one matrix-matrix product instead of a row of dot products per
 // token. The weights are expanded to f16 (`dequant_f16_<type>`, from the same per-type
-// dequantizers as the embedding gather), the activations rounded to f16 (`to_f16`), and
-// `gemm_f16` multiplies them with mma.sync m16n8k16 (f16 inputs, f32 accumulation), its
-// operand tiles streamed into shared memory by cp.async three stages ahead. f32 accumulation
-// over f16-rounded operands reorders and rounds differently from the CPU: this is `fast` only.
+// dequantizers as the embedding gather, 32 values at a time through kernels/dequant32.cuh),
+// the activations rounded to f16 (`to_f16`), and `gemm_f16` multiplies them with mma.sync
+// m16n8k16 (f16 inputs, f32 accumulation), its operand tiles streamed into shared memory by
+// cp.async three stages ahead. f32 accumulation over f16-rounded operands reorders and rounds
+// differently from the CPU: this is `fast` only.
 //
 // Layouts: A (activations) M x K and B (weights) N x K, both row-major with K contiguous, so
 // C = A B^T is the "TN" product the mma's row.col operands take directly; C is M x N f32 with
@@ -214,52 +215,6 @@ extern "C" __global__ void to_f16(const float* __restrict__ x, int total, u16* _
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total) out[i] = f2h(x[i]);
 }
-
-// 32 consecutive values of a row from j0 (a multiple of 32): every type's values come in
-// groups of 32 under one scale. The general form asks the type's dequantizer value by value;
-// the k-quants that dominate Q4_K_M files decode their group's scale once (the same float
-// steps, so the same values).
-template <typename D>
-struct Deq32 {
-    __device__ static void run(const u8* row, int j0, float* v) {
-#pragma unroll
-        for (int e = 0; e < 32; e++) v[e] = full_value<D>(row, j0 + e);
-    }
-};
-
-template <>
-struct Deq32<DeqQ4_K> {
-    __device__ static void run(const u8* row, int j0, float* v) {
-        const u8* b = row + (j0 >> 8) * 144;
-        int sb = (j0 & 255) >> 5;
-        int sc, m;
-        scale_min_k4(sb, b + 4, &sc, &m);
-        float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
-        const u8* qs = b + 16 + 32 * (sb >> 1);
-        int shift = (sb & 1) * 4;
-#pragma unroll
-        for (int e = 0; e < 32; e++) v[e] = d * (float)((qs[e] >> shift) & 15) - dm;
-    }
-};
-
-template <>
-struct Deq32<DeqQ6_K> {
-    __device__ static void run(const u8* row, int j0, float* v) {
-        const u8* b = row + (j0 >> 8) * 210;
-        int w = j0 & 255;
-        int h = w >> 7, k = (w & 127) >> 5;
-        const u8* lo = b + 64 * h + 32 * (k & 1);
-        const u8* hi = b + 128 + 32 * h;
-        int lshift = k < 2 ? 0 : 4;
-        float d = f16_at(b + 208);
-        float s0 = d * (float)(i8)b[192 + (w >> 4)], s1 = d * (float)(i8)b[192 + (w >> 4) + 1];
-#pragma unroll
-        for (int e = 0; e < 32; e++) {
-            int q = (((lo[e] >> lshift) & 15) | (((hi[e] >> (2 * k)) & 3) << 4)) - 32;
-            v[e] = (e < 16 ? s0 : s1) * (float)q;
-        }
-    }
-};
 
 // Rows [r0, r0 + rows) of a weight matrix of `cols` values per row (row_bytes apart) into
 // `out` as f16, row-major, rows x cols. Each thread writes one group of 32 values (64 bytes);

@@ -52,13 +52,11 @@ fn seen(act: &QuantizedAct) -> SeenAct {
     SeenAct { values, sums }
 }
 
-/// The batch from which fast products take the tensor cores: 64, or what
-/// `CBTOP_TENSOR_CORES_FROM` says (src/engine/cuda/gemm.rs).
+/// The batch from which fast products on quantized weights take the tensor cores: the
+/// quantized-weight kernels' threshold (16) or the expansion's (64), whichever comes first.
 fn tensor_cores_from() -> usize {
-    std::env::var("CBTOP_TENSOR_CORES_FROM")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(64)
+    let expand = gpu::tensor_cores_from();
+    gpu::qgemm_range().map_or(expand, |(from, _)| from.min(expand))
 }
 
 /// The few-token kernel for `n` tokens of type `ty`: chunks of at most 8, as even as that
@@ -161,9 +159,10 @@ fn few_token_products_match_the_f64_dot_and_the_one_token_kernel() {
 }
 
 /// Where the few-token kernels take over and where they stop: one token keeps the one-token
-/// kernel, the tensor cores start at their threshold (64 by default; `CBTOP_TENSOR_CORES_FROM`
-/// moves it, and this test then follows it), and exact numerics keep the CPU-order batch
-/// kernel at every batch.
+/// kernel, the tensor cores start at their threshold (16 by default, the kernels that read the
+/// quantized weights, kernels/gemm_q.cu; `CBTOP_QGEMM_FROM`, `CBTOP_QGEMM=0` and
+/// `CBTOP_TENSOR_CORES_FROM` move it, and this test then follows them), and exact numerics
+/// keep the CPU-order batch kernel at every batch.
 #[test]
 fn few_token_kernels_cover_the_batches_below_the_tensor_cores() {
     let Some(g) = gpu::gpu("gpu_few_tokens") else {
@@ -179,7 +178,9 @@ fn few_token_kernels_cover_the_batches_below_the_tensor_cores() {
             let got = fast.product_kernel(ty, 64, 512, n);
             let want = match n {
                 1 => format!("mvf_{name}"),
-                n if n >= from => "tensor cores".to_string(),
+                n if n >= from => {
+                    gpu::qgemm_kernel(ty, n).unwrap_or_else(|| "tensor cores".to_string())
+                }
                 n => few_kernel(ty, n),
             };
             if got != want {

@@ -112,6 +112,9 @@ fn fast_products_match_the_cpu_within_reordering() {
 /// K split in two on the 1024-wide one) and 1000 (K split in five on the 2560-wide shape, the
 /// 64 x 64 tile on the 256-wide one). On Hopper the 128 x 128 tile is the wgmma kernel's, and
 /// rows of 4096 take its 128 x 256 tile (whole on one multiprocessor, K split in four on 4).
+/// Quantized types at these batches (up to 256 tokens) take the kernels that read the quantized
+/// weights instead (kernels/gemm_q.cu), under the same bound; tests/gpu_qgemm.rs checks them
+/// against the expansion (`CBTOP_QGEMM=0`).
 #[test]
 fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
     let Some(g) = gpu::gpu("gpu_kernels") else {

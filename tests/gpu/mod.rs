@@ -57,3 +57,37 @@ pub fn random_rows(ty: GgmlType, rows: usize, cols: usize, rng: &mut SplitMix64)
     }
     w
 }
+
+/// The batch from which fast products take the tensor cores after expanding the weights to
+/// f16: 64, or what `CBTOP_TENSOR_CORES_FROM` says (src/engine/cuda/gemm.rs).
+pub fn tensor_cores_from() -> usize {
+    std::env::var("CBTOP_TENSOR_CORES_FROM")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(64)
+}
+
+/// The batch range in which fast products on quantized weights take the tensor-core kernels
+/// that read those weights (src/engine/cuda/gemm_q.rs): from 16 (`CBTOP_QGEMM_FROM`) up to
+/// 256 (`CBTOP_QGEMM_UNTIL`); None under `CBTOP_QGEMM=0`.
+pub fn qgemm_range() -> Option<(usize, usize)> {
+    if std::env::var("CBTOP_QGEMM").is_ok_and(|v| v.trim() == "0") {
+        return None;
+    }
+    let read = |var: &str| std::env::var(var).ok().and_then(|v| v.trim().parse().ok());
+    Some((
+        read("CBTOP_QGEMM_FROM").unwrap_or(16),
+        read("CBTOP_QGEMM_UNTIL").unwrap_or(256),
+    ))
+}
+
+/// The kernel of kernels/gemm_q.cu a product of `n` tokens against quantized `ty` takes,
+/// where it takes one (`cols`: a multiple of 64, and of 256 for the k-quants).
+pub fn qgemm_kernel(ty: GgmlType, n: usize) -> Option<String> {
+    let (from, until) = qgemm_range()?;
+    if !ty.is_quantized() || n < from || n > until {
+        return None;
+    }
+    let bt = [16, 32, 64].into_iter().find(|&bt| n <= bt).unwrap_or(64);
+    Some(format!("gemm_q_{}_{bt}", ty.name().to_lowercase()))
+}

@@ -84,15 +84,16 @@ pub(super) enum Which {
 
 impl Bufs {
     /// Buffers for a batch of up to `n` tokens of `model` with a KV cache of `cap` positions;
-    /// with `gemm` (fast numerics: the values of the model's largest matrix, and the batch size
-    /// from which products take the tensor cores, `GemmKernels::from`), the tensor-core
-    /// products' operands too when `n` is that large.
+    /// with `gemm` (fast numerics: the values of the model's largest matrix, the batch size
+    /// from which every product takes the tensor cores, `GemmKernels::from`, and the one from
+    /// which some do, `GemmKernels::f16_from`), the tensor-core products' operands too when
+    /// `n` is that large.
     pub(super) fn alloc(
         s: &Arc<CudaStream>,
         model: &Model,
         cap: usize,
         n: usize,
-        gemm: Option<(usize, usize)>,
+        gemm: Option<(usize, usize, usize)>,
     ) -> Result<Bufs, EngineError> {
         let c = &model.config;
         let a = |len: usize| {
@@ -118,8 +119,10 @@ impl Bufs {
             act: {
                 let len = n * c.n_embd.max(c.q_dim()).max(c.n_ff);
                 let mut act = ActBufs::new(s, len)?;
-                if let Some((largest, _)) = gemm.filter(|g| n >= g.1) {
-                    act.f16 = Some(GemmBufs::new(s, len, largest)?);
+                if let Some((largest, from, _)) = gemm.filter(|g| n >= g.2) {
+                    // The weight scratch only where the expansion takes some products.
+                    let scratch = if n >= from { largest } else { 0 };
+                    act.f16 = Some(GemmBufs::new(s, len, scratch)?);
                 }
                 act
             },

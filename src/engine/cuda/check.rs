@@ -137,7 +137,8 @@ impl KernelCheck {
 
     /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`, as the engine computes
     /// it (activations quantized on the GPU, then the type's product kernel; under fast
-    /// numerics, from 64 rows of `x` (`gemm::tensor_cores_from`), the tensor-core product).
+    /// numerics, from 16 rows of `x` on quantized weights (gemm_q.rs) and from 64 on any
+    /// (`gemm::tensor_cores_from`), the tensor-core products).
     pub fn matvec(
         &self,
         ty: GgmlType,
@@ -159,7 +160,7 @@ impl KernelCheck {
         };
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;
-        if self.k.gemm.as_ref().is_some_and(|g| g.takes(n)) {
+        if self.k.gemm.as_ref().is_some_and(|g| n >= g.f16_from()) {
             // Room for 128 weight rows only, so a taller matrix goes through the scratch in
             // slices as the engine's largest ones do.
             act.f16 = Some(GemmBufs::new(s, x.len(), 128 * cols)?);
@@ -184,8 +185,17 @@ impl KernelCheck {
     }
 
     /// The kernel `matvec` runs for `n` tokens against a `ty` matrix of `rows × cols`: its name
-    /// in the module, or "tensor cores" where the product takes them (`gemm::tensor_cores_from`).
+    /// in the module, or "tensor cores" where the product takes them after expanding the
+    /// weights to f16 (`gemm::tensor_cores_from`).
     pub fn product_kernel(&self, ty: GgmlType, rows: usize, cols: usize, n: usize) -> String {
+        let q = self
+            .k
+            .gemm
+            .as_ref()
+            .and_then(|g| g.quantized_kernel(ty, cols, n));
+        if let Some(f) = q {
+            return self.k.log.name_of(f).unwrap_or_else(|| "(unnamed)".into());
+        }
         if self.k.gemm.as_ref().is_some_and(|g| g.takes(n)) && cols.is_multiple_of(64) {
             return "tensor cores".to_string();
         }

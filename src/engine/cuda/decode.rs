@@ -278,7 +278,7 @@ impl CudaEngine {
         self.k
             .gemm
             .as_ref()
-            .is_some_and(|g| g.takes(n.min(self.prefill_chunk)))
+            .is_some_and(|g| n.min(self.prefill_chunk) >= g.f16_from())
     }
 
     /// Whether a batch of `n` tokens runs as several chunks of `prefill_chunk` (fast numerics;

@@ -69,7 +69,10 @@ impl CudaEngine {
                 &self.model,
                 self.cap,
                 n,
-                self.k.gemm.as_ref().map(|g| (self.w.largest, g.from)),
+                self.k
+                    .gemm
+                    .as_ref()
+                    .map(|g| (self.w.largest, g.from, g.f16_from())),
             )?;
             // The graphs name the old buffers.
             self.graphs = Default::default();

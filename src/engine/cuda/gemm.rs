@@ -4,8 +4,10 @@
 //! scratch buffer a slice of rows at a time (f16 weights are used in place), and `gemm_f16`
 //! writes the f32 output with the bias and residual epilogue of the one-token kernels. A
 //! product with too few output tiles to fill the GPU splits K, and `gemm_reduce` adds the
-//! pieces in a fixed order (the same logits every run). Below the threshold, and under
-//! `exact`, the products keep the vec-dot kernels.
+//! pieces in a fixed order (the same logits every run). Quantized matrices take the kernels
+//! that read their quantized weights (gemm_q.rs) from their own threshold, 16 tokens, where
+//! they have the type. Below the thresholds, and under `exact`, the products keep the
+//! vec-dot kernels.
 
 use std::sync::Arc;
 
@@ -15,6 +17,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError
 use super::clock::KernelClock;
 use super::env_counts::env_count;
 use super::error::wrap;
+use super::gemm_q::{self, QGemm};
 use super::launch_params::{ceil_div, lin, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
 use super::weights::GMat;
@@ -101,12 +104,17 @@ pub(super) struct GemmKernels {
     /// Adds split-K partial sums with the epilogue (kernels/gemm_f16.cu `gemm_reduce`).
     reduce: CudaFunction,
     dequant: Vec<(GgmlType, CudaFunction)>,
+    /// The products that read quantized weights (None: `CBTOP_QGEMM=0`).
+    pub(super) q: Option<QGemm>,
 }
 
 impl GemmKernels {
+    /// The kernels; `ordered` (fast numerics keeping the CPU's order, whose batches below
+    /// `from` keep the CPU's bits) leaves out the quantized-weight ones.
     pub(super) fn load(
         f: &impl Fn(&str) -> Result<CudaFunction, String>,
         sms: usize,
+        ordered: bool,
     ) -> Result<Self, String> {
         let mut tiles = Vec::new();
         // The module holds the warpgroup kernels only where it was compiled for Hopper; they
@@ -160,12 +168,32 @@ impl GemmKernels {
             to_f16: f("to_f16")?,
             reduce: f("gemm_reduce")?,
             dequant,
+            q: if ordered { None } else { QGemm::load(f, sms)? },
         })
     }
 
-    /// Whether a batch of `n` tokens takes the tensor cores.
+    /// Whether a batch of `n` tokens takes the tensor cores whatever its weights' type.
     pub(super) fn takes(&self, n: usize) -> bool {
         n >= self.from
+    }
+
+    /// The fewest tokens a batch has for any of its products to take the tensor cores (the
+    /// f16 activations are needed from there).
+    pub(super) fn f16_from(&self) -> usize {
+        self.q.as_ref().map_or(self.from, |q| q.from.min(self.from))
+    }
+
+    /// The quantized-weight kernel a product of `n` tokens against a `ty` matrix of `cols`
+    /// values a row takes, if it takes one.
+    pub(super) fn quantized_kernel(
+        &self,
+        ty: GgmlType,
+        cols: usize,
+        n: usize,
+    ) -> Option<&CudaFunction> {
+        let q = self.q.as_ref()?;
+        let fits = q.takes(ty, cols, n) && cols.is_multiple_of(TILE_K);
+        fits.then(|| q.kernel(ty, n)).flatten()
     }
 
     /// Tile and K split for an m x n output over k values with room for `part_len` partial
@@ -264,6 +292,27 @@ impl GemmBufs {
     }
 }
 
+/// How `gemm_product` multiplies a matrix.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Route {
+    /// Expanded to f16 in the scratch (or f16 as it is), then `gemm_f16` / `gemm_wgmma`.
+    Expand,
+    /// Its quantized weights read by `gemm_q_<type>` (gemm_q.rs).
+    Quantized,
+}
+
+/// How `gemm_product` takes `m` for a batch of `n` tokens, if it does.
+fn route(g: Option<&GemmKernels>, bufs: Option<&GemmBufs>, m: &GMat, n: usize) -> Option<Route> {
+    let (g, b) = (g?, bufs?);
+    if !m.cols.is_multiple_of(TILE_K) || b.a.len() < n * m.cols {
+        return None;
+    }
+    if g.quantized_kernel(m.ty, m.cols, n).is_some() {
+        return Some(Route::Quantized);
+    }
+    (g.takes(n) && b.w.len() >= TILE * m.cols).then_some(Route::Expand)
+}
+
 /// Whether `gemm_product` takes `m` for a batch of `n` tokens.
 pub(super) fn applies(
     g: Option<&GemmKernels>,
@@ -271,9 +320,7 @@ pub(super) fn applies(
     m: &GMat,
     n: usize,
 ) -> bool {
-    g.is_some_and(|g| g.takes(n))
-        && m.cols.is_multiple_of(TILE_K)
-        && bufs.is_some_and(|b| b.a.len() >= n * m.cols && b.w.len() >= TILE * m.cols)
+    route(g, bufs, m, n).is_some()
 }
 
 /// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens on tensor cores (`applies` holds). With
@@ -305,6 +352,11 @@ pub(super) fn gemm_product(
                 .stamp(&st)
                 .launch(lin(total))
         }?;
+    }
+    if route(Some(g), Some(bufs), m, n) == Some(Route::Quantized) {
+        let q = g.q.as_ref().expect("route() checked");
+        let GemmBufs { a, part, .. } = bufs;
+        return gemm_q::product(s, q, &g.reduce, launcher, m, n, a, part, out, ep, clock);
     }
     // f16 weights are the operand as they are; other types go through the scratch.
     let direct = m.ty == GgmlType::F16 && m.row_bytes == 2 * m.cols;

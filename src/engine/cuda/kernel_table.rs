@@ -160,7 +160,7 @@ impl Kernels {
             advance: f("advance")?,
             pdl,
             gemm: match numerics {
-                Numerics::Fast => Some(GemmKernels::load(&f, sms)?),
+                Numerics::Fast => Some(GemmKernels::load(&f, sms, ordered)?),
                 Numerics::Exact => None,
             },
             attention_prefill: match numerics {

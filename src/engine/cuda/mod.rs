@@ -33,6 +33,7 @@ mod env_counts;
 mod error;
 mod forward;
 mod gemm;
+mod gemm_q;
 mod hardware;
 mod kernel_table;
 mod launch_log;

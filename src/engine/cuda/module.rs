@@ -58,7 +58,12 @@ pub const SOURCES: &[(&str, &str)] = &[
         "matvec_few.cu",
         include_str!("../../../kernels/matvec_few.cu"),
     ),
+    (
+        "dequant32.cuh",
+        include_str!("../../../kernels/dequant32.cuh"),
+    ),
     ("gemm_f16.cu", include_str!("../../../kernels/gemm_f16.cu")),
+    ("gemm_q.cu", include_str!("../../../kernels/gemm_q.cu")),
     (
         "gemm_wgmma.cu",
         include_str!("../../../kernels/gemm_wgmma.cu"),

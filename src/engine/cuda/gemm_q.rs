@@ -1,0 +1,299 @@
+//! Tensor-core products that read the quantized weights (kernels/gemm_q.cu), for `fast`
+//! numerics: a batch of `QGEMM_MIN_TOKENS` to `QGEMM_MAX_TOKENS` tokens against a
+//! quantized matrix, each warp dequantizing its 16 rows a k step at a time in shared memory
+//! instead of the whole matrix being expanded to f16 first (gemm.rs). Decode steps of 16..64
+//! sequences gain most: the expansion wrote and read two bytes a weight a step. The f16
+//! activations and split-K partial sums are gemm.rs's buffers; `CBTOP_QGEMM=0` keeps the
+//! expansion for A/B runs.
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
+
+use super::clock::KernelClock;
+use super::env_counts::env_count;
+use super::launch_params::{ceil_div, lin, Epilogue};
+use super::pdl_launch::{Launcher, PushArg};
+use super::weights::GMat;
+use crate::quant::GgmlType;
+
+/// Fewest tokens a product on quantized weights takes these kernels: from 16 tokens the n8
+/// tiles of a block are full and the few-token kernels (at most 8 tokens a weight read) read
+/// the weights at least twice (a starting point to measure from, `CBTOP_QGEMM_FROM`).
+pub(super) const QGEMM_MIN_TOKENS: usize = 16;
+
+/// Most tokens a product takes these kernels with (`CBTOP_QGEMM_UNTIL`): each 64-token tile
+/// dequantizes the weights again and its mma operands come from L1 at about 320 bytes an
+/// mma, where the expansion's 128-wide tiles (wgmma on Hopper) repay expanding once on long
+/// prompts (a choice, not measured).
+pub(super) const QGEMM_MAX_TOKENS: usize = 256;
+
+/// Tokens a block takes, one kernel each (`gemm_q_<type>_<bt>`); a product takes the
+/// smallest holding its batch, else the largest in several token tiles.
+const TOKEN_TILES: [usize; 3] = [16, 32, 64];
+/// Weight rows a block takes (four warps of one m16 tile each: GQ_WARPS x GQ_ROWS).
+const BLOCK_ROWS: usize = 64;
+const WARPS: usize = 4;
+const WARP_ROWS: usize = 16;
+/// Most pieces a product's K is split into, and fewest k steps a piece keeps.
+const MAX_SPLITS: usize = 8;
+const MIN_STEPS_PER_SPLIT: usize = 2;
+/// Shared memory a multiprocessor gives blocks (H100: 227 KiB), and the launch bounds'
+/// blocks a multiprocessor (kernels/gemm_q.cu).
+const SM_SHARED: usize = 227 * 1024;
+const MAX_PER_SM: usize = 3;
+
+/// Whether these kernels are on (`CBTOP_QGEMM=0`: off) and their batch range
+/// (`CBTOP_QGEMM_FROM`, at least 2, default QGEMM_MIN_TOKENS; `CBTOP_QGEMM_UNTIL`, the
+/// largest batch, default QGEMM_MAX_TOKENS); a value that is not a number is refused by name.
+fn qgemm_range() -> Result<Option<(usize, usize)>, String> {
+    if std::env::var("CBTOP_QGEMM").is_ok_and(|v| v.trim() == "0") {
+        return Ok(None);
+    }
+    let from = env_count("CBTOP_QGEMM_FROM", 2, "a batch size of 2 or more")?;
+    let until = env_count("CBTOP_QGEMM_UNTIL", 2, "a batch size of 2 or more")?;
+    Ok(Some((
+        from.unwrap_or(QGEMM_MIN_TOKENS),
+        until.unwrap_or(QGEMM_MAX_TOKENS),
+    )))
+}
+
+/// One type's kernels and their k step.
+struct TypeKernels {
+    ty: GgmlType,
+    /// One per `TOKEN_TILES` entry.
+    f: Vec<CudaFunction>,
+    /// Values of a k step (KS): a k-quant's block, or two 32-wide blocks.
+    ks: usize,
+    smem: u32,
+}
+
+/// The quantized-weight tensor-core kernels.
+pub(super) struct QGemm {
+    types: Vec<TypeKernels>,
+    sms: usize,
+    /// Fewest tokens a product takes them with (`CBTOP_QGEMM_FROM`).
+    pub(super) from: usize,
+    until: usize,
+}
+
+/// Shared memory of a block of `ty`'s kernel with k steps of `ks` values: per warp two stages
+/// of 16 rows of a step's bytes (from the 4-byte word below their first byte) and a 16 x
+/// (ks + 32) f16 tile (GqStage and gemm_q_impl in kernels/gemm_q.cu).
+fn smem_bytes(ty: GgmlType, ks: usize) -> usize {
+    let step_bytes = ks / ty.block_size() * ty.block_bytes();
+    let words = (step_bytes + 2).div_ceil(4);
+    WARPS * (2 * WARP_ROWS * words * 4 + WARP_ROWS * (ks + 32) * 2)
+}
+
+impl QGemm {
+    /// The kernels, or None where `CBTOP_QGEMM=0` turns them off.
+    pub(super) fn load(
+        f: &impl Fn(&str) -> Result<CudaFunction, String>,
+        sms: usize,
+    ) -> Result<Option<Self>, String> {
+        let Some((from, until)) = qgemm_range()? else {
+            return Ok(None);
+        };
+        let mut types = Vec::new();
+        for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantized()) {
+            let ks = if ty.block_size() == 256 { 256 } else { 64 };
+            let smem = smem_bytes(ty, ks) as u32;
+            let mut fs = Vec::new();
+            for bt in TOKEN_TILES {
+                let name = format!("gemm_q_{}_{bt}", ty.name().to_lowercase());
+                let func = f(&name)?;
+                func.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+                .map_err(|e| format!("{name}: setting its shared memory size: {e:?}"))?;
+                fs.push(func);
+            }
+            types.push(TypeKernels {
+                ty,
+                f: fs,
+                ks,
+                smem,
+            });
+        }
+        Ok(Some(QGemm {
+            types,
+            sms: sms.max(1),
+            from,
+            until,
+        }))
+    }
+
+    fn of(&self, ty: GgmlType) -> Option<&TypeKernels> {
+        self.types.iter().find(|t| t.ty == ty)
+    }
+
+    /// Whether a product of `n` tokens against a `ty` matrix of `cols` values a row takes
+    /// these kernels.
+    pub(super) fn takes(&self, ty: GgmlType, cols: usize, n: usize) -> bool {
+        (self.from..=self.until).contains(&n)
+            && self.of(ty).is_some_and(|t| cols.is_multiple_of(t.ks))
+    }
+
+    /// The kernel a product of `n` tokens against `ty` takes (`takes` holds).
+    pub(super) fn kernel(&self, ty: GgmlType, n: usize) -> Option<&CudaFunction> {
+        self.of(ty).map(|t| &t.f[tile_index(n)])
+    }
+
+    /// The K split for `n` tokens against `rows` rows of `k` values on `t`'s kernels, with room
+    /// for `part_len` partial sums (`split_count`, at the blocks a multiprocessor's shared
+    /// memory holds, at most the launch bounds' 3).
+    fn splits(&self, t: &TypeKernels, n: usize, rows: usize, k: usize, part_len: usize) -> usize {
+        let per_sm = (SM_SHARED / t.smem as usize).clamp(1, MAX_PER_SM);
+        split_count(per_sm * self.sms, n, rows, k / t.ks, part_len)
+    }
+}
+
+/// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps, a `wave`
+/// of blocks filling the GPU once, with room for `part_len` partial sums: none where the
+/// blocks fill three quarters of the wave; else enough to fill it, each piece keeping at
+/// least MIN_STEPS_PER_SPLIT steps, at most MAX_SPLITS.
+fn split_count(wave: usize, n: usize, rows: usize, steps: usize, part_len: usize) -> usize {
+    let bt = TOKEN_TILES[tile_index(n)];
+    let blocks = n.div_ceil(bt) * rows.div_ceil(BLOCK_ROWS);
+    if 4 * blocks >= 3 * wave {
+        return 1;
+    }
+    wave.div_ceil(blocks)
+        .min(MAX_SPLITS)
+        .min(steps / MIN_STEPS_PER_SPLIT)
+        .min(part_len / (n * rows).max(1))
+        .max(1)
+}
+
+/// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
+fn tile_index(n: usize) -> usize {
+    TOKEN_TILES
+        .iter()
+        .position(|&bt| n <= bt)
+        .unwrap_or(TOKEN_TILES.len() - 1)
+}
+
+/// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens whose f16 activations are in `a`, on `q`'s
+/// kernel for `m`'s type (`QGemm::takes` holds); `reduce` (kernels/gemm_f16.cu `gemm_reduce`)
+/// adds split-K pieces from `part`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product(
+    s: &CudaStream,
+    q: &QGemm,
+    reduce: &CudaFunction,
+    launcher: Launcher<'_>,
+    m: &GMat,
+    n: usize,
+    a: &CudaSlice<u16>,
+    part: &mut CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+    ep: Epilogue,
+    clock: &mut KernelClock,
+) -> Result<(), DriverError> {
+    let t = q.of(m.ty).expect("takes() checked the type");
+    let f = &t.f[tile_index(n)];
+    let bt = TOKEN_TILES[tile_index(n)];
+    let splits = q.splits(t, n, m.rows, m.cols, part.len());
+    let (rb, nn, rows, cols) = (m.row_bytes as u64, n as i32, m.rows as i32, m.cols as i32);
+    let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
+    let bias = ep.bias.map_or(0, |b| b.device_ptr(s).0);
+    let c_ptr = out.device_ptr(s).0;
+    let cfg = LaunchConfig {
+        grid_dim: (ceil_div(n, bt), ceil_div(m.rows, BLOCK_ROWS), splits as u32),
+        block_dim: ((WARPS * 32) as u32, 1, 1),
+        shared_mem_bytes: t.smem,
+    };
+    let st = clock.stamp();
+    // SAFETY: reads `rows` rows of row_bytes quantized bytes (staged from the 4-byte word
+    // below each k step's first byte, at most 3 bytes past a row's end: within the next row
+    // or the upload's MAT_PADDING) and n × cols f16 activations of `a` (applies() checked
+    // the room); writes n rows of `rows` values of `out` (n × rows), or with a split
+    // splits × n × rows partial sums of `part` (splits() checked the room); the bias, when
+    // there is one, holds `rows` values.
+    unsafe {
+        launcher
+            .launch(s, f)
+            .arg(&m.data)
+            .arg(&rb)
+            .arg(a)
+            .arg(&nn)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&bias)
+            .arg(&acc)
+            .arg(&c_ptr)
+            .arg(&ldc)
+            .arg(&mut *part)
+            .reads(&m.label)
+            .stamp(&st)
+            .launch(cfg)
+    }?;
+    if splits > 1 {
+        let (sp, st) = (splits as i32, clock.stamp());
+        // SAFETY: splits × n × rows partial sums into n rows of `rows` values of `out`, as the
+        // product's own epilogue would write them.
+        unsafe {
+            launcher
+                .launch(s, reduce)
+                .arg(&*part)
+                .arg(&sp)
+                .arg(&nn)
+                .arg(&rows)
+                .arg(&bias)
+                .arg(&acc)
+                .arg(&c_ptr)
+                .arg(&ldc)
+                .stamp(&st)
+                .launch(lin(n * m.rows))
+        }?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_takes_the_smallest_token_tile_holding_it() {
+        assert_eq!(tile_index(16), 0);
+        assert_eq!(tile_index(17), 1);
+        assert_eq!(tile_index(32), 1);
+        assert_eq!(tile_index(33), 2);
+        assert_eq!(tile_index(100), 2);
+    }
+
+    #[test]
+    fn k_is_split_only_where_the_blocks_do_not_fill_the_gpu() {
+        // An H100's wave at three blocks a multiprocessor.
+        let wave = 3 * 132;
+        let room = 1 << 23;
+        // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave; at 64 tokens
+        // 296, just short of three quarters of it (297): two pieces.
+        assert_eq!(split_count(wave, 100, 18944, 14, room), 1);
+        assert_eq!(split_count(wave, 64, 18944, 14, room), 2);
+        // Its Q at 16 tokens: 56 blocks; 8 pieces would fill the wave, 14 steps allow 7.
+        assert_eq!(split_count(wave, 16, 3584, 14, room), 7);
+        // Its ffn_down: 74 steps, 56 blocks: 8 (ceil(396 / 56) = 8, the cap).
+        assert_eq!(split_count(wave, 16, 3584, 74, room), 8);
+        // Room for two pieces' partial sums only.
+        assert_eq!(split_count(wave, 16, 3584, 74, 2 * 16 * 3584), 2);
+        // One k step: no split.
+        assert_eq!(split_count(wave, 16, 896, 1, room), 1);
+    }
+
+    #[test]
+    fn shared_memory_holds_two_staged_steps_and_the_f16_tile_per_warp() {
+        // Q6_K: 210 bytes a step -> 53 words; tile 16 x 288 halves.
+        assert_eq!(
+            smem_bytes(GgmlType::Q6_K, 256),
+            4 * (2 * 16 * 53 * 4 + 16 * 288 * 2)
+        );
+        // Q8_0: two blocks, 68 bytes -> 18 words; tile 16 x 96.
+        assert_eq!(
+            smem_bytes(GgmlType::Q8_0, 64),
+            4 * (2 * 16 * 18 * 4 + 16 * 96 * 2)
+        );
+    }
+}
