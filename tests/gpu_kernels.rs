@@ -133,23 +133,10 @@ fn tensor_core_products_match_the_f64_dot_within_f16_rounding() {
         let k = KernelCheck::with_multiprocessors(&g, Numerics::Fast, Some(sms)).unwrap();
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL {
-            let rb = ty.row_bytes(cols).unwrap();
             let w = gpu::random_rows(ty, rows, cols, &mut rng);
             let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
             let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
-            let mut row = vec![0f32; cols];
-            let mut worst = 0f64;
-            for r in 0..rows {
-                dequantize_row(ty, &w[r * rb..(r + 1) * rb], &mut row);
-                for t in 0..n {
-                    let xt = &x[t * cols..(t + 1) * cols];
-                    let (want, mag) = row.iter().zip(xt).fold((0f64, 0f64), |(s, m), (a, b)| {
-                        let p = *a as f64 * *b as f64;
-                        (s + p, m + p.abs())
-                    });
-                    worst = worst.max((got[t * rows + r] as f64 - want).abs() / (mag + 1e-6));
-                }
-            }
+            let worst = gpu::worst_error(ty, &w, rows, cols, &x, &got);
             eprintln!(
                 "tensor cores {ty} {rows}x{cols}, {n} tokens, {sms} SMs: max |gpu - f64| / \
                  sum|w x| = {worst:.2e}"

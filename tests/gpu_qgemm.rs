@@ -12,30 +12,10 @@ mod gpu;
 
 use cbtop::engine::cuda::KernelCheck;
 use cbtop::engine::Numerics;
-use cbtop::quant::{dequantize_row, GgmlType};
+use cbtop::quant::GgmlType;
 use cbtop::rng::SplitMix64;
 
 const TOKENS: [usize; 5] = [16, 17, 33, 64, 100];
-
-/// The largest |got - f64 dot| / sum|w x| over the rows and tokens.
-fn worst_error(ty: GgmlType, w: &[u8], rows: usize, cols: usize, x: &[f32], got: &[f32]) -> f64 {
-    let rb = ty.row_bytes(cols).unwrap();
-    let n = x.len() / cols;
-    let mut row = vec![0f32; cols];
-    let mut worst = 0f64;
-    for r in 0..rows {
-        dequantize_row(ty, &w[r * rb..(r + 1) * rb], &mut row);
-        for t in 0..n {
-            let xt = &x[t * cols..(t + 1) * cols];
-            let (want, mag) = row.iter().zip(xt).fold((0f64, 0f64), |(s, m), (a, b)| {
-                let p = *a as f64 * *b as f64;
-                (s + p, m + p.abs())
-            });
-            worst = worst.max((got[t * rows + r] as f64 - want).abs() / (mag + 1e-6));
-        }
-    }
-    worst
-}
 
 #[test]
 fn quantized_weight_tensor_core_products_match_the_f64_dot_within_f16_rounding() {
@@ -73,7 +53,7 @@ fn quantized_weight_tensor_core_products_match_the_f64_dot_within_f16_rounding()
                     }
                     let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
                     let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
-                    let worst = worst_error(ty, &w, rows, cols, &x, &got);
+                    let worst = gpu::worst_error(ty, &w, rows, cols, &x, &got);
                     eprintln!(
                         "qgemm {ty} {rows}x{cols}, {n} tokens, {sms} SMs ({kernel}): \
                          max |gpu - f64| / sum|w x| = {worst:.2e}"
@@ -101,7 +81,7 @@ fn quantized_weight_tensor_core_products_match_the_f64_dot_within_f16_rounding()
             failures.push(format!("CBTOP_QGEMM=0: {ty} n={n} still takes {kernel}"));
         }
         let other = k.matvec(*ty, w, *rows, *cols, x).unwrap();
-        let worst = worst_error(*ty, w, *rows, *cols, x, &other);
+        let worst = gpu::worst_error(*ty, w, *rows, *cols, x, &other);
         let apart = got
             .iter()
             .zip(&other)

@@ -1,11 +1,12 @@
 //! Shared by the GPU tests: which GPU to test on, or why they skip. CI has no GPU, so without
 //! one every GPU test prints its reason and passes; with `CBTOP_TEST_DEVICE=cuda` a missing GPU
 //! is a failure instead (so a device run cannot skip silently). `CBTOP_TEST_DEVICE=cpu` skips.
-//! Also random weight rows of every type for the kernel tests (`random_rows`).
+//! Also random weight rows of every type for the kernel tests (`random_rows`), and how far a
+//! product's outputs lie from the f64 dot (`worst_error`).
 #![allow(dead_code)]
 
 use cbtop::engine::cuda::{probe, GpuDesc};
-use cbtop::quant::GgmlType;
+use cbtop::quant::{dequantize_row, GgmlType};
 use cbtop::rng::SplitMix64;
 
 /// The GPU to test on, or `None` (reason printed) when the GPU tests skip.
@@ -90,4 +91,31 @@ pub fn qgemm_kernel(ty: GgmlType, n: usize) -> Option<String> {
     }
     let bt = [16, 32, 64].into_iter().find(|&bt| n <= bt).unwrap_or(64);
     Some(format!("gemm_q_{}_{bt}", ty.name().to_lowercase()))
+}
+
+/// The largest |got - f64 dot| / sum|w x| over the rows and tokens.
+pub fn worst_error(
+    ty: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    got: &[f32],
+) -> f64 {
+    let rb = ty.row_bytes(cols).unwrap();
+    let n = x.len() / cols;
+    let mut row = vec![0f32; cols];
+    let mut worst = 0f64;
+    for r in 0..rows {
+        dequantize_row(ty, &w[r * rb..(r + 1) * rb], &mut row);
+        for t in 0..n {
+            let xt = &x[t * cols..(t + 1) * cols];
+            let (want, mag) = row.iter().zip(xt).fold((0f64, 0f64), |(s, m), (a, b)| {
+                let p = *a as f64 * *b as f64;
+                (s + p, m + p.abs())
+            });
+            worst = worst.max((got[t * rows + r] as f64 - want).abs() / (mag + 1e-6));
+        }
+    }
+    worst
 }

@@ -251,7 +251,7 @@ unsafe fn block512<const P: usize>(w: &KBlock, a: [[&BlockQ8K; 2]; P], acc: &mut
 mod tests {
     use super::*;
     use crate::quant::kquants::{quantize_act_q8_k, quantize_q4_k, quantize_q6_k};
-    use crate::quant::{dequantize_row, x86::available};
+    use crate::quant::x86::available;
     use crate::rng::SplitMix64 as Rng;
 
     /// Every type's rows against random tokens, within float reordering of an f64 dot of the
@@ -287,7 +287,6 @@ mod tests {
                     }
                 }
             }
-            let rb = bytes.len() / n_rows;
             let per_row = cols / 256;
             let acts: Vec<Vec<BlockQ8K>> = (0..5)
                 .map(|_| quantize_act_q8_k(&rand(&mut rng, cols)))
@@ -332,23 +331,7 @@ mod tests {
             } else {
                 eprintln!("AVX-512 form skipped: no AVX-512 F/BW on this CPU");
             }
-            for (t, a) in acts.iter().enumerate() {
-                let x: Vec<f64> = a
-                    .iter()
-                    .flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64))
-                    .collect();
-                for r in 0..n_rows {
-                    let mut wr = vec![0f32; cols];
-                    dequantize_row(ty, &bytes[r * rb..(r + 1) * rb], &mut wr);
-                    let want: f64 = wr.iter().zip(&x).map(|(&w, &x)| w as f64 * x).sum();
-                    let scale: f64 = wr.iter().zip(&x).map(|(&w, &x)| (w as f64 * x).abs()).sum();
-                    let g = got[t][r] as f64;
-                    assert!(
-                        (g - want).abs() <= 1e-5 * scale.max(1.0),
-                        "{ty:?} row {r} token {t}: {g} vs {want}"
-                    );
-                }
-            }
+            super::super::tests::assert_near_f64_dot(ty, &bytes, n_rows, cols, &acts, &got);
         }
     }
 }

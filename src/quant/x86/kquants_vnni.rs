@@ -284,7 +284,7 @@ unsafe fn tile<const RR: usize, const TT: usize>(
 mod tests {
     use super::*;
     use crate::quant::kquants::{quantize_act_q8_k, quantize_q4_k, quantize_q6_k};
-    use crate::quant::{dequantize_row, x86::available as avx2};
+    use crate::quant::x86::available as avx2;
     use crate::rng::SplitMix64 as Rng;
 
     /// Every type's rows (an odd count, so the one-row tile runs) against 6 tokens (a tile of
@@ -337,7 +337,6 @@ mod tests {
                     }
                 }
             }
-            let rb = bytes.len() / n_rows;
             let per_row = cols / 256;
             let q8: Vec<Vec<BlockQ8K>> = (0..tokens)
                 .map(|_| quantize_act_q8_k(&rand(&mut rng, cols)))
@@ -363,23 +362,7 @@ mod tests {
                 // result per row.
                 unsafe { rows(&blocks, per_row, tokens, &act, &out) };
             }
-            for (t, a) in q8.iter().enumerate() {
-                let x: Vec<f64> = a
-                    .iter()
-                    .flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64))
-                    .collect();
-                for r in 0..n_rows {
-                    let mut wr = vec![0f32; cols];
-                    dequantize_row(ty, &bytes[r * rb..(r + 1) * rb], &mut wr);
-                    let want: f64 = wr.iter().zip(&x).map(|(&w, &x)| w as f64 * x).sum();
-                    let scale: f64 = wr.iter().zip(&x).map(|(&w, &x)| (w as f64 * x).abs()).sum();
-                    let g = got[t][r] as f64;
-                    assert!(
-                        (g - want).abs() <= 1e-5 * scale.max(1.0),
-                        "{ty:?} row {r} token {t}: {g} vs {want}"
-                    );
-                }
-            }
+            super::super::tests::assert_near_f64_dot(ty, &bytes, n_rows, cols, &q8, &got);
         }
     }
 }

@@ -1,6 +1,37 @@
 //! Unit tests of the x86 kernels that compare them with the reference through the dispatch
 //! (`quantize_act`, `vec_dot`, `vec_dot_rows`, `vec_dot_x4`), which sits above the kernels.
 
+/// Each token's results `got[t][r]` within float reordering (1e-5 of the sum of |w x|) of the
+/// f64 dot of row r of `bytes` (`n_rows` rows of `cols` values of type `ty`), dequantized, with
+/// the token's Q8_K values `acts[t]`.
+pub(super) fn assert_near_f64_dot(
+    ty: crate::quant::GgmlType,
+    bytes: &[u8],
+    n_rows: usize,
+    cols: usize,
+    acts: &[Vec<crate::quant::kquants::BlockQ8K>],
+    got: &[Vec<f32>],
+) {
+    let rb = bytes.len() / n_rows;
+    for (t, a) in acts.iter().enumerate() {
+        let x: Vec<f64> = a
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64))
+            .collect();
+        for r in 0..n_rows {
+            let mut wr = vec![0f32; cols];
+            crate::quant::dequantize_row(ty, &bytes[r * rb..(r + 1) * rb], &mut wr);
+            let want: f64 = wr.iter().zip(&x).map(|(&w, &x)| w as f64 * x).sum();
+            let scale: f64 = wr.iter().zip(&x).map(|(&w, &x)| (w as f64 * x).abs()).sum();
+            let g = got[t][r] as f64;
+            assert!(
+                (g - want).abs() <= 1e-5 * scale.max(1.0),
+                "{ty:?} row {r} token {t}: {g} vs {want}"
+            );
+        }
+    }
+}
+
 /// The legacy-quant kernels (`legacy`, `q5_0`).
 mod legacy_kernels {
     use super::super::legacy::*;
