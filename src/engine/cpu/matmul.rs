@@ -235,20 +235,8 @@ impl Path {
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
-            Path::Rows if has_x4(ty) && n >= 4 => {
-                let kquant = matches!(
-                    ty,
-                    GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
-                );
-                let isa = if kquant && avx2 && avx512 {
-                    "avx512"
-                } else {
-                    rows_isa(ty, avx2)
-                };
-                format!("vec_dot_rows_x4 {t}·{act} ({isa})")
-            }
             Path::Rows => {
-                // The k-quants' one-token rows run two at a time on AVX-512 (`vec_dot_rows`).
+                // The k-quants' rows (one token or four) run on AVX-512 where it is there.
                 let kquant = matches!(
                     ty,
                     GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
@@ -258,7 +246,8 @@ impl Path {
                 } else {
                     rows_isa(ty, avx2)
                 };
-                format!("vec_dot_rows {t}·{act} ({isa})")
+                let x4 = if has_x4(ty) && n >= 4 { "_x4" } else { "" };
+                format!("vec_dot_rows{x4} {t}·{act} ({isa})")
             }
         }
     }
