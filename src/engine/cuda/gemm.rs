@@ -442,63 +442,27 @@ pub(super) fn gemm_product(
                 .launch(cfg)
         }?;
         if splits > 1 {
-            let c = SplitOut {
-                n,
-                rows,
-                bias,
-                acc,
-                c_ptr,
-                ldc,
-            };
-            reduce_splits(s, launcher, &g.reduce, &bufs.part, splits, c, clock)?;
+            let (sp, st) = (splits as i32, clock.stamp());
+            // SAFETY: splits × n × rows partial sums into n rows of `rows` values of C, as
+            // the product's own epilogue would write them.
+            unsafe {
+                launcher
+                    .launch(s, &g.reduce)
+                    .arg(&bufs.part)
+                    .arg(&sp)
+                    .arg(&nn)
+                    .arg(&nr)
+                    .arg(&bias)
+                    .arg(&acc)
+                    .arg(&c_ptr)
+                    .arg(&ldc)
+                    .stamp(&st)
+                    .launch(lin(n * rows))
+            }?;
         }
         r0 += rows;
     }
     Ok(())
-}
-
-/// Where split-K pieces of an n × rows product go, and the epilogue they take: C at `c_ptr`
-/// (row stride `ldc`), `bias` (a device address of `rows` values, 0: none), `acc` (1: add
-/// into C).
-pub(super) struct SplitOut {
-    pub(super) n: usize,
-    pub(super) rows: usize,
-    pub(super) bias: u64,
-    pub(super) acc: i32,
-    pub(super) c_ptr: u64,
-    pub(super) ldc: i32,
-}
-
-/// The `splits` partial sums of a product in `part` added into C with its epilogue
-/// (kernels/gemm_f16.cu `gemm_reduce`), as the product's own epilogue would write them.
-pub(super) fn reduce_splits(
-    s: &CudaStream,
-    launcher: Launcher<'_>,
-    reduce: &CudaFunction,
-    part: &CudaSlice<f32>,
-    splits: usize,
-    c: SplitOut,
-    clock: &mut KernelClock,
-) -> Result<(), DriverError> {
-    let (sp, nn, nr, st) = (splits as i32, c.n as i32, c.rows as i32, clock.stamp());
-    // SAFETY: splits × n × rows partial sums of `part` (the product wrote them) into n rows of
-    // `rows` values of C at c_ptr with row stride ldc; the bias, when there is one, holds
-    // `rows` values.
-    unsafe {
-        launcher
-            .launch(s, reduce)
-            .arg(part)
-            .arg(&sp)
-            .arg(&nn)
-            .arg(&nr)
-            .arg(&c.bias)
-            .arg(&c.acc)
-            .arg(&c.c_ptr)
-            .arg(&c.ldc)
-            .stamp(&st)
-            .launch(lin(c.n * c.rows))
-    }
-    .map(|_| ())
 }
 
 #[cfg(test)]

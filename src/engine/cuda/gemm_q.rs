@@ -11,8 +11,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError
 
 use super::clock::KernelClock;
 use super::env_counts::env_count;
-use super::gemm::{reduce_splits, SplitOut};
-use super::launch_params::{ceil_div, Epilogue};
+use super::launch_params::{ceil_div, lin, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
 use super::weights::GMat;
 use crate::quant::GgmlType;
@@ -231,15 +230,23 @@ pub(super) fn product(
             .launch(cfg)
     }?;
     if splits > 1 {
-        let c = SplitOut {
-            n,
-            rows: m.rows,
-            bias,
-            acc,
-            c_ptr,
-            ldc,
-        };
-        reduce_splits(s, launcher, reduce, part, splits, c, clock)?;
+        let (sp, st) = (splits as i32, clock.stamp());
+        // SAFETY: splits × n × rows partial sums into n rows of `rows` values of `out`, as the
+        // product's own epilogue would write them.
+        unsafe {
+            launcher
+                .launch(s, reduce)
+                .arg(&*part)
+                .arg(&sp)
+                .arg(&nn)
+                .arg(&rows)
+                .arg(&bias)
+                .arg(&acc)
+                .arg(&c_ptr)
+                .arg(&ldc)
+                .stamp(&st)
+                .launch(lin(n * m.rows))
+        }?;
     }
     Ok(())
 }
