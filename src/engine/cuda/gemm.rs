@@ -250,9 +250,8 @@ impl GemmKernels {
 }
 
 /// Whether `blocks` of the largest tile fill enough of a `wave` to take it as they are: three
-/// quarters or more. The largest tile's blocks outrun a smaller tile's whole wave (phi3-mini's
-/// 512-token gate and up products, 256 blocks of a 264-block wave, ran 2x slower on the
-/// 64 x 128 mma.sync tile: docs/measurements/gpu-engine.md).
+/// quarters or more: the largest tile's blocks outrun a smaller tile's whole wave
+/// (docs/measurements/gpu-engine.md).
 fn fills_wave(blocks: usize, wave: usize) -> bool {
     4 * blocks >= 3 * wave
 }
