@@ -336,59 +336,69 @@ __device__ __forceinline__ void attention_split_block(
 // The grouped kernels' end, after a block wrote its chunk's partial sums for the G query
 // heads of KV head g (rows of hd + 4 floats in `part`, 2 x splits chunks a head: the
 // exponential-weighted sums, then max and sum of exponentials, in the natural-log domain):
-// the last chunk of the group to finish combines them all into the output. Each chunk's
-// weight per head, exp(max_s - max) / total (a warp per head, into `w`: G x active floats of
-// shared memory), then a thread per four output values sums the chunks.
+// the last chunk of the group to finish combines them all into the output, a thread per four
+// output values. Each thread loads ATTG_BATCH chunks' maxima, sums and values at once and
+// folds them into a running maximum, so the combine waits on one round trip to L2 per batch
+// rather than one per step of a max / weights / sum sequence. `w` is unused (callers pass
+// their scratch).
+#ifndef ATTG_BATCH
+#define ATTG_BATCH 8
+#endif
 __device__ __forceinline__ void attg_combine(const float* __restrict__ part,
                                              int* __restrict__ tickets, float* __restrict__ out,
                                              int g, int G, int hd, int splits, int active,
                                              float* w, int& last, int akind,
                                              float* __restrict__ axf, i8* __restrict__ aq,
                                              float* __restrict__ ad, float* __restrict__ ax) {
+    (void)w;
     const int stride = hd + 4, h0 = g * G;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(tickets + g, 1) == active - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int hh = warp; hh < G; hh += nw) {
-        const float* all = part + (u64)(h0 + hh) * 2 * splits * stride + hd;
-        float mx = -INFINITY;
-        for (int s = lane; s < active; s += 32) {
-            float m = __ldcg(all + (u64)s * stride);
-            w[hh * active + s] = m;
-            mx = fmaxf(mx, m);
-        }
-        mx = warp_max(mx);
-        float total = 0.0f;
-        for (int s = lane; s < active; s += 32) {
-            float e = __expf(w[hh * active + s] - mx);
-            w[hh * active + s] = e;
-            total += __ldcg(all + (u64)s * stride + 1) * e;
-        }
-        total = warp_sum(total);
-        __syncwarp();
-        for (int s = lane; s < active; s += 32) w[hh * active + s] /= total;
-    }
-    __syncthreads();
     const int q4 = hd / 4;
     for (int i = threadIdx.x; i < G * q4; i += blockDim.x) {
         int hh = i / q4, d4 = i - hh * q4;
-        const float4* all = (const float4*)(part + (u64)(h0 + hh) * 2 * splits * stride) + d4;
-        const float* ws = w + hh * active;
+        const float* head = part + (u64)(h0 + hh) * 2 * splits * stride;
+        float mx = -INFINITY, total = 0.0f;
         float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-        for (int s = 0; s < active; s++) {
-            float4 x = __ldcg(all + (u64)s * (stride / 4));
-            float f = ws[s];
-            a.x += x.x * f;
-            a.y += x.y * f;
-            a.z += x.z * f;
-            a.w += x.w * f;
+        for (int s0 = 0; s0 < active; s0 += ATTG_BATCH) {
+            float m[ATTG_BATCH], l[ATTG_BATCH];
+            float4 x[ATTG_BATCH];
+#pragma unroll
+            for (int j = 0; j < ATTG_BATCH; j++) {
+                const bool ok = s0 + j < active;
+                const float* row = head + (u64)(ok ? s0 + j : s0) * stride;
+                m[j] = ok ? __ldcg(row + hd) : -INFINITY;
+                l[j] = __ldcg(row + hd + 1);
+                x[j] = __ldcg((const float4*)row + d4);
+            }
+            float mb = mx;
+#pragma unroll
+            for (int j = 0; j < ATTG_BATCH; j++) mb = fmaxf(mb, m[j]);
+            // The first batch holds chunk 0, whose maximum is finite: mb is finite from here.
+            const float f = __expf(mx - mb);
+            total *= f;
+            a.x *= f;
+            a.y *= f;
+            a.z *= f;
+            a.w *= f;
+#pragma unroll
+            for (int j = 0; j < ATTG_BATCH; j++) {
+                const float e = __expf(m[j] - mb);
+                total += l[j] * e;
+                a.x += x[j].x * e;
+                a.y += x[j].y * e;
+                a.z += x[j].z * e;
+                a.w += x[j].w * e;
+            }
+            mx = mb;
         }
-        *((float4*)(out + (u64)(h0 + hh) * hd) + d4) = a;
+        const float r = 1.0f / total;
+        *((float4*)(out + (u64)(h0 + hh) * hd) + d4) =
+            make_float4(a.x * r, a.y * r, a.z * r, a.w * r);
     }
     if (threadIdx.x == 0) tickets[g] = 0;
     attf_quant_range(out, (u64)h0 * hd, G * hd, akind, axf, aq, ad, ax);

@@ -3,7 +3,7 @@
 // together) with its scores and weighted sums as mma.sync m16n8k16 products. The G queries
 // are the rows of a 16-row A operand (rows past G are zero), rounded to f16 and scaled by
 // scale * log2(e); the chunk is walked in tiles of AGM_TILE positions brought into shared memory
-// by cp.async, two buffers deep (the first two tiles load while the queries are fetched and
+// by cp.async, AGM_BUFS buffers deep (the first tiles load while the queries are fetched and
 // rotated), each of the AGM_WARPS warps taking 16 positions of a tile: S = Q K^T, an online softmax
 // in f32 registers (base-2 exponent), O += P V with P rounded to f16, as the prompt kernel
 // (attention_prefill.cu). The warps' maxima, sums and O are merged in shared memory, and the
@@ -21,23 +21,38 @@
 #define AGM_WARPS 8
 #endif
 #define AGM_THREADS (32 * AGM_WARPS)
-#define AGM_TILE (16 * AGM_WARPS)
+// Heads of 256 (gemma3): warps per block of `attention_group_mma_wide`, whose tiles of
+// 16 x AGM_WIDE_WARPS positions keep AGM_BUFS buffers of such rows within shared memory.
+#ifndef AGM_WIDE_WARPS
+#define AGM_WIDE_WARPS 4
+#endif
+#define AGM_WIDE_THREADS (32 * AGM_WIDE_WARPS)
+// Tiles in flight: a chunk of a wave at 4k positions is two whole tiles and a sliver, which
+// then loads with the first two instead of after the first is consumed. The host sizes the
+// shared memory for this many (launch_params::GROUP_MMA_BUFS).
+#ifndef AGM_BUFS
+#define AGM_BUFS 3
+#endif
+#if AGM_BUFS < 2 || AGM_BUFS > 3
+#error "AGM_BUFS: 2 or 3 tiles in flight (the waits below)"
+#endif
 // Chunks are whole warps' worth of positions: a part-full last tile costs its idle warps,
 // not a second wave of blocks.
 #define AGM_GRAN 16
 
-// Dynamic shared memory: two buffers of K and V tiles (2 x 2 x AGM_TILE rows of HD + 8 halves),
-// then G x max(HD, ATTF_GROUP_SPLITS) floats: the G queries, later the combine's weights; the
-// warps' merge reuses the tiles.
+// Dynamic shared memory: AGM_BUFS buffers of K and V tiles (AGM_BUFS x 2 x AGM_TILE rows of
+// HD + 8 halves), then G x HD floats, the G queries; the warps' merge reuses the tiles.
+
 // The largest of the warps' maxima of row r ([AGM_WARPS][16]).
+template <int W>
 __device__ __forceinline__ float mall_of(const float* wm, int r) {
     float m = -1e30f;
 #pragma unroll
-    for (int w = 0; w < AGM_WARPS; w++) m = fmaxf(m, wm[w * 16 + r]);
+    for (int w = 0; w < W; w++) m = fmaxf(m, wm[w * 16 + r]);
     return m;
 }
 
-template <int HD>
+template <int HD, int W>
 __device__ void attention_group_mma_impl(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     u16* __restrict__ kc, u16* __restrict__ vc, int n_heads, int n_kv_heads, int pos0, float rc,
@@ -46,10 +61,11 @@ __device__ void attention_group_mma_impl(
     int* __restrict__ tickets, float* __restrict__ out, int akind, float* __restrict__ axf,
     i8* __restrict__ aq, float* __restrict__ ad, float* __restrict__ ax) {
     constexpr int LD = HD + 8;
+    constexpr int AGM_TILE = 16 * W;
     extern __shared__ __align__(16) u16 agm_smem[];
-    u16* sk = agm_smem;                                  // [2][AGM_TILE][LD]
-    u16* sv = agm_smem + 2 * AGM_TILE * LD;              // [2][AGM_TILE][LD]
-    float* qs = (float*)(agm_smem + 4 * AGM_TILE * LD);  // [G][HD]
+    u16* sk = agm_smem;                                          // [AGM_BUFS][AGM_TILE][LD]
+    u16* sv = agm_smem + AGM_BUFS * AGM_TILE * LD;               // [AGM_BUFS][AGM_TILE][LD]
+    float* qs = (float*)(agm_smem + 2 * AGM_BUFS * AGM_TILE * LD);  // [G][HD]
     __shared__ float cur[2][HD];
     __shared__ int last;
     const int G = n_heads / n_kv_heads;
@@ -66,14 +82,14 @@ __device__ void attention_group_mma_impl(
     const u16* kb = kc + g * HD;
     const u16* vb = vc + g * HD;
 
-    // Tile t of the chunk into buffer t % 2 (one cp.async group). The rows come from earlier
-    // steps (this step's own row is taken from `cur` below), so the first two tiles load
+    // Tile t of the chunk into buffer t % AGM_BUFS (one cp.async group). The rows come from
+    // earlier steps (this step's own row is taken from `cur` below), so the first tiles load
     // while the queries are fetched and rotated. A step reads each row once: evict-first in L2.
     const u64 once = l2_evict_first();
     const int ntiles = (len + AGM_TILE - 1) / AGM_TILE;
     auto issue = [&](int t) {
-        u16* dk = sk + (t & 1) * AGM_TILE * LD;
-        u16* dv = sv + (t & 1) * AGM_TILE * LD;
+        u16* dk = sk + (t % AGM_BUFS) * AGM_TILE * LD;
+        u16* dv = sv + (t % AGM_BUFS) * AGM_TILE * LD;
         for (int c = threadIdx.x; c < AGM_TILE * (HD / 8); c += blockDim.x) {
             int r = c / (HD / 8), c8 = c % (HD / 8);
             int j = t * AGM_TILE + r;
@@ -84,8 +100,7 @@ __device__ void attention_group_mma_impl(
         }
         cp_async_commit();
     };
-    issue(0);
-    if (ntiles > 1) issue(1);
+    for (int t = 0; t < min(ntiles, AGM_BUFS); t++) issue(t);
 
     // The queries and (in the chunk holding this step's position) the step's K and V, RoPE
     // on them, and the step's rows into the cache before any tile is read.
@@ -100,14 +115,14 @@ __device__ void attention_group_mma_impl(
     // qwen3's per-head Q/K norms (`qn` set), as kernels/qk_norm.cu computes them: warp w
     // norms query head w, warp G the step's K row (in the chunk that holds it).
     if (qn) {
-        for (int hh = warp; hh <= G; hh += AGM_WARPS) {
+        for (int hh = warp; hh <= G; hh += W) {
             if (hh == G && !mine_pos) continue;
             float* row = hh < G ? qs + hh * HD : cur[0];
             const float* w = hh < G ? qn : kn;
-            double ss = 0.0;
-            for (int d = lane; d < HD; d += 32) ss += (double)(row[d] * row[d]);
+            float ss = 0.0f;
+            for (int d = lane; d < HD; d += 32) ss += row[d] * row[d];
             for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-            const float mean = (float)(ss / (double)HD);
+            const float mean = ss / (float)HD;
             const float sc = __fdiv_rn(1.0f, sqrtf(__fadd_rn(mean, qk_eps)));
             for (int d = lane; d < HD; d += 32) row[d] = __fmul_rn(__fmul_rn(row[d], sc), __ldg(w + d));
         }
@@ -149,9 +164,12 @@ __device__ void attention_group_mma_impl(
 
     for (int t = 0; t < ntiles; t++) {
         const int t0 = t * AGM_TILE;
-        const u16* tk = sk + (t & 1) * AGM_TILE * LD;
-        const u16* tv = sv + (t & 1) * AGM_TILE * LD;
-        if (t + 1 < ntiles) cp_async_wait<1>();
+        const u16* tk = sk + (t % AGM_BUFS) * AGM_TILE * LD;
+        const u16* tv = sv + (t % AGM_BUFS) * AGM_TILE * LD;
+        // Tile t's group done; the later ones issued may still be on their way.
+        const int pending = min(ntiles - 1 - t, AGM_BUFS - 1);
+        if (pending >= 2) cp_async_wait<2>();
+        else if (pending == 1) cp_async_wait<1>();
         else cp_async_wait<0>();
         __syncthreads();
         // The tile holding the step's own position (the chunk's last) takes its row from
@@ -219,8 +237,8 @@ __device__ void attention_group_mma_impl(
                 mma_16816(o[d + 1], pa, b + 2);
             }
         }
-        __syncthreads();  // buffer t % 2 is consumed: tile t + 2 may go there
-        if (t + 2 < ntiles) issue(t + 2);
+        __syncthreads();  // buffer t % AGM_BUFS is consumed: tile t + AGM_BUFS may go there
+        if (t + AGM_BUFS < ntiles) issue(t + AGM_BUFS);
     }
     cp_async_wait<0>();
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -230,22 +248,22 @@ __device__ void attention_group_mma_impl(
     // every warp's O scaled to the common maximum into its own slab of shared memory (the
     // tiles' space), added across the slabs below.
     __syncthreads();
-    float* wm = (float*)agm_smem;          // [AGM_WARPS][16] maxima
-    float* wl = wm + AGM_WARPS * 16;       // [AGM_WARPS][16] sums
-    float* ht = wl + AGM_WARPS * 16;       // [16][2] each head's maximum and total weight
-    float* wo = ht + 32;                   // [AGM_WARPS][G][HD] each warp's O (rows < G)
+    float* wm = (float*)agm_smem;          // [W][16] maxima
+    float* wl = wm + W * 16;       // [W][16] sums
+    float* ht = wl + W * 16;       // [16][2] each head's maximum and total weight
+    float* wo = ht + 32;                   // [W][G][HD] each warp's O (rows < G)
     if (t4 == 0) {
         wm[warp * 16 + gr] = m0;
         wl[warp * 16 + gr] = l0;
     }
     __syncthreads();
-    const float mall = mall_of(wm, gr);
+    const float mall = mall_of<W>(wm, gr);
     // Each head's maximum and total weight, for the results below.
     if (threadIdx.x < G) {
-        const float mh = mall_of(wm, threadIdx.x);
+        const float mh = mall_of<W>(wm, threadIdx.x);
         float tot = 0.0f;
 #pragma unroll
-        for (int w = 0; w < AGM_WARPS; w++)
+        for (int w = 0; w < W; w++)
             tot += wl[w * 16 + threadIdx.x] * exp2f(wm[w * 16 + threadIdx.x] - mh);
         ht[2 * threadIdx.x] = mh;
         ht[2 * threadIdx.x + 1] = tot;
@@ -267,7 +285,7 @@ __device__ void attention_group_mma_impl(
         float* mine = part + ((u64)(h0 + hh) * 2 * splits + sp) * stride;
         float sum = 0.0f;
 #pragma unroll
-        for (int w = 0; w < AGM_WARPS; w++) sum += wo[(w * G + hh) * HD + d];
+        for (int w = 0; w < W; w++) sum += wo[(w * G + hh) * HD + d];
         if (active == 1) {
             out[(u64)(h0 + hh) * HD + d] = sum / tot;
         } else {
@@ -293,7 +311,15 @@ extern "C" __global__ void __launch_bounds__(AGM_THREADS) attention_group_mma(AT
     ATTG_OPEN(AGM_GRAN)
 #define AGM_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, pos0, rc, rs, n_rot, neox, splits, scale, \
                  qn, kn, qk_eps, part, tickets, out, akind, axf, aq, ad, ax
-    if (hd == 128) attention_group_mma_impl<128>(AGM_ARGS);
-    else attention_group_mma_impl<64>(AGM_ARGS);
+    if (hd == 128) attention_group_mma_impl<128, AGM_WARPS>(AGM_ARGS);
+    else attention_group_mma_impl<64, AGM_WARPS>(AGM_ARGS);
+}
+
+// The same for heads of 256: AGM_WIDE_THREADS threads, shared memory as
+// `launch_params::group_mma_shared_bytes` sizes it for them.
+extern "C" __global__ void __launch_bounds__(AGM_WIDE_THREADS)
+    attention_group_mma_wide(ATTG_PARAMS) {
+    ATTG_OPEN(AGM_GRAN)
+    attention_group_mma_impl<256, AGM_WIDE_WARPS>(AGM_ARGS);
 #undef AGM_ARGS
 }

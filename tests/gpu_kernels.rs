@@ -395,8 +395,9 @@ fn fast_prefill_attention_matches_f64_attention() {
 /// Asked to keep the CPU's order up to 128 positions (as the engine asks for models whose
 /// products all keep it), contexts that short give the CPU's output bits. Contexts of one chunk and of
 /// several (128 positions each, so the splits are combined); head sizes 64 and 128 (the
-/// kernel's instantiations), 80 (its general one) and 256 (the wide kernel, gemma3's heads,
-/// which has neither the CPU-order nor the grouped path); NORM and NEOX RoPE. Each step also runs
+/// kernel's instantiations), 80 (its general one) and 256 (gemma3's heads: the wide kernel,
+/// which has no CPU-order path, and the grouped tensor-core kernel for heads of 256); NORM and
+/// NEOX RoPE. Each step also runs
 /// on the grouped path (a KV head's query heads in one block: groups of 3, 7, 3 and 8 query
 /// heads here), held to the same bound; one head per KV head and 16 per KV head take the
 /// one-head blocks either way.
@@ -617,8 +618,8 @@ fn fast_decode_attention_quantizes_its_output_as_the_cpu_quantizer() {
 /// position p sees only the keys at p - W + 1 ..= p, and the kernels read only those. Against
 /// the CPU engine's attention over the window's rows alone (the keys before it are random
 /// here, so any read of them shows): the CPU-order path gives the CPU's bits, the one-head and
-/// grouped paths (head sizes 64 and 128: the tensor-core grouped kernel; 80: the CUDA-core
-/// one) agree within the bound of `fast_decode_attention_matches_the_cpu`. Windows shorter
+/// grouped paths (head sizes 64, 128 and 256: the tensor-core grouped kernels; 80: the
+/// CUDA-core one) agree within the bound of `fast_decode_attention_matches_the_cpu`. Windows shorter
 /// and longer than the context, and contexts that split into several chunks.
 #[test]
 fn windowed_decode_attention_reads_only_the_window() {

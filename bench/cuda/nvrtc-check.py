@@ -18,7 +18,7 @@ def sources():
     names = re.findall(r'include_str!\("\.\./\.\./\.\./kernels/([^"]+)"\)', text)
     out = ""
     for n in names:
-        out += f"// ---- {n}\n" + open(os.path.join(ROOT, "kernels", n)).read() + "\n"
+        out += f"// ---- {n}\n" + open(os.path.join(os.environ.get("KDIR", ""), n) if os.environ.get("KDIR") and os.path.exists(os.path.join(os.environ["KDIR"], n)) else os.path.join(ROOT, "kernels", n)).read() + "\n"
     return out
 
 

@@ -147,7 +147,7 @@ impl CudaEngine {
 
     /// Whether this step's per-head Q/K norms (qwen3, gemma3) run inside its attention
     /// kernel rather than a launch of their own: one token of one sequence on the grouped
-    /// tensor-core kernel (heads of 64 or 128, 2 to GROUP_MAX query heads a KV head), which
+    /// tensor-core kernels (heads of 64, 128 or 256, 2 to GROUP_MAX query heads a KV head), which
     /// norms them as kernels/qk_norm.cu does before its RoPE.
     pub(super) fn qk_norm_in_attention(&self, n: usize) -> bool {
         let c = &self.model.config;
@@ -155,7 +155,7 @@ impl CudaEngine {
         self.split_attention(n)
             && self.grouped_now
             && self.split.group_splits > 0
-            && matches!(c.head_dim, 64 | 128)
+            && matches!(c.head_dim, 64 | 128 | WIDE_HEAD)
             && c.n_heads.is_multiple_of(c.n_kv_heads.max(1))
             && (2..=GROUP_MAX).contains(&group)
     }
@@ -358,16 +358,14 @@ pub(super) fn attention_split(
     let shared_mem_bytes = a.shared_bytes as u32;
     let group = (h.heads / h.kv_heads.max(1)) as usize;
     let wide = h.head_dim as usize == WIDE_HEAD;
-    let grouped = !wide
-        && a.group_splits > 0
-        && h.heads % h.kv_heads.max(1) == 0
-        && (2..=GROUP_MAX).contains(&group);
+    let grouped =
+        a.group_splits > 0 && h.heads % h.kv_heads.max(1) == 0 && (2..=GROUP_MAX).contains(&group);
     // The wide kernel has no CPU-order path.
     let ordered_upto = if wide { 0 } else { a.ordered_upto };
     // The grouped kernels: chunks of whole passes, up to twice group_splits of them
-    // (`attf_chunk`); head sizes 64 and 128 take the tensor-core kernel, with its own block and shared
-    // memory.
-    let mma = grouped && matches!(h.head_dim, 64 | 128);
+    // (`attf_chunk`); head sizes 64, 128 and 256 take the tensor-core kernels, with their own
+    // blocks and shared memory.
+    let mma = grouped && matches!(h.head_dim, 64 | 128 | 256);
     assert!(
         a.qk_norm.is_none() || mma,
         "per-head norms go only into the grouped tensor-core attention"
@@ -377,19 +375,19 @@ pub(super) fn attention_split(
         None => (0, 0, 0.0f32),
     };
     let (f, cfg) = if grouped {
+        let (f, threads) = match (mma, wide) {
+            (true, true) => (&k.attention_group_mma_wide, k.group_mma_wide_threads),
+            (true, false) => (&k.attention_group_mma, k.group_mma_threads),
+            (false, _) => (&k.attention_group, 256),
+        };
         let cfg = LaunchConfig {
             grid_dim: (h.kv_heads as u32, 2 * a.group_splits as u32, 1),
-            block_dim: (if mma { k.group_mma_threads } else { 256 }, 1, 1),
+            block_dim: (threads, 1, 1),
             shared_mem_bytes: if mma {
-                group_mma_shared_bytes(h.head_dim as usize, group, k.group_mma_threads)
+                group_mma_shared_bytes(h.head_dim as usize, group, threads)
             } else {
                 shared_mem_bytes
             },
-        };
-        let f = if mma {
-            &k.attention_group_mma
-        } else {
-            &k.attention_group
         };
         (f, cfg)
     } else {

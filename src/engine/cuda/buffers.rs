@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::attention::WIDE_HEAD;
 use super::env_counts::env_count;
 use super::error::wrap;
 use super::gemm::GemmBufs;
@@ -288,11 +289,13 @@ impl SplitScratch {
             )));
         }
         let chunk = cap.div_ceil(splits).max(MIN_CHUNK);
-        // Heads wider than 128 take the one-head wide kernel alone: neither the CPU-order
-        // path nor the grouped kernels (kernels/attention_fast.cu `attention_split_wide`).
+        // Heads wider than 128 have no CPU-order path; heads of 256 take the tensor-core
+        // grouped kernel (kernels/attention_group_mma.cu `attention_group_mma_wide`) where
+        // query heads share a KV head, otherwise the one-head wide kernel
+        // (kernels/attention_fast.cu `attention_split_wide`).
         let wide = c.head_dim > 128;
         let ordered = ordered && !wide;
-        let group_splits = if wide {
+        let group_splits = if wide && c.head_dim != WIDE_HEAD {
             0
         } else {
             // A measuring aid: the grouped kernels' count of chunks (twice as many launch).

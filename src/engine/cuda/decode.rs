@@ -89,10 +89,10 @@ fn graph_of_next(next: Option<bool>, timing: Timing) -> Option<bool> {
 }
 
 /// Shortest context the grouped decode attention takes for a model with `n_kv_heads` KV
-/// heads of `head_dim` on `sms` multiprocessors. Head sizes 64 and 128 take the tensor-core
-/// grouped kernel, which ran at least as fast as the kernel with a block per query head at
-/// every context measured (docs/measurements/kernels.md): it takes every context past the
-/// short ones kept in the CPU's order (`ordered_upto`). Other head sizes take the CUDA-core
+/// heads of `head_dim` on `sms` multiprocessors. Head sizes 64, 128 and 256 take the
+/// tensor-core grouped kernels, which ran at least as fast as the kernels with a block per
+/// query head at every context measured (docs/measurements/kernels.md): they take every
+/// context past the short ones kept in the CPU's order (`ordered_upto`, none for 256). Other head sizes take the CUDA-core
 /// grouped kernel where its launch has about one block per two multiprocessors (a KV head's
 /// chunks are 128 positions or more); below that, fewer blocks left it slower. Or the
 /// environment's `CBTOP_ATTN_GROUP_FROM` (a measuring aid); a value that is not a number is
@@ -105,7 +105,7 @@ pub(super) fn group_from(
 ) -> Result<usize, String> {
     let n = env_count("CBTOP_ATTN_GROUP_FROM", 0, "a number of positions")?;
     Ok(n.unwrap_or_else(|| {
-        if matches!(head_dim, 64 | 128) {
+        if matches!(head_dim, 64 | 128 | 256) {
             ordered_upto + 1
         } else {
             (sms / 2).max(1).div_ceil(n_kv_heads.max(1)) * 128

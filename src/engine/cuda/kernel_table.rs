@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 
+use super::attention::WIDE_HEAD;
 use super::gemm::GemmKernels;
 use super::launch_log::LaunchLog;
 use super::launch_params::{
@@ -67,6 +68,9 @@ pub(super) struct Kernels {
     pub(super) attention_group_mma: CudaFunction,
     /// `attention_group_mma`'s threads per block (16 positions of a tile per warp).
     pub(super) group_mma_threads: u32,
+    /// The same kernel for heads of 256 (`WIDE_HEAD`), and its threads per block.
+    pub(super) attention_group_mma_wide: CudaFunction,
+    pub(super) group_mma_wide_threads: u32,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
@@ -121,19 +125,11 @@ impl Kernels {
             let product = product_kernels(&f, ty, numerics, ordered)?;
             typed.push((ty, product, f(&format!("embed_{name}"))?));
         }
-        // The tensor-core grouped attention's block (its launch bounds) and its largest shared
-        // memory (head_dim 128, GROUP_MAX heads a group), which is past the default limit.
-        let agm = f("attention_group_mma")?;
-        let group_mma_threads = agm
-            .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
-            .map_err(|e| format!("attention_group_mma: reading its thread count: {e:?}"))?
-            as u32;
-        let most = group_mma_shared_bytes(128, GROUP_MAX, group_mma_threads);
-        agm.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            most as i32,
-        )
-        .map_err(|e| format!("attention_group_mma: setting its shared memory size: {e:?}"))?;
+        // The tensor-core grouped attention's blocks (their launch bounds) and their largest
+        // shared memory (GROUP_MAX heads a group), which is past the default limit.
+        let (agm, group_mma_threads) = group_mma_kernel(&f, "attention_group_mma", 128)?;
+        let (agm_wide, group_mma_wide_threads) =
+            group_mma_kernel(&f, "attention_group_mma_wide", WIDE_HEAD)?;
         Ok(Kernels {
             typed,
             attention: f("attention")?,
@@ -145,6 +141,8 @@ impl Kernels {
             attention_group: f("attention_group")?,
             attention_group_mma: agm,
             group_mma_threads,
+            attention_group_mma_wide: agm_wide,
+            group_mma_wide_threads,
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
@@ -222,6 +220,27 @@ impl Kernels {
 
 /// The tensor-core prompt attention's kernels, one for each head size of `PREFILL_HEADS`,
 /// those whose shared memory is past the default 48 KiB (heads of 256) allowed theirs.
+/// A tensor-core grouped decode attention kernel `name` for heads up to `head_dim`, with its
+/// threads per block (its launch bounds) and its dynamic shared memory limit raised to its
+/// largest launch (GROUP_MAX heads a group).
+fn group_mma_kernel(
+    f: &impl Fn(&str) -> Result<CudaFunction, String>,
+    name: &str,
+    head_dim: usize,
+) -> Result<(CudaFunction, u32), String> {
+    let k = f(name)?;
+    let threads = k
+        .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        .map_err(|e| format!("{name}: reading its thread count: {e:?}"))? as u32;
+    let most = group_mma_shared_bytes(head_dim, GROUP_MAX, threads);
+    k.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        most as i32,
+    )
+    .map_err(|e| format!("{name}: setting its shared memory size: {e:?}"))?;
+    Ok((k, threads))
+}
+
 fn prefill_kernels(
     f: &impl Fn(&str) -> Result<CudaFunction, String>,
 ) -> Result<Vec<(usize, CudaFunction)>, String> {

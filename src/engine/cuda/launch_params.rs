@@ -101,15 +101,17 @@ pub(super) const MVO_BYTES: u32 = mvo_bytes(FAST_ROWS);
 pub(super) const GROUP_MAX: usize = 8;
 pub(super) const GROUP_SPLITS: usize = 128;
 
+/// Tiles of K and V the tensor-core grouped kernel keeps in flight (its `AGM_BUFS`).
+pub(super) const GROUP_MMA_BUFS: usize = 3;
+
 /// The tensor-core grouped kernel's dynamic shared memory (kernels/attention_group_mma.cu) for
-/// blocks of `threads` threads (tiles of 16 positions a warp): two buffers of K and V tiles of
-/// head_dim + 8 halves a row, then `group` x max(head_dim, 128) floats (the queries, later the
-/// combine's weights for up to ATTF_GROUP_SPLITS chunks). Past the 48 KB a launch gets without
-/// opting in: the kernel table raises the kernel's limit to the largest case (head_dim 128,
-/// `GROUP_MAX` heads a group).
+/// blocks of `threads` threads (tiles of 16 positions a warp): `GROUP_MMA_BUFS` buffers of K
+/// and V tiles of head_dim + 8 halves a row, then the `group` queries' floats. Past the 48 KB
+/// a launch gets without opting in: the kernel table raises the kernel's limit to the largest
+/// case (head_dim 128, `GROUP_MAX` heads a group).
 pub(super) fn group_mma_shared_bytes(head_dim: usize, group: usize, threads: u32) -> u32 {
     let tile = 16 * threads as usize / 32;
-    (4 * tile * (head_dim + 8) * 2 + group * head_dim.max(GROUP_SPLITS) * 4) as u32
+    (2 * GROUP_MMA_BUFS * tile * (head_dim + 8) * 2 + group * head_dim * 4) as u32
 }
 
 /// The head sizes the tensor-core prompt attention has a kernel for
