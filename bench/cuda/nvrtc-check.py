@@ -4,7 +4,9 @@ without a GPU: catches compile errors and shows each kernel's registers, spills 
 memory before device time is spent. Needs libnvrtc and ptxas, e.g. from the PyPI wheels
 `nvidia-cuda-nvrtc-cu12` and `nvidia-cuda-nvcc-cu12` unpacked under NV (default /opt/nv).
 
-usage: NV=/opt/nv python3 bench/cuda/nvrtc-check.py [--arch sm_90] [--defines A,B=2] [--kernel REGEX]
+usage: NV=/opt/nv [KDIR=dir] python3 bench/cuda/nvrtc-check.py [--arch sm_90] [--defines A,B=2] [--kernel REGEX]
+
+KDIR, as cbtop's CBTOP_KERNEL_DIR: a folder whose kernel files replace the repository's, file by file.
 """
 import argparse, ctypes, os, re, subprocess, sys, tempfile
 
@@ -16,9 +18,13 @@ def sources():
     """The kernel files in module.rs's SOURCES order (the same translation unit)."""
     text = open(os.path.join(ROOT, "src/engine/cuda/module.rs")).read()
     names = re.findall(r'include_str!\("\.\./\.\./\.\./kernels/([^"]+)"\)', text)
+    kdir = os.environ.get("KDIR")
     out = ""
     for n in names:
-        out += f"// ---- {n}\n" + open(os.path.join(os.environ.get("KDIR", ""), n) if os.environ.get("KDIR") and os.path.exists(os.path.join(os.environ["KDIR"], n)) else os.path.join(ROOT, "kernels", n)).read() + "\n"
+        path = os.path.join(ROOT, "kernels", n)
+        if kdir and os.path.exists(os.path.join(kdir, n)):
+            path = os.path.join(kdir, n)
+        out += f"// ---- {n}\n" + open(path).read() + "\n"
     return out
 
 
