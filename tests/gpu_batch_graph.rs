@@ -116,8 +116,9 @@ fn a_batch_step_replayed_from_its_graph_is_the_step_launched_from_the_host() {
         let (host_picks, host_timed, none) = picks_run(&g, numerics, false);
         let (picks, timed, captured) = picks_run(&g, numerics, true);
         assert_eq!(none, 0, "{what}: CBTOP_BATCH_GRAPH=0 captured steps");
-        // Steps of 2 and 3 rows, picked on the device, stamped.
-        assert_eq!(captured, 2, "{what}: one graph per batch size");
+        // Steps of 2 and 3 rows, picked on the device, each stamped and (captured with it
+        // under events timing) unstamped.
+        assert_eq!(captured, 4, "{what}: one graph per batch size and stamping");
         assert_eq!(picks, host_picks, "{what}: the picks");
         for (i, (a, b)) in timed.iter().zip(&host_timed).enumerate() {
             assert!(!a.0.is_empty() && a.1 > 0, "{what}: step {} timed", i + 1);
