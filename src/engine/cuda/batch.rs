@@ -141,6 +141,8 @@ impl<'e> CudaBatch<'e> {
             .stream
             .synchronize()
             .map_err(wrap("waiting for the engine"))?;
+        // Any captured on another batch's caches and rows.
+        engine.batch_graphs.clear();
         let parked = Parked {
             kc: std::mem::replace(&mut engine.kc, kc),
             vc: std::mem::replace(&mut engine.vc, vc),
@@ -148,8 +150,6 @@ impl<'e> CudaBatch<'e> {
             len: engine.len,
         };
         engine.forget_device_state();
-        // Captured on another batch's caches and rows.
-        engine.batch_graphs.clear();
         Ok(CudaBatch {
             e: engine,
             parked: Some(parked),
@@ -215,6 +215,8 @@ impl Drop for CudaBatch<'_> {
     fn drop(&mut self) {
         let e = &mut *self.e;
         let _ = e.stream.synchronize();
+        // They name the batch's caches and rows, which go now.
+        e.batch_graphs.clear();
         if let Some(p) = self.parked.take() {
             e.kc = p.kc;
             e.vc = p.vc;
@@ -224,8 +226,6 @@ impl Drop for CudaBatch<'_> {
         e.seq = 0;
         e.rows = None;
         e.forget_device_state();
-        // They name the batch's caches and rows, which go with it.
-        e.batch_graphs.clear();
     }
 }
 
