@@ -3,7 +3,8 @@
 //! from the host (`CBTOP_BATCH_GRAPH=0`): the logits of three sequences that stop at different
 //! steps (steps of 3, 2 and 1 rows), and the greedy picks made on the device with a sequence
 //! sitting out every other step while the kernels stamp themselves (`--timing events`), with
-//! the same bricks and kernels timed. Skips (saying why) without a GPU.
+//! the same bricks and kernels timed; and batches of 20 and 64 sequences, whose products take
+//! the tensor-core kernels under `fast`. Skips (saying why) without a GPU.
 //!
 //! One test function: it sets `CBTOP_BATCH_GRAPH`, which `CudaBatch::new` reads, so no other
 //! test of this binary may run beside it.
@@ -42,6 +43,32 @@ fn logits_run(g: &GpuDesc, name: &str, numerics: Numerics, on: bool) -> (Vec<Run
         let mut b = CudaBatch::new(&mut e, 64, prompts.len()).unwrap();
         let out = batched(&mut b, &prompts, &max);
         (out, b.captured_steps())
+    })
+}
+
+/// `n` sequences (the three prompts in turn, stopping after 2 to 5 tokens) in one batch:
+/// each sequence's tokens and logits, the steps captured, and the distinct step sizes (each
+/// step's rows: the sequences not yet done).
+fn many_run(
+    g: &GpuDesc,
+    name: &str,
+    numerics: Numerics,
+    n: usize,
+    on: bool,
+) -> (Vec<Run>, usize, usize) {
+    let (model, three, _, _) = requests(name);
+    let prompts: Vec<Vec<u32>> = (0..n).map(|s| three[s % 3].clone()).collect();
+    let max: Vec<usize> = (0..n).map(|s| 2 + s % 4).collect();
+    let mut sizes: Vec<usize> = (1..5)
+        .map(|k| max.iter().filter(|&&m| m > k).count())
+        .filter(|&rows| rows > 0)
+        .collect();
+    sizes.dedup();
+    with_graph(on, || {
+        let mut e = CudaEngine::new(model.clone(), g, 64, Timing::Off, numerics).unwrap();
+        let mut b = CudaBatch::new(&mut e, 64, n).unwrap();
+        let out = batched(&mut b, &prompts, &max);
+        (out, b.captured_steps(), sizes.len())
     })
 }
 
@@ -109,6 +136,23 @@ fn a_batch_step_replayed_from_its_graph_is_the_step_launched_from_the_host() {
             let (_, _, max, _) = requests(name);
             for (s, &m) in max.iter().enumerate() {
                 assert_same_bits(&what, s, &graphed[s], &host[s], m);
+            }
+        }
+
+        // Batches whose products take the few-token kernels, the tensor-core kernels on
+        // quantized weights (16 rows and more) and the f16 products (64 rows) under fast.
+        for (name, n) in [
+            ("conf-qwen2-Q4_0", 20),
+            ("conf-qwen2-Q4_0", 64),
+            ("conf-qwen2-F16", 64),
+        ] {
+            let what = format!("{name} ({}), {n} sequences", numerics.name());
+            let (host, none, _) = many_run(&g, name, numerics, n, false);
+            let (graphed, captured, sizes) = many_run(&g, name, numerics, n, true);
+            assert_eq!(none, 0, "{what}: CBTOP_BATCH_GRAPH=0 captured steps");
+            assert_eq!(captured, sizes, "{what}: one graph per batch size");
+            for (s, run) in graphed.iter().enumerate() {
+                assert_same_bits(&what, s, run, &host[s], 2 + s % 4);
             }
         }
 
