@@ -6,21 +6,33 @@
 //! greedy pick a row on the device. A prompt runs on the engine's prompt path over its
 //! sequence's cache. While a batch lives its caches stand in the engine's place; the engine's
 //! own come back when the batch is dropped.
+//!
+//! A step's launches depend only on its count of rows (and whether it picks, whether it is
+//! stamped): each row's sequence and position, and the tokens, are device data uploaded
+//! before the launches. So the first step of each size is captured into a CUDA graph and the
+//! later ones replay it (batch_graphs.rs), one host launch a step; `CBTOP_BATCH_GRAPH=0`
+//! launches every kernel from the host instead, as `Sync` timing must.
 
 use std::time::Instant;
 
 use cudarc::driver::{result, CudaSlice, DriverError, LaunchConfig};
 
 use super::attention::HeadArgs;
+use super::batch_graphs::{batch_graph_on, BatchKey, Named};
 use super::buffers::RowsStep;
+use super::clock::Slot;
 use super::decode::CudaEngine;
 use super::error::wrap;
 use super::pdl_launch::PushArg;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::batched::{check_work, Batched};
 use crate::engine::error::EngineError;
-use crate::engine::options::{LogitsFor, Numerics};
+use crate::engine::options::{LogitsFor, Numerics, Timing};
 use crate::model::Model;
+
+/// The kernel clock area batch steps stamp: each step is read back before the next is
+/// launched, so one area serves them all and a captured step names the same one.
+const ROWS_AREA: usize = 0;
 
 /// The engine's own cache while a batch's stands in its place.
 struct Parked {
@@ -37,6 +49,8 @@ pub struct CudaBatch<'e> {
     lens: Vec<usize>,
     step: Option<RowsStep>,
     kv_bytes: usize,
+    /// Steps replay a CUDA graph per batch size (`CBTOP_BATCH_GRAPH`, on by default).
+    graphed: bool,
 }
 
 /// What a batch step brings back.
@@ -75,6 +89,7 @@ impl<'e> CudaBatch<'e> {
     /// has less memory free than the caches and the step's buffers need.
     pub fn new(engine: &'e mut CudaEngine, ctx: usize, n: usize) -> Result<Self, EngineError> {
         let cap = ctx.clamp(1, engine.cap);
+        let graphed = batch_graph_on().map_err(EngineError::Device)?;
         let (kv_bytes, need) = batch_bytes(&engine.model, cap, n);
         let split = split_rows(engine).map_or(0, |per| n.saturating_mul(per * 4));
         let need = need.saturating_add(split);
@@ -126,6 +141,8 @@ impl<'e> CudaBatch<'e> {
             .stream
             .synchronize()
             .map_err(wrap("waiting for the engine"))?;
+        // Any captured on another batch's caches and rows.
+        engine.batch_graphs.clear();
         let parked = Parked {
             kc: std::mem::replace(&mut engine.kc, kc),
             vc: std::mem::replace(&mut engine.vc, vc),
@@ -139,7 +156,14 @@ impl<'e> CudaBatch<'e> {
             lens: vec![0; n],
             step: Some(step),
             kv_bytes,
+            graphed,
         })
+    }
+
+    /// Batch steps captured as CUDA graphs so far (one per batch size, picks or logits,
+    /// stamped or not); 0 with `CBTOP_BATCH_GRAPH=0`.
+    pub fn captured_steps(&self) -> usize {
+        self.e.batch_graphs.len()
     }
 
     /// Forget every sequence's tokens.
@@ -176,7 +200,7 @@ impl<'e> CudaBatch<'e> {
             items.iter().map(|&(s, t)| (s, t, self.lens[s])).collect();
         let e = &mut *self.e;
         e.rows = self.step.take();
-        let out = e.step_rows(&rows, pick, rec);
+        let out = e.step_rows(&rows, pick, self.graphed, rec);
         self.step = e.rows.take();
         let out = out?;
         for &(s, _) in items {
@@ -191,6 +215,8 @@ impl Drop for CudaBatch<'_> {
     fn drop(&mut self) {
         let e = &mut *self.e;
         let _ = e.stream.synchronize();
+        // They name the batch's caches and rows, which go now.
+        e.batch_graphs.clear();
         if let Some(p) = self.parked.take() {
             e.kc = p.kc;
             e.vc = p.vc;
@@ -290,10 +316,13 @@ impl CudaEngine {
 
     /// A batch step (`rows` set): `rows` are (sequence, token, position), one a sequence;
     /// every launch of the pass, then the greedy picks (`pick`) or the logits copied back.
+    /// With `graph` (and unless bricks are timed with host syncs) the launches are the
+    /// replay of the step captured for this many rows, captured now if missing.
     fn step_rows(
         &mut self,
         rows: &[(usize, u32, usize)],
         pick: bool,
+        graph: bool,
         rec: &mut Recorder,
     ) -> Result<Out, EngineError> {
         let t0 = Instant::now();
@@ -312,16 +341,18 @@ impl CudaEngine {
         self.stream
             .memcpy_htod(&ids, &mut step.ids.slice_mut(0..2 * n))
             .map_err(wrap("uploading the batch's positions"))?;
-        self.clock.arm(self.stamped(rec), self.area);
-        self.launch_layers(n, LogitsFor::All, rec)?;
-        if pick {
-            self.pick_rows(n, rec)?;
-        }
-        let launched = self.k.log.take_step();
-        let owners = self
-            .clock
-            .finish(&self.stream, false, &launched)
-            .map_err(EngineError::Device)?;
+        let key = BatchKey {
+            rows: n,
+            pick,
+            stamped: self.stamped(rec),
+        };
+        let synced = rec.enabled() && self.timing == Timing::Sync;
+        let launched = if graph && !synced {
+            self.replay_rows(key)?;
+            None
+        } else {
+            Some(self.record_rows(key, rec)?)
+        };
         let out = match (pick, &self.rows) {
             (true, Some(step)) => Out::Picks(
                 self.stream
@@ -337,7 +368,12 @@ impl CudaEngine {
                 )
             }
         };
-        self.record_stamps(&owners, self.area, rec, t0)?;
+        let owners: &[Slot] = match &launched {
+            Some(owners) => owners,
+            None if key.stamped => self.rows_owners(key)?,
+            None => &[],
+        };
+        self.record_stamps(owners, ROWS_AREA, rec, t0)?;
         match out {
             Out::Picks(mut p) => {
                 self.nonfinite = p[n..].iter().map(|&c| c as usize).sum();
@@ -346,6 +382,77 @@ impl CudaEngine {
             }
             logits => Ok(logits),
         }
+    }
+
+    /// Every launch of a batch step of `key.rows` rows, from the host (the tokens and rows
+    /// already on the device); with `rec` timing by host syncs when it asks for them. Returns
+    /// the owners of the stamped launches.
+    fn record_rows(&mut self, key: BatchKey, rec: &mut Recorder) -> Result<Vec<Slot>, EngineError> {
+        self.clock.arm(key.stamped, ROWS_AREA);
+        self.launch_layers(key.rows, LogitsFor::All, rec)?;
+        if key.pick {
+            self.pick_rows(key.rows, rec)?;
+        }
+        let launched = self.k.log.take_step();
+        self.clock
+            .finish(&self.stream, false, &launched)
+            .map_err(EngineError::Device)
+    }
+
+    /// The buffers and baked values a batch step's launches name: the activations, the
+    /// batch's caches and rows, the capacity (the caches' stride between sequences and the
+    /// CPU-order attention's score rows follow it), and the device position. The weights,
+    /// RoPE tables, kernel clock and attention scratch shape live as long as the engine.
+    fn rows_named(&self) -> Result<Named, EngineError> {
+        let s = &self.stream;
+        let mut named = Named::default();
+        self.bufs.name_into(s, &mut named);
+        named
+            .slice(s, &self.kc)
+            .slice(s, &self.vc)
+            .slice(s, &self.pos)
+            .value(self.cap as u64);
+        self.rows
+            .as_ref()
+            .ok_or_else(|| EngineError::Device("a batch step without its rows".into()))?
+            .name_into(s, &mut named);
+        Ok(named)
+    }
+
+    /// Launch the captured step for `key` (its tokens and rows already on the device),
+    /// capturing it first when missing or captured on other buffers. A capture takes the
+    /// step's stamped twin with it under `Events` timing (as the decode graphs do), so a
+    /// measured run's first profiled step after unprofiled warm-up steps does not pay for one.
+    fn replay_rows(&mut self, key: BatchKey) -> Result<(), EngineError> {
+        let named = self.rows_named()?;
+        if self.batch_graphs.get(key, &named).is_none() {
+            // The stream idle, as for the decode graphs' captures.
+            self.stream
+                .synchronize()
+                .map_err(wrap("waiting before a CUDA graph capture"))?;
+            let stamped_too = self.timing == Timing::Events;
+            for stamped in [false, true].into_iter().filter(|&s| !s || stamped_too) {
+                let k = BatchKey { stamped, ..key };
+                if k != key && self.batch_graphs.get(k, &named).is_some() {
+                    continue;
+                }
+                let step = self
+                    .capture_with("the batch step", |e| e.record_rows(k, &mut Recorder::off()))?;
+                self.batch_graphs.insert(k, named.clone(), step);
+            }
+        }
+        self.batch_graphs
+            .get(key, &named)
+            .ok_or_else(|| EngineError::Device("the batch step's CUDA graph is missing".into()))?
+            .launch("the batch step")
+    }
+
+    /// The owners of the stamped launches of the step captured for `key`.
+    fn rows_owners(&self, key: BatchKey) -> Result<&[Slot], EngineError> {
+        self.batch_graphs
+            .peek(key)
+            .map(|s| s.owners())
+            .ok_or_else(|| EngineError::Device("the batch step's CUDA graph is missing".into()))
     }
 
     /// RoPE, the KV store and attention of a batch step's `n` tokens over layer `l`, each

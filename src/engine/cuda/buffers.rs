@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::attention::WIDE_HEAD;
+use super::batch_graphs::Named;
 use super::env_counts::env_count;
 use super::error::wrap;
 use super::gemm::GemmBufs;
@@ -161,6 +162,37 @@ impl Bufs {
             Which::Up => &self.up,
             Which::Normed => &self.normed,
             Which::Logits => &self.logits,
+        }
+    }
+
+    /// Every buffer, for a captured step's record of what it names (batch_graphs.rs).
+    pub(super) fn name_into(&self, s: &CudaStream, named: &mut Named) {
+        for b in [
+            &self.x,
+            &self.h,
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.att,
+            &self.gate,
+            &self.up,
+            &self.normed,
+            &self.logits,
+            &self.scores,
+            &self.part,
+            &self.act.xf,
+            &self.act.d,
+            &self.act.x,
+        ] {
+            named.slice(s, b);
+        }
+        named.slice(s, &self.tok).slice(s, &self.act.q);
+        // Whether the tensor-core operands exist decides which products take them.
+        match &self.act.f16 {
+            Some(g) => g.name_into(s, named),
+            None => {
+                named.value(0);
+            }
         }
     }
 
@@ -331,6 +363,24 @@ pub(super) struct RowsStep {
     /// Under fast numerics, the split-KV attention's scratch for every token of a step
     /// (`part`, zeroed `tickets`); None: the step takes the CPU-order attention.
     pub(super) split: Option<(CudaSlice<f32>, CudaSlice<i32>)>,
+}
+
+impl RowsStep {
+    /// Every buffer, for a captured step's record of what it names (batch_graphs.rs).
+    pub(super) fn name_into(&self, s: &CudaStream, named: &mut Named) {
+        named
+            .slice(s, &self.ids)
+            .slice(s, &self.scores)
+            .slice(s, &self.picks);
+        match &self.split {
+            Some((part, tickets)) => {
+                named.slice(s, part).slice(s, tickets);
+            }
+            None => {
+                named.value(0);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

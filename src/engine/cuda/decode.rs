@@ -20,10 +20,11 @@ use std::time::Instant;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaModule, CudaSlice, CudaStream};
 
+use super::batch_graphs::BatchGraphs;
 use super::buffers::{Bufs, RowsStep, SplitScratch};
 use super::clock::{self, KernelClock, Slot, AREAS};
 use super::env_counts::env_count;
-use super::error::wrap;
+use super::error::{device_error, wrap};
 use super::kernel_table::Kernels;
 use super::module;
 use super::probe::GpuDesc;
@@ -50,10 +51,25 @@ pub(super) fn prefill_chunk() -> Result<usize, String> {
     Ok(n.unwrap_or(PREFILL_CHUNK))
 }
 
-/// A captured decode step and the bricks its stamped launches belong to.
+/// A captured step (a decode step, or a batch step) and the bricks its stamped launches
+/// belong to.
 pub(super) struct Step {
     graph: CudaGraph,
     owners: Vec<Slot>,
+}
+
+impl Step {
+    /// Replay it on the stream it was captured from.
+    pub(super) fn launch(&self, what: &str) -> Result<(), EngineError> {
+        self.graph
+            .launch()
+            .map_err(|e| device_error(&format!("replaying {what}'s CUDA graph"), e))
+    }
+
+    /// The owners of its stamped launches (empty when unstamped).
+    pub(super) fn owners(&self) -> &[Slot] {
+        &self.owners
+    }
 }
 
 /// A decode step launched before the host asked for it: it runs on the token and at the
@@ -152,6 +168,9 @@ pub struct CudaEngine {
     pub(super) seq: usize,
     /// A batch step's rows (`CudaBatch`): while set, the step's tokens are one a sequence.
     pub(super) rows: Option<RowsStep>,
+    /// The batch steps captured so far, one per batch size (batch_graphs.rs); each holds the
+    /// buffers it names and is dropped when they change.
+    pub(super) batch_graphs: BatchGraphs<Step>,
     /// Largest batch one step evaluates under fast numerics (`prefill_chunk`).
     pub(super) prefill_chunk: usize,
     /// Shortest context the grouped decode attention takes (`group_from`).
@@ -496,9 +515,7 @@ impl CudaEngine {
         let step = self.graphs[usize::from(stamped)][area]
             .as_ref()
             .ok_or_else(|| EngineError::Device("the decode step's CUDA graph is missing".into()))?;
-        step.graph
-            .launch()
-            .map_err(wrap("replaying the decode step's CUDA graph"))
+        step.launch("the decode step")
     }
 
     /// With `then` (whether it is stamped), launch the step after the one in clock area
@@ -541,26 +558,38 @@ impl CudaEngine {
     }
 
     /// Record one decode step (one token already on the device at the device's position)
-    /// into a CUDA graph, its kernels stamped or not. Nothing runs while capturing; the
-    /// buffers it names stay allocated for the graph's life (a larger batch reallocates them
-    /// and drops the graphs).
+    /// into a CUDA graph, its kernels stamped or not.
     fn capture(&mut self, stamped: bool, area: usize) -> Result<Step, EngineError> {
+        self.grouped_now = self.graphs_grouped;
+        self.capture_with("the decode step", |e| {
+            e.record_step(1, stamped, area, &mut Recorder::off())
+        })
+    }
+
+    /// Record the launches `record` makes (returning the owners of the stamped ones) into a
+    /// CUDA graph, `what` naming the step in errors. Nothing runs while capturing; the
+    /// buffers it names must stay allocated for the graph's life (a larger batch reallocates
+    /// them and drops the graphs).
+    pub(super) fn capture_with(
+        &mut self,
+        what: &str,
+        record: impl FnOnce(&mut Self) -> Result<Vec<Slot>, EngineError>,
+    ) -> Result<Step, EngineError> {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         self.stream
             .begin_capture(mode)
             .map_err(wrap("starting a CUDA graph capture"))?;
-        self.grouped_now = self.graphs_grouped;
-        let recorded = self.record_step(1, stamped, area, &mut Recorder::off());
+        let recorded = record(self);
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))
-            .map_err(wrap("capturing the decode step's CUDA graph"));
+            .map_err(|e| device_error(&format!("capturing {what}'s CUDA graph"), e));
         let owners = recorded?;
         match graph? {
             Some(graph) => Ok(Step { graph, owners }),
-            None => Err(EngineError::Device(
-                "capturing the decode step's CUDA graph: the capture came back empty".into(),
-            )),
+            None => Err(EngineError::Device(format!(
+                "capturing {what}'s CUDA graph: the capture came back empty"
+            ))),
         }
     }
 

@@ -76,6 +76,7 @@ impl CudaEngine {
             )?;
             // The graphs name the old buffers.
             self.graphs = Default::default();
+            self.batch_graphs.clear();
             self.on_device = None;
         }
         if !(n == 1 && self.on_device == Some(tokens[0])) {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
 
+use super::batch_graphs::Named;
 use super::clock::KernelClock;
 use super::env_counts::env_count;
 use super::error::wrap;
@@ -288,6 +289,14 @@ impl GemmBufs {
     /// The f16 activations, for a producer writing them itself (`launch_params::Feed::F16`).
     pub(super) fn a_mut(&mut self) -> &mut CudaSlice<u16> {
         &mut self.a
+    }
+
+    /// Its buffers, for a captured step's record of what it names (batch_graphs.rs).
+    pub(super) fn name_into(&self, s: &CudaStream, named: &mut Named) {
+        named
+            .slice(s, &self.a)
+            .slice(s, &self.w)
+            .slice(s, &self.part);
     }
 }
 

@@ -9,7 +9,7 @@
 //!   of the operations only some architectures have; `gemm` the prompt products on tensor
 //!   cores.
 //! - `batch`: several sequences decoded together (`CudaBatch`), a step of one token each in
-//!   one pass of the same plan.
+//!   one pass of the same plan, replayed as one CUDA graph per batch size (`batch_graphs`).
 //! - `kernel_table` (the compiled module's functions), `launch_params` (geometry and the
 //!   kernels' parameter structs), `pdl_launch` (the launch builder), `weights`, `buffers`,
 //!   `rope_tables`,
@@ -22,6 +22,7 @@
 mod arch_ops;
 mod attention;
 mod batch;
+mod batch_graphs;
 mod buffers;
 #[cfg(feature = "test-support")]
 pub mod calibrate;

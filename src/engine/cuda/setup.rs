@@ -120,6 +120,7 @@ impl CudaEngine {
             len: 0,
             seq: 0,
             rows: None,
+            batch_graphs: Default::default(),
             prefill_chunk: prefill_chunk().map_err(EngineError::Device)?,
             group_from,
             bufs,
