@@ -1,14 +1,13 @@
-//! A prompt's float-weight products (F16/BF16 rows widened to f32 once per task) for the CPU's
-//! `fast` numerics, as small matrix products: the tokens are packed once per call into panels
-//! of a few vectors' width, value by value along the row (`Panels`), and each weight of a
-//! task's rows is broadcast against a panel's vectors. A step loads `TV` token vectors and
-//! `MR` weights for `MR * TV` fused multiply-adds, and each lane of an accumulator is one
-//! (row, token) result, so no lane sums are left at the end. AVX2 takes 6 rows by 16 tokens
-//! (twelve accumulators of sixteen registers), AVX-512 12 rows by 32 (24 of 32). Each result
-//! is one chain of fused multiply-adds along the row, so results are within float reordering
-//! of the reference's lane sums.
+//! A prompt's float-weight products (F16/BF16 rows widened to f32 a tile and a step at a
+//! time) for the CPU's `fast` numerics, as small matrix products: the tokens are packed once
+//! per call into panels of a few vectors' width, value by value along the row (`Panels`), and
+//! each weight of a tile's rows is broadcast against a panel's vectors. A step loads `TV`
+//! token vectors and `MR` weights for `MR * TV` fused multiply-adds, and each lane of an
+//! accumulator is one (row, token) result, so no lane sums are left at the end. AVX2 takes 6
+//! rows by 16 tokens (twelve accumulators of sixteen registers), AVX-512 12 rows by 32 or,
+//! past 32 tokens, 6 rows by 64 (24 of 32). Each result is one chain of fused multiply-adds
+//! along the row, so results are within float reordering of the reference's lane sums.
 
-use super::float::widen;
 use crate::quant::GgmlType;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -82,6 +81,10 @@ pub enum Tiles {
     Avx2,
     /// 12 rows by two 16-lane vectors of tokens (AVX-512F).
     Avx512,
+    /// 6 rows by four 16-lane vectors of tokens (AVX-512F), for more than 32 tokens: a
+    /// tile's six rows of a step stay in L1 beside the panel's step, a weight's row is
+    /// broadcast against 64 tokens, and the task streams its rows a tile at a time.
+    Avx512Wide,
 }
 
 impl Tiles {
@@ -96,11 +99,22 @@ impl Tiles {
         }
     }
 
+    /// The kernel for `n` tokens: AVX-512's wide tiles past 32 tokens (a prompt of 64 is one
+    /// panel), where no more of a panel is padding than of two narrow ones.
+    pub fn for_tokens(self, n: usize) -> Tiles {
+        match self {
+            Tiles::Avx512 | Tiles::Avx512Wide if n > 32 => Tiles::Avx512Wide,
+            Tiles::Avx512Wide => Tiles::Avx512,
+            other => other,
+        }
+    }
+
     /// Tokens in a panel.
     pub fn width(self) -> usize {
         match self {
             Tiles::Avx2 => 16,
             Tiles::Avx512 => 32,
+            Tiles::Avx512Wide => 64,
         }
     }
 
@@ -134,6 +148,7 @@ impl Tiles {
         match self {
             Tiles::Avx2 => rows_avx2(ty, rows, cols, (tokens, part), out),
             Tiles::Avx512 => rows_avx512(ty, rows, cols, (tokens, part), out),
+            Tiles::Avx512Wide => rows_avx512_wide(ty, rows, cols, (tokens, part), out),
         }
     }
 }
@@ -201,9 +216,21 @@ pub fn pack_piece(x: &[&[f32]], cols: usize, width: usize, i: usize, piece: &mut
     }
 }
 
+/// The file's rows a tile prefetches while it computes (the next tile's weights of a step,
+/// which the next `widen_into` reads): `lines` cache lines, `per_row` of them from each row
+/// from `at` on, rows `row_bytes` apart, the first `first` lines asked for already.
+#[derive(Clone, Copy)]
+struct Ahead {
+    at: *const u8,
+    row_bytes: usize,
+    per_row: usize,
+    lines: usize,
+    first: usize,
+}
+
 /// One tile: rows `MR` from `rows` (a row every `cols`) against a panel's `TV` vectors of
 /// tokens (`panel`, `width` a weight), over `kc` weights, adding into `acc` (a row every
-/// `stride`).
+/// `stride`), asking for a line of `ahead` a weight until it has asked for them all.
 #[inline(always)]
 unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
     rows: *const f32,
@@ -212,6 +239,7 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
     kc: usize,
     acc: *mut f32,
     stride: usize,
+    ahead: Ahead,
 ) {
     let width = TV * V::N;
     let mut a = [[V::zero(); TV]; MR];
@@ -221,6 +249,11 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
         }
     }
     for k in 0..kc {
+        let line = ahead.first + k;
+        if line < ahead.lines {
+            let at = (line / ahead.per_row) * ahead.row_bytes + (line % ahead.per_row) * 64;
+            _mm_prefetch::<_MM_HINT_T0>(ahead.at.wrapping_add(at) as *const i8);
+        }
         let mut x = [V::zero(); TV];
         for (v, x) in x.iter_mut().enumerate() {
             *x = V::load(panel.add(k * width + v * V::N));
@@ -240,15 +273,16 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
 }
 
 thread_local! {
-    /// Each thread's results of a task (`[row][token]` over the panels' width) and its rows
-    /// widened to f32.
+    /// Each thread's results of a task (`[row][token]` over the panels' width) and a tile's
+    /// rows of the current step widened to f32 (`[row][STEP]`).
     static ACC: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Every row of `rows` against every token of `tokens`: the rows widened to f32 once (one
-/// pass along each row, which the hardware prefetchers follow; widening a step of every row
-/// at a time read short runs they missed), then the weights in steps of `STEP`, each over the
-/// panels and, within a panel, `MR` rows at a time (the last tile's missing rows are zeros).
+/// Every row of `rows` against every token of `tokens`, in steps of `STEP` weights, each step
+/// `MR` rows at a time (the last tile's missing rows are zeros): the tile's weights of the
+/// step widened to f32 (exact) into a buffer that stays in L1, then taken over the panels.
+/// The rows stream from memory in runs of a step, shorter than the hardware prefetchers
+/// follow, so each tile asks for the next tile's runs while it computes.
 #[inline(always)]
 unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     ty: GgmlType,
@@ -273,28 +307,53 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     let (mut acc, mut wide) = ACC.take();
     acc.clear();
     acc.resize(padded * stride, 0.0);
-    widen(ty, rows, &mut wide);
-    wide.resize(padded * cols, 0.0);
+    // The rows past the task's last stay zero: only live rows are widened into it.
+    wide.clear();
+    wide.resize(MR * STEP, 0.0);
+    // Tile `r0`'s runs of step `k0`, as `Ahead` asks for them.
+    let runs = |r0: usize, k0: usize| {
+        let kc = STEP.min(cols.saturating_sub(k0));
+        let per_row = (2 * kc).div_ceil(64);
+        Ahead {
+            at: rows.as_ptr().wrapping_add(r0 * row_bytes + 2 * k0),
+            row_bytes,
+            per_row: per_row.max(1),
+            lines: MR.min(n_rows.saturating_sub(r0)) * per_row,
+            first: 0,
+        }
+    };
+    let first = runs(0, 0);
+    for line in 0..first.lines {
+        let at = (line / first.per_row) * row_bytes + (line % first.per_row) * 64;
+        _mm_prefetch::<_MM_HINT_T0>(first.at.wrapping_add(at) as *const i8);
+    }
     for k0 in (0..cols).step_by(STEP) {
         let kc = STEP.min(cols - k0);
-        for p in p0..p1 {
-            let panel = tokens.panel(p).add(k0 * tokens.width);
-            for r0 in (0..padded).step_by(MR) {
+        for r0 in (0..padded).step_by(MR) {
+            for r in r0..n_rows.min(r0 + MR) {
+                let at = r * row_bytes + 2 * k0;
+                let into = &mut wide[(r - r0) * STEP..];
+                super::float::widen_into(ty, &rows[at..at + 2 * kc], into);
+            }
+            let next = match r0 + MR < padded {
+                true => runs(r0 + MR, k0),
+                false => runs(0, k0 + STEP),
+            };
+            for p in p0..p1 {
+                let panel = tokens.panel(p).add(k0 * tokens.width);
                 let at = acc.as_mut_ptr().add(r0 * stride + (p - p0) * tokens.width);
-                tile::<V, MR, TV>(
-                    wide.as_ptr().add(r0 * cols + k0),
-                    cols,
-                    panel,
-                    kc,
-                    at,
-                    stride,
-                );
+                let ahead = Ahead {
+                    first: (p - p0) * kc,
+                    ..next
+                };
+                tile::<V, MR, TV>(wide.as_ptr(), STEP, panel, kc, at, stride, ahead);
             }
         }
     }
     for (t, o) in out.iter_mut().enumerate().take(n) {
+        let from = &acc[t..];
         for (r, o) in o[..n_rows].iter_mut().enumerate() {
-            *o = acc[r * stride + t];
+            *o = from[r * stride];
         }
     }
     ACC.set((acc, wide));
@@ -330,6 +389,21 @@ unsafe fn rows_avx512(
     all::<__m512, 12, 2>(ty, rows, cols, tokens, out)
 }
 
+/// `Tiles::Avx512Wide`'s products.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn rows_avx512_wide(
+    ty: GgmlType,
+    rows: &[u8],
+    cols: usize,
+    tokens: (&Panels, (usize, usize)),
+    out: &mut [&mut [f32]],
+) {
+    all::<__m512, 6, 4>(ty, rows, cols, tokens, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,17 +420,25 @@ mod tests {
         };
         let mut kernels = vec![Tiles::Avx2];
         if best == Tiles::Avx512 {
-            kernels.push(Tiles::Avx512);
+            kernels.extend([Tiles::Avx512, Tiles::Avx512Wide]);
         } else {
             eprintln!("AVX-512 tiles skipped: no AVX-512F on this CPU");
         }
         let mut rng = SplitMix64::new(11);
-        let shapes = [(1, 8, 1), (7, 37, 5), (13, 896, 17), (25, 300, 33)];
-        for ((n_rows, cols, n), ty) in
-            shapes
-                .into_iter()
-                .zip([GgmlType::F16, GgmlType::BF16, GgmlType::F16, GgmlType::BF16])
-        {
+        let shapes = [
+            (1, 8, 1),
+            (7, 37, 5),
+            (13, 896, 17),
+            (25, 300, 33),
+            (19, 600, 130),
+        ];
+        for ((n_rows, cols, n), ty) in shapes.into_iter().zip([
+            GgmlType::F16,
+            GgmlType::BF16,
+            GgmlType::F16,
+            GgmlType::BF16,
+            GgmlType::F16,
+        ]) {
             let mut v = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.next_signed()).collect() };
             let (mut bytes, mut rows) = (Vec::new(), vec![0f32; n_rows * cols]);
             if ty == GgmlType::F16 {
