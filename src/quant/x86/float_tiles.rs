@@ -208,24 +208,83 @@ pub fn pack_piece(x: &[&[f32]], cols: usize, width: usize, i: usize, piece: &mut
     let per = cols.div_ceil(PIECE);
     let (p, k0) = (i / per, i % per * PIECE);
     let k1 = (k0 + PIECE).min(cols);
+    let x = &x[(p * width).min(x.len())..];
+    let x = &x[..width.min(x.len())];
+    assert!(x.iter().all(|t| t.len() >= k1), "short token");
     piece.fill(0.0);
-    for (t, tok) in x.iter().skip(p * width).take(width).enumerate() {
+    let mut done = 0;
+    if super::features::available() && width % 8 == 0 {
+        // SAFETY: AVX2 was just detected; every token holds `k0..k1` and the piece
+        // `PIECE * width` values.
+        done = unsafe { pack_avx2(x, (k0, k1), width, piece) };
+    }
+    for (t, tok) in x.iter().enumerate().skip(done) {
         for (k, v) in tok[k0..k1].iter().enumerate() {
             piece[k * width + t] = *v;
         }
     }
+    if done > 0 {
+        // The weights past the last whole eight of the transposed tokens.
+        for (t, tok) in x.iter().enumerate().take(done) {
+            for k in k0 + (k1 - k0) / 8 * 8..k1 {
+                piece[(k - k0) * width + t] = tok[k];
+            }
+        }
+    }
+}
+
+/// `pack_piece`'s whole groups of eight tokens and eight weights, eight by eight through a
+/// transpose (the scalar copy wrote a value at a time a line apart); returns the tokens it
+/// packed (their weights past the last whole eight are left to the caller).
+///
+/// # Safety
+/// The CPU must support AVX2; every token of `x` holds weights `k0..k1`, and `piece` holds
+/// `(k1 - k0) * width` values, `x.len() <= width`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_avx2(
+    x: &[&[f32]],
+    (k0, k1): (usize, usize),
+    width: usize,
+    piece: &mut [f32],
+) -> usize {
+    let groups = x.len() / 8;
+    let ks = (k1 - k0) / 8 * 8;
+    for g in 0..groups {
+        let t0 = 8 * g;
+        for k in (0..ks).step_by(8) {
+            let v =
+                std::array::from_fn(|i| _mm256_loadu_ps(x[t0 + i][k0 + k..k0 + k + 8].as_ptr()));
+            for (j, v) in transpose8(v).into_iter().enumerate() {
+                let at = (k + j) * width + t0;
+                _mm256_storeu_ps(piece[at..at + 8].as_mut_ptr(), v);
+            }
+        }
+    }
+    groups * 8
 }
 
 /// The file's rows a tile prefetches while it computes (the next tile's weights of a step,
-/// which the next `widen_into` reads): `lines` cache lines, `per_row` of them from each row
-/// from `at` on, rows `row_bytes` apart, the first `first` lines asked for already.
+/// which the next `widen_into` reads): `lines` cache lines, `RUN_LINES` of them from each
+/// row from `at` on (a short last step's runs ask for a few lines past it, which a prefetch
+/// may), rows `row_bytes` apart, the first `first` lines asked for already.
 #[derive(Clone, Copy)]
 struct Ahead {
     at: *const u8,
     row_bytes: usize,
-    per_row: usize,
     lines: usize,
     first: usize,
+}
+
+/// Cache lines of a row's run of a step (`STEP` 2-byte weights).
+const RUN_LINES: usize = STEP * 2 / 64;
+
+impl Ahead {
+    /// Asks for line `line` of the runs.
+    #[inline(always)]
+    unsafe fn line(&self, line: usize) {
+        let at = (line / RUN_LINES) * self.row_bytes + (line % RUN_LINES) * 64;
+        _mm_prefetch::<_MM_HINT_T0>(self.at.wrapping_add(at) as *const i8);
+    }
 }
 
 /// One tile: rows `MR` from `rows` (a row every `cols`) against a panel's `TV` vectors of
@@ -249,10 +308,8 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
         }
     }
     for k in 0..kc {
-        let line = ahead.first + k;
-        if line < ahead.lines {
-            let at = (line / ahead.per_row) * ahead.row_bytes + (line % ahead.per_row) * 64;
-            _mm_prefetch::<_MM_HINT_T0>(ahead.at.wrapping_add(at) as *const i8);
+        if ahead.first + k < ahead.lines {
+            ahead.line(ahead.first + k);
         }
         let mut x = [V::zero(); TV];
         for (v, x) in x.iter_mut().enumerate() {
@@ -311,21 +368,15 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     wide.clear();
     wide.resize(MR * STEP, 0.0);
     // Tile `r0`'s runs of step `k0`, as `Ahead` asks for them.
-    let runs = |r0: usize, k0: usize| {
-        let kc = STEP.min(cols.saturating_sub(k0));
-        let per_row = (2 * kc).div_ceil(64);
-        Ahead {
-            at: rows.as_ptr().wrapping_add(r0 * row_bytes + 2 * k0),
-            row_bytes,
-            per_row: per_row.max(1),
-            lines: MR.min(n_rows.saturating_sub(r0)) * per_row,
-            first: 0,
-        }
+    let runs = |r0: usize, k0: usize| Ahead {
+        at: rows.as_ptr().wrapping_add(r0 * row_bytes + 2 * k0),
+        row_bytes,
+        lines: MR.min(n_rows.saturating_sub(r0)) * RUN_LINES,
+        first: 0,
     };
     let first = runs(0, 0);
     for line in 0..first.lines {
-        let at = (line / first.per_row) * row_bytes + (line % first.per_row) * 64;
-        _mm_prefetch::<_MM_HINT_T0>(first.at.wrapping_add(at) as *const i8);
+        first.line(line);
     }
     for k0 in (0..cols).step_by(STEP) {
         let kc = STEP.min(cols - k0);
@@ -350,13 +401,80 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
             }
         }
     }
-    for (t, o) in out.iter_mut().enumerate().take(n) {
-        let from = &acc[t..];
-        for (r, o) in o[..n_rows].iter_mut().enumerate() {
-            *o = from[r * stride];
+    transpose_out(&acc, stride, n_rows, &mut out[..n]);
+    ACC.set((acc, wide));
+}
+
+/// Eight vectors of eight lanes transposed: lane `j` of vector `i` goes to lane `i` of
+/// vector `j`.
+#[inline(always)]
+unsafe fn transpose8(v: [__m256; 8]) -> [__m256; 8] {
+    let lo = |a, b| _mm256_unpacklo_ps(a, b);
+    let hi = |a, b| _mm256_unpackhi_ps(a, b);
+    let (t0, t1, t2, t3) = (
+        lo(v[0], v[1]),
+        hi(v[0], v[1]),
+        lo(v[2], v[3]),
+        hi(v[2], v[3]),
+    );
+    let (t4, t5, t6, t7) = (
+        lo(v[4], v[5]),
+        hi(v[4], v[5]),
+        lo(v[6], v[7]),
+        hi(v[6], v[7]),
+    );
+    let (s0, s1) = (
+        _mm256_shuffle_ps::<0x44>(t0, t2),
+        _mm256_shuffle_ps::<0xee>(t0, t2),
+    );
+    let (s2, s3) = (
+        _mm256_shuffle_ps::<0x44>(t1, t3),
+        _mm256_shuffle_ps::<0xee>(t1, t3),
+    );
+    let (s4, s5) = (
+        _mm256_shuffle_ps::<0x44>(t4, t6),
+        _mm256_shuffle_ps::<0xee>(t4, t6),
+    );
+    let (s6, s7) = (
+        _mm256_shuffle_ps::<0x44>(t5, t7),
+        _mm256_shuffle_ps::<0xee>(t5, t7),
+    );
+    [
+        _mm256_permute2f128_ps::<0x20>(s0, s4),
+        _mm256_permute2f128_ps::<0x20>(s1, s5),
+        _mm256_permute2f128_ps::<0x20>(s2, s6),
+        _mm256_permute2f128_ps::<0x20>(s3, s7),
+        _mm256_permute2f128_ps::<0x31>(s0, s4),
+        _mm256_permute2f128_ps::<0x31>(s1, s5),
+        _mm256_permute2f128_ps::<0x31>(s2, s6),
+        _mm256_permute2f128_ps::<0x31>(s3, s7),
+    ]
+}
+
+/// `out[t][r] = acc[r * stride + t]` for the task's `n_rows` rows and `out.len()` tokens,
+/// eight rows by eight tokens a transpose (a value a load and a store, the results' rows
+/// read a line each, was several percent of a task).
+#[inline(always)]
+unsafe fn transpose_out(acc: &[f32], stride: usize, n_rows: usize, out: &mut [&mut [f32]]) {
+    let n = out.len();
+    assert!(n_rows == 0 || n == 0 || acc.len() >= (n_rows - 1) * stride + n);
+    let (rows8, n8) = (n_rows / 8 * 8, n / 8 * 8);
+    for t0 in (0..n8).step_by(8) {
+        for r0 in (0..rows8).step_by(8) {
+            let v =
+                std::array::from_fn(|i| _mm256_loadu_ps(acc.as_ptr().add((r0 + i) * stride + t0)));
+            for (j, v) in transpose8(v).into_iter().enumerate() {
+                _mm256_storeu_ps(out[t0 + j][r0..r0 + 8].as_mut_ptr(), v);
+            }
         }
     }
-    ACC.set((acc, wide));
+    for (t, o) in out.iter_mut().enumerate() {
+        let from = &acc[t..];
+        let rows = if t < n8 { rows8..n_rows } else { 0..n_rows };
+        for r in rows {
+            o[r] = from[r * stride];
+        }
+    }
 }
 
 /// `Tiles::Avx2`'s products.
