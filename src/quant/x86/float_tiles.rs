@@ -213,7 +213,7 @@ pub fn pack_piece(x: &[&[f32]], cols: usize, width: usize, i: usize, piece: &mut
     assert!(x.iter().all(|t| t.len() >= k1), "short token");
     piece.fill(0.0);
     let mut done = 0;
-    if super::features::available() && width % 8 == 0 {
+    if super::features::available() && width.is_multiple_of(8) {
         // SAFETY: AVX2 was just detected; every token holds `k0..k1` and the piece
         // `PIECE * width` values.
         done = unsafe { pack_avx2(x, (k0, k1), width, piece) };
