@@ -20,6 +20,11 @@ trait Lanes: Copy {
     unsafe fn splat(p: *const f32) -> Self;
     unsafe fn store(self, p: *mut f32);
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
+    /// The F16 or BF16 (`ty`) weights of `w` widened to f32 into `out`, exactly.
+    #[inline(always)]
+    unsafe fn widen(ty: GgmlType, w: &[u8], out: &mut [f32]) {
+        super::float::widen_into(ty, w, out)
+    }
 }
 
 impl Lanes for __m256 {
@@ -67,6 +72,26 @@ impl Lanes for __m512 {
     #[inline(always)]
     unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, c)
+    }
+    /// Sixteen weights a conversion, the rest through the AVX2 widening.
+    #[inline(always)]
+    unsafe fn widen(ty: GgmlType, w: &[u8], out: &mut [f32]) {
+        let n = w.len() / 2;
+        assert!(out.len() >= n, "short widening buffer");
+        let whole = n / 16 * 16;
+        let (src, dst) = (w.as_ptr(), out.as_mut_ptr());
+        for i in (0..whole).step_by(16) {
+            let h = _mm256_loadu_si256(src.add(2 * i) as *const __m256i);
+            let v = match ty {
+                GgmlType::F16 => _mm512_cvtph_ps(h),
+                GgmlType::BF16 => {
+                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                }
+                _ => panic!("{ty} weights are not widened"),
+            };
+            _mm512_storeu_ps(dst.add(i), v);
+        }
+        super::float::widen_into(ty, &w[2 * whole..], &mut out[whole..]);
     }
 }
 
@@ -384,7 +409,7 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
             for r in r0..n_rows.min(r0 + MR) {
                 let at = r * row_bytes + 2 * k0;
                 let into = &mut wide[(r - r0) * STEP..];
-                super::float::widen_into(ty, &rows[at..at + 2 * kc], into);
+                V::widen(ty, &rows[at..at + 2 * kc], into);
             }
             let next = match r0 + MR < padded {
                 true => runs(r0 + MR, k0),
