@@ -73,6 +73,9 @@ pub struct GgufFile {
     /// Absolute offset of the data section.
     pub data_offset: u64,
     bytes: Bytes,
+    /// The file's bytes copied into memory backed by huge pages (`prefault`), read instead of
+    /// the map once there.
+    held: std::sync::OnceLock<memmap2::Mmap>,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -125,6 +128,7 @@ impl GgufFile {
                 alignment,
                 data_offset,
                 bytes,
+                held: std::sync::OnceLock::new(),
             }),
             Err(kind) => Err(GgufError {
                 file: path.to_path_buf(),
@@ -144,16 +148,21 @@ impl GgufFile {
     }
 
     /// Map every page of the file now, so the first pass over the weights does not take a
-    /// page fault per page it reads. The CPU engine reads its weights straight from the map,
-    /// and its first forward pass (a timed prefill under `--timing off`) otherwise paid for
-    /// mapping them (docs/measurements/cpu-engine.md); llama-bench's warm-up run keeps that
-    /// out of its figures, so ours must too. Linux maps them in one `MADV_POPULATE_READ` call;
-    /// elsewhere (or on a kernel before 5.14) one byte of each page is read. Held in memory: a
-    /// no-op.
+    /// page fault per page it reads. The CPU engine reads its weights straight from memory on
+    /// every token, and its first forward pass (a timed prefill under `--timing off`)
+    /// otherwise paid for mapping them (docs/measurements/cpu-engine.md); llama-bench's
+    /// warm-up run keeps that out of its figures, so ours must too. On Linux the file is
+    /// copied into anonymous memory advised to huge pages (`hold_in_huge_pages`), else mapped
+    /// in one `MADV_POPULATE_READ` call; elsewhere (or on a kernel before 5.14) one byte of
+    /// each page is read. Held in memory: a no-op.
     pub fn prefault(&self) {
         let Bytes::Mapped(map) = &self.bytes else {
             return;
         };
+        #[cfg(target_os = "linux")]
+        if self.held.get().is_some() || self.hold_in_huge_pages(map) {
+            return;
+        }
         #[cfg(target_os = "linux")]
         if map.advise(memmap2::Advice::PopulateRead).is_ok() {
             return;
@@ -166,15 +175,46 @@ impl GgufFile {
         std::hint::black_box(sum);
     }
 
+    /// The file's bytes copied into anonymous memory advised to huge pages, read from then on
+    /// instead of the map; false (nothing changed) where the kernel refuses either. A decode
+    /// step reads every weight once: through the map's 4 KB pages that is a page-table walk
+    /// every 4 KB, where a 2 MB page covers 512 of them. The map's own page-table entries
+    /// are dropped after the copy, so the file's pages are not counted twice in the RSS.
+    #[cfg(target_os = "linux")]
+    fn hold_in_huge_pages(&self, map: &memmap2::Mmap) -> bool {
+        let Ok(mut anon) = memmap2::MmapMut::map_anon(map.len()) else {
+            return false;
+        };
+        if anon.advise(memmap2::Advice::HugePage).is_err() {
+            return false;
+        }
+        anon.copy_from_slice(map);
+        let Ok(held) = anon.make_read_only() else {
+            return false;
+        };
+        if self.held.set(held).is_err() {
+            return false;
+        }
+        // SAFETY: the map is a read-only shared file mapping that nothing reads from now on
+        // (`data` returns the copy); a later read would fault the same bytes back in.
+        let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        true
+    }
+
+    /// The file's bytes: the copy `prefault` made, else the map's (or the owned buffer's).
+    fn data(&self) -> &[u8] {
+        self.held.get().map_or(self.bytes.as_slice(), |m| &m[..])
+    }
+
     /// The whole file's bytes.
     pub fn tensor_data_raw(&self) -> &[u8] {
-        self.bytes.as_slice()
+        self.data()
     }
 
     /// The bytes of a tensor from this file's index (validated to lie inside the file).
     pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
         let start = (self.data_offset + t.offset) as usize;
-        &self.bytes.as_slice()[start..start + t.size as usize]
+        &self.data()[start..start + t.size as usize]
     }
 }
 

@@ -451,7 +451,8 @@ fn matmuls_in(
     #[cfg(target_arch = "x86_64")]
     let tiles = float_fast
         .then(crate::quant::x86::float_tiles::Tiles::pick)
-        .flatten();
+        .flatten()
+        .map(|t| t.for_tokens(n));
     #[cfg(target_arch = "x86_64")]
     if let Some(tiles) = tiles {
         pack_panels(&mut s.panels, formats, products, (n, cols), tiles);

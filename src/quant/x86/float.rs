@@ -172,28 +172,45 @@ unsafe fn rows_x4<W: Wide>(rows: &[u8], row_bytes: usize, x: [&[f32]; 4], out: [
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn widen(ty: crate::quant::GgmlType, w: &[u8], out: &mut Vec<f32>) {
+    let n = w.len() / 2;
+    out.clear();
+    out.reserve(n);
+    // Stored straight into the spare room (a copy through a stack array per eight weights
+    // was most of a prompt task's widening).
+    widen_to(ty, w, out.spare_capacity_mut().as_mut_ptr() as *mut f32);
+    // SAFETY: `widen_to` wrote every one of the `n` values.
+    out.set_len(n);
+}
+
+/// F16 or BF16 weights (`ty`) widened to f32 into the first `w.len() / 2` values of `out`,
+/// exactly (`widen` into a buffer the caller keeps).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (`x86::available()`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn widen_into(ty: crate::quant::GgmlType, w: &[u8], out: &mut [f32]) {
+    assert!(out.len() >= w.len() / 2, "short widening buffer");
+    widen_to(ty, w, out.as_mut_ptr())
+}
+
+/// Every weight of `w` widened into `dst`, which has room for `w.len() / 2` values.
+#[inline(always)]
+unsafe fn widen_to(ty: crate::quant::GgmlType, w: &[u8], dst: *mut f32) {
     use crate::quant::GgmlType;
-    /// Every weight of `w` through `W`'s loads, stored straight into the spare room (a copy
-    /// through a stack array per eight weights was most of a prompt task's widening).
     #[inline(always)]
-    unsafe fn all<W: Wide>(w: &[u8], out: &mut Vec<f32>) {
+    unsafe fn all<W: Wide>(w: &[u8], dst: *mut f32) {
         let n = w.len() / W::BYTES;
-        out.clear();
-        out.reserve(n);
         let whole = n / 8 * 8;
-        let dst = out.spare_capacity_mut().as_mut_ptr() as *mut f32;
         for i in (0..whole).step_by(8) {
             _mm256_storeu_ps(dst.add(i), W::load8(w.as_ptr().add(i * W::BYTES)));
         }
         for i in whole..n {
             dst.add(i).write(W::one(w, i));
         }
-        // SAFETY: every one of the `n` values was written above.
-        out.set_len(n);
     }
     match ty {
-        GgmlType::F16 => all::<F16>(w, out),
-        GgmlType::BF16 => all::<BF16>(w, out),
+        GgmlType::F16 => all::<F16>(w, dst),
+        GgmlType::BF16 => all::<BF16>(w, dst),
         _ => panic!("{ty} weights are not widened"),
     }
 }

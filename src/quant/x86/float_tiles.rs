@@ -1,14 +1,13 @@
-//! A prompt's float-weight products (F16/BF16 rows widened to f32 once per task) for the CPU's
-//! `fast` numerics, as small matrix products: the tokens are packed once per call into panels
-//! of a few vectors' width, value by value along the row (`Panels`), and each weight of a
-//! task's rows is broadcast against a panel's vectors. A step loads `TV` token vectors and
-//! `MR` weights for `MR * TV` fused multiply-adds, and each lane of an accumulator is one
-//! (row, token) result, so no lane sums are left at the end. AVX2 takes 6 rows by 16 tokens
-//! (twelve accumulators of sixteen registers), AVX-512 12 rows by 32 (24 of 32). Each result
-//! is one chain of fused multiply-adds along the row, so results are within float reordering
-//! of the reference's lane sums.
+//! A prompt's float-weight products (F16/BF16 rows widened to f32 a tile and a step at a
+//! time) for the CPU's `fast` numerics, as small matrix products: the tokens are packed once
+//! per call into panels of a few vectors' width, value by value along the row (`Panels`), and
+//! each weight of a tile's rows is broadcast against a panel's vectors. A step loads `TV`
+//! token vectors and `MR` weights for `MR * TV` fused multiply-adds, and each lane of an
+//! accumulator is one (row, token) result, so no lane sums are left at the end. AVX2 takes 6
+//! rows by 16 tokens (twelve accumulators of sixteen registers), AVX-512 12 rows by 32 or,
+//! past 32 tokens, 6 rows by 64 (24 of 32). Each result is one chain of fused multiply-adds
+//! along the row, so results are within float reordering of the reference's lane sums.
 
-use super::float::widen;
 use crate::quant::GgmlType;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -21,6 +20,11 @@ trait Lanes: Copy {
     unsafe fn splat(p: *const f32) -> Self;
     unsafe fn store(self, p: *mut f32);
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
+    /// The F16 or BF16 (`ty`) weights of `w` widened to f32 into `out`, exactly.
+    #[inline(always)]
+    unsafe fn widen(ty: GgmlType, w: &[u8], out: &mut [f32]) {
+        super::float::widen_into(ty, w, out)
+    }
 }
 
 impl Lanes for __m256 {
@@ -69,6 +73,26 @@ impl Lanes for __m512 {
     unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, c)
     }
+    /// Sixteen weights a conversion, the rest through the AVX2 widening.
+    #[inline(always)]
+    unsafe fn widen(ty: GgmlType, w: &[u8], out: &mut [f32]) {
+        let n = w.len() / 2;
+        assert!(out.len() >= n, "short widening buffer");
+        let whole = n / 16 * 16;
+        let (src, dst) = (w.as_ptr(), out.as_mut_ptr());
+        for i in (0..whole).step_by(16) {
+            let h = _mm256_loadu_si256(src.add(2 * i) as *const __m256i);
+            let v = match ty {
+                GgmlType::F16 => _mm512_cvtph_ps(h),
+                GgmlType::BF16 => {
+                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                }
+                _ => panic!("{ty} weights are not widened"),
+            };
+            _mm512_storeu_ps(dst.add(i), v);
+        }
+        super::float::widen_into(ty, &w[2 * whole..], &mut out[whole..]);
+    }
 }
 
 /// Weights of a row per step over the panels: a panel's values for a step (16 KB on AVX2,
@@ -82,6 +106,10 @@ pub enum Tiles {
     Avx2,
     /// 12 rows by two 16-lane vectors of tokens (AVX-512F).
     Avx512,
+    /// 6 rows by four 16-lane vectors of tokens (AVX-512F), for more than 32 tokens: a
+    /// tile's six rows of a step stay in L1 beside the panel's step, a weight's row is
+    /// broadcast against 64 tokens, and the task streams its rows a tile at a time.
+    Avx512Wide,
 }
 
 impl Tiles {
@@ -96,11 +124,22 @@ impl Tiles {
         }
     }
 
+    /// The kernel for `n` tokens: AVX-512's wide tiles past 32 tokens (a prompt of 64 is one
+    /// panel), where no more of a panel is padding than of two narrow ones.
+    pub fn for_tokens(self, n: usize) -> Tiles {
+        match self {
+            Tiles::Avx512 | Tiles::Avx512Wide if n > 32 => Tiles::Avx512Wide,
+            Tiles::Avx512Wide => Tiles::Avx512,
+            other => other,
+        }
+    }
+
     /// Tokens in a panel.
     pub fn width(self) -> usize {
         match self {
             Tiles::Avx2 => 16,
             Tiles::Avx512 => 32,
+            Tiles::Avx512Wide => 64,
         }
     }
 
@@ -134,6 +173,7 @@ impl Tiles {
         match self {
             Tiles::Avx2 => rows_avx2(ty, rows, cols, (tokens, part), out),
             Tiles::Avx512 => rows_avx512(ty, rows, cols, (tokens, part), out),
+            Tiles::Avx512Wide => rows_avx512_wide(ty, rows, cols, (tokens, part), out),
         }
     }
 }
@@ -193,17 +233,88 @@ pub fn pack_piece(x: &[&[f32]], cols: usize, width: usize, i: usize, piece: &mut
     let per = cols.div_ceil(PIECE);
     let (p, k0) = (i / per, i % per * PIECE);
     let k1 = (k0 + PIECE).min(cols);
+    let x = &x[(p * width).min(x.len())..];
+    let x = &x[..width.min(x.len())];
+    assert!(x.iter().all(|t| t.len() >= k1), "short token");
     piece.fill(0.0);
-    for (t, tok) in x.iter().skip(p * width).take(width).enumerate() {
+    let mut done = 0;
+    if super::features::available() && width.is_multiple_of(8) {
+        // SAFETY: AVX2 was just detected; every token holds `k0..k1` and the piece
+        // `PIECE * width` values.
+        done = unsafe { pack_avx2(x, (k0, k1), width, piece) };
+    }
+    for (t, tok) in x.iter().enumerate().skip(done) {
         for (k, v) in tok[k0..k1].iter().enumerate() {
             piece[k * width + t] = *v;
         }
+    }
+    if done > 0 {
+        // The weights past the last whole eight of the transposed tokens.
+        for (t, tok) in x.iter().enumerate().take(done) {
+            for k in k0 + (k1 - k0) / 8 * 8..k1 {
+                piece[(k - k0) * width + t] = tok[k];
+            }
+        }
+    }
+}
+
+/// `pack_piece`'s whole groups of eight tokens and eight weights, eight by eight through a
+/// transpose (the scalar copy wrote a value at a time a line apart); returns the tokens it
+/// packed (their weights past the last whole eight are left to the caller).
+///
+/// # Safety
+/// The CPU must support AVX2; every token of `x` holds weights `k0..k1`, and `piece` holds
+/// `(k1 - k0) * width` values, `x.len() <= width`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_avx2(
+    x: &[&[f32]],
+    (k0, k1): (usize, usize),
+    width: usize,
+    piece: &mut [f32],
+) -> usize {
+    let groups = x.len() / 8;
+    let ks = (k1 - k0) / 8 * 8;
+    for g in 0..groups {
+        let t0 = 8 * g;
+        for k in (0..ks).step_by(8) {
+            let v =
+                std::array::from_fn(|i| _mm256_loadu_ps(x[t0 + i][k0 + k..k0 + k + 8].as_ptr()));
+            for (j, v) in transpose8(v).into_iter().enumerate() {
+                let at = (k + j) * width + t0;
+                _mm256_storeu_ps(piece[at..at + 8].as_mut_ptr(), v);
+            }
+        }
+    }
+    groups * 8
+}
+
+/// The file's rows a tile prefetches while it computes (the next tile's weights of a step,
+/// which the next `widen_into` reads): `lines` cache lines, `RUN_LINES` of them from each
+/// row from `at` on (a short last step's runs ask for a few lines past it, which a prefetch
+/// may), rows `row_bytes` apart, the first `first` lines asked for already.
+#[derive(Clone, Copy)]
+struct Ahead {
+    at: *const u8,
+    row_bytes: usize,
+    lines: usize,
+    first: usize,
+}
+
+/// Cache lines of a row's run of a step (`STEP` 2-byte weights).
+const RUN_LINES: usize = STEP * 2 / 64;
+
+impl Ahead {
+    /// Asks for line `line` of the runs.
+    #[inline(always)]
+    unsafe fn line(&self, line: usize) {
+        let at = (line / RUN_LINES) * self.row_bytes + (line % RUN_LINES) * 64;
+        _mm_prefetch::<_MM_HINT_T0>(self.at.wrapping_add(at) as *const i8);
     }
 }
 
 /// One tile: rows `MR` from `rows` (a row every `cols`) against a panel's `TV` vectors of
 /// tokens (`panel`, `width` a weight), over `kc` weights, adding into `acc` (a row every
-/// `stride`).
+/// `stride`), asking for a line of `ahead` a weight until it has asked for them all.
 #[inline(always)]
 unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
     rows: *const f32,
@@ -212,6 +323,7 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
     kc: usize,
     acc: *mut f32,
     stride: usize,
+    ahead: Ahead,
 ) {
     let width = TV * V::N;
     let mut a = [[V::zero(); TV]; MR];
@@ -221,6 +333,9 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
         }
     }
     for k in 0..kc {
+        if ahead.first + k < ahead.lines {
+            ahead.line(ahead.first + k);
+        }
         let mut x = [V::zero(); TV];
         for (v, x) in x.iter_mut().enumerate() {
             *x = V::load(panel.add(k * width + v * V::N));
@@ -240,15 +355,16 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
 }
 
 thread_local! {
-    /// Each thread's results of a task (`[row][token]` over the panels' width) and its rows
-    /// widened to f32.
+    /// Each thread's results of a task (`[row][token]` over the panels' width) and a tile's
+    /// rows of the current step widened to f32 (`[row][STEP]`).
     static ACC: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Every row of `rows` against every token of `tokens`: the rows widened to f32 once (one
-/// pass along each row, which the hardware prefetchers follow; widening a step of every row
-/// at a time read short runs they missed), then the weights in steps of `STEP`, each over the
-/// panels and, within a panel, `MR` rows at a time (the last tile's missing rows are zeros).
+/// Every row of `rows` against every token of `tokens`, in steps of `STEP` weights, each step
+/// `MR` rows at a time (the last tile's missing rows are zeros): the tile's weights of the
+/// step widened to f32 (exact) into a buffer that stays in L1, then taken over the panels.
+/// The rows stream from memory in runs of a step, shorter than the hardware prefetchers
+/// follow, so each tile asks for the next tile's runs while it computes.
 #[inline(always)]
 unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     ty: GgmlType,
@@ -273,31 +389,117 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     let (mut acc, mut wide) = ACC.take();
     acc.clear();
     acc.resize(padded * stride, 0.0);
-    widen(ty, rows, &mut wide);
-    wide.resize(padded * cols, 0.0);
+    // The rows past the task's last stay zero: only live rows are widened into it.
+    wide.clear();
+    wide.resize(MR * STEP, 0.0);
+    // Tile `r0`'s runs of step `k0`, as `Ahead` asks for them.
+    let runs = |r0: usize, k0: usize| Ahead {
+        at: rows.as_ptr().wrapping_add(r0 * row_bytes + 2 * k0),
+        row_bytes,
+        lines: MR.min(n_rows.saturating_sub(r0)) * RUN_LINES,
+        first: 0,
+    };
+    let first = runs(0, 0);
+    for line in 0..first.lines {
+        first.line(line);
+    }
     for k0 in (0..cols).step_by(STEP) {
         let kc = STEP.min(cols - k0);
-        for p in p0..p1 {
-            let panel = tokens.panel(p).add(k0 * tokens.width);
-            for r0 in (0..padded).step_by(MR) {
+        for r0 in (0..padded).step_by(MR) {
+            for r in r0..n_rows.min(r0 + MR) {
+                let at = r * row_bytes + 2 * k0;
+                let into = &mut wide[(r - r0) * STEP..];
+                V::widen(ty, &rows[at..at + 2 * kc], into);
+            }
+            let next = match r0 + MR < padded {
+                true => runs(r0 + MR, k0),
+                false => runs(0, k0 + STEP),
+            };
+            for p in p0..p1 {
+                let panel = tokens.panel(p).add(k0 * tokens.width);
                 let at = acc.as_mut_ptr().add(r0 * stride + (p - p0) * tokens.width);
-                tile::<V, MR, TV>(
-                    wide.as_ptr().add(r0 * cols + k0),
-                    cols,
-                    panel,
-                    kc,
-                    at,
-                    stride,
-                );
+                let ahead = Ahead {
+                    first: (p - p0) * kc,
+                    ..next
+                };
+                tile::<V, MR, TV>(wide.as_ptr(), STEP, panel, kc, at, stride, ahead);
             }
         }
     }
-    for (t, o) in out.iter_mut().enumerate().take(n) {
-        for (r, o) in o[..n_rows].iter_mut().enumerate() {
-            *o = acc[r * stride + t];
+    transpose_out(&acc, stride, n_rows, &mut out[..n]);
+    ACC.set((acc, wide));
+}
+
+/// Eight vectors of eight lanes transposed: lane `j` of vector `i` goes to lane `i` of
+/// vector `j`.
+#[inline(always)]
+unsafe fn transpose8(v: [__m256; 8]) -> [__m256; 8] {
+    let lo = |a, b| _mm256_unpacklo_ps(a, b);
+    let hi = |a, b| _mm256_unpackhi_ps(a, b);
+    let (t0, t1, t2, t3) = (
+        lo(v[0], v[1]),
+        hi(v[0], v[1]),
+        lo(v[2], v[3]),
+        hi(v[2], v[3]),
+    );
+    let (t4, t5, t6, t7) = (
+        lo(v[4], v[5]),
+        hi(v[4], v[5]),
+        lo(v[6], v[7]),
+        hi(v[6], v[7]),
+    );
+    let (s0, s1) = (
+        _mm256_shuffle_ps::<0x44>(t0, t2),
+        _mm256_shuffle_ps::<0xee>(t0, t2),
+    );
+    let (s2, s3) = (
+        _mm256_shuffle_ps::<0x44>(t1, t3),
+        _mm256_shuffle_ps::<0xee>(t1, t3),
+    );
+    let (s4, s5) = (
+        _mm256_shuffle_ps::<0x44>(t4, t6),
+        _mm256_shuffle_ps::<0xee>(t4, t6),
+    );
+    let (s6, s7) = (
+        _mm256_shuffle_ps::<0x44>(t5, t7),
+        _mm256_shuffle_ps::<0xee>(t5, t7),
+    );
+    [
+        _mm256_permute2f128_ps::<0x20>(s0, s4),
+        _mm256_permute2f128_ps::<0x20>(s1, s5),
+        _mm256_permute2f128_ps::<0x20>(s2, s6),
+        _mm256_permute2f128_ps::<0x20>(s3, s7),
+        _mm256_permute2f128_ps::<0x31>(s0, s4),
+        _mm256_permute2f128_ps::<0x31>(s1, s5),
+        _mm256_permute2f128_ps::<0x31>(s2, s6),
+        _mm256_permute2f128_ps::<0x31>(s3, s7),
+    ]
+}
+
+/// `out[t][r] = acc[r * stride + t]` for the task's `n_rows` rows and `out.len()` tokens,
+/// eight rows by eight tokens a transpose (a value a load and a store, the results' rows
+/// read a line each, was several percent of a task).
+#[inline(always)]
+unsafe fn transpose_out(acc: &[f32], stride: usize, n_rows: usize, out: &mut [&mut [f32]]) {
+    let n = out.len();
+    assert!(n_rows == 0 || n == 0 || acc.len() >= (n_rows - 1) * stride + n);
+    let (rows8, n8) = (n_rows / 8 * 8, n / 8 * 8);
+    for t0 in (0..n8).step_by(8) {
+        for r0 in (0..rows8).step_by(8) {
+            let v =
+                std::array::from_fn(|i| _mm256_loadu_ps(acc.as_ptr().add((r0 + i) * stride + t0)));
+            for (j, v) in transpose8(v).into_iter().enumerate() {
+                _mm256_storeu_ps(out[t0 + j][r0..r0 + 8].as_mut_ptr(), v);
+            }
         }
     }
-    ACC.set((acc, wide));
+    for (t, o) in out.iter_mut().enumerate() {
+        let from = &acc[t..];
+        let rows = if t < n8 { rows8..n_rows } else { 0..n_rows };
+        for r in rows {
+            o[r] = from[r * stride];
+        }
+    }
 }
 
 /// `Tiles::Avx2`'s products.
@@ -330,6 +532,21 @@ unsafe fn rows_avx512(
     all::<__m512, 12, 2>(ty, rows, cols, tokens, out)
 }
 
+/// `Tiles::Avx512Wide`'s products.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn rows_avx512_wide(
+    ty: GgmlType,
+    rows: &[u8],
+    cols: usize,
+    tokens: (&Panels, (usize, usize)),
+    out: &mut [&mut [f32]],
+) {
+    all::<__m512, 6, 4>(ty, rows, cols, tokens, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,17 +563,25 @@ mod tests {
         };
         let mut kernels = vec![Tiles::Avx2];
         if best == Tiles::Avx512 {
-            kernels.push(Tiles::Avx512);
+            kernels.extend([Tiles::Avx512, Tiles::Avx512Wide]);
         } else {
             eprintln!("AVX-512 tiles skipped: no AVX-512F on this CPU");
         }
         let mut rng = SplitMix64::new(11);
-        let shapes = [(1, 8, 1), (7, 37, 5), (13, 896, 17), (25, 300, 33)];
-        for ((n_rows, cols, n), ty) in
-            shapes
-                .into_iter()
-                .zip([GgmlType::F16, GgmlType::BF16, GgmlType::F16, GgmlType::BF16])
-        {
+        let shapes = [
+            (1, 8, 1),
+            (7, 37, 5),
+            (13, 896, 17),
+            (25, 300, 33),
+            (19, 600, 130),
+        ];
+        for ((n_rows, cols, n), ty) in shapes.into_iter().zip([
+            GgmlType::F16,
+            GgmlType::BF16,
+            GgmlType::F16,
+            GgmlType::BF16,
+            GgmlType::F16,
+        ]) {
             let mut v = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.next_signed()).collect() };
             let (mut bytes, mut rows) = (Vec::new(), vec![0f32; n_rows * cols]);
             if ty == GgmlType::F16 {
