@@ -103,8 +103,12 @@ impl Backend {
                 if let Some(why) = super::cpu::unsupported(&model.config) {
                     return Err(EngineError::Device(format!("cpu: {why}")));
                 }
-                // The CPU engine reads its weights from the file's map on every token.
-                model.file.prefault();
+                // The CPU engine reads its weights on every token: from a copy in huge pages
+                // where the file takes at most half the memory the system has free, else from
+                // the file's map.
+                let room = super::cpu::batch::memory_available()
+                    .is_some_and(|free| model.file.tensor_data_raw().len() <= free / 2);
+                model.file.prefault(room);
                 CpuEngine::new(model.clone(), ctx)
                     .with_numerics(numerics)
                     .into()

@@ -151,18 +151,22 @@ impl GgufFile {
     /// page fault per page it reads. The CPU engine reads its weights straight from memory on
     /// every token, and its first forward pass (a timed prefill under `--timing off`)
     /// otherwise paid for mapping them (docs/measurements/cpu-engine.md); llama-bench's
-    /// warm-up run keeps that out of its figures, so ours must too. On Linux the file is
-    /// copied into anonymous memory advised to huge pages (`hold_in_huge_pages`), else mapped
-    /// in one `MADV_POPULATE_READ` call; elsewhere (or on a kernel before 5.14) one byte of
-    /// each page is read. Held in memory: a no-op.
-    pub fn prefault(&self) {
+    /// warm-up run keeps that out of its figures, so ours must too. On Linux, with `copy`, the
+    /// file is copied into anonymous memory advised to huge pages (`hold_in_huge_pages`),
+    /// else mapped in one `MADV_POPULATE_READ` call; elsewhere (or on a kernel before 5.14)
+    /// one byte of each page is read. Held in memory: a no-op. The copy is memory the kernel
+    /// cannot reclaim as it can the map's page cache: the caller asks for it only where the
+    /// system has room.
+    pub fn prefault(&self, copy: bool) {
         let Bytes::Mapped(map) = &self.bytes else {
             return;
         };
         #[cfg(target_os = "linux")]
-        if self.held.get().is_some() || self.hold_in_huge_pages(map) {
+        if self.held.get().is_some() || (copy && self.hold_in_huge_pages(map)) {
             return;
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = copy;
         #[cfg(target_os = "linux")]
         if map.advise(memmap2::Advice::PopulateRead).is_ok() {
             return;
