@@ -13,7 +13,9 @@ use cbtop::engine::cpu::CpuEngine;
 use cbtop::engine::cuda::{CudaBatch, CudaEngine, GpuDesc, Timing};
 use cbtop::engine::sampler::argmax;
 use cbtop::engine::{Batched, EngineError, LogitsFor, Numerics};
-use common::batch::{alone, assert_same_bits, assert_within, batched, requests, Run};
+use common::batch::{
+    alone, assert_same_bits, assert_within, batched, one_sitting_out, requests, Run,
+};
 
 const MODELS: [&str; 5] = [
     "conf-qwen2-Q4_0",
@@ -96,14 +98,7 @@ fn a_gpu_batch_picks_on_the_device_what_the_host_picks() {
         let rec = &mut Recorder::off();
         let mut last: Vec<Vec<u32>> = prompts.clone();
         for step in 0..6 {
-            // Sequence 1 sits out every other step after its prompt, so a step's rows are
-            // not always its sequences.
-            let w: Vec<(usize, &[u32])> = last
-                .iter()
-                .enumerate()
-                .filter(|&(s, _)| step == 0 || s != 1 || step % 2 == 0)
-                .map(|(s, t)| (s, t.as_slice()))
-                .collect();
+            let w = one_sitting_out(&last, step);
             let dev = picked.greedy(&w, rec).unwrap();
             let host: Vec<u32> = hosted
                 .eval(&w, LogitsFor::Last, rec)

@@ -17,7 +17,7 @@ use std::time::Instant;
 use cbtop::brick::Recorder;
 use cbtop::engine::cuda::{CudaBatch, CudaEngine, GpuDesc, Timing};
 use cbtop::engine::{Batched, Numerics};
-use common::batch::{assert_same_bits, batched, requests, Run};
+use common::batch::{assert_same_bits, batched, one_sitting_out, requests, Run};
 
 const MODELS: [&str; 5] = [
     "conf-qwen2-Q4_0",
@@ -88,12 +88,7 @@ fn picks_run(g: &GpuDesc, numerics: Numerics, on: bool) -> (Vec<Vec<u32>>, Vec<T
         let mut last: Vec<Vec<u32>> = prompts.clone();
         let (mut picks, mut timed) = (Vec::new(), Vec::new());
         for step in 0..6 {
-            let w: Vec<(usize, &[u32])> = last
-                .iter()
-                .enumerate()
-                .filter(|&(s, _)| step == 0 || s != 1 || step % 2 == 0)
-                .map(|(s, t)| (s, t.as_slice()))
-                .collect();
+            let w = one_sitting_out(&last, step);
             rec.take();
             rec.take_kernels();
             let dev = b.greedy(&w, &mut rec).unwrap();

@@ -113,3 +113,14 @@ pub fn assert_within(what: &str, s: usize, together: &Run, by_itself: &Run, boun
     }
     worst
 }
+
+/// A step's work over sequences whose last tokens are `last`: every sequence's, except that
+/// sequence 1 sits out every other step after its prompt (step 0), so a step's rows are not
+/// always its sequences.
+pub fn one_sitting_out(last: &[Vec<u32>], step: usize) -> Vec<(usize, &[u32])> {
+    last.iter()
+        .enumerate()
+        .filter(|&(s, _)| step == 0 || s != 1 || step.is_multiple_of(2))
+        .map(|(s, t)| (s, t.as_slice()))
+        .collect()
+}
