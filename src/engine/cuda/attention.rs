@@ -15,6 +15,7 @@ use super::decode::CudaEngine;
 use super::kernel_table::Kernels;
 use super::launch_params::{
     ceil_div, group_mma_shared_bytes, kind_code, prefill_columns, prefill_shared_bytes, GROUP_MAX,
+    WIDE_HEAD,
 };
 use super::pdl_launch::PushArg;
 use super::weights::{mat, Mat};
@@ -567,9 +568,6 @@ impl HeadArgs {
         }
     }
 }
-
-/// The head width `attention_split_wide` takes beside those up to 128 (gemma3's).
-pub(super) const WIDE_HEAD: usize = 256;
 
 /// Whether `n` queries of one sequence take the CPU-order kernel's tiled f32 order: llama.cpp's
 /// CPU kernel switches to its tiled path from 64 queries, as the CPU engine does.

@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::attention::WIDE_HEAD;
 use super::batch_graphs::Named;
 use super::env_counts::env_count;
 use super::error::wrap;
 use super::gemm::GemmBufs;
 use super::kernel_table::flash_prompt_from;
-use super::launch_params::{ARGMAX_BLOCKS, GROUP_MAX, GROUP_SPLITS};
+use super::launch_params::{ARGMAX_BLOCKS, GROUP_MAX, GROUP_SPLITS, WIDE_HEAD};
 use crate::engine::cpu::attention::AttnShape;
 use crate::engine::error::EngineError;
 use crate::model::Model;

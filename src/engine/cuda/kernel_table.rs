@@ -6,12 +6,11 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 
-use super::attention::WIDE_HEAD;
 use super::gemm::GemmKernels;
 use super::launch_log::LaunchLog;
 use super::launch_params::{
     group_mma_shared_bytes, prefill_shared_bytes, FAST_ROWS, FEW_TOKENS, GROUP_MAX, MVO_BYTES,
-    PREFILL_HEADS,
+    PREFILL_HEADS, WIDE_HEAD,
 };
 use super::module;
 use super::pdl_launch::{Launch, Launcher};

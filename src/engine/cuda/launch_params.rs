@@ -101,6 +101,10 @@ pub(super) const MVO_BYTES: u32 = mvo_bytes(FAST_ROWS);
 pub(super) const GROUP_MAX: usize = 8;
 pub(super) const GROUP_SPLITS: usize = 128;
 
+/// The head width the decode attention takes beside those up to 128 (gemma3's):
+/// `attention_split_wide`, and `attention_group_mma_wide` where query heads share a KV head.
+pub(super) const WIDE_HEAD: usize = 256;
+
 /// Tiles of K and V the tensor-core grouped kernel keeps in flight (its `AGM_BUFS`).
 pub(super) const GROUP_MMA_BUFS: usize = 3;
 
