@@ -123,6 +123,46 @@ pub fn attention_layer(
     pos0: usize,
     out: &mut [f32],
 ) {
+    attention_with(shape, layer, q, keys, values, pos0, out, false)
+}
+
+/// `attention_layer` under `fast` numerics: heads of 64, 128 and 256 on a CPU with AVX2, FMA
+/// and F16C take `attention_fast` (keys a block at a time, f32 weights; within the `fast`
+/// bounds, not llama.cpp's bits); other heads and CPUs the exact kernels.
+pub fn attention_layer_fast(
+    shape: AttnShape,
+    layer: AttnLayer,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    pos0: usize,
+    out: &mut [f32],
+) {
+    attention_with(shape, layer, q, keys, values, pos0, out, true)
+}
+
+/// Whether `fast` numerics' attention kernels (`attention_fast`) take heads of `hd` here.
+fn fast_kernels(hd: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::attention_fast::takes(hd) && crate::quant::x86::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = hd;
+        false
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention_with(
+    shape: AttnShape,
+    layer: AttnLayer,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    pos0: usize,
+    out: &mut [f32],
+    fast: bool,
+) {
     let AttnShape {
         n_heads,
         n_kv_heads,
@@ -149,6 +189,7 @@ pub fn attention_layer(
     };
     let f16_ops = F16Ops::detect();
     let simd = f16_ops.simd;
+    let fast = fast && fast_kernels(hd);
     let pairs = q.len() / hd;
     let per = pairs_per_task(pairs, super::pool::global().threads());
     super::pool::par_chunks_mut(out, per * hd, |task, os| {
@@ -176,7 +217,11 @@ pub fn attention_layer(
                             at: g * hd,
                             n: n_ctx - first,
                         };
-                        sum = tiled_head(simd, qrow, rows, scale, o);
+                        sum = tiled_head(simd, fast, qrow, rows, scale, o);
+                    } else if fast {
+                        let (k, v) = (&keys[first * kv_dim..], &values[first * kv_dim..]);
+                        let rows = (kv_dim, g * hd, n_ctx - first);
+                        sum = cached_head_fast(qrow, k, v, rows, scale, o);
                     } else {
                         // The query rounded to f16 once, kept widened to f32 (exact) so the dot
                         // does not convert it at every position; the accumulator on the stack
@@ -233,8 +278,15 @@ fn pairs_per_task(pairs: usize, threads: usize) -> usize {
 
 /// The kernel `attention` takes for `queries` query rows of one sequence at head width `hd`,
 /// named with its instruction set (for the drill-down).
-pub fn kernel_name(queries: usize, hd: usize) -> &'static str {
+pub fn kernel_name(queries: usize, hd: usize, fast: bool) -> &'static str {
     let ops = F16Ops::detect();
+    if fast && fast_kernels(hd) {
+        return if queries >= TILED_FROM {
+            "attention_fast tiled f32 blocks (avx2)"
+        } else {
+            "attention_fast f16 rows blocks (avx2)"
+        };
+    }
     match (
         queries >= TILED_FROM,
         ops.simd,
@@ -255,14 +307,45 @@ pub fn kernel_name(queries: usize, hd: usize) -> &'static str {
 /// AVX2 where the CPU has it (`attention_x86::tiled_head`), else `tiled_head_scalar`; the
 /// same bits either way.
 #[inline(always)]
-fn tiled_head(simd: bool, q: &[f32], rows: TiledRows, scale: f32, o: &mut [f32]) -> f32 {
+fn tiled_head(
+    simd: bool,
+    fast: bool,
+    q: &[f32],
+    rows: TiledRows,
+    scale: f32,
+    o: &mut [f32],
+) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if fast {
+        // SAFETY: `fast` is set only where `fast_kernels` found the features and a kernel for
+        // this head width.
+        return unsafe { super::attention_fast::tiled_head(q, rows, scale, o) };
+    }
     #[cfg(target_arch = "x86_64")]
     if simd {
         // SAFETY: `simd` is set only when AVX2, FMA and F16C were detected.
         return unsafe { super::attention_x86::tiled_head(q, rows, scale, o) };
     }
-    let _ = simd;
+    let _ = (simd, fast);
     tiled_head_scalar(q, rows, scale, o)
+}
+
+/// `attention_fast::cached_head` (only called where `fast_kernels` holds).
+#[inline(always)]
+fn cached_head_fast(
+    q: &[f32],
+    k: &[f16],
+    v: &[f16],
+    rows: (usize, usize, usize),
+    scale: f32,
+    o: &mut [f32],
+) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller checked `fast_kernels` (features and head width); the cache's rows
+    // are whole heads, so strides and offsets are multiples of the head width.
+    return unsafe { super::attention_fast::cached_head(q, k, v, rows, scale, o) };
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("no fast attention kernels here: {q:?} {k:?} {v:?} {rows:?} {scale} {o:?}")
 }
 
 /// The decode path's f16 steps: AVX2/F16C (`attention_x86`) when the CPU has them, else the

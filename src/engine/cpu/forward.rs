@@ -10,7 +10,7 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention_layer, AttnLayer, AttnShape};
+use super::attention::{attention_layer, attention_layer_fast, AttnLayer, AttnShape};
 use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
@@ -218,6 +218,8 @@ pub fn forward_batch(
             }
         });
         kernels.op(rec, B::Rope, layer, "ops::rope (portable)", None);
+        // Fast numerics' attention kernels where the fast products' kernels are on.
+        let fast_attention = fast.is_some_and(|r| r.kernels);
         // The layer's score scale and sliding window (gemma3's sliding layers read only it).
         let layer_attn = AttnLayer {
             scale: cfg.kq_scale(),
@@ -238,12 +240,16 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                attention_layer(shape, layer_attn, q, keys, values, pos0, att);
+                if fast_attention {
+                    attention_layer_fast(shape, layer_attn, q, keys, values, pos0, att);
+                } else {
+                    attention_layer(shape, layer_attn, q, keys, values, pos0, att);
+                }
             }
         });
         if rec.enabled() {
             let most = seqs.iter().map(|(_, t)| t.len()).max().unwrap_or(1);
-            let name = super::attention::kernel_name(most, cfg.head_dim);
+            let name = super::attention::kernel_name(most, cfg.head_dim, fast_attention);
             if cfg.attn_scale_on_q {
                 kernels.op(rec, B::Attention, layer, SCALE, None);
             }

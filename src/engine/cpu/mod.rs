@@ -3,6 +3,8 @@
 //! operations of a layer.
 
 pub mod attention;
+#[cfg(target_arch = "x86_64")]
+pub mod attention_fast;
 pub mod attention_tiled;
 #[cfg(target_arch = "x86_64")]
 pub mod attention_x86;

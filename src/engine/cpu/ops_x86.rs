@@ -12,7 +12,7 @@ use crate::quant::simd_order::silu;
 /// as its f64 product of `j` and `2^n` built from exponent bits, rounded once to f32; lanes
 /// with `|n| > 192` give 0 (n <= 0) or infinity, as the scalar's early return.
 #[inline(always)]
-unsafe fn expf8(x: __m256) -> __m256 {
+pub(super) unsafe fn expf8(x: __m256) -> __m256 {
     let c = |bits: u32| _mm256_set1_ps(f32::from_bits(bits));
     let r = c(0x4b40_0000);
     let z = _mm256_fmadd_ps(x, c(0x3fb8_aa3b), r);
