@@ -2,9 +2,10 @@
 // attention_fast.cu (a block per KV head and chunk of positions, the head's G query heads
 // together) with its scores and weighted sums as mma.sync m16n8k16 products. The G queries
 // are the rows of a 16-row A operand (rows past G are zero), rounded to f16 and scaled by
-// scale * log2(e); the chunk is walked in tiles of AGM_TILE positions brought into shared memory
-// by cp.async, AGM_BUFS buffers deep (the first tiles load while the queries are fetched and
-// rotated), each of the AGM_WARPS warps taking 16 positions of a tile: S = Q K^T, an online softmax
+// scale * log2(e); the chunk is walked in tiles of 16 positions a warp brought into shared
+// memory by cp.async, AGM_BUFS buffers deep (the first tiles load while the queries are fetched
+// and rotated), each of the W warps (AGM_WARPS; AGM_WIDE_WARPS for heads of 256) taking 16
+// positions of a tile: S = Q K^T, an online softmax
 // in f32 registers (base-2 exponent), O += P V with P rounded to f16, as the prompt kernel
 // (attention_prefill.cu). The warps' maxima, sums and O are merged in shared memory, and the
 // chunk's partial sums go to `part` for `attg_combine` (attention_fast.cu), which the last
@@ -43,7 +44,7 @@
 // Dynamic shared memory: AGM_BUFS buffers of K and V tiles (AGM_BUFS x 2 x AGM_TILE rows of
 // HD + 8 halves), then G x HD floats, the G queries; the warps' merge reuses the tiles.
 
-// The largest of the warps' maxima of row r ([AGM_WARPS][16]).
+// The largest of the W warps' maxima of row r ([W][16]).
 template <int W>
 __device__ __forceinline__ float mall_of(const float* wm, int r) {
     float m = -1e30f;
@@ -112,8 +113,9 @@ __device__ void attention_group_mma_impl(
             cur[1][d] = v[(u64)g * HD + d];
         }
     __syncthreads();
-    // qwen3's per-head Q/K norms (`qn` set), as kernels/qk_norm.cu computes them: warp w
-    // norms query head w, warp G the step's K row (in the chunk that holds it).
+    // qwen3's and gemma3's per-head Q/K norms (`qn` set), kernels/qk_norm.cu's with the sum of
+    // squares in f32 (fast numerics): warp w norms query head w, warp G the step's K row (in
+    // the chunk that holds it).
     if (qn) {
         for (int hh = warp; hh <= G; hh += W) {
             if (hh == G && !mine_pos) continue;

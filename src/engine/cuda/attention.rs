@@ -149,7 +149,7 @@ impl CudaEngine {
     /// Whether this step's per-head Q/K norms (qwen3, gemma3) run inside its attention
     /// kernel rather than a launch of their own: one token of one sequence on the grouped
     /// tensor-core kernels (heads of 64, 128 or 256, 2 to GROUP_MAX query heads a KV head), which
-    /// norms them as kernels/qk_norm.cu does before its RoPE.
+    /// norms them as kernels/qk_norm.cu does (its sum of squares in f32) before its RoPE.
     pub(super) fn qk_norm_in_attention(&self, n: usize) -> bool {
         let c = &self.model.config;
         let group = c.n_heads / c.n_kv_heads.max(1);
