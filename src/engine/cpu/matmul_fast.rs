@@ -1,6 +1,6 @@
 //! The `fast` numerics' product tasks (`matmul` hands them theirs): which matrices take a fast
-//! kernel (`fast_rows`), the repacked Q4_0/Q4_1/Q8_0 groups against a prompt's or a token's rows
-//! (`packed_task`, two groups at a time on AVX-512 VNNI), the k-quants unpacked per task
+//! kernel (`fast_rows`), the repacked Q4_0/Q4_1/Q8_0 groups against a prompt's or a token's
+//! rows (`packed_task`, two groups at a time on AVX-512 VNNI), the k-quants unpacked per task
 //! (`kquant_task`), and the activation forms those kernels take, made once per call
 //! (`act_rows`). They reorder float sums; `matmul` keeps the reference's arithmetic.
 
@@ -117,11 +117,11 @@ pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Op
 }
 
 /// A task's Q4_0, Q4_1 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
-/// eight) against every token under `fast` numerics, repacked at load (`how`): each group of eight against the tokens `T` at a time (then four,
-/// then one; on AVX-512 VNNI two groups at a time); rows past the matrix's last whole group
-/// take the exact one-token kernel. `acts` are the tokens' Q8_0 rows (Q8_1 for Q4_1, which
-/// takes them as they are), `summed` the same with their sums (for Q4_0), `biased` offset to
-/// unsigned bytes (for Q8_0 on AVX-512 VNNI).
+/// eight) against every token under `fast` numerics, repacked at load (`how`): each group of eight
+/// against the tokens `T` at a time (then four, then one; on AVX-512 VNNI two groups at a time);
+/// rows past the matrix's last whole group take the exact one-token kernel. `acts` are the tokens'
+/// Q8_0 rows (Q8_1 for Q4_1, which takes them as they are), `summed` the same with their sums (for
+/// Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn packed_task<'o>(
     how: &Packed,

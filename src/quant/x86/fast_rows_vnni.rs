@@ -1,11 +1,11 @@
 //! `fast_rows`' Q4_0, Q4_1 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight rows side
 //! by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast activation
-//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a
-//! `maddubs` and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an
-//! unsigned and a signed byte: Q4_0's nibbles are unsigned (eight times the activations' sum
-//! taken out after), Q4_1's too (its minimums added as `rows8` adds them), Q8_0's activations are offset by 128 (128 times the row's level sum taken
-//! out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact integer block sums,
-//! each row's float chain in the same order).
+//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a `maddubs`
+//! and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an unsigned and a signed
+//! byte: Q4_0's nibbles are unsigned (eight times the activations' sum taken out after), Q4_1's too
+//! (its minimums added as `rows8` adds them), Q8_0's activations are offset by 128 (128 times the
+//! row's level sum taken out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact
+//! integer block sums, each row's float chain in the same order).
 
 use std::arch::x86_64::*;
 
