@@ -202,7 +202,7 @@ impl Path {
         match self {
             #[cfg(target_arch = "x86_64")]
             Path::Packed => {
-                // packed_task pairs groups on AVX-512 VNNI for both repacked types.
+                // packed_task pairs groups on AVX-512 VNNI for every repacked type.
                 let pairs = crate::quant::x86::fast_rows_vnni::available();
                 let isa = if pairs { "avx512-vnni" } else { "avx2" };
                 format!("packed_task {t}x8 ({isa})")
