@@ -354,7 +354,7 @@ fn legacy_prompt(reps: usize) {
     }
 }
 
-/// A prompt's Q4_0/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows repacked
+/// A prompt's Q4_0/Q4_1/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows repacked
 /// eight at a time (not timed), then against eight tokens, on a matrix in L2. Prints ns per
 /// block and token and GOP/s on one thread for several tokens per step.
 #[cfg(target_arch = "x86_64")]
@@ -366,6 +366,8 @@ fn fast_prompt(reps: usize) {
     for (ty, cols, rows) in [
         (GgmlType::Q4_0, 896, 32),
         (GgmlType::Q4_0, 4864, 16),
+        (GgmlType::Q4_1, 896, 32),
+        (GgmlType::Q4_1, 4864, 16),
         (GgmlType::Q8_0, 896, 32),
         (GgmlType::Q8_0, 4864, 16),
     ] {
@@ -373,10 +375,10 @@ fn fast_prompt(reps: usize) {
         let m = matrix(ty, rows, cols, &mut rng);
         let acts = q8_rows(cols, 8, &mut rng);
         let row_bytes = cols / 32 * ty.block_bytes();
-        let t = if ty == GgmlType::Q8_0 {
-            fast_tiles::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts)
-        } else {
-            fast_tiles::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts)
+        let t = match ty {
+            GgmlType::Q8_0 => fast_tiles::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts),
+            GgmlType::Q4_1 => fast_tiles::<fast_rows::Q4_1x8>(reps, &m, row_bytes, &acts),
+            _ => fast_tiles::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts),
         };
         let shown: Vec<String> = t
             .iter()
@@ -389,15 +391,15 @@ fn fast_prompt(reps: usize) {
             "{ty} prompt, {cols} cols, fast repacked, rows x tokens: {} ns/block/token",
             shown.join(", ")
         );
-        if ty == GgmlType::Q8_0 {
-            fast_vnni::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts);
-        } else {
-            fast_vnni::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts);
+        match ty {
+            GgmlType::Q8_0 => fast_vnni::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts),
+            GgmlType::Q4_1 => fast_vnni::<fast_rows::Q4_1x8>(reps, &m, row_bytes, &acts),
+            _ => fast_vnni::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts),
         }
     }
 }
 
-/// The Q4_0 or Q8_0 kernel on AVX-512 VNNI (`x86::fast_rows_vnni`, sixteen rows by eight
+/// The Q4_0, Q4_1 or Q8_0 kernel on AVX-512 VNNI (`x86::fast_rows_vnni`, sixteen rows by eight
 /// tokens).
 #[cfg(target_arch = "x86_64")]
 fn fast_vnni<B: cbtop::quant::x86::fast_rows_vnni::Pairs>(

@@ -48,8 +48,9 @@ fn a_decode_step_allocates_only_the_logits_it_returns() {
         ("conf-qwen2-Q4_1", Numerics::Exact),
         ("conf-llama-Q8_0", Numerics::Exact),
         ("conf-qwen2-Q5_0", Numerics::Exact),
-        // The repacked Q4_0 rows of `fast` numerics.
+        // The repacked Q4_0 and Q4_1 rows of `fast` numerics.
         ("conf-qwen2-Q4_0", Numerics::Fast),
+        ("conf-qwen2-Q4_1", Numerics::Fast),
     ] {
         let path = common::fixture(&format!("conformance/models/{name}.gguf"));
         let model = Arc::new(Model::load(&path).unwrap());

@@ -19,7 +19,7 @@ pub struct CpuEngine {
     /// Boxed: `Backend` holds a `CpuEngine` by value beside a boxed CUDA engine.
     scratch: Box<Scratch>,
     numerics: Numerics,
-    /// The repacked Q4_0/Q8_0 matrices under `fast` numerics.
+    /// The repacked Q4_0/Q4_1/Q8_0 matrices under `fast` numerics.
     repacked: Option<Arc<Repacked>>,
 }
 
@@ -48,7 +48,7 @@ impl CpuEngine {
         }
     }
 
-    /// The engine with `numerics`: `fast` repacks the Q4_0 and Q8_0 matrices (`repack`) and
+    /// The engine with `numerics`: `fast` repacks the Q4_0, Q4_1 and Q8_0 matrices (`repack`) and
     /// takes their products on kernels that reorder float sums (`quant::x86::fast_rows`);
     /// everything else stays the reference.
     pub fn with_numerics(mut self, numerics: Numerics) -> CpuEngine {

@@ -202,7 +202,7 @@ impl Path {
         match self {
             #[cfg(target_arch = "x86_64")]
             Path::Packed => {
-                // packed_task pairs groups on AVX-512 VNNI for both repacked types.
+                // packed_task pairs groups on AVX-512 VNNI for every repacked type.
                 let pairs = crate::quant::x86::fast_rows_vnni::available();
                 let isa = if pairs { "avx512-vnni" } else { "avx2" };
                 format!("packed_task {t}x8 ({isa})")
@@ -350,8 +350,8 @@ thread_local! {
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
 /// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
-/// numerics (`fast`: the model's repacked matrices) the Q4_0 products and a prompt's Q8_0 and
-/// Q5_0 products take the repacked rows (`packed_task`), a prompt's k-quant products rows
+/// numerics (`fast`: the model's repacked matrices) the Q4_0 and Q4_1 products and a prompt's
+/// Q8_0 and Q5_0 products take the repacked rows (`packed_task`), a prompt's k-quant products rows
 /// unpacked per task (`kquant_task`) and its float products tiles (`widened_batch`), all
 /// reordering their float sums; everything else is the reference's arithmetic under either.
 pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], fast: Option<&Repacked>) {

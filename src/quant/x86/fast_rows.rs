@@ -1,4 +1,4 @@
-//! Q4_0 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md "Numerics"), on
+//! Q4_0, Q4_1 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md "Numerics"), on
 //! weights repacked at load eight rows at a time (`repack`): one vector holds a block's four
 //! weights of all eight rows, so one broadcast activation word multiplies them all, and a
 //! block's eight row sums take one conversion and one fused multiply-add together where the
@@ -10,12 +10,14 @@
 //! only; the integer part of each block is exact. The kernel goes word by word over `T` tokens
 //! (one weight vector live at a time, the tokens' integer sums in registers): Q4_0's unsigned
 //! nibbles against the activations, less eight times each activation block's sum (made once
-//! per call, `SummedBlock`); Q8_0's levels with their signs moved onto the activations.
+//! per call, `SummedBlock`); Q4_1's nibbles as they are, each block's minimum times the
+//! activation block's sum (Q8_1's `s`) added by one more fused multiply-add; Q8_0's levels with
+//! their signs moved onto the activations.
 
 use std::arch::x86_64::*;
 
 use super::prefetch::prefetch_ahead;
-use crate::quant::blocks::BlockQ8_0;
+use crate::quant::blocks::{round_f16, BlockQ8_0, BlockQ8_1};
 use crate::quant::GgmlType;
 
 /// Blocks of eight rows repacked for `rows8`, and the activation blocks they take.
@@ -38,6 +40,17 @@ pub trait Interleaved: Copy + Default + Send + Sync + 'static {
     unsafe fn isums<const T: usize>(&self, y: [&Self::Act; T]) -> [__m256i; T];
     /// The eight rows' scales as f16 bits.
     fn scales(&self) -> &[u16; 8];
+    /// The eight rows' block minimums as f16 bits, where the type's weights are `d * q + m`
+    /// (Q4_1); none where they are `d * q`.
+    #[inline(always)]
+    fn mins(&self) -> Option<&[u16; 8]> {
+        None
+    }
+    /// An activation block's `d * Σ q`, the factor of the rows' minimums (`mins`).
+    #[inline(always)]
+    fn act_sum(_a: &Self::Act) -> f32 {
+        0.0
+    }
 }
 
 /// Q4_0's eight rows: `q[v]` holds bytes `4v..4v + 4` of each row's packed nibbles (row r at
@@ -46,6 +59,14 @@ pub trait Interleaved: Copy + Default + Send + Sync + 'static {
 #[derive(Clone, Copy, Default)]
 pub struct Q4_0x8 {
     pub(super) d: [u16; 8],
+    pub(super) q: [[u8; 32]; 4],
+}
+
+/// Q4_1's eight rows: as `Q4_0x8`, with each row's block minimum (`m[r]`, f16 bits).
+#[derive(Clone, Copy, Default)]
+pub struct Q4_1x8 {
+    pub(super) d: [u16; 8],
+    pub(super) m: [u16; 8],
     pub(super) q: [[u8; 32]; 4],
 }
 
@@ -80,13 +101,12 @@ unsafe fn load(v: &[u8; 32]) -> __m256i {
     _mm256_loadu_si256(v.as_ptr() as *const __m256i)
 }
 
-/// Block `i` of rows `8g..8g + 8` (`block` bytes each, an f16 scale then the levels'
-/// bytes) spread over `d` (row r's scale bits) and `q` (vector c: bytes `4c..4c + 4` of the
-/// levels of every row, row r at `4r..4r + 4`).
+/// Block `i` of rows `8g..8g + 8` (`block` bytes each: an f16 scale, `head - 2` more bytes,
+/// then the levels' bytes) spread over `d` (row r's scale bits) and `q` (vector c: bytes
+/// `4c..4c + 4` of the levels of every row, row r at `4r..4r + 4`).
 fn spread(
     rows: &[u8],
-    row_bytes: usize,
-    block: usize,
+    (row_bytes, block, head): (usize, usize, usize),
     (g, i): (usize, usize),
     d: &mut [u16; 8],
     q: &mut [[u8; 32]],
@@ -95,9 +115,36 @@ fn spread(
         let blk = &rows[(8 * g + r) * row_bytes + i * block..][..block];
         d[r] = u16::from_le_bytes([blk[0], blk[1]]);
         for (c, q) in q.iter_mut().enumerate() {
-            q[4 * r..4 * r + 4].copy_from_slice(&blk[2 + 4 * c..6 + 4 * c]);
+            q[4 * r..4 * r + 4].copy_from_slice(&blk[head + 4 * c..head + 4 + 4 * c]);
         }
     }
+}
+
+/// The eight rows' integer dots of unsigned nibbles (`q`, laid out as `Q4_0x8::q`) with each
+/// token's levels `y`, in eight i32 lanes each.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn nibble_sums<const T: usize>(q: &[[u8; 32]; 4], y: [&[i8; 32]; T]) -> [__m256i; T] {
+    // Nibbles (0..=15) times int8 pairs are within +-3840 and eight of them within i16.
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut s16 = [_mm256_setzero_si256(); T];
+    for (v, q) in q.iter().enumerate() {
+        let packed = load(q);
+        let lo = _mm256_and_si256(packed, mask);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask);
+        for t in 0..T {
+            let p = _mm256_maddubs_epi16(lo, word(y[t], v));
+            let p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, word(y[t], v + 4)));
+            s16[t] = _mm256_add_epi16(s16[t], p);
+        }
+    }
+    // A loop, not a closure: closures do not inherit the caller's target features.
+    for s in &mut s16 {
+        *s = _mm256_madd_epi16(*s, _mm256_set1_epi16(1));
+    }
+    s16
 }
 
 impl Interleaved for Q4_0x8 {
@@ -118,37 +165,72 @@ impl Interleaved for Q4_0x8 {
 
     fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q4_0x8 {
         let mut b = Q4_0x8::default();
-        spread(rows, row_bytes, 18, (g, i), &mut b.d, &mut b.q);
+        spread(rows, (row_bytes, 18, 2), (g, i), &mut b.d, &mut b.q);
         b
     }
 
     #[inline(always)]
     unsafe fn isums<const T: usize>(&self, y: [&SummedBlock; T]) -> [__m256i; T] {
-        // Nibbles (0..=15) times int8 pairs are within +-3810 and eight of them within i16.
-        let mask = _mm256_set1_epi8(0x0F);
-        let mut s16 = [_mm256_setzero_si256(); T];
-        for v in 0..4 {
-            let packed = load(&self.q[v]);
-            let lo = _mm256_and_si256(packed, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask);
-            for t in 0..T {
-                let p = _mm256_maddubs_epi16(lo, word(&y[t].qs, v));
-                let p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, word(&y[t].qs, v + 4)));
-                s16[t] = _mm256_add_epi16(s16[t], p);
-            }
-        }
+        let mut s = nibble_sums(&self.q, y.map(|y| &y.qs));
         // A loop, not a closure: closures do not inherit the caller's target features.
         for t in 0..T {
-            s16[t] = _mm256_sub_epi32(
-                _mm256_madd_epi16(s16[t], _mm256_set1_epi16(1)),
-                _mm256_set1_epi32(y[t].eight_sum),
-            );
+            s[t] = _mm256_sub_epi32(s[t], _mm256_set1_epi32(y[t].eight_sum));
         }
-        s16
+        s
     }
 
     fn scales(&self) -> &[u16; 8] {
         &self.d
+    }
+}
+
+impl Interleaved for Q4_1x8 {
+    const TYPE: GgmlType = GgmlType::Q4_1;
+    /// A prompt's Q4_1 products are quantized as Q8_1 already: the kernel takes those blocks.
+    type Act = BlockQ8_1;
+
+    /// The Q8_1 block of the same levels (Q8_1's scale and levels are Q8_0's), its sum from the
+    /// rounded scale (`quantize_act`'s from the unrounded one, an f16 rounding apart).
+    fn act(a: &BlockQ8_0) -> BlockQ8_1 {
+        let sum: i32 = a.qs.iter().map(|&q| q as i32).sum();
+        BlockQ8_1 {
+            d: a.d,
+            s: round_f16(a.d * sum as f32),
+            qs: a.qs,
+        }
+    }
+
+    fn act_scale(a: &BlockQ8_1) -> f32 {
+        a.d
+    }
+
+    fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q4_1x8 {
+        let mut b = Q4_1x8::default();
+        spread(rows, (row_bytes, 20, 4), (g, i), &mut b.d, &mut b.q);
+        for (r, m) in b.m.iter_mut().enumerate() {
+            let at = (8 * g + r) * row_bytes + i * 20;
+            *m = u16::from_le_bytes([rows[at + 2], rows[at + 3]]);
+        }
+        b
+    }
+
+    #[inline(always)]
+    unsafe fn isums<const T: usize>(&self, y: [&BlockQ8_1; T]) -> [__m256i; T] {
+        nibble_sums(&self.q, y.map(|y| &y.qs))
+    }
+
+    fn scales(&self) -> &[u16; 8] {
+        &self.d
+    }
+
+    #[inline(always)]
+    fn mins(&self) -> Option<&[u16; 8]> {
+        Some(&self.m)
+    }
+
+    #[inline(always)]
+    fn act_sum(a: &BlockQ8_1) -> f32 {
+        a.s
     }
 }
 
@@ -176,7 +258,7 @@ impl Interleaved for Q8_0x8 {
             // SAFETY: AVX2 was just detected; each slice holds 32 bytes.
             unsafe { transpose_words(levels, &mut b.q) };
         } else {
-            spread(rows, row_bytes, 34, (g, i), &mut b.d, &mut b.q);
+            spread(rows, (row_bytes, 34, 2), (g, i), &mut b.d, &mut b.q);
         }
         for (bias, levels) in b.bias.iter_mut().zip(levels) {
             *bias = -128 * levels.iter().map(|&q| q as i8 as i32).sum::<i32>();
@@ -305,6 +387,13 @@ pub unsafe fn rows8<B: Interleaved, const T: usize>(
         for t in 0..T {
             let d = _mm256_mul_ps(dw, _mm256_set1_ps(B::act_scale(y[t])));
             acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isums[t]), acc[t]);
+        }
+        if let Some(m) = b.mins() {
+            // Each row's block minimum times the activation block's sum, after the levels.
+            let m = _mm256_cvtph_ps(_mm_loadu_si128(m.as_ptr() as *const __m128i));
+            for t in 0..T {
+                acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(B::act_sum(y[t])), acc[t]);
+            }
         }
     }
     for (o, s) in out.iter_mut().zip(acc) {
@@ -445,7 +534,7 @@ mod tests {
         for (g, i) in [(0, 0), (0, 2), (1, 1)] {
             let got = Q8_0x8::repack(&rows, row_bytes, g, i);
             let mut want = Q8_0x8::default();
-            spread(&rows, row_bytes, 34, (g, i), &mut want.d, &mut want.q);
+            spread(&rows, (row_bytes, 34, 2), (g, i), &mut want.d, &mut want.q);
             assert_eq!((got.d, got.q), (want.d, want.q), "group {g}, block {i}");
         }
     }

@@ -1,18 +1,18 @@
-//! `fast_rows`' Q4_0 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight rows side
+//! `fast_rows`' Q4_0, Q4_1 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight rows side
 //! by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast activation
-//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a
-//! `maddubs` and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an
-//! unsigned and a signed byte: Q4_0's nibbles are unsigned (eight times the activations' sum
-//! taken out after), Q8_0's activations are offset by 128 (128 times the row's level sum taken
-//! out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact integer block sums,
-//! each row's float chain in the same order).
+//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a `maddubs`
+//! and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an unsigned and a signed
+//! byte: Q4_0's nibbles are unsigned (eight times the activations' sum taken out after), Q4_1's too
+//! (its minimums added as `rows8` adds them), Q8_0's activations are offset by 128 (128 times the
+//! row's level sum taken out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact
+//! integer block sums, each row's float chain in the same order).
 
 use std::arch::x86_64::*;
 
-use super::fast_rows::{Interleaved, Q4_0x8, Q8_0x8, SummedBlock};
+use super::fast_rows::{Interleaved, Q4_0x8, Q4_1x8, Q8_0x8, SummedBlock};
 use super::loads::halves;
 use super::prefetch::prefetch_ahead;
-use crate::quant::blocks::BlockQ8_0;
+use crate::quant::blocks::{BlockQ8_0, BlockQ8_1};
 
 /// Whether the CPU runs `rows16` (cached by std after the first call).
 pub fn available() -> bool {
@@ -38,6 +38,11 @@ pub trait Pairs: Interleaved {
     fn wide(a: &BlockQ8_0) -> Self::Wide;
     /// Its scale.
     fn wide_scale(a: &Self::Wide) -> f32;
+    /// Its `d * Σ q`, the factor of the rows' minimums (`Interleaved::mins`).
+    #[inline(always)]
+    fn wide_sum(_a: &Self::Wide) -> f32 {
+        0.0
+    }
     /// The two groups' sixteen rows' integer dots with each activation block of `y`.
     ///
     /// # Safety
@@ -50,6 +55,31 @@ pub trait Pairs: Interleaved {
 unsafe fn word(qs: *const u8, c: usize) -> __m512i {
     // SAFETY: callers pass c < 8 and a 32-byte block.
     _mm512_set1_epi32(unsafe { (qs.add(4 * c) as *const i32).read_unaligned() })
+}
+
+/// Two groups' unsigned nibbles (`q`, laid out as `Q4_0x8::q`) dotted with each token's
+/// levels `y`: sixteen rows' i32 sums each.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI.
+#[inline(always)]
+unsafe fn nibble_sums16<const T: usize>(
+    (q0, q1): (&[[u8; 32]; 4], &[[u8; 32]; 4]),
+    y: [&[i8; 32]; T],
+) -> [__m512i; T] {
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut s = [_mm512_setzero_si512(); T];
+    for v in 0..4 {
+        let packed = halves(q0[v].as_ptr(), q1[v].as_ptr());
+        let lo = _mm512_and_si512(packed, mask);
+        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(packed), mask);
+        for t in 0..T {
+            let qs = y[t].as_ptr() as *const u8;
+            s[t] = _mm512_dpbusd_epi32(s[t], lo, word(qs, v));
+            s[t] = _mm512_dpbusd_epi32(s[t], hi, word(qs, v + 4));
+        }
+    }
+    s
 }
 
 impl Pairs for Q4_0x8 {
@@ -65,22 +95,33 @@ impl Pairs for Q4_0x8 {
 
     #[inline(always)]
     unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&SummedBlock; T]) -> [__m512i; T] {
-        let mask = _mm512_set1_epi8(0x0F);
-        let mut s = [_mm512_setzero_si512(); T];
-        for v in 0..4 {
-            let packed = halves(b0.q[v].as_ptr(), b1.q[v].as_ptr());
-            let lo = _mm512_and_si512(packed, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(packed), mask);
-            for t in 0..T {
-                let qs = y[t].qs.as_ptr() as *const u8;
-                s[t] = _mm512_dpbusd_epi32(s[t], lo, word(qs, v));
-                s[t] = _mm512_dpbusd_epi32(s[t], hi, word(qs, v + 4));
-            }
-        }
+        let mut s = nibble_sums16((&b0.q, &b1.q), y.map(|y| &y.qs));
         for t in 0..T {
             s[t] = _mm512_sub_epi32(s[t], _mm512_set1_epi32(y[t].eight_sum));
         }
         s
+    }
+}
+
+impl Pairs for Q4_1x8 {
+    type Wide = BlockQ8_1;
+
+    fn wide(a: &BlockQ8_0) -> BlockQ8_1 {
+        Q4_1x8::act(a)
+    }
+
+    fn wide_scale(a: &BlockQ8_1) -> f32 {
+        a.d
+    }
+
+    #[inline(always)]
+    fn wide_sum(a: &BlockQ8_1) -> f32 {
+        a.s
+    }
+
+    #[inline(always)]
+    unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&BlockQ8_1; T]) -> [__m512i; T] {
+        nibble_sums16((&b0.q, &b1.q), y.map(|y| &y.qs))
     }
 }
 
@@ -154,6 +195,16 @@ pub unsafe fn rows16<B: Pairs, const T: usize>(
         for t in 0..T {
             let dd = _mm512_mul_ps(d, _mm512_set1_ps(B::wide_scale(y[t])));
             acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isums[t]), acc[t]);
+        }
+        if let (Some(m0), Some(m1)) = (b0.mins(), b1.mins()) {
+            // As `rows8`: each row's minimum times the activation block's sum, after the levels.
+            let m = _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_loadu_si128(m0.as_ptr() as *const __m128i)),
+                _mm_loadu_si128(m1.as_ptr() as *const __m128i),
+            ));
+            for t in 0..T {
+                acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(B::wide_sum(y[t])), acc[t]);
+            }
         }
     }
     for (o, s) in out.iter_mut().zip(acc) {

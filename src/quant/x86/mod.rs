@@ -2,12 +2,12 @@
 //! reference computes, used only after run-time feature detection (`available`).
 //!
 //! Files: `features` (the detection), `row_loops` and `prefetch` (shared by the row kernels),
-//! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders),
-//! `legacy` and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows
-//! unpacked once per task), `kquants` and `kquants512` (the k-quant dots),
-//! `vnni` (those prompt products on AVX-512 VNNI), `act` (the activation quantizers),
-//! `float` (the F32/F16/BF16 dots). `fast_rows` (with `fast_rows_vnni`), `fast_kquants` (with `kquants_vnni`) and `float_tiles`
-//! are the exceptions: the Q4_0/Q8_0, k-quant and float-weight products of the `fast` numerics, which
+//! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders), `legacy`
+//! and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows unpacked once
+//! per task), `kquants` and `kquants512` (the k-quant dots), `vnni` (those prompt products on
+//! AVX-512 VNNI), `act` (the activation quantizers), `float` (the F32/F16/BF16 dots). `fast_rows`
+//! (with `fast_rows_vnni`), `fast_kquants` (with `kquants_vnni`) and `float_tiles` are the
+//! exceptions: the Q4_0/Q4_1/Q8_0, k-quant and float-weight products of the `fast` numerics, which
 //! reorder float sums.
 
 #[macro_use]

@@ -226,6 +226,144 @@ mod legacy_kernels {
         }
     }
 
+    /// Q4_1's interleaved rows (`fast_rows::Q4_1x8`): eight tokens, four and one on AVX2
+    /// within float reordering of an f64 dot and of the exact kernel, and on AVX-512 VNNI
+    /// (two groups side by side) bit for bit the AVX2 kernel's results.
+    #[test]
+    fn q4_1_interleaved_rows_match_the_reference_within_float_reordering() {
+        use crate::quant::blocks::BlockQ8_1;
+        use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q4_1x8};
+        use crate::quant::x86::fast_rows_vnni::{self as vnni, rows16};
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
+            return;
+        }
+        let ty = GgmlType::Q4_1;
+        let mut rng = Rng::new(0x41);
+        for per_row in [1usize, 3, 18, 28, 152] {
+            let n_rows = 19; // two groups of eight and three rows left out
+            let w: Vec<u8> = (0..n_rows)
+                .flat_map(|_| row(&mut rng, ty, per_row))
+                .collect();
+            let rb = per_row * ty.block_bytes();
+            let x: Vec<Vec<f32>> = (0..13)
+                .map(|_| (0..per_row * 32).map(|_| rng.next_signed() * 3.0).collect())
+                .collect();
+            let acts: Vec<QuantizedAct> =
+                x.iter().map(|x| quantize_act(ActType::Q8_1, x)).collect();
+            let q8: Vec<&[BlockQ8_1]> = acts
+                .iter()
+                .map(|a| match a {
+                    QuantizedAct::Q8_1(a) => a.as_slice(),
+                    _ => unreachable!("quantized as Q8_1"),
+                })
+                .collect();
+            // `act` (the bench's way in) makes Q8_1 blocks from Q8_0 ones.
+            for (x, want) in x.iter().zip(&q8) {
+                let QuantizedAct::Q8_0(a) = quantize_act(ActType::Q8_0, x) else {
+                    unreachable!("quantized as Q8_0")
+                };
+                // The same scale and levels; the sum from the rounded scale, where Q8_1's own
+                // takes the unrounded one (an f16 rounding apart).
+                for (made, want) in a.iter().map(Q4_1x8::act).zip(want.iter()) {
+                    assert_eq!((made.d, made.qs), (want.d, want.qs), "{per_row} blocks");
+                    let off = (made.s - want.s).abs();
+                    assert!(
+                        off <= want.s.abs() / 512.0 + 1e-6,
+                        "{} vs {}",
+                        made.s,
+                        want.s
+                    );
+                }
+            }
+            let mut blocks: Vec<Q4_1x8> = Vec::new();
+            repack(&w, rb, &mut blocks);
+            assert_eq!(blocks.len(), 2 * per_row, "whole groups only");
+            // Tokens 0..8 eight at a time, 8..12 four at a time, 12 alone (the engine's steps).
+            let mut groups = vec![[[f32::NAN; 8]; 13]; 2];
+            for (group, o) in blocks.chunks_exact(per_row).zip(&mut groups) {
+                let (eight, rest) = o.split_at_mut(8);
+                let (four, one) = rest.split_at_mut(4);
+                let mut it = eight.iter_mut();
+                let outs8 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+                let mut it = four.iter_mut();
+                let outs4 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+                // SAFETY: the features were checked above; every row holds `per_row` blocks.
+                unsafe {
+                    rows8::<Q4_1x8, 8>(group, std::array::from_fn(|t| q8[t]), outs8);
+                    rows8::<Q4_1x8, 4>(group, std::array::from_fn(|t| q8[8 + t]), outs4);
+                    rows8::<Q4_1x8, 1>(group, [q8[12]], [one[0].as_mut_slice()]);
+                }
+            }
+            for (g, o) in groups.iter().enumerate() {
+                for (t, o) in o.iter().enumerate() {
+                    for (r, &got) in o.iter().enumerate() {
+                        let wr = &w[(g * 8 + r) * rb..][..rb];
+                        let (mut want, mut mag) = (0f64, 0f64);
+                        for (b, y) in wr.chunks_exact(20).zip(q8[t]) {
+                            let f = |at: usize| f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+                            let isum: i32 = (0..32)
+                                .map(|k| {
+                                    let q = if k < 16 {
+                                        b[4 + k] & 15
+                                    } else {
+                                        b[4 + k - 16] >> 4
+                                    };
+                                    q as i32 * y.qs[k] as i32
+                                })
+                                .sum();
+                            let (levels, min) =
+                                ((f(0) * y.d) as f64 * isum as f64, (f(2) * y.s) as f64);
+                            want += levels + min;
+                            mag += levels.abs() + min.abs();
+                        }
+                        // Two roundings a block: the levels' and the minimum's multiply-adds.
+                        let bound = 2.0 * per_row as f64 * 1.2e-7 * mag + 1e-6;
+                        assert!(
+                            (got as f64 - want).abs() <= bound,
+                            "{per_row} blocks, group {g} row {r} token {t}: {got} vs {want} \
+                             (bound {bound})"
+                        );
+                        let exact = reference(ty, wr, &acts[t]);
+                        let exact_bound = (per_row + 8) as f64 * 1.2e-7 * mag + 1e-6;
+                        assert!(
+                            (got - exact).abs() as f64 <= bound + exact_bound,
+                            "{per_row} blocks: {got} vs the exact kernel's {exact}"
+                        );
+                    }
+                }
+            }
+            if !vnni::available() {
+                eprintln!("Q4_1 AVX-512 VNNI pairs skipped: this CPU lacks AVX-512 F, BW or VNNI");
+                continue;
+            }
+            let (g0, g1) = blocks.split_at(per_row);
+            let mut o = [[f32::NAN; 16]; 13];
+            let (eight, rest) = o.split_at_mut(8);
+            let (four, one) = rest.split_at_mut(4);
+            let mut it = eight.iter_mut();
+            let outs8 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+            let mut it = four.iter_mut();
+            let outs4 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+            // SAFETY: `vnni::available()` was checked above.
+            unsafe {
+                rows16::<Q4_1x8, 8>(g0, g1, std::array::from_fn(|t| q8[t]), outs8);
+                rows16::<Q4_1x8, 4>(g0, g1, std::array::from_fn(|t| q8[8 + t]), outs4);
+                rows16::<Q4_1x8, 1>(g0, g1, [q8[12]], [one[0].as_mut_slice()]);
+            }
+            for (t, o) in o.iter().enumerate() {
+                for (r, got) in o.iter().enumerate() {
+                    let want = groups[r / 8][t][r % 8];
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{per_row} blocks, row {r} token {t}: {got} vs rows8's {want}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn row_loops_equal_the_reference_bit_for_bit() {
         if !available() {
