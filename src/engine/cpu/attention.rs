@@ -126,21 +126,6 @@ pub fn attention_layer(
     attention_with(shape, layer, q, keys, values, pos0, out, false)
 }
 
-/// `attention_layer` under `fast` numerics: heads of 64, 128 and 256 on a CPU with AVX2, FMA
-/// and F16C take `attention_fast` (keys a block at a time, f32 weights; within the `fast`
-/// bounds, not llama.cpp's bits); other heads and CPUs the exact kernels.
-pub fn attention_layer_fast(
-    shape: AttnShape,
-    layer: AttnLayer,
-    q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    pos0: usize,
-    out: &mut [f32],
-) {
-    attention_with(shape, layer, q, keys, values, pos0, out, true)
-}
-
 /// Whether `fast` numerics' attention kernels (`attention_fast`) take heads of `hd` here.
 fn fast_kernels(hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -152,8 +137,11 @@ fn fast_kernels(hd: usize) -> bool {
     }
 }
 
+/// `attention_layer`, under `fast` numerics (`fast`) for heads of 64, 128 and 256 on a CPU
+/// with AVX2, FMA and F16C: `attention_fast` (keys a block at a time, f32 weights; within the
+/// `fast` bounds, not llama.cpp's bits); other heads and CPUs take the exact kernels either way.
 #[allow(clippy::too_many_arguments)]
-fn attention_with(
+pub fn attention_with(
     shape: AttnShape,
     layer: AttnLayer,
     q: &[f32],

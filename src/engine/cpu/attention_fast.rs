@@ -188,17 +188,11 @@ pub unsafe fn cached_head(
 mod tests {
     use super::*;
     use crate::engine::cpu::attention_tiled::tiled_head_scalar;
+    use crate::rng::SplitMix64;
 
     fn random(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-            })
-            .collect()
+        let mut rng = SplitMix64::new(seed);
+        (0..n).map(|_| 2.0 * rng.next_signed()).collect()
     }
 
     /// Both kernels against the exact tiled path (f64-free reference: the same softmax key by

@@ -10,7 +10,7 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention_layer, attention_layer_fast, AttnLayer, AttnShape};
+use super::attention::{attention_with, AttnLayer, AttnShape};
 use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
@@ -240,11 +240,16 @@ pub fn forward_batch(
                 }
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
-                if fast_attention {
-                    attention_layer_fast(shape, layer_attn, q, keys, values, pos0, att);
-                } else {
-                    attention_layer(shape, layer_attn, q, keys, values, pos0, att);
-                }
+                attention_with(
+                    shape,
+                    layer_attn,
+                    q,
+                    keys,
+                    values,
+                    pos0,
+                    att,
+                    fast_attention,
+                );
             }
         });
         if rec.enabled() {

@@ -229,6 +229,19 @@ mod legacy_kernels {
     /// Q4_1's interleaved rows (`fast_rows::Q4_1x8`): eight tokens, four and one on AVX2
     /// within float reordering of an f64 dot and of the exact kernel, and on AVX-512 VNNI
     /// (two groups side by side) bit for bit the AVX2 kernel's results.
+    /// Thirteen tokens' outputs as the engine's steps take them: eight, four and one.
+    fn eight_four_one<const W: usize>(
+        o: &mut [[f32; W]; 13],
+    ) -> ([&mut [f32]; 8], [&mut [f32]; 4], &mut [f32]) {
+        let (eight, rest) = o.split_at_mut(8);
+        let (four, one) = rest.split_at_mut(4);
+        let mut it = eight.iter_mut();
+        let outs8 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+        let mut it = four.iter_mut();
+        let outs4 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+        (outs8, outs4, one[0].as_mut_slice())
+    }
+
     #[test]
     fn q4_1_interleaved_rows_match_the_reference_within_float_reordering() {
         use crate::quant::blocks::BlockQ8_1;
@@ -282,17 +295,12 @@ mod legacy_kernels {
             // Tokens 0..8 eight at a time, 8..12 four at a time, 12 alone (the engine's steps).
             let mut groups = vec![[[f32::NAN; 8]; 13]; 2];
             for (group, o) in blocks.chunks_exact(per_row).zip(&mut groups) {
-                let (eight, rest) = o.split_at_mut(8);
-                let (four, one) = rest.split_at_mut(4);
-                let mut it = eight.iter_mut();
-                let outs8 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
-                let mut it = four.iter_mut();
-                let outs4 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+                let (outs8, outs4, one) = eight_four_one(o);
                 // SAFETY: the features were checked above; every row holds `per_row` blocks.
                 unsafe {
                     rows8::<Q4_1x8, 8>(group, std::array::from_fn(|t| q8[t]), outs8);
                     rows8::<Q4_1x8, 4>(group, std::array::from_fn(|t| q8[8 + t]), outs4);
-                    rows8::<Q4_1x8, 1>(group, [q8[12]], [one[0].as_mut_slice()]);
+                    rows8::<Q4_1x8, 1>(group, [q8[12]], [one]);
                 }
             }
             for (g, o) in groups.iter().enumerate() {
@@ -339,17 +347,12 @@ mod legacy_kernels {
             }
             let (g0, g1) = blocks.split_at(per_row);
             let mut o = [[f32::NAN; 16]; 13];
-            let (eight, rest) = o.split_at_mut(8);
-            let (four, one) = rest.split_at_mut(4);
-            let mut it = eight.iter_mut();
-            let outs8 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
-            let mut it = four.iter_mut();
-            let outs4 = std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+            let (outs8, outs4, one) = eight_four_one(&mut o);
             // SAFETY: `vnni::available()` was checked above.
             unsafe {
                 rows16::<Q4_1x8, 8>(g0, g1, std::array::from_fn(|t| q8[t]), outs8);
                 rows16::<Q4_1x8, 4>(g0, g1, std::array::from_fn(|t| q8[8 + t]), outs4);
-                rows16::<Q4_1x8, 1>(g0, g1, [q8[12]], [one[0].as_mut_slice()]);
+                rows16::<Q4_1x8, 1>(g0, g1, [q8[12]], [one]);
             }
             for (t, o) in o.iter().enumerate() {
                 for (r, got) in o.iter().enumerate() {
