@@ -339,18 +339,16 @@ __device__ __forceinline__ void attention_split_block(
 // the last chunk of the group to finish combines them all into the output, a thread per four
 // output values. Each thread loads ATTG_BATCH chunks' maxima, sums and values at once and
 // folds them into a running maximum, so the combine waits on one round trip to L2 per batch
-// rather than one per step of a max / weights / sum sequence. `w` is unused (callers pass
-// their scratch).
+// rather than one per step of a max / weights / sum sequence.
 #ifndef ATTG_BATCH
 #define ATTG_BATCH 8
 #endif
 __device__ __forceinline__ void attg_combine(const float* __restrict__ part,
                                              int* __restrict__ tickets, float* __restrict__ out,
                                              int g, int G, int hd, int splits, int active,
-                                             float* w, int& last, int akind,
+                                             int& last, int akind,
                                              float* __restrict__ axf, i8* __restrict__ aq,
                                              float* __restrict__ ad, float* __restrict__ ax) {
-    (void)w;
     const int stride = hd + 4, h0 = g * G;
     __threadfence();
     __syncthreads();
@@ -632,7 +630,7 @@ __device__ __forceinline__ void attention_group_block(
         return;
     }
 
-    attg_combine(part, tickets, out, g, G, hd, splits, active, sc, sh.last, akind, axf, aq, ad,
+    attg_combine(part, tickets, out, g, G, hd, splits, active, sh.last, akind, axf, aq, ad,
                  ax);
 }
 

@@ -302,7 +302,7 @@ __device__ void attention_group_mma_impl(
         attf_quant_range(out, (u64)h0 * HD, G * HD, akind, axf, aq, ad, ax);
         return;
     }
-    attg_combine(part, tickets, out, g, G, HD, splits, active, qs, last, akind, axf, aq, ad, ax);
+    attg_combine(part, tickets, out, g, G, HD, splits, active, last, akind, axf, aq, ad, ax);
 }
 
 // One decode token, as `attention_group` (attention_fast.cu) takes it (and, with `qn` and `kn`

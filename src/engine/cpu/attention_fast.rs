@@ -67,11 +67,12 @@ unsafe fn head_by<const R: usize>(
         let top = s[..nb].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
         if top > max {
             // The first block finds max at -inf: exp(-inf) = 0 scales the empty sums.
-            let f = _mm256_set1_ps((max - top).exp());
+            let f = (max - top).exp();
+            let fv = _mm256_set1_ps(f);
             for a in acc.iter_mut() {
-                *a = _mm256_mul_ps(*a, f);
+                *a = _mm256_mul_ps(*a, fv);
             }
-            sum *= (max - top).exp();
+            sum *= f;
             max = top;
         }
         let m = _mm256_set1_ps(max);
