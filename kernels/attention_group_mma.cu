@@ -325,3 +325,62 @@ extern "C" __global__ void __launch_bounds__(AGM_WIDE_THREADS)
     attention_group_mma_impl<256, AGM_WIDE_WARPS>(AGM_ARGS);
 #undef AGM_ARGS
 }
+
+// A batch step's tokens, one a sequence, each at its own position over its own sequence's
+// cache (`cached_at`, rope.cu), as `attention_split_rows` takes them (attention_fast.cu):
+// grid (n_kv_heads, 2 x splits, tokens), AGM_ROWS_WARPS warps (a batch has blocks enough
+// without the single token's wide ones, and half the shared memory lets two share a
+// multiprocessor). Token t's projections and output at row t of q/k/v/out; its `part` n_heads x
+// 2 splits x (head_dim + 4) floats and `tickets` n_kv_heads counters after token t - 1's. No
+// Q/K norms (a batch step runs them before) and the output is not quantized.
+#ifndef AGM_ROWS_WARPS
+#define AGM_ROWS_WARPS 4
+#endif
+#define AGM_ROWS_PARAMS                                                                      \
+    const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,   \
+        u16 *__restrict__ kc, u16 *__restrict__ vc, int n_heads, int n_kv_heads, int hd,     \
+        const int *__restrict__ rows, long long seq_stride, const float *__restrict__ table, \
+        int n_rot, int neox, int window, int splits, float scale, float *__restrict__ part,  \
+        int *__restrict__ tickets, float *__restrict__ out, STAMP_PARAMS
+#define AGM_ROWS_OPEN                                                                        \
+    const int t = blockIdx.z;                                                                \
+    u64 seq_off;                                                                             \
+    int pos0 = cached_at(rows, seq_stride, t, seq_off);                                      \
+    float rc = 0.0f, rs = 0.0f;                                                              \
+    if (threadIdx.x < n_rot / 2) {                                                           \
+        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);     \
+        rc = cs.x;                                                                           \
+        rs = cs.y;                                                                           \
+    }                                                                                        \
+    kc += seq_off;                                                                           \
+    vc += seq_off;                                                                           \
+    ATTF_WINDOW                                                                              \
+    const u64 q_dim = (u64)n_heads * hd, kv_dim = (u64)n_kv_heads * hd;                      \
+    q += t * q_dim;                                                                          \
+    k += t * kv_dim;                                                                         \
+    v += t * kv_dim;                                                                         \
+    out += t * q_dim;                                                                        \
+    part += (u64)t * n_heads * 2 * splits * (hd + 4);                                        \
+    tickets += (u64)t * n_kv_heads;                                                          \
+    attention_group_prefetch(kc, vc, n_kv_heads, hd, pos0, splits, AGM_GRAN);                \
+    STAMP_GUARD;
+#define AGM_ROWS_ARGS q, k, v, kc, vc, n_heads, n_kv_heads, pos0, rc, rs, n_rot, neox, splits, \
+                      scale, nullptr, nullptr, 0.0f, part, tickets, out, -1, nullptr, nullptr,  \
+                      nullptr, nullptr
+
+extern "C" __global__ void __launch_bounds__(AGM_ROWS_WARPS * 32)
+    attention_group_mma_rows(AGM_ROWS_PARAMS) {
+    AGM_ROWS_OPEN
+    if (hd == 128) attention_group_mma_impl<128, AGM_ROWS_WARPS>(AGM_ROWS_ARGS);
+    else attention_group_mma_impl<64, AGM_ROWS_WARPS>(AGM_ROWS_ARGS);
+}
+
+// The same for heads of 256, AGM_WIDE_WARPS warps as the one-token wide kernel.
+extern "C" __global__ void __launch_bounds__(AGM_WIDE_THREADS)
+    attention_group_mma_wide_rows(AGM_ROWS_PARAMS) {
+    AGM_ROWS_OPEN
+    attention_group_mma_impl<256, AGM_WIDE_WARPS>(AGM_ROWS_ARGS);
+}
+#undef AGM_ROWS_ARGS
+#undef AGM_ROWS_OPEN
+#undef AGM_ROWS_PARAMS

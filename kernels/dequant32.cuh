@@ -159,3 +159,113 @@ struct Deq32<DeqQ3_K> {
         }
     }
 };
+
+// lo and hi rounded to f16 and packed (lo in the low half), in one conversion.
+__device__ __forceinline__ u32 f2h2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Packed f16x2 arithmetic, each rounded once.
+__device__ __forceinline__ u32 hsub2_u(u32 a, u32 b) {
+    u32 r;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+__device__ __forceinline__ u32 hmul2_u(u32 a, u32 b) {
+    u32 r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+__device__ __forceinline__ u32 hfma2_u(u32 a, u32 b, u32 c) {
+    u32 r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+// Bytes 0, 1 (lo) or 2, 3 (hi) of x, each below 256, as the f16 pair 1024 + byte: the byte
+// in the mantissa of 1024 (0x6400), one permute for two values.
+__device__ __forceinline__ u32 bytes_lo_h2(u32 x) { return __byte_perm(x, 0x64646464u, 0x4140); }
+__device__ __forceinline__ u32 bytes_hi_h2(u32 x) { return __byte_perm(x, 0x64646464u, 0x4342); }
+
+// 32 consecutive values of a row from j0 as 16 packed f16 pairs (h[i] = values 2i, 2i + 1),
+// for the tensor-core products that read quantized weights (kernels/gemm_q.cu). The general
+// form rounds `Deq32`'s floats; the types of the common files work on f16 pairs from the
+// quantized bytes directly (a permute, a subtract and a multiply or fma for two values, where
+// the floats take about seven instructions a value), with the group's scale rounded to f16
+// first: within twice the f16 rounding of the float form.
+template <typename D>
+struct Deq32h {
+    __device__ static void run(const u8* row, int j0, u32* h) {
+        float v[32];
+        Deq32<D>::run(row, j0, v);
+#pragma unroll
+        for (int i = 0; i < 16; i++) h[i] = f2h2(v[2 * i], v[2 * i + 1]);
+    }
+};
+
+template <>
+struct Deq32h<DeqQ4_K> {
+    __device__ static void run(const u8* row, int j0, u32* h) {
+        const u8* b = row + (j0 >> 8) * 144;
+        int sb = (j0 & 255) >> 5;
+        int sc, m;
+        scale_min_k4(sb, b + 4, &sc, &m);
+        float d = f16_at(b) * (float)sc, dm = f16_at(b + 2) * (float)m;
+        const u32 d2 = f2h2(d, d), m2 = f2h2(-dm, -dm);
+        u32 qs[8];
+        load32<true>(b + 16 + 32 * (sb >> 1), qs);
+        int shift = (sb & 1) * 4;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            u32 x = (qs[i] >> shift) & 0x0F0F0F0Fu;
+            h[2 * i] = hfma2_u(hsub2_u(bytes_lo_h2(x), 0x64006400u), d2, m2);
+            h[2 * i + 1] = hfma2_u(hsub2_u(bytes_hi_h2(x), 0x64006400u), d2, m2);
+        }
+    }
+};
+
+template <>
+struct Deq32h<DeqQ6_K> {
+    __device__ static void run(const u8* row, int j0, u32* h) {
+        const u8* b = row + (j0 >> 8) * 210;
+        int w = j0 & 255;
+        int hh = w >> 7, k = (w & 127) >> 5;
+        u32 lo[8], hi[8];
+        load32<false>(b + 64 * hh + 32 * (k & 1), lo);
+        load32<false>(b + 128 + 32 * hh, hi);
+        int lshift = k < 2 ? 0 : 4;
+        float d = f16_at(b + 208);
+        float s0 = d * (float)(i8)b[192 + (w >> 4)], s1 = d * (float)(i8)b[192 + (w >> 4) + 1];
+        const u32 h0 = f2h2(s0, s0), h1 = f2h2(s1, s1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            // Values 4i..4i + 3, each 0..63 in its byte; the first 16 take s0.
+            u32 q = ((lo[i] >> lshift) & 0x0F0F0F0Fu) | (((hi[i] >> (2 * k)) & 0x03030303u) << 4);
+            const u32 s = i < 4 ? h0 : h1;
+            // 1024 + 32 (0x6420): q - 32 exactly.
+            h[2 * i] = hmul2_u(hsub2_u(bytes_lo_h2(q), 0x64206420u), s);
+            h[2 * i + 1] = hmul2_u(hsub2_u(bytes_hi_h2(q), 0x64206420u), s);
+        }
+    }
+};
+
+template <>
+struct Deq32h<DeqQ8_0> {
+    __device__ static void run(const u8* row, int j0, u32* h) {
+        const u8* b = row + (j0 >> 5) * 34;
+        float d = f16_at(b);
+        const u32 d2 = f2h2(d, d);
+        u32 qs[8];
+        load32<false>(b + 2, qs);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            // Signed bytes biased to 0..255, then 1024 + 128 (0x6480) off: q exactly; d is an
+            // f16 and q * d rounds once, so these are the float form's values bit for bit.
+            u32 x = qs[i] ^ 0x80808080u;
+            h[2 * i] = hmul2_u(hsub2_u(bytes_lo_h2(x), 0x64806480u), d2);
+            h[2 * i + 1] = hmul2_u(hsub2_u(bytes_hi_h2(x), 0x64806480u), d2);
+        }
+    }
+};

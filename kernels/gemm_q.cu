@@ -3,9 +3,9 @@
 // f16 for each product (gemm_f16.cu) writes and reads two bytes per weight a step, where these
 // kernels read the quantized bytes once. Each warp owns 16 weight rows (one m16 tile) and BT
 // tokens: for each k step of KS values it stages its rows' quantized bytes into shared memory
-// (cp.async, one step ahead), dequantizes them there to an f16 tile (kernels/dequant32.cuh, the
-// values `dequant_f16_*` gives), and multiplies that tile with the f16 activations (`to_f16`)
-// by mma.sync m16n8k16 (f16 in, f32 accumulate). Warps never wait for each other: a block is
+// (cp.async, one step ahead), dequantizes them there to an f16 tile (kernels/dequant32.cuh
+// `Deq32h`: f16 pair arithmetic for Q4_K, Q6_K and Q8_0), and multiplies that tile with the
+// f16 activations (`to_f16`) by mma.sync m16n8k16 (f16 in, f32 accumulate). Warps never wait for each other: a block is
 // four independent warps, 64 weight rows. Uses gemm_f16.cu's cp.async / mma helpers.
 //
 // Layouts: A (activations) M x K f16 row-major; W N rows of row_bytes quantized bytes; the
@@ -26,18 +26,13 @@ __device__ __forceinline__ void cp_async4(u32 dst, const void* src, int bytes) {
 // of a block read the same activations.
 __device__ __forceinline__ uint4 gq_act(const u16* p) { return __ldg((const uint4*)p); }
 
-// lo and hi rounded to f16 and packed (lo in the low half), in one conversion.
-__device__ __forceinline__ u32 f2h2(float lo, float hi) {
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
 // Words of shared memory a row's k step is staged in: SB bytes from an even address (every
-// block type is an even number of bytes), so from the word below it at most SB + 2 bytes.
+// block type is an even number of bytes), so from the word below it at most SB + 2 bytes;
+// where a step is whole 16-byte pieces, rounded up to them, so 16-aligned rows stage in
+// 16-byte copies (a quarter of the 4-byte ones).
 template <int SB>
 struct GqStage {
-    static const int WORDS = (SB + 2 + 3) / 4;
+    static const int WORDS = SB % 16 == 0 ? ((SB + 2 + 15) / 16) * 4 : (SB + 2 + 3) / 4;
 };
 
 // C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] W[n][k] + (bias ? bias[n] : 0) for m < M,
@@ -78,8 +73,18 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
     };
     // The warp's 16 rows of k step `step` into stage `buf`, each from the 4-byte word holding
     // its first byte; words wholly past the step's bytes are zero-filled, not read.
+    // Rows (and the steps within them) on 16-byte boundaries where the step is whole pieces.
+    const bool whole16 = SB % 16 == 0 && ((u64)W & 15) == 0 && (row_bytes & 15) == 0;
     auto stage = [&](int buf, int step) {
         u32* dst = raw + buf * GQ_ROWS * RW;
+        if (whole16) {
+            constexpr int C = SB / 16;
+            for (int i = lane; i < GQ_ROWS * C; i += 32) {
+                int r = i / C, c = i - r * C;
+                cp_async16(smem_u32(dst + r * RW + 4 * c), W + row_start(r, step) + 16 * c, 16);
+            }
+            return;
+        }
         for (int i = lane; i < GQ_ROWS * RW; i += 32) {
             int r = i / RW, w = i - r * RW;
             u64 start = row_start(r, step);
@@ -96,17 +101,11 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
             int i = lane + 32 * q;
             int r = i / G, j = (i - r * G) * 32;
             int off = (int)(row_start(r, step) & 3);
-            float v[32];
-            Deq32<D>::run(src + r * RW * 4 + off, j, v);
+            u32 h[16];
+            Deq32h<D>::run(src + r * RW * 4 + off, j, h);
             uint4* d = (uint4*)(wt + r * LD + j);
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                u32 h[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    h[e] = f2h2(v[8 * c + 2 * e], v[8 * c + 2 * e + 1]);
-                d[c] = make_uint4(h[0], h[1], h[2], h[3]);
-            }
+            for (int c = 0; c < 4; c++) d[c] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
         }
     };
 

@@ -123,7 +123,10 @@ impl CudaEngine {
         if self.split_attention(n) {
             return self.attention_split(l, out_kind);
         }
-        if self.rows.as_ref().is_some_and(|r| r.split.is_some()) {
+        // A batch step's tokens: the grouped kernel where the step takes it, the split-KV
+        // kernel for the head sizes it serves; otherwise the CPU-order kernel below.
+        let rows_split = self.grouped_now || self.model.config.head_dim <= 128;
+        if self.rows.as_ref().is_some_and(|r| r.split.is_some()) && rows_split {
             return self.attention_split_rows(n, l);
         }
         self.rope_store(n, l)?;

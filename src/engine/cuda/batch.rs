@@ -23,6 +23,7 @@ use super::buffers::RowsStep;
 use super::clock::Slot;
 use super::decode::CudaEngine;
 use super::error::wrap;
+use super::launch_params::{group_mma_shared_bytes, WIDE_HEAD};
 use super::pdl_launch::PushArg;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::batched::{check_work, Batched};
@@ -51,6 +52,9 @@ pub struct CudaBatch<'e> {
     kv_bytes: usize,
     /// Steps replay a CUDA graph per batch size (`CBTOP_BATCH_GRAPH`, on by default).
     graphed: bool,
+    /// The sequence whose decode state (device position and token, decode graphs) the
+    /// engine's one-sequence path holds: a step of that sequence alone reuses it.
+    single: Option<usize>,
 }
 
 /// What a batch step brings back.
@@ -61,7 +65,8 @@ enum Out {
 
 /// Under fast numerics and head sizes the split-KV kernel takes (a multiple of 8 up to 128),
 /// the floats of its scratch one token of a batch step needs: n_heads × splits × (head_dim +
-/// 2). None: a batch step takes the CPU-order attention.
+/// 2). None: a batch step takes the CPU-order attention (unless it takes the grouped kernel,
+/// `rows_group_splits`).
 fn split_rows(e: &CudaEngine) -> Option<usize> {
     let c = &e.model.config;
     let takes = e.numerics == Numerics::Fast
@@ -69,6 +74,37 @@ fn split_rows(e: &CudaEngine) -> Option<usize> {
         && c.head_dim <= 128
         && c.n_heads.is_multiple_of(c.n_kv_heads.max(1));
     takes.then(|| c.n_heads * e.split.splits * (c.head_dim + 2))
+}
+
+/// Chunks a token's context is cut in when a batch step of `rows` tokens takes the grouped
+/// tensor-core attention (kernels/attention_group_mma.cu `attention_group_mma_rows`; 0: the
+/// model has none, or not under fast numerics): about two blocks a multiprocessor over the
+/// step's KV heads and tokens, at most the one-token kernel's count.
+pub(super) fn rows_group_splits(e: &CudaEngine, rows: usize) -> usize {
+    let c = &e.model.config;
+    let serves = e.numerics == Numerics::Fast
+        && e.split.group_splits > 0
+        && matches!(c.head_dim, 64 | 128 | WIDE_HEAD);
+    if !serves {
+        return 0;
+    }
+    (2 * e.split.sms)
+        .div_ceil(c.n_kv_heads.max(1) * rows.max(1))
+        .clamp(1, e.split.group_splits)
+}
+
+/// Floats of the batch step's attention scratch for steps of up to `n` tokens: the split-KV
+/// kernel's (`split_rows`) or the grouped kernel's (n_heads × 2 splits × (head_dim + 4) a
+/// token), whichever is larger. None: neither runs.
+fn rows_scratch(e: &CudaEngine, n: usize) -> Option<usize> {
+    let c = &e.model.config;
+    let split = split_rows(e).map(|per| n * per);
+    let group = (1..=n)
+        .map(|r| r * rows_group_splits(e, r))
+        .max()
+        .filter(|&most| most > 0)
+        .map(|most| most * c.n_heads * 2 * (c.head_dim + 4));
+    split.max(group)
 }
 
 /// Device bytes a batch of `n` sequences of `cap` positions needs beyond the engine's own:
@@ -91,7 +127,7 @@ impl<'e> CudaBatch<'e> {
         let cap = ctx.clamp(1, engine.cap);
         let graphed = batch_graph_on().map_err(EngineError::Device)?;
         let (kv_bytes, need) = batch_bytes(&engine.model, cap, n);
-        let split = split_rows(engine).map_or(0, |per| n.saturating_mul(per * 4));
+        let split = rows_scratch(engine, n).map_or(0, |floats| floats.saturating_mul(4));
         let need = need.saturating_add(split);
         engine
             .ctx
@@ -125,9 +161,9 @@ impl<'e> CudaBatch<'e> {
             picks: s
                 .alloc_zeros::<u32>(2 * n)
                 .map_err(wrap("allocating the batch's picks"))?,
-            split: match split_rows(engine) {
-                Some(per_token) => Some((
-                    s.alloc_zeros::<f32>(n * per_token)
+            split: match rows_scratch(engine, n) {
+                Some(floats) => Some((
+                    s.alloc_zeros::<f32>(floats)
                         .map_err(wrap("allocating the batch's attention scratch"))?,
                     s.alloc_zeros::<i32>(n * c.n_heads)
                         .map_err(wrap("allocating the batch's attention scratch"))?,
@@ -157,6 +193,7 @@ impl<'e> CudaBatch<'e> {
             step: Some(step),
             kv_bytes,
             graphed,
+            single: None,
         })
     }
 
@@ -169,6 +206,7 @@ impl<'e> CudaBatch<'e> {
     /// Forget every sequence's tokens.
     pub fn reset(&mut self) {
         self.lens.iter_mut().for_each(|l| *l = 0);
+        self.single = None;
     }
 
     /// `f` on the engine as sequence `s` alone (its cache and position), the position kept.
@@ -180,9 +218,12 @@ impl<'e> CudaBatch<'e> {
         let e = &mut *self.e;
         e.seq = s;
         e.len = self.lens[s];
-        // The device's position and token are another sequence's; a one-token decode
+        // The device's position and token may be another sequence's, and a one-token decode
         // graph would name another sequence's cache.
-        e.forget_device_state();
+        if self.single != Some(s) {
+            e.forget_device_state();
+        }
+        self.single = Some(s);
         let r = f(e);
         self.lens[s] = e.len;
         r
@@ -198,6 +239,8 @@ impl<'e> CudaBatch<'e> {
     ) -> Result<Out, EngineError> {
         let rows: Vec<(usize, u32, usize)> =
             items.iter().map(|&(s, t)| (s, t, self.lens[s])).collect();
+        // A batch step overwrites the device's token and position.
+        self.single = None;
         let e = &mut *self.e;
         e.rows = self.step.take();
         let out = e.step_rows(&rows, pick, self.graphed, rec);
@@ -292,7 +335,11 @@ impl Batched for CudaBatch<'_> {
                 picks[i] = self.on_sequence(s, |e| Ok(e.decode(tokens, rec, None)?.token))?;
             }
         }
-        if !singles.is_empty() {
+        if let [(i, (s, token))] = singles[..] {
+            // One sequence's token: the engine's own decode step (its graph and fused
+            // kernels), which is what that sequence alone would run.
+            picks[i] = self.on_sequence(s, |e| Ok(e.decode(&[token], rec, None)?.token))?;
+        } else if !singles.is_empty() {
             let items: Vec<(usize, u32)> = singles.iter().map(|&(_, it)| it).collect();
             let Out::Picks(ids) = self.run_rows(&items, true, rec)? else {
                 unreachable!("a step with picks brings them back")
@@ -341,10 +388,12 @@ impl CudaEngine {
         self.stream
             .memcpy_htod(&ids, &mut step.ids.slice_mut(0..2 * n))
             .map_err(wrap("uploading the batch's positions"))?;
+        let groups = rows_group_splits(self, n) > 0;
         let key = BatchKey {
             rows: n,
             pick,
             stamped: self.stamped(rec),
+            grouped: groups && rows.iter().all(|r| r.2 + 1 >= self.group_from),
         };
         let synced = rec.enabled() && self.timing == Timing::Sync;
         let launched = if graph && !synced {
@@ -389,6 +438,7 @@ impl CudaEngine {
     /// the owners of the stamped launches.
     fn record_rows(&mut self, key: BatchKey, rec: &mut Recorder) -> Result<Vec<Slot>, EngineError> {
         self.clock.arm(key.stamped, ROWS_AREA);
+        self.grouped_now = key.grouped;
         self.launch_layers(key.rows, LogitsFor::All, rec)?;
         if key.pick {
             self.pick_rows(key.rows, rec)?;
@@ -456,21 +506,55 @@ impl CudaEngine {
     }
 
     /// RoPE, the KV store and attention of a batch step's `n` tokens over layer `l`, each
-    /// over its own sequence's cache, in one launch of the split-KV kernel
-    /// (kernels/attention_fast.cu `attention_split_rows`).
+    /// over its own sequence's cache, in one launch: the grouped tensor-core kernel where the
+    /// step takes it (`BatchKey::grouped`, kernels/attention_group_mma.cu
+    /// `attention_group_mma_rows`), else the split-KV kernel (kernels/attention_fast.cu
+    /// `attention_split_rows`).
     pub(super) fn attention_split_rows(&mut self, n: usize, l: usize) -> Result<(), DriverError> {
         let c = &self.model.config;
         let h = HeadArgs::layer(c, l);
         let (span, seq_stride) = self.cache_span(l);
         let st = self.clock.stamp();
         let sp = &self.split;
-        let (splits, ordered) = (sp.splits as i32, sp.ordered_upto);
-        let scale = h.folded_scale();
-        let cfg = LaunchConfig {
-            grid_dim: (c.n_heads as u32, sp.splits as u32, n as u32),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: sp.shared_bytes as u32,
+        let group_splits = if self.grouped_now {
+            rows_group_splits(self, n)
+        } else {
+            0
         };
+        let wide = c.head_dim == WIDE_HEAD;
+        let (f, cfg) = if group_splits > 0 {
+            let (f, threads) = if wide {
+                (
+                    &self.k.attention_group_mma_wide_rows,
+                    self.k.group_mma_wide_rows_threads,
+                )
+            } else {
+                (
+                    &self.k.attention_group_mma_rows,
+                    self.k.group_mma_rows_threads,
+                )
+            };
+            let group = c.n_heads / c.n_kv_heads.max(1);
+            let cfg = LaunchConfig {
+                grid_dim: (c.n_kv_heads as u32, 2 * group_splits as u32, n as u32),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: group_mma_shared_bytes(c.head_dim, group, threads),
+            };
+            (f, cfg)
+        } else {
+            let cfg = LaunchConfig {
+                grid_dim: (c.n_heads as u32, sp.splits as u32, n as u32),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: sp.shared_bytes as u32,
+            };
+            (&self.k.attention_split_rows, cfg)
+        };
+        let (splits, ordered) = if group_splits > 0 {
+            (group_splits as i32, None)
+        } else {
+            (sp.splits as i32, Some(sp.ordered_upto))
+        };
+        let scale = h.folded_scale();
         let (Some(step), b) = (self.rows.as_mut(), &mut self.bufs) else {
             return Ok(());
         };
@@ -479,39 +563,43 @@ impl CudaEngine {
         };
         let mut kc = self.kc.slice_mut(span.clone());
         let mut vc = self.vc.slice_mut(span);
+        // The two kernels share their parameters but for the split kernel's CPU-order limit.
+        let mut launch = self.k.launch(&self.stream, f);
+        launch
+            .arg(&b.q)
+            .arg(&b.k)
+            .arg(&b.v)
+            .arg(&mut kc)
+            .arg(&mut vc)
+            .arg(&h.heads)
+            .arg(&h.kv_heads)
+            .arg(&h.head_dim)
+            .arg(&step.ids)
+            .arg(&seq_stride)
+            .arg(self.rope.layer(l))
+            .arg(&h.rope_dims)
+            .arg(&h.neox)
+            .arg(&h.window)
+            .arg(&splits)
+            .arg(&scale);
+        if let Some(ordered) = &ordered {
+            launch.arg(ordered);
+        }
+        launch
+            .arg(part)
+            .arg(tickets)
+            .arg(&mut b.att)
+            .reads(super::attention::KV_CACHE)
+            .stamp(&st);
         // SAFETY: n tokens' q_dim query and kv_dim K and V values in, q_dim out each; each
         // token's sequence's cache rows 0..=its position (below the capacity, checked; the
         // RoPE table holds every position below it), the span holding every sequence's
-        // caches from this layer on; part and tickets hold n tokens' (`split_rows`), the
-        // tickets left zeroed.
-        unsafe {
-            self.k
-                .launch(&self.stream, &self.k.attention_split_rows)
-                .arg(&b.q)
-                .arg(&b.k)
-                .arg(&b.v)
-                .arg(&mut kc)
-                .arg(&mut vc)
-                .arg(&h.heads)
-                .arg(&h.kv_heads)
-                .arg(&h.head_dim)
-                .arg(&step.ids)
-                .arg(&seq_stride)
-                .arg(self.rope.layer(l))
-                .arg(&h.rope_dims)
-                .arg(&h.neox)
-                .arg(&h.window)
-                .arg(&splits)
-                .arg(&scale)
-                .arg(&ordered)
-                .arg(part)
-                .arg(tickets)
-                .arg(&mut b.att)
-                .reads(super::attention::KV_CACHE)
-                .stamp(&st)
-                .launch(cfg)
-        }
-        .map(|_| ())
+        // caches from this layer on; part and tickets hold n tokens' of the kernel launched
+        // (`rows_scratch`: n_heads × splits × (head_dim + 2), or n_heads × 2 splits ×
+        // (head_dim + 4) for the grouped kernel, whose shared memory `group_mma_shared_bytes`
+        // sizes and whose heads (64, 128 or 256, 2 to GROUP_MAX a KV head) `rows_group_splits`
+        // checked), the tickets left zeroed.
+        unsafe { launch.launch(cfg) }.map(|_| ())
     }
 
     /// The greedy pick of each of the step's `n` logits rows (kernels/argmax.cu

@@ -21,6 +21,8 @@ pub(super) struct BatchKey {
     pub(super) pick: bool,
     /// The kernels stamp themselves (`Timing::Events` while recording).
     pub(super) stamped: bool,
+    /// Attention takes the grouped tensor-core kernel (every row's context long enough).
+    pub(super) grouped: bool,
 }
 
 /// The device buffers (address and length) and the host values baked into a captured step's
@@ -127,6 +129,7 @@ mod tests {
             rows,
             pick: true,
             stamped: false,
+            grouped: false,
         }
     }
 

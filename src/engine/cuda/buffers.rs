@@ -285,6 +285,8 @@ pub(super) struct SplitScratch {
     /// The grouped path's chunks (`group_splits`; 0: none).
     pub(super) group_splits: usize,
     pub(super) shared_bytes: usize,
+    /// The GPU's multiprocessors, which a batch step's grouped attention sizes its chunks by.
+    pub(super) sms: usize,
     /// Contexts this short take the CPU-order attention (`ORDERED_ATTENTION_MAX` when the
     /// kernels keep the CPU's order, else 0).
     pub(super) ordered_upto: i32,
@@ -346,6 +348,7 @@ impl SplitScratch {
             splits,
             group_splits,
             shared_bytes: split_shared_bytes(c.head_dim, chunk, ordered, group),
+            sms,
             ordered_upto: if ordered { ORDERED_ATTENTION_MAX } else { 0 },
         })
     }

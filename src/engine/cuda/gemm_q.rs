@@ -81,7 +81,12 @@ pub(super) struct QGemm {
 /// (ks + 32) f16 tile (GqStage and gemm_q_impl in kernels/gemm_q.cu).
 fn smem_bytes(ty: GgmlType, ks: usize) -> usize {
     let step_bytes = ks / ty.block_size() * ty.block_bytes();
-    let words = (step_bytes + 2).div_ceil(4);
+    // Steps of whole 16-byte pieces are staged in 16-byte units (GqStage).
+    let words = if step_bytes.is_multiple_of(16) {
+        (step_bytes + 2).div_ceil(16) * 4
+    } else {
+        (step_bytes + 2).div_ceil(4)
+    };
     WARPS * (2 * WARP_ROWS * words * 4 + WARP_ROWS * (ks + 32) * 2)
 }
 
@@ -151,19 +156,28 @@ impl QGemm {
 
 /// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps, a `wave`
 /// of blocks filling the GPU once, with room for `part_len` partial sums: none where the
-/// blocks fill three quarters of the wave; else enough to fill it, each piece keeping at
-/// least MIN_STEPS_PER_SPLIT steps, at most MAX_SPLITS.
+/// blocks fill a wave; else the count whose blocks finish soonest, counted as the rounds of
+/// waves they take times a piece's steps (a part-full last round costs a whole one), where
+/// it beats a smaller count by a tenth (a split adds the reduce): each piece keeping at least
+/// MIN_STEPS_PER_SPLIT steps, at most MAX_SPLITS.
 fn split_count(wave: usize, n: usize, rows: usize, steps: usize, part_len: usize) -> usize {
     let bt = TOKEN_TILES[tile_index(n)];
     let blocks = n.div_ceil(bt) * rows.div_ceil(BLOCK_ROWS);
-    if 4 * blocks >= 3 * wave {
+    if blocks >= wave {
         return 1;
     }
-    wave.div_ceil(blocks)
-        .min(MAX_SPLITS)
+    let most = MAX_SPLITS
         .min(steps / MIN_STEPS_PER_SPLIT)
         .min(part_len / (n * rows).max(1))
-        .max(1)
+        .max(1);
+    let cost = |s: usize| (blocks * s).div_ceil(wave.max(1)) * steps.div_ceil(s);
+    (2..=most).fold(1, |best, s| {
+        if 10 * cost(s) < 9 * cost(best) {
+            s
+        } else {
+            best
+        }
+    })
 }
 
 /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
@@ -265,18 +279,20 @@ mod tests {
     }
 
     #[test]
-    fn k_is_split_only_where_the_blocks_do_not_fill_the_gpu() {
+    fn k_is_split_where_its_pieces_finish_soonest_in_whole_waves() {
         // An H100's wave at three blocks a multiprocessor.
         let wave = 3 * 132;
         let room = 1 << 23;
-        // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave; at 64 tokens
-        // 296, just short of three quarters of it (297): two pieces.
+        // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave: whole.
         assert_eq!(split_count(wave, 100, 18944, 14, room), 1);
-        assert_eq!(split_count(wave, 64, 18944, 14, room), 2);
-        // Its Q at 16 tokens: 56 blocks; 8 pieces would fill the wave, 14 steps allow 7.
+        // At 64 tokens 296 blocks: whole, one round of 14 steps; 2 pieces, two rounds of 7
+        // (no better); 4 pieces, three rounds of 4 steps (12).
+        assert_eq!(split_count(wave, 64, 18944, 14, room), 4);
+        // Its Q at 16 tokens: 56 blocks; 7 pieces (392 blocks) fill one round, 14 steps allow 7.
         assert_eq!(split_count(wave, 16, 3584, 14, room), 7);
-        // Its ffn_down: 74 steps, 56 blocks: 8 (ceil(396 / 56) = 8, the cap).
-        assert_eq!(split_count(wave, 16, 3584, 74, room), 8);
+        // Its ffn_down: 74 steps, 56 blocks: 7 pieces, one round of 11 steps; 8 would
+        // take a second round (448 blocks) of 10.
+        assert_eq!(split_count(wave, 16, 3584, 74, room), 7);
         // Room for two pieces' partial sums only.
         assert_eq!(split_count(wave, 16, 3584, 74, 2 * 16 * 3584), 2);
         // One k step: no split.

@@ -70,6 +70,11 @@ pub(super) struct Kernels {
     /// The same kernel for heads of 256 (`WIDE_HEAD`), and its threads per block.
     pub(super) attention_group_mma_wide: CudaFunction,
     pub(super) group_mma_wide_threads: u32,
+    /// Both for a batch step's tokens, each over its own sequence's cache, and their threads.
+    pub(super) attention_group_mma_rows: CudaFunction,
+    pub(super) group_mma_rows_threads: u32,
+    pub(super) attention_group_mma_wide_rows: CudaFunction,
+    pub(super) group_mma_wide_rows_threads: u32,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
@@ -129,6 +134,10 @@ impl Kernels {
         let (agm, group_mma_threads) = group_mma_kernel(&f, "attention_group_mma", 128)?;
         let (agm_wide, group_mma_wide_threads) =
             group_mma_kernel(&f, "attention_group_mma_wide", WIDE_HEAD)?;
+        let (agm_rows, group_mma_rows_threads) =
+            group_mma_kernel(&f, "attention_group_mma_rows", 128)?;
+        let (agm_wide_rows, group_mma_wide_rows_threads) =
+            group_mma_kernel(&f, "attention_group_mma_wide_rows", WIDE_HEAD)?;
         Ok(Kernels {
             typed,
             attention: f("attention")?,
@@ -142,6 +151,10 @@ impl Kernels {
             group_mma_threads,
             attention_group_mma_wide: agm_wide,
             group_mma_wide_threads,
+            attention_group_mma_rows: agm_rows,
+            group_mma_rows_threads,
+            attention_group_mma_wide_rows: agm_wide_rows,
+            group_mma_wide_rows_threads,
             mvf_multi: f("mvf_multi")?,
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
