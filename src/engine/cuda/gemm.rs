@@ -21,6 +21,7 @@ use super::error::wrap;
 use super::gemm_q::{self, QGemm};
 use super::launch_params::{ceil_div, lin, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
+use super::split_reduce::{reduce_splits, ReduceOut};
 use super::weights::GMat;
 use crate::engine::error::EngineError;
 use crate::quant::GgmlType;
@@ -450,23 +451,15 @@ pub(super) fn gemm_product(
                 .launch(cfg)
         }?;
         if splits > 1 {
-            let (sp, st) = (splits as i32, clock.stamp());
-            // SAFETY: splits × n × rows partial sums into n rows of `rows` values of C, as
-            // the product's own epilogue would write them.
-            unsafe {
-                launcher
-                    .launch(s, &g.reduce)
-                    .arg(&bufs.part)
-                    .arg(&sp)
-                    .arg(&nn)
-                    .arg(&nr)
-                    .arg(&bias)
-                    .arg(&acc)
-                    .arg(&c_ptr)
-                    .arg(&ldc)
-                    .stamp(&st)
-                    .launch(lin(n * rows))
-            }?;
+            let out = ReduceOut {
+                n,
+                rows,
+                bias,
+                acc,
+                c: c_ptr,
+                ldc,
+            };
+            reduce_splits(launcher, s, &g.reduce, &bufs.part, splits, out, clock)?;
         }
         r0 += rows;
     }

@@ -11,8 +11,9 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError
 
 use super::clock::KernelClock;
 use super::env_counts::env_count;
-use super::launch_params::{ceil_div, lin, Epilogue};
+use super::launch_params::{ceil_div, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
+use super::split_reduce::{reduce_splits, ReduceOut};
 use super::weights::GMat;
 use crate::quant::GgmlType;
 
@@ -244,23 +245,15 @@ pub(super) fn product(
             .launch(cfg)
     }?;
     if splits > 1 {
-        let (sp, st) = (splits as i32, clock.stamp());
-        // SAFETY: splits × n × rows partial sums into n rows of `rows` values of `out`, as the
-        // product's own epilogue would write them.
-        unsafe {
-            launcher
-                .launch(s, reduce)
-                .arg(&*part)
-                .arg(&sp)
-                .arg(&nn)
-                .arg(&rows)
-                .arg(&bias)
-                .arg(&acc)
-                .arg(&c_ptr)
-                .arg(&ldc)
-                .stamp(&st)
-                .launch(lin(n * m.rows))
-        }?;
+        let out = ReduceOut {
+            n,
+            rows: m.rows,
+            bias,
+            acc,
+            c: c_ptr,
+            ldc,
+        };
+        reduce_splits(launcher, s, reduce, part, splits, out, clock)?;
     }
     Ok(())
 }

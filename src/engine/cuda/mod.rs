@@ -45,6 +45,7 @@ pub mod probe;
 mod products;
 mod rope_tables;
 mod setup;
+mod split_reduce;
 mod step_ops;
 pub mod step_trace;
 mod weights;
