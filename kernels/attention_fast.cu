@@ -691,6 +691,17 @@ __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* 
 #endif
 }
 
+// RoPE's cosine and sine of pair threadIdx.x at position pos (rope.cu's table), for the
+// threads below n_rot / 2; the others keep rc, rs.
+__device__ __forceinline__ void rope_cs_at(const float* __restrict__ table, int pos, int n_rot,
+                                           float& rc, float& rs) {
+    if (threadIdx.x < n_rot / 2) {
+        float2 cs = __ldg((const float2*)table + (u64)pos * (n_rot / 2) + threadIdx.x);
+        rc = cs.x;
+        rs = cs.y;
+    }
+}
+
 // One decode token: q, k, v its projections (before RoPE), the cache rows of one layer, the
 // RoPE table (rope.cu), the layer's sliding window (0: none; `ATTF_WINDOW`). head_dim a
 // multiple of 8 (16-byte rows), at most 128; ATTF_THREADS threads. The position (set by the
@@ -699,11 +710,18 @@ __device__ __noinline__ void attention_group_prefetch(const u16* kc, const u16* 
 #define ATTF_PROLOGUE                                                                        \
     int pos0 = __ldg(pos);                                                                   \
     float rc = 0.0f, rs = 0.0f;                                                              \
-    if (threadIdx.x < n_rot / 2) {                                                           \
-        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);     \
-        rc = cs.x;                                                                           \
-        rs = cs.y;                                                                           \
-    }                                                                                        \
+    rope_cs_at(table, pos0, n_rot, rc, rs);                                                  \
+    ATTF_WINDOW
+// A batch step's token blockIdx.z, one a sequence (`cached_at`, rope.cu): its position, its
+// sequence's cache (kc, vc moved to it) and RoPE's values there; `t` the token.
+#define ATTF_ROWS_PROLOGUE                                                                   \
+    const int t = blockIdx.z;                                                                \
+    u64 seq_off;                                                                             \
+    int pos0 = cached_at(rows, seq_stride, t, seq_off);                                      \
+    float rc = 0.0f, rs = 0.0f;                                                              \
+    rope_cs_at(table, pos0, n_rot, rc, rs);                                                  \
+    kc += seq_off;                                                                           \
+    vc += seq_off;                                                                           \
     ATTF_WINDOW
 // A sliding-window layer (`window` > 0): the cache seen from the window's first key
 // (attention.cu `window_first`), so the blocks read, split and combine only the window's
@@ -784,18 +802,7 @@ extern "C" __global__ void __launch_bounds__(ATTF_THREADS)
                          const float* __restrict__ table, int n_rot, int neox, int window,
                          int splits, float scale, int ordered_upto, float* __restrict__ part,
                          int* __restrict__ tickets, float* __restrict__ out, STAMP_PARAMS) {
-    int t = blockIdx.z;
-    u64 seq_off;
-    int pos0 = cached_at(rows, seq_stride, t, seq_off);
-    float rc = 0.0f, rs = 0.0f;
-    if (threadIdx.x < n_rot / 2) {
-        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);
-        rc = cs.x;
-        rs = cs.y;
-    }
-    kc += seq_off;
-    vc += seq_off;
-    ATTF_WINDOW
+    ATTF_ROWS_PROLOGUE
     u64 q_dim = (u64)n_heads * hd, kv_dim = (u64)n_kv_heads * hd;
     q += t * q_dim;
     k += t * kv_dim;

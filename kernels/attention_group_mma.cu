@@ -327,7 +327,7 @@ extern "C" __global__ void __launch_bounds__(AGM_WIDE_THREADS)
 }
 
 // A batch step's tokens, one a sequence, each at its own position over its own sequence's
-// cache (`cached_at`, rope.cu), as `attention_split_rows` takes them (attention_fast.cu):
+// cache (`ATTF_ROWS_PROLOGUE`), as `attention_split_rows` takes them (attention_fast.cu):
 // grid (n_kv_heads, 2 x splits, tokens), AGM_ROWS_WARPS warps (a batch has blocks enough
 // without the single token's wide ones, and half the shared memory lets two share a
 // multiprocessor). Token t's projections and output at row t of q/k/v/out; its `part` n_heads x
@@ -343,18 +343,7 @@ extern "C" __global__ void __launch_bounds__(AGM_WIDE_THREADS)
         int n_rot, int neox, int window, int splits, float scale, float *__restrict__ part,  \
         int *__restrict__ tickets, float *__restrict__ out, STAMP_PARAMS
 #define AGM_ROWS_OPEN                                                                        \
-    const int t = blockIdx.z;                                                                \
-    u64 seq_off;                                                                             \
-    int pos0 = cached_at(rows, seq_stride, t, seq_off);                                      \
-    float rc = 0.0f, rs = 0.0f;                                                              \
-    if (threadIdx.x < n_rot / 2) {                                                           \
-        float2 cs = __ldg((const float2*)table + (u64)pos0 * (n_rot / 2) + threadIdx.x);     \
-        rc = cs.x;                                                                           \
-        rs = cs.y;                                                                           \
-    }                                                                                        \
-    kc += seq_off;                                                                           \
-    vc += seq_off;                                                                           \
-    ATTF_WINDOW                                                                              \
+    ATTF_ROWS_PROLOGUE                                                                       \
     const u64 q_dim = (u64)n_heads * hd, kv_dim = (u64)n_kv_heads * hd;                      \
     q += t * q_dim;                                                                          \
     k += t * kv_dim;                                                                         \
