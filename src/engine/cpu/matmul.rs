@@ -350,7 +350,7 @@ thread_local! {
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
 /// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
-/// numerics (`fast`: the model's repacked matrices) the Q4_0 and Q4_1 products and a prompt's
+/// numerics (`fast`: the model's repacked matrices) the Q4_0, Q4_1 and Q5_1 products and a prompt's
 /// Q8_0 and Q5_0 products take the repacked rows (`packed_task`), a prompt's k-quant products rows
 /// unpacked per task (`kquant_task`) and its float products tiles (`widened_batch`), all
 /// reordering their float sums; everything else is the reference's arithmetic under either.
