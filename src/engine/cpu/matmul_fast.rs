@@ -116,12 +116,12 @@ pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Op
     }
 }
 
-/// A task's Q4_0, Q4_1, Q5_1 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
-/// eight) against every token under `fast` numerics, repacked at load (`how`): each group of eight
-/// against the tokens `T` at a time (then four, then one; on AVX-512 VNNI two groups at a time);
-/// rows past the matrix's last whole group take the exact one-token kernel. `acts` are the tokens'
-/// Q8_0 rows (Q8_1 for Q4_1 and Q5_1, which take them as they are), `summed` the same with their sums (for
-/// Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
+/// A task's Q4_0, Q4_1, Q5_1 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple
+/// of eight) against every token under `fast` numerics, repacked at load (`how`): each group of
+/// eight against the tokens `T` at a time (then four, then one; on AVX-512 VNNI two groups at a
+/// time); rows past the matrix's last whole group take the exact one-token kernel. `acts` are the
+/// tokens' Q8_0 rows (Q8_1 for Q4_1 and Q5_1, which take them as they are), `summed` the same with
+/// their sums (for Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn packed_task<'o>(
     how: &Packed,

@@ -74,8 +74,8 @@ pub struct Q4_1x8 {
 /// Q5_1's eight rows: as `Q4_1x8`, with the weights' fifth bits in `qh`, laid out so that bit
 /// k of byte `4r + j` is the fifth bit of the weight whose nibble sits at byte `4r + j` of the
 /// vector that pairs with activation word k (`q[k]`'s low nibbles for k < 4, `q[k - 4]`'s high
-/// ones after): row r's high bit `4 (k % 4) + j + 16 (k / 4)`. Moving bit k of every byte to
-/// bit 4 is then one 16-bit shift and a mask.
+/// ones after): row r's high bit `4k + j`. Moving bit k of every byte to bit 4 is then one
+/// 16-bit shift and a mask.
 #[derive(Clone, Copy, Default)]
 pub struct Q5_1x8 {
     pub(super) d: [u16; 8],
@@ -257,6 +257,14 @@ fn mins_of(rows: &[u8], (row_bytes, block): (usize, usize), (g, i): (usize, usiz
     })
 }
 
+/// Bits 0, 4, 8, .. 28 of `x` as bits 0..8 of a byte.
+fn every_fourth_bit(x: u32) -> u8 {
+    let x = x & 0x1111_1111;
+    let x = (x | x >> 3) & 0x0303_0303;
+    let x = (x | x >> 6) & 0x000F_000F;
+    (x | x >> 12) as u8
+}
+
 impl Interleaved for Q5_1x8 {
     const TYPE: GgmlType = GgmlType::Q5_1;
     /// A prompt's Q5_1 products are quantized as Q8_1 already: the kernel takes those blocks.
@@ -278,9 +286,7 @@ impl Interleaved for Q5_1x8 {
             let at = (8 * g + r) * row_bytes + i * 24;
             let qh = u32::from_le_bytes([rows[at + 4], rows[at + 5], rows[at + 6], rows[at + 7]]);
             for j in 0..4 {
-                b.qh[4 * r + j] = (0..8)
-                    .map(|k| (((qh >> (4 * (k % 4) + j + 16 * (k / 4))) & 1) as u8) << k)
-                    .sum();
+                b.qh[4 * r + j] = every_fourth_bit(qh >> j);
             }
         }
         b
@@ -301,10 +307,8 @@ impl Interleaved for Q5_1x8 {
             let mut s16 = [_mm256_setzero_si256(); T];
             for v in 2 * half..2 * half + 2 {
                 let packed = load(&self.q[v]);
-                let lo = _mm256_or_si256(
-                    _mm256_and_si256(packed, mask),
-                    _mm256_and_si256(lo_h, bit4),
-                );
+                let lo =
+                    _mm256_or_si256(_mm256_and_si256(packed, mask), _mm256_and_si256(lo_h, bit4));
                 let hi = _mm256_or_si256(
                     _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
                     _mm256_and_si256(hi_h, bit4),
@@ -611,6 +615,16 @@ mod tests {
 
     use super::*;
     use crate::rng::SplitMix64 as Rng;
+
+    #[test]
+    fn every_fourth_bit_gathers_bits_0_4_to_28() {
+        let mut rng = Rng::new(0x5151);
+        for _ in 0..1000 {
+            let x = rng.next_u64() as u32;
+            let want: u8 = (0..8).map(|k| (((x >> (4 * k)) & 1) as u8) << k).sum();
+            assert_eq!(every_fourth_bit(x), want, "{x:#010x}");
+        }
+    }
 
     #[test]
     fn q5_0_blocks_as_q8_0_hold_the_same_weights() {

@@ -1,11 +1,11 @@
-//! `fast_rows`' Q4_0, Q4_1, Q5_1 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight rows side
-//! by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast activation
-//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a `maddubs`
-//! and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an unsigned and a signed
-//! byte: Q4_0's nibbles are unsigned (eight times the activations' sum taken out after), Q4_1's too
-//! (its minimums added as `rows8` adds them), Q5_1's five-bit levels as well (the fifth bits put
-//! back as `rows8` puts them), Q8_0's activations are offset by 128 (128 times the
-//! row's level sum taken out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact
+//! `fast_rows`' Q4_0, Q4_1, Q5_1 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight
+//! rows side by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast
+//! activation word's four products into each row's 32-bit sum in one instruction, where AVX2 takes
+//! a `maddubs` and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an unsigned
+//! and a signed byte: Q4_0's nibbles are unsigned (eight times the activations' sum taken out
+//! after), Q4_1's too (its minimums added as `rows8` adds them), Q5_1's five-bit levels as well
+//! (the fifth bits put back as `rows8` puts them), Q8_0's activations are offset by 128 (128 times
+//! the row's level sum taken out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact
 //! integer block sums, each row's float chain in the same order).
 
 use std::arch::x86_64::*;
@@ -151,10 +151,7 @@ impl Pairs for Q5_1x8 {
         let mut s = [_mm512_setzero_si512(); T];
         for v in 0..4 {
             let packed = halves(b0.q[v].as_ptr(), b1.q[v].as_ptr());
-            let lo = _mm512_or_si512(
-                _mm512_and_si512(packed, mask),
-                _mm512_and_si512(lo_h, bit4),
-            );
+            let lo = _mm512_or_si512(_mm512_and_si512(packed, mask), _mm512_and_si512(lo_h, bit4));
             let hi = _mm512_or_si512(
                 _mm512_and_si512(_mm512_srli_epi16::<4>(packed), mask),
                 _mm512_and_si512(hi_h, bit4),

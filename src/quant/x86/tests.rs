@@ -275,7 +275,9 @@ mod legacy_kernels {
     /// as the engine's steps take them (eight, four, one) on AVX2, within float reordering of an
     /// f64 dot and of the exact kernel; on AVX-512 VNNI (two groups side by side) bit for bit
     /// the AVX2 results.
-    fn min_rows_match<B: crate::quant::x86::fast_rows_vnni::Pairs<Act = BlockQ8_1, Wide = BlockQ8_1>>(
+    fn min_rows_match<
+        B: crate::quant::x86::fast_rows_vnni::Pairs<Act = BlockQ8_1, Wide = BlockQ8_1>,
+    >(
         seed: u64,
     ) {
         use crate::quant::x86::fast_rows::{repack, rows8};
