@@ -441,6 +441,7 @@ fn fast_decode(bytes: usize, reps: usize) {
     for (ty, cols) in [
         (GgmlType::Q4_0, 896),
         (GgmlType::Q4_1, 896),
+        (GgmlType::Q4_1, 4864),
         (GgmlType::Q5_1, 896),
         (GgmlType::Q5_1, 4864),
     ] {
@@ -479,7 +480,11 @@ fn fast_decode(bytes: usize, reps: usize) {
             m.len() as f64 / 1e6,
             gbs(exact),
             gbs(fast),
-            if fast_rows_vnni::available() { "rows16" } else { "rows8" }
+            if fast_rows_vnni::available() {
+                "rows16"
+            } else {
+                "rows8"
+            }
         );
     }
 }

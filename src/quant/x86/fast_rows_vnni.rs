@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 
 use super::fast_rows::{Interleaved, Q4_0x8, Q4_1x8, Q5_1x8, Q8_0x8, SummedBlock};
 use super::loads::halves;
-use super::prefetch::prefetch_ahead;
+use super::prefetch::{prefetch_ahead, PREFETCH_AHEAD};
 use crate::quant::blocks::{BlockQ8_0, BlockQ8_1};
 
 /// Whether the CPU runs `rows16` (cached by std after the first call).
@@ -217,14 +217,24 @@ pub unsafe fn rows16<B: Pairs, const T: usize>(
         assert!(out[t].len() >= 16, "an output row is short");
     }
     let mut acc = [_mm512_setzero_ps(); T];
+    let (size, group_bytes) = (std::mem::size_of::<B>(), per_row * std::mem::size_of::<B>());
     for i in 0..per_row {
         // SAFETY: i < per_row, the length of both groups and of every activation row.
         let (b0, b1) = unsafe { (g0.get_unchecked(i), g1.get_unchecked(i)) };
         if T == 1 {
-            // One token streams the blocks from memory once (`prefetch_ahead` says why).
-            for b in [b0, b1] {
-                let p = (b as *const B).cast::<u8>();
-                for line in (0..std::mem::size_of::<B>()).step_by(64) {
+            // One token streams the blocks from memory once (`prefetch_ahead` says why). The
+            // caller's pairs lie one after another (group g1 after g0, the next pair after
+            // g1). Groups longer than the distance ahead: once `g0`'s stream ahead would run
+            // into `g1`, which its own stream fetches, it asks for the next pair's second
+            // group instead (else that group's first lines were all demand misses).
+            let (p0, p1) = ((b0 as *const B).cast::<u8>(), (b1 as *const B).cast::<u8>());
+            let p0 = if group_bytes <= PREFETCH_AHEAD || i * size + PREFETCH_AHEAD < group_bytes {
+                p0
+            } else {
+                p1.wrapping_add(group_bytes)
+            };
+            for p in [p0, p1] {
+                for line in (0..size).step_by(64) {
                     prefetch_ahead(p.wrapping_add(line));
                 }
             }
