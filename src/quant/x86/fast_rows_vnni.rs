@@ -217,7 +217,7 @@ pub unsafe fn rows16<B: Pairs, const T: usize>(
         assert!(out[t].len() >= 16, "an output row is short");
     }
     let mut acc = [_mm512_setzero_ps(); T];
-    let (size, group_bytes) = (std::mem::size_of::<B>(), per_row * std::mem::size_of::<B>());
+    let (size, group_bytes) = (std::mem::size_of::<B>(), std::mem::size_of_val(g0));
     for i in 0..per_row {
         // SAFETY: i < per_row, the length of both groups and of every activation row.
         let (b0, b1) = unsafe { (g0.get_unchecked(i), g1.get_unchecked(i)) };
