@@ -354,7 +354,7 @@ fn legacy_prompt(reps: usize) {
     }
 }
 
-/// A prompt's Q4_0/Q4_1/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows repacked
+/// A prompt's Q4_0/Q4_1/Q5_1/Q8_0 products under `fast` numerics (`x86::fast_rows`): rows repacked
 /// eight at a time (not timed), then against eight tokens, on a matrix in L2. Prints ns per
 /// block and token and GOP/s on one thread for several tokens per step.
 #[cfg(target_arch = "x86_64")]
@@ -368,6 +368,8 @@ fn fast_prompt(reps: usize) {
         (GgmlType::Q4_0, 4864, 16),
         (GgmlType::Q4_1, 896, 32),
         (GgmlType::Q4_1, 4864, 16),
+        (GgmlType::Q5_1, 896, 32),
+        (GgmlType::Q5_1, 4864, 16),
         (GgmlType::Q8_0, 896, 32),
         (GgmlType::Q8_0, 4864, 16),
     ] {
@@ -378,6 +380,7 @@ fn fast_prompt(reps: usize) {
         let t = match ty {
             GgmlType::Q8_0 => fast_tiles::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts),
             GgmlType::Q4_1 => fast_tiles::<fast_rows::Q4_1x8>(reps, &m, row_bytes, &acts),
+            GgmlType::Q5_1 => fast_tiles::<fast_rows::Q5_1x8>(reps, &m, row_bytes, &acts),
             _ => fast_tiles::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts),
         };
         let shown: Vec<String> = t
@@ -394,13 +397,100 @@ fn fast_prompt(reps: usize) {
         match ty {
             GgmlType::Q8_0 => fast_vnni::<fast_rows::Q8_0x8>(reps, &m, row_bytes, &acts),
             GgmlType::Q4_1 => fast_vnni::<fast_rows::Q4_1x8>(reps, &m, row_bytes, &acts),
+            GgmlType::Q5_1 => fast_vnni::<fast_rows::Q5_1x8>(reps, &m, row_bytes, &acts),
             _ => fast_vnni::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &acts),
         }
     }
 }
 
-/// The Q4_0, Q4_1 or Q8_0 kernel on AVX-512 VNNI (`x86::fast_rows_vnni`, sixteen rows by eight
-/// tokens).
+/// One token against a matrix streamed from memory (`bytes`) under `fast` numerics: the rows
+/// repacked (not timed) on `rows16` (AVX-512 VNNI) or `rows8`, beside the exact row loop
+/// (`vec_dot_rows`) on the file's layout. Prints GB/s of weights on one thread.
+#[cfg(target_arch = "x86_64")]
+fn fast_decode(bytes: usize, reps: usize) {
+    use cbtop::quant::x86::{self, fast_rows, fast_rows_vnni};
+    if !x86::available() {
+        return;
+    }
+    /// Seconds of the best pass of one token over `blocks` (`per_row` blocks a row).
+    fn packed<B: fast_rows_vnni::Pairs>(
+        reps: usize,
+        blocks: &[B],
+        per_row: usize,
+        a: &[B::Wide],
+        act: &[B::Act],
+    ) -> f64 {
+        let groups: Vec<&[B]> = blocks.chunks_exact(per_row).collect();
+        let mut out = [0f32; 16];
+        best(reps, || {
+            for pair in groups.chunks(2) {
+                if pair.len() == 2 && fast_rows_vnni::available() {
+                    // SAFETY: AVX-512 VNNI was just detected; every group and `a` hold
+                    // `per_row` blocks.
+                    unsafe { fast_rows_vnni::rows16::<B, 1>(pair[0], pair[1], [a], [&mut out]) };
+                } else {
+                    for g in pair {
+                        // SAFETY: `x86::available()` was checked above.
+                        unsafe { fast_rows::rows8::<B, 1>(g, [act], [&mut out[..8]]) };
+                    }
+                }
+            }
+            out[0]
+        })
+    }
+    for (ty, cols) in [
+        (GgmlType::Q4_0, 896),
+        (GgmlType::Q4_1, 896),
+        (GgmlType::Q4_1, 4864),
+        (GgmlType::Q5_1, 896),
+        (GgmlType::Q5_1, 4864),
+    ] {
+        let mut rng = Rng(0x5151_0000_0000_0001);
+        let row_bytes = cols / 32 * ty.block_bytes();
+        let rows = (bytes / row_bytes) / 16 * 16;
+        let m = matrix(ty, rows, cols, &mut rng);
+        let q8 = q8_rows(cols, 1, &mut rng).remove(0);
+        let exact_act = random_acts(ActType::for_weights(ty), cols, 1, &mut rng).remove(0);
+        let mut out = vec![0f32; rows];
+        let exact = best(reps, || {
+            cbtop::quant::vec_dot_rows(ty, &m, row_bytes, &exact_act, &mut out);
+            out[0]
+        });
+        fn run<B: fast_rows_vnni::Pairs>(
+            reps: usize,
+            m: &[u8],
+            row_bytes: usize,
+            q8: &[cbtop::quant::legacy::BlockQ8_0],
+        ) -> f64 {
+            let mut blocks: Vec<B> = Vec::new();
+            fast_rows::repack(m, row_bytes, &mut blocks);
+            let wide: Vec<B::Wide> = q8.iter().map(B::wide).collect();
+            let act: Vec<B::Act> = q8.iter().map(B::act).collect();
+            packed(reps, &blocks, q8.len(), &wide, &act)
+        }
+        let fast = match ty {
+            GgmlType::Q4_0 => run::<fast_rows::Q4_0x8>(reps, &m, row_bytes, &q8),
+            GgmlType::Q4_1 => run::<fast_rows::Q4_1x8>(reps, &m, row_bytes, &q8),
+            _ => run::<fast_rows::Q5_1x8>(reps, &m, row_bytes, &q8),
+        };
+        let gbs = |t: f64| m.len() as f64 / t / 1e9;
+        println!(
+            "{ty} decode, {cols} cols, {:.1} MB: exact rows {:.1} GB/s, fast repacked {:.1} GB/s \
+             ({})",
+            m.len() as f64 / 1e6,
+            gbs(exact),
+            gbs(fast),
+            if fast_rows_vnni::available() {
+                "rows16"
+            } else {
+                "rows8"
+            }
+        );
+    }
+}
+
+/// The Q4_0, Q4_1, Q5_1 or Q8_0 kernel on AVX-512 VNNI (`x86::fast_rows_vnni`, sixteen rows by
+/// eight tokens).
 #[cfg(target_arch = "x86_64")]
 fn fast_vnni<B: cbtop::quant::x86::fast_rows_vnni::Pairs>(
     reps: usize,
@@ -689,6 +779,7 @@ fn main() {
     }
     #[cfg(target_arch = "x86_64")]
     if only.iter().any(|o| o.eq_ignore_ascii_case("fast")) {
+        fast_decode(cold, reps.min(5));
         fast_prompt(reps);
     }
     #[cfg(target_arch = "x86_64")]

@@ -117,14 +117,14 @@ conformance! {
     phi3_long_f32 => "synth-long-phi3-F32",
 }
 
-/// `fast` numerics on the CPU (Q4_0 and Q4_1 matrices repacked at load and taken on the fast
+/// `fast` numerics on the CPU (Q4_0, Q4_1 and Q5_1 matrices repacked at load and taken on the fast
 /// kernels for prompts and single tokens; a prompt's Q8_0, Q5_0 and k-quant products too, Q2_K and
 /// Q3_K where AVX-512 VNNI takes them) stay within every model's bounds, and on the Q4_0, Q4_1,
-/// Q8_0 and k-quant models the prompt's logits are not the exact bits (the fast kernels ran: the
-/// 10-token prompts take the batch products); on the Q4_0 and Q4_1 models the same holds token by
-/// token (the one-token products run on the repacked rows as well). The Q5_0 model's small levels
-/// leave its prompt's sums exact in either order, so there the test checks that its matrices were
-/// repacked.
+/// Q5_1, Q8_0 and k-quant models the prompt's logits are not the exact bits (the fast kernels ran:
+/// the 10-token prompts take the batch products); on the Q4_0, Q4_1 and Q5_1 models the same holds
+/// token by token (the one-token products run on the repacked rows as well). The Q5_0 model's small
+/// levels leave its prompt's sums exact in either order, so there the test checks that its matrices
+/// were repacked.
 ///
 /// Fast numerics are held to the wider of the fixture's bound and llama.cpp's own CUDA-vs-CPU
 /// spread on the model (tests/fixtures/conformance/llama-cuda-spread.tsv), as on the GPU.
@@ -143,6 +143,7 @@ fn fast_numerics_on_the_cpu_stay_within_the_bounds() {
     for (name, one_by_one) in [
         ("conf-qwen2-Q4_0", true),
         ("conf-qwen2-Q4_1", true),
+        ("conf-qwen2-Q5_1", true),
         ("conf-qwen2-Q8_0", false),
         ("conf-llama-Q4_K_S", false),
         ("conf-qwen2-Q5_K_S", false),

@@ -349,11 +349,11 @@ thread_local! {
 }
 
 /// `matmul` for several matrices with the same input `x` (all with `x`'s row length), in one
-/// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast`
-/// numerics (`fast`: the model's repacked matrices) the Q4_0 and Q4_1 products and a prompt's
-/// Q8_0 and Q5_0 products take the repacked rows (`packed_task`), a prompt's k-quant products rows
-/// unpacked per task (`kquant_task`) and its float products tiles (`widened_batch`), all
-/// reordering their float sums; everything else is the reference's arithmetic under either.
+/// parallel region; the results are exactly those of one `matmul` per matrix. Under `fast` numerics
+/// (`fast`: the model's repacked matrices) the Q4_0, Q4_1 and Q5_1 products and a prompt's Q8_0 and
+/// Q5_0 products take the repacked rows (`packed_task`), a prompt's k-quant products rows unpacked
+/// per task (`kquant_task`) and its float products tiles (`widened_batch`), all reordering their
+/// float sums; everything else is the reference's arithmetic under either.
 pub fn matmuls(w: &Weights, x: &[f32], products: &mut [Product], fast: Option<&Repacked>) {
     // A task never calls back in here, so the calling thread's scratch is free.
     SCRATCH.with_borrow_mut(|scratch| matmuls_in(scratch, w, x, products, fast));

@@ -1,5 +1,5 @@
 //! The `fast` numerics' product tasks (`matmul` hands them theirs): which matrices take a fast
-//! kernel (`fast_rows`), the repacked Q4_0/Q4_1/Q8_0 groups against a prompt's or a token's
+//! kernel (`fast_rows`), the repacked Q4_0/Q4_1/Q5_1/Q8_0 groups against a prompt's or a token's
 //! rows (`packed_task`, two groups at a time on AVX-512 VNNI), the k-quants unpacked per task
 //! (`kquant_task`), and the activation forms those kernels take, made once per call
 //! (`act_rows`). They reorder float sums; `matmul` keeps the reference's arithmetic.
@@ -40,13 +40,13 @@ pub(super) fn act_rows<'s, A: Send>(
     &rows[..n]
 }
 
-/// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0, Q4_1
-/// and Q8_0 kernels take them side by side (AVX-512 VNNI; Q5_0 is repacked as Q8_0), else one.
+/// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0, Q4_1,
+/// Q5_1 and Q8_0 kernels take them side by side (AVX-512 VNNI; Q5_0 is repacked as Q8_0), else one.
 pub(super) fn group_rows(m: &Mat) -> usize {
     #[cfg(target_arch = "x86_64")]
     if matches!(
         m.ty,
-        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q5_0
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_0 | GgmlType::Q5_0
     ) && crate::quant::x86::fast_rows_vnni::available()
     {
         return 16;
@@ -116,12 +116,12 @@ pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Op
     }
 }
 
-/// A task's Q4_0, Q4_1 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple of
-/// eight) against every token under `fast` numerics, repacked at load (`how`): each group of eight
-/// against the tokens `T` at a time (then four, then one; on AVX-512 VNNI two groups at a time);
-/// rows past the matrix's last whole group take the exact one-token kernel. `acts` are the tokens'
-/// Q8_0 rows (Q8_1 for Q4_1, which takes them as they are), `summed` the same with their sums (for
-/// Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
+/// A task's Q4_0, Q4_1, Q5_1 or Q8_0 rows (`rows`: the task's file bytes, from row `r0`, a multiple
+/// of eight) against every token under `fast` numerics, repacked at load (`how`): each group of
+/// eight against the tokens `T` at a time (then four, then one; on AVX-512 VNNI two groups at a
+/// time); rows past the matrix's last whole group take the exact one-token kernel. `acts` are the
+/// tokens' Q8_0 rows (Q8_1 for Q4_1 and Q5_1, which take them as they are), `summed` the same with
+/// their sums (for Q4_0), `biased` offset to unsigned bytes (for Q8_0 on AVX-512 VNNI).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn packed_task<'o>(
     how: &Packed,
@@ -174,6 +174,10 @@ pub(super) fn packed_task<'o>(
         QuantizedAct::Q8_0(a) => a.as_slice(),
         _ => unreachable!("a Q4_0, Q5_0 or Q8_0 product's activations are Q8_0"),
     };
+    let q8_1 = |t: usize| match &acts[t] {
+        QuantizedAct::Q8_1(a) => a.as_slice(),
+        _ => unreachable!("a Q4_1 or Q5_1 product's activations are Q8_1"),
+    };
     let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
     let from = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1;
     let vnni = crate::quant::x86::fast_rows_vnni::available();
@@ -187,14 +191,17 @@ pub(super) fn packed_task<'o>(
             }
         }
         Packed::Q4_1(b) => {
-            let act = |t: usize| match &acts[t] {
-                QuantizedAct::Q8_1(a) => a.as_slice(),
-                _ => unreachable!("a Q4_1 product's activations are Q8_1"),
-            };
             if vnni {
-                pairs_vnni(&b[span], per_row, n, (&act, &act), &from);
+                pairs_vnni(&b[span], per_row, n, (&q8_1, &q8_1), &from);
             } else {
-                groups::<_, 8>(&b[span], per_row, n, &act, &eight);
+                groups::<_, 8>(&b[span], per_row, n, &q8_1, &eight);
+            }
+        }
+        Packed::Q5_1(b) => {
+            if vnni {
+                pairs_vnni(&b[span], per_row, n, (&q8_1, &q8_1), &from);
+            } else {
+                groups::<_, 8>(&b[span], per_row, n, &q8_1, &eight);
             }
         }
         Packed::Q8_0(b) => {

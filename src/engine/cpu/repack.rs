@@ -1,11 +1,11 @@
-//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0, Q4_1, Q8_0 and Q5_0 matrix's
-//! rows in groups of eight (`quant::x86::fast_rows`; Q5_0 as Q8_0, one signed byte a level), so
-//! decode and prompt products take eight rows per broadcast activation word without reordering
-//! bytes on every call. Built once per engine, on the pool; the file's own bytes stay mapped for
-//! everything else (the embedding lookup, the rows past a matrix's last whole group, the exact
-//! kernels). The output matrix is repacked too: a batch step takes it for every sequence (a prompt,
-//! only for its last token), and against the file's layout it was the largest share of such a step;
-//! its copy is the largest of a small model's (the report shows the bytes and seconds).
+//! Weights repacked at load for the CPU's `fast` numerics: every Q4_0, Q4_1, Q5_1, Q8_0 and Q5_0
+//! matrix's rows in groups of eight (`quant::x86::fast_rows`; Q5_0 as Q8_0, one signed byte a
+//! level), so decode and prompt products take eight rows per broadcast activation word without
+//! reordering bytes on every call. Built once per engine, on the pool; the file's own bytes stay
+//! mapped for everything else (the embedding lookup, the rows past a matrix's last whole group, the
+//! exact kernels). The output matrix is repacked too: a batch step takes it for every sequence (a
+//! prompt, only for its last token), and against the file's layout it was the largest share of such
+//! a step; its copy is the largest of a small model's (the report shows the bytes and seconds).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -20,6 +20,8 @@ pub enum Packed {
     Q4_0(Vec<crate::quant::x86::fast_rows::Q4_0x8>),
     #[cfg(target_arch = "x86_64")]
     Q4_1(Vec<crate::quant::x86::fast_rows::Q4_1x8>),
+    #[cfg(target_arch = "x86_64")]
+    Q5_1(Vec<crate::quant::x86::fast_rows::Q5_1x8>),
     #[cfg(target_arch = "x86_64")]
     Q8_0(Vec<crate::quant::x86::fast_rows::Q8_0x8>),
 }
@@ -37,14 +39,14 @@ pub struct Repacked {
 }
 
 impl Repacked {
-    /// The model's Q4_0, Q4_1, Q8_0 and Q5_0 matrices repacked (none where the CPU lacks AVX2,
-    /// FMA and F16C, or on other architectures).
+    /// The model's Q4_0, Q4_1, Q5_1, Q8_0 and Q5_0 matrices repacked (none where the CPU lacks
+    /// AVX2, FMA and F16C, or on other architectures).
     pub fn build(w: &Weights) -> Repacked {
         let t0 = Instant::now();
         let mut out = Repacked::default();
         #[cfg(target_arch = "x86_64")]
         if crate::quant::x86::available() {
-            use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8, Q4_1x8, Q8_0x8};
+            use crate::quant::x86::fast_rows::{Interleaved, Q4_0x8, Q4_1x8, Q5_1x8, Q8_0x8};
             out.kernels = true;
             /// `m`'s whole groups repacked on the pool, a group per piece.
             fn groups<B: Interleaved>(w: &Weights, m: &Mat) -> Vec<B> {
@@ -95,6 +97,11 @@ impl Repacked {
                         let blocks = groups::<Q4_1x8>(w, m);
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q4_1(blocks)
+                    }
+                    GgmlType::Q5_1 => {
+                        let blocks = groups::<Q5_1x8>(w, m);
+                        out.bytes += std::mem::size_of_val(&blocks[..]);
+                        Packed::Q5_1(blocks)
                     }
                     GgmlType::Q8_0 => {
                         let blocks = groups::<Q8_0x8>(w, m);

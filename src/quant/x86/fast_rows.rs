@@ -1,4 +1,4 @@
-//! Q4_0, Q4_1 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md "Numerics"), on
+//! Q4_0, Q4_1, Q5_1 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md "Numerics"), on
 //! weights repacked at load eight rows at a time (`repack`): one vector holds a block's four
 //! weights of all eight rows, so one broadcast activation word multiplies them all, and a
 //! block's eight row sums take one conversion and one fused multiply-add together where the
@@ -11,8 +11,9 @@
 //! (one weight vector live at a time, the tokens' integer sums in registers): Q4_0's unsigned
 //! nibbles against the activations, less eight times each activation block's sum (made once
 //! per call, `SummedBlock`); Q4_1's nibbles as they are, each block's minimum times the
-//! activation block's sum (Q8_1's `s`) added by one more fused multiply-add; Q8_0's levels with
-//! their signs moved onto the activations.
+//! activation block's sum (Q8_1's `s`) added by one more fused multiply-add; Q5_1's as Q4_1's
+//! with each weight's fifth bit put back from the rows' high bits (`Q5_1x8::qh`, one shift and
+//! mask a vector); Q8_0's levels with their signs moved onto the activations.
 
 use std::arch::x86_64::*;
 
@@ -67,6 +68,19 @@ pub struct Q4_0x8 {
 pub struct Q4_1x8 {
     pub(super) d: [u16; 8],
     pub(super) m: [u16; 8],
+    pub(super) q: [[u8; 32]; 4],
+}
+
+/// Q5_1's eight rows: as `Q4_1x8`, with the weights' fifth bits in `qh`, laid out so that bit
+/// k of byte `4r + j` is the fifth bit of the weight whose nibble sits at byte `4r + j` of the
+/// vector that pairs with activation word k (`q[k]`'s low nibbles for k < 4, `q[k - 4]`'s high
+/// ones after): row r's high bit `4k + j`. Moving bit k of every byte to bit 4 is then one
+/// 16-bit shift and a mask.
+#[derive(Clone, Copy, Default)]
+pub struct Q5_1x8 {
+    pub(super) d: [u16; 8],
+    pub(super) m: [u16; 8],
+    pub(super) qh: [u8; 32],
     pub(super) q: [[u8; 32]; 4],
 }
 
@@ -189,15 +203,8 @@ impl Interleaved for Q4_1x8 {
     /// A prompt's Q4_1 products are quantized as Q8_1 already: the kernel takes those blocks.
     type Act = BlockQ8_1;
 
-    /// The Q8_1 block of the same levels (Q8_1's scale and levels are Q8_0's), its sum from the
-    /// rounded scale (`quantize_act`'s from the unrounded one, an f16 rounding apart).
     fn act(a: &BlockQ8_0) -> BlockQ8_1 {
-        let sum: i32 = a.qs.iter().map(|&q| q as i32).sum();
-        BlockQ8_1 {
-            d: a.d,
-            s: round_f16(a.d * sum as f32),
-            qs: a.qs,
-        }
+        q8_1_of(a)
     }
 
     fn act_scale(a: &BlockQ8_1) -> f32 {
@@ -207,16 +214,119 @@ impl Interleaved for Q4_1x8 {
     fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q4_1x8 {
         let mut b = Q4_1x8::default();
         spread(rows, (row_bytes, 20, 4), (g, i), &mut b.d, &mut b.q);
-        for (r, m) in b.m.iter_mut().enumerate() {
-            let at = (8 * g + r) * row_bytes + i * 20;
-            *m = u16::from_le_bytes([rows[at + 2], rows[at + 3]]);
-        }
+        b.m = mins_of(rows, (row_bytes, 20), (g, i));
         b
     }
 
     #[inline(always)]
     unsafe fn isums<const T: usize>(&self, y: [&BlockQ8_1; T]) -> [__m256i; T] {
         nibble_sums(&self.q, y.map(|y| &y.qs))
+    }
+
+    fn scales(&self) -> &[u16; 8] {
+        &self.d
+    }
+
+    #[inline(always)]
+    fn mins(&self) -> Option<&[u16; 8]> {
+        Some(&self.m)
+    }
+
+    #[inline(always)]
+    fn act_sum(a: &BlockQ8_1) -> f32 {
+        a.s
+    }
+}
+
+/// The Q8_1 block of a Q8_0 block's levels (Q8_1's scale and levels are Q8_0's), its sum from
+/// the rounded scale (`quantize_act`'s from the unrounded one, an f16 rounding apart).
+fn q8_1_of(a: &BlockQ8_0) -> BlockQ8_1 {
+    let sum: i32 = a.qs.iter().map(|&q| q as i32).sum();
+    BlockQ8_1 {
+        d: a.d,
+        s: round_f16(a.d * sum as f32),
+        qs: a.qs,
+    }
+}
+
+/// Rows `8g..8g + 8`'s block `i` minimums (f16 bits at byte 2 of each block of `block` bytes).
+fn mins_of(rows: &[u8], (row_bytes, block): (usize, usize), (g, i): (usize, usize)) -> [u16; 8] {
+    std::array::from_fn(|r| {
+        let at = (8 * g + r) * row_bytes + i * block;
+        u16::from_le_bytes([rows[at + 2], rows[at + 3]])
+    })
+}
+
+/// Bits 0, 4, 8, .. 28 of `x` as bits 0..8 of a byte.
+fn every_fourth_bit(x: u32) -> u8 {
+    let x = x & 0x1111_1111;
+    let x = (x | x >> 3) & 0x0303_0303;
+    let x = (x | x >> 6) & 0x000F_000F;
+    (x | x >> 12) as u8
+}
+
+impl Interleaved for Q5_1x8 {
+    const TYPE: GgmlType = GgmlType::Q5_1;
+    /// A prompt's Q5_1 products are quantized as Q8_1 already: the kernel takes those blocks.
+    type Act = BlockQ8_1;
+
+    fn act(a: &BlockQ8_0) -> BlockQ8_1 {
+        q8_1_of(a)
+    }
+
+    fn act_scale(a: &BlockQ8_1) -> f32 {
+        a.d
+    }
+
+    fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q5_1x8 {
+        let mut b = Q5_1x8::default();
+        spread(rows, (row_bytes, 24, 8), (g, i), &mut b.d, &mut b.q);
+        b.m = mins_of(rows, (row_bytes, 24), (g, i));
+        for r in 0..8 {
+            let at = (8 * g + r) * row_bytes + i * 24;
+            let qh = u32::from_le_bytes([rows[at + 4], rows[at + 5], rows[at + 6], rows[at + 7]]);
+            for j in 0..4 {
+                b.qh[4 * r + j] = every_fourth_bit(qh >> j);
+            }
+        }
+        b
+    }
+
+    #[inline(always)]
+    unsafe fn isums<const T: usize>(&self, y: [&BlockQ8_1; T]) -> [__m256i; T] {
+        // Levels (0..=31) times int8 pairs are within +-7936: four of them fit an i16, so the
+        // sums widen every two vectors.
+        let (mask, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+        let ones = _mm256_set1_epi16(1);
+        let qh = load(&self.qh);
+        // Bit 4 of each byte: the low nibbles' fifth bits (`lo_h`) and the high ones' (`hi_h`)
+        // for vector v, each shifted right once a vector.
+        let (mut lo_h, mut hi_h) = (_mm256_slli_epi16::<4>(qh), qh);
+        let mut s32 = [_mm256_setzero_si256(); T];
+        for half in 0..2 {
+            let mut s16 = [_mm256_setzero_si256(); T];
+            for v in 2 * half..2 * half + 2 {
+                let packed = load(&self.q[v]);
+                let lo =
+                    _mm256_or_si256(_mm256_and_si256(packed, mask), _mm256_and_si256(lo_h, bit4));
+                let hi = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
+                    _mm256_and_si256(hi_h, bit4),
+                );
+                lo_h = _mm256_srli_epi16::<1>(lo_h);
+                hi_h = _mm256_srli_epi16::<1>(hi_h);
+                for t in 0..T {
+                    let p = _mm256_maddubs_epi16(lo, word(&y[t].qs, v));
+                    let p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, word(&y[t].qs, v + 4)));
+                    s16[t] = _mm256_add_epi16(s16[t], p);
+                }
+            }
+            // A loop, not a closure: closures do not inherit the caller's target features.
+            for t in 0..T {
+                s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16[t], ones));
+            }
+        }
+        s32
     }
 
     fn scales(&self) -> &[u16; 8] {
@@ -505,6 +615,16 @@ mod tests {
 
     use super::*;
     use crate::rng::SplitMix64 as Rng;
+
+    #[test]
+    fn every_fourth_bit_gathers_bits_0_4_to_28() {
+        let mut rng = Rng::new(0x5151);
+        for _ in 0..1000 {
+            let x = rng.next_u64() as u32;
+            let want: u8 = (0..8).map(|k| (((x >> (4 * k)) & 1) as u8) << k).sum();
+            assert_eq!(every_fourth_bit(x), want, "{x:#010x}");
+        }
+    }
 
     #[test]
     fn q5_0_blocks_as_q8_0_hold_the_same_weights() {

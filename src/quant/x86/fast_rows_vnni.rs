@@ -1,17 +1,18 @@
-//! `fast_rows`' Q4_0, Q4_1 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight rows side
-//! by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast activation
-//! word's four products into each row's 32-bit sum in one instruction, where AVX2 takes a `maddubs`
-//! and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an unsigned and a signed
-//! byte: Q4_0's nibbles are unsigned (eight times the activations' sum taken out after), Q4_1's too
-//! (its minimums added as `rows8` adds them), Q8_0's activations are offset by 128 (128 times the
-//! row's level sum taken out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact
+//! `fast_rows`' Q4_0, Q4_1, Q5_1 and Q8_0 kernels on AVX-512 VNNI: two repacked groups of eight
+//! rows side by side in one 512-bit vector (sixteen rows), and `vpdpbusd` adding a broadcast
+//! activation word's four products into each row's 32-bit sum in one instruction, where AVX2 takes
+//! a `maddubs` and a widening `madd` (and for Q8_0 a sign transfer). Its operands are an unsigned
+//! and a signed byte: Q4_0's nibbles are unsigned (eight times the activations' sum taken out
+//! after), Q4_1's too (its minimums added as `rows8` adds them), Q5_1's five-bit levels as well
+//! (the fifth bits put back as `rows8` puts them), Q8_0's activations are offset by 128 (128 times
+//! the row's level sum taken out first). Same arithmetic as `fast_rows::rows8`, bit for bit (exact
 //! integer block sums, each row's float chain in the same order).
 
 use std::arch::x86_64::*;
 
-use super::fast_rows::{Interleaved, Q4_0x8, Q4_1x8, Q8_0x8, SummedBlock};
+use super::fast_rows::{Interleaved, Q4_0x8, Q4_1x8, Q5_1x8, Q8_0x8, SummedBlock};
 use super::loads::halves;
-use super::prefetch::prefetch_ahead;
+use super::prefetch::{prefetch_ahead, PREFETCH_AHEAD};
 use crate::quant::blocks::{BlockQ8_0, BlockQ8_1};
 
 /// Whether the CPU runs `rows16` (cached by std after the first call).
@@ -125,6 +126,48 @@ impl Pairs for Q4_1x8 {
     }
 }
 
+impl Pairs for Q5_1x8 {
+    type Wide = BlockQ8_1;
+
+    fn wide(a: &BlockQ8_0) -> BlockQ8_1 {
+        Q5_1x8::act(a)
+    }
+
+    fn wide_scale(a: &BlockQ8_1) -> f32 {
+        a.d
+    }
+
+    #[inline(always)]
+    fn wide_sum(a: &BlockQ8_1) -> f32 {
+        a.s
+    }
+
+    #[inline(always)]
+    unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&BlockQ8_1; T]) -> [__m512i; T] {
+        let (mask, bit4) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
+        let qh = halves(b0.qh.as_ptr(), b1.qh.as_ptr());
+        // As `Q5_1x8::isums`: bit 4 of each byte holds vector v's fifth bits after v shifts.
+        let (mut lo_h, mut hi_h) = (_mm512_slli_epi16::<4>(qh), qh);
+        let mut s = [_mm512_setzero_si512(); T];
+        for v in 0..4 {
+            let packed = halves(b0.q[v].as_ptr(), b1.q[v].as_ptr());
+            let lo = _mm512_or_si512(_mm512_and_si512(packed, mask), _mm512_and_si512(lo_h, bit4));
+            let hi = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(packed), mask),
+                _mm512_and_si512(hi_h, bit4),
+            );
+            lo_h = _mm512_srli_epi16::<1>(lo_h);
+            hi_h = _mm512_srli_epi16::<1>(hi_h);
+            for t in 0..T {
+                let qs = y[t].qs.as_ptr() as *const u8;
+                s[t] = _mm512_dpbusd_epi32(s[t], lo, word(qs, v));
+                s[t] = _mm512_dpbusd_epi32(s[t], hi, word(qs, v + 4));
+            }
+        }
+        s
+    }
+}
+
 impl Pairs for Q8_0x8 {
     type Wide = BiasedBlock;
 
@@ -174,14 +217,24 @@ pub unsafe fn rows16<B: Pairs, const T: usize>(
         assert!(out[t].len() >= 16, "an output row is short");
     }
     let mut acc = [_mm512_setzero_ps(); T];
+    let (size, group_bytes) = (std::mem::size_of::<B>(), std::mem::size_of_val(g0));
     for i in 0..per_row {
         // SAFETY: i < per_row, the length of both groups and of every activation row.
         let (b0, b1) = unsafe { (g0.get_unchecked(i), g1.get_unchecked(i)) };
         if T == 1 {
-            // One token streams the blocks from memory once (`prefetch_ahead` says why).
-            for b in [b0, b1] {
-                let p = (b as *const B).cast::<u8>();
-                for line in (0..std::mem::size_of::<B>()).step_by(64) {
+            // One token streams the blocks from memory once (`prefetch_ahead` says why). The
+            // caller's pairs lie one after another (group g1 after g0, the next pair after
+            // g1). Groups longer than the distance ahead: once `g0`'s stream ahead would run
+            // into `g1`, which its own stream fetches, it asks for the next pair's second
+            // group instead (else that group's first lines were all demand misses).
+            let (p0, p1) = ((b0 as *const B).cast::<u8>(), (b1 as *const B).cast::<u8>());
+            let p0 = if group_bytes <= PREFETCH_AHEAD || i * size + PREFETCH_AHEAD < group_bytes {
+                p0
+            } else {
+                p1.wrapping_add(group_bytes)
+            };
+            for p in [p0, p1] {
+                for line in (0..size).step_by(64) {
                     prefetch_ahead(p.wrapping_add(line));
                 }
             }

@@ -9,7 +9,7 @@
 /// dots, so the requests are spread over the work (one burst per row instead fills the core's
 /// miss buffers and stalls its own loads).
 #[cfg(target_arch = "x86_64")]
-const PREFETCH_AHEAD: usize = 16 << 10;
+pub(crate) const PREFETCH_AHEAD: usize = 16 << 10;
 
 /// Asks for the cache line `PREFETCH_AHEAD` bytes past `p` (see there). A prefetch never
 /// faults, so running past the matrix's end is harmless (the next tensor is usually the next

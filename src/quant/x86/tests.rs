@@ -35,7 +35,7 @@ pub(super) fn assert_near_f64_dot(
 /// The legacy-quant kernels (`legacy`, `q5_0`).
 mod legacy_kernels {
     use super::super::legacy::*;
-    use crate::quant::blocks::BlockQ8_0;
+    use crate::quant::blocks::{BlockQ8_0, BlockQ8_1};
     use crate::quant::legacy::LEGACY;
     use crate::quant::x86::available;
     use crate::quant::{legacy, quantize_act, ActType, GgmlType, QuantizedAct};
@@ -226,9 +226,6 @@ mod legacy_kernels {
         }
     }
 
-    /// Q4_1's interleaved rows (`fast_rows::Q4_1x8`): eight tokens, four and one on AVX2
-    /// within float reordering of an f64 dot and of the exact kernel, and on AVX-512 VNNI
-    /// (two groups side by side) bit for bit the AVX2 kernel's results.
     /// Thirteen tokens' outputs as the engine's steps take them: eight, four and one.
     fn eight_four_one<const W: usize>(
         o: &mut [[f32; W]; 13],
@@ -242,23 +239,61 @@ mod legacy_kernels {
         (outs8, outs4, one[0].as_mut_slice())
     }
 
+    /// Q4_1's interleaved rows (`fast_rows::Q4_1x8`): eight tokens, four and one on AVX2
+    /// within float reordering of an f64 dot and of the exact kernel, and on AVX-512 VNNI
+    /// (two groups side by side) bit for bit the AVX2 kernel's results.
     #[test]
     fn q4_1_interleaved_rows_match_the_reference_within_float_reordering() {
-        use crate::quant::blocks::BlockQ8_1;
-        use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q4_1x8};
+        min_rows_match::<crate::quant::x86::fast_rows::Q4_1x8>(0x41);
+    }
+
+    /// Q5_1's interleaved rows (`fast_rows::Q5_1x8`, the fifth bits put back from `qh`): as
+    /// Q4_1's.
+    #[test]
+    fn q5_1_interleaved_rows_match_the_reference_within_float_reordering() {
+        min_rows_match::<crate::quant::x86::fast_rows::Q5_1x8>(0x51);
+    }
+
+    /// Level k (0..32) of a Q4_1 or Q5_1 block `b`: its nibble, and for Q5_1 its fifth bit.
+    fn min_level(ty: GgmlType, b: &[u8], k: usize) -> i32 {
+        let head = if ty == GgmlType::Q5_1 { 8 } else { 4 };
+        let nibble = if k < 16 {
+            b[head + k] & 15
+        } else {
+            b[head + k - 16] >> 4
+        };
+        let fifth = if ty == GgmlType::Q5_1 {
+            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            ((qh >> k) & 1) << 4
+        } else {
+            0
+        };
+        nibble as i32 + fifth as i32
+    }
+
+    /// A `d * q + m` type's interleaved rows (`B`: Q4_1x8 or Q5_1x8) against thirteen tokens
+    /// as the engine's steps take them (eight, four, one) on AVX2, within float reordering of an
+    /// f64 dot and of the exact kernel; on AVX-512 VNNI (two groups side by side) bit for bit
+    /// the AVX2 results.
+    fn min_rows_match<
+        B: crate::quant::x86::fast_rows_vnni::Pairs<Act = BlockQ8_1, Wide = BlockQ8_1>,
+    >(
+        seed: u64,
+    ) {
+        use crate::quant::x86::fast_rows::{repack, rows8};
         use crate::quant::x86::fast_rows_vnni::{self as vnni, rows16};
         if !available() {
             eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
             return;
         }
-        let ty = GgmlType::Q4_1;
-        let mut rng = Rng::new(0x41);
+        let ty = B::TYPE;
+        let mut rng = Rng::new(seed);
         for per_row in [1usize, 3, 18, 28, 152] {
             let n_rows = 19; // two groups of eight and three rows left out
             let w: Vec<u8> = (0..n_rows)
                 .flat_map(|_| row(&mut rng, ty, per_row))
                 .collect();
-            let rb = per_row * ty.block_bytes();
+            let (bb, rb) = (ty.block_bytes(), per_row * ty.block_bytes());
             let x: Vec<Vec<f32>> = (0..13)
                 .map(|_| (0..per_row * 32).map(|_| rng.next_signed() * 3.0).collect())
                 .collect();
@@ -278,7 +313,7 @@ mod legacy_kernels {
                 };
                 // The same scale and levels; the sum from the rounded scale, where Q8_1's own
                 // takes the unrounded one (an f16 rounding apart).
-                for (made, want) in a.iter().map(Q4_1x8::act).zip(want.iter()) {
+                for (made, want) in a.iter().map(B::act).zip(want.iter()) {
                     assert_eq!((made.d, made.qs), (want.d, want.qs), "{per_row} blocks");
                     let off = (made.s - want.s).abs();
                     assert!(
@@ -289,7 +324,7 @@ mod legacy_kernels {
                     );
                 }
             }
-            let mut blocks: Vec<Q4_1x8> = Vec::new();
+            let mut blocks: Vec<B> = Vec::new();
             repack(&w, rb, &mut blocks);
             assert_eq!(blocks.len(), 2 * per_row, "whole groups only");
             // Tokens 0..8 eight at a time, 8..12 four at a time, 12 alone (the engine's steps).
@@ -298,9 +333,9 @@ mod legacy_kernels {
                 let (outs8, outs4, one) = eight_four_one(o);
                 // SAFETY: the features were checked above; every row holds `per_row` blocks.
                 unsafe {
-                    rows8::<Q4_1x8, 8>(group, std::array::from_fn(|t| q8[t]), outs8);
-                    rows8::<Q4_1x8, 4>(group, std::array::from_fn(|t| q8[8 + t]), outs4);
-                    rows8::<Q4_1x8, 1>(group, [q8[12]], [one]);
+                    rows8::<B, 8>(group, std::array::from_fn(|t| q8[t]), outs8);
+                    rows8::<B, 4>(group, std::array::from_fn(|t| q8[8 + t]), outs4);
+                    rows8::<B, 1>(group, [q8[12]], [one]);
                 }
             }
             for (g, o) in groups.iter().enumerate() {
@@ -308,18 +343,10 @@ mod legacy_kernels {
                     for (r, &got) in o.iter().enumerate() {
                         let wr = &w[(g * 8 + r) * rb..][..rb];
                         let (mut want, mut mag) = (0f64, 0f64);
-                        for (b, y) in wr.chunks_exact(20).zip(q8[t]) {
+                        for (b, y) in wr.chunks_exact(bb).zip(q8[t]) {
                             let f = |at: usize| f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
-                            let isum: i32 = (0..32)
-                                .map(|k| {
-                                    let q = if k < 16 {
-                                        b[4 + k] & 15
-                                    } else {
-                                        b[4 + k - 16] >> 4
-                                    };
-                                    q as i32 * y.qs[k] as i32
-                                })
-                                .sum();
+                            let isum: i32 =
+                                (0..32).map(|k| min_level(ty, b, k) * y.qs[k] as i32).sum();
                             let (levels, min) =
                                 ((f(0) * y.d) as f64 * isum as f64, (f(2) * y.s) as f64);
                             want += levels + min;
@@ -329,20 +356,20 @@ mod legacy_kernels {
                         let bound = 2.0 * per_row as f64 * 1.2e-7 * mag + 1e-6;
                         assert!(
                             (got as f64 - want).abs() <= bound,
-                            "{per_row} blocks, group {g} row {r} token {t}: {got} vs {want} \
-                             (bound {bound})"
+                            "{ty} {per_row} blocks, group {g} row {r} token {t}: {got} vs \
+                             {want} (bound {bound})"
                         );
                         let exact = reference(ty, wr, &acts[t]);
                         let exact_bound = (per_row + 8) as f64 * 1.2e-7 * mag + 1e-6;
                         assert!(
                             (got - exact).abs() as f64 <= bound + exact_bound,
-                            "{per_row} blocks: {got} vs the exact kernel's {exact}"
+                            "{ty} {per_row} blocks: {got} vs the exact kernel's {exact}"
                         );
                     }
                 }
             }
             if !vnni::available() {
-                eprintln!("Q4_1 AVX-512 VNNI pairs skipped: this CPU lacks AVX-512 F, BW or VNNI");
+                eprintln!("{ty} AVX-512 VNNI pairs skipped: this CPU lacks AVX-512 F, BW or VNNI");
                 continue;
             }
             let (g0, g1) = blocks.split_at(per_row);
@@ -350,9 +377,9 @@ mod legacy_kernels {
             let (outs8, outs4, one) = eight_four_one(&mut o);
             // SAFETY: `vnni::available()` was checked above.
             unsafe {
-                rows16::<Q4_1x8, 8>(g0, g1, std::array::from_fn(|t| q8[t]), outs8);
-                rows16::<Q4_1x8, 4>(g0, g1, std::array::from_fn(|t| q8[8 + t]), outs4);
-                rows16::<Q4_1x8, 1>(g0, g1, [q8[12]], [one]);
+                rows16::<B, 8>(g0, g1, std::array::from_fn(|t| q8[t]), outs8);
+                rows16::<B, 4>(g0, g1, std::array::from_fn(|t| q8[8 + t]), outs4);
+                rows16::<B, 1>(g0, g1, [q8[12]], [one]);
             }
             for (t, o) in o.iter().enumerate() {
                 for (r, got) in o.iter().enumerate() {
@@ -360,7 +387,7 @@ mod legacy_kernels {
                     assert_eq!(
                         got.to_bits(),
                         want.to_bits(),
-                        "{per_row} blocks, row {r} token {t}: {got} vs rows8's {want}"
+                        "{ty} {per_row} blocks, row {r} token {t}: {got} vs rows8's {want}"
                     );
                 }
             }
