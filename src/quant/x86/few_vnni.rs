@@ -27,15 +27,46 @@ pub fn takes(ty: GgmlType) -> bool {
     super::vnni::SignedRows::unpacks(ty) && super::vnni::available()
 }
 
+/// A weight type's signed levels of a block (a type per weight type, so each kernel is
+/// compiled with its decoding inlined).
+trait Levels {
+    /// The block at the start of `b`'s 32 levels.
+    unsafe fn levels(b: &[u8]) -> __m256i;
+}
+
+struct Q4_0;
+struct Q5_0;
+struct Q8_0;
+
+impl Levels for Q4_0 {
+    #[inline(always)]
+    unsafe fn levels(b: &[u8]) -> __m256i {
+        levels_q4_0(b)
+    }
+}
+
+impl Levels for Q5_0 {
+    #[inline(always)]
+    unsafe fn levels(b: &[u8]) -> __m256i {
+        levels_q5_0(b)
+    }
+}
+
+impl Levels for Q8_0 {
+    #[inline(always)]
+    unsafe fn levels(b: &[u8]) -> __m256i {
+        levels_q8_0(b)
+    }
+}
+
 /// `R` consecutive rows (`w`, from the first, `row_bytes` apart) against `P` pairs of
-/// tokens: per block, each row's levels (`level`), the `-128 * Σ level` lane sums that start
+/// tokens: per block, each row's levels (`L`), the `-128 * Σ level` lane sums that start
 /// `vpdpbusd`'s sums (the tokens are biased by +128) and the scale, then one `vpdpbusd`,
 /// conversion, multiply and FMA per row and pair.
 #[inline(always)]
-unsafe fn tile<const R: usize, const P: usize>(
+unsafe fn tile<L: Levels, const R: usize, const P: usize>(
     w: &[u8],
     (row_bytes, bytes): (usize, usize),
-    level: unsafe fn(&[u8]) -> __m256i,
     a: [&BiasedPair; P],
 ) -> [[__m512; P]; R] {
     let blocks = a[0].qs.len();
@@ -53,7 +84,7 @@ unsafe fn tile<const R: usize, const P: usize>(
             ahead = ahead.wrapping_add(bytes);
             // SAFETY: row r holds `blocks` blocks of `bytes` (the caller's slices).
             let b = unsafe { w.get_unchecked(r * row_bytes + i * bytes..) };
-            lv[r] = _mm512_broadcast_i64x4(level(b));
+            lv[r] = _mm512_broadcast_i64x4(L::levels(b));
             // 128 * (four levels' sum) per lane, exact in 32 bits, negated.
             start[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, lv[r]));
             dw[r] = _mm512_set1_ps(f16_pair(b, 0).0);
@@ -73,33 +104,34 @@ unsafe fn tile<const R: usize, const P: usize>(
 /// Every row of `rows` against the `P` pairs, `R` rows at a time (then one by one):
 /// `out[2p + k][r]` for token `k` of pair `p`.
 #[inline(always)]
-unsafe fn run<const R: usize, const P: usize>(
+unsafe fn run<L: Levels, const R: usize, const P: usize>(
     rows: &[u8],
     (row_bytes, bytes): (usize, usize),
-    level: unsafe fn(&[u8]) -> __m256i,
     pairs: &[BiasedPair],
     out: &mut [&mut [f32]],
 ) {
     let a: [&BiasedPair; P] = std::array::from_fn(|p| &pairs[p]);
     let count = rows.len() / row_bytes;
-    let mut put = |r: usize, acc: [__m512; P]| {
-        for (p, v) in acc.into_iter().enumerate() {
-            // SAFETY: AVX-512 F (the caller's target features).
-            let [s0, s1] = unsafe { pair_sums(v) };
-            out[2 * p][r] = s0;
-            out[2 * p + 1][r] = s1;
-        }
-    };
     let whole = count / R * R;
     for r in (0..whole).step_by(R) {
-        let acc = tile::<R, P>(&rows[r * row_bytes..], (row_bytes, bytes), level, a);
+        let acc = tile::<L, R, P>(&rows[r * row_bytes..], (row_bytes, bytes), a);
         for (k, acc) in acc.into_iter().enumerate() {
-            put(r + k, acc);
+            put(out, r + k, acc);
         }
     }
     for r in whole..count {
-        let [acc] = tile::<1, P>(&rows[r * row_bytes..], (row_bytes, bytes), level, a);
-        put(r, acc);
+        let [acc] = tile::<L, 1, P>(&rows[r * row_bytes..], (row_bytes, bytes), a);
+        put(out, r, acc);
+    }
+}
+
+/// Row `r`'s results of the `P` pairs' accumulators into `out[2p + k][r]`.
+#[inline(always)]
+unsafe fn put<const P: usize>(out: &mut [&mut [f32]], r: usize, acc: [__m512; P]) {
+    for (p, v) in acc.into_iter().enumerate() {
+        let [s0, s1] = pair_sums(v);
+        out[2 * p][r] = s0;
+        out[2 * p + 1][r] = s1;
     }
 }
 
@@ -134,20 +166,29 @@ pub unsafe fn rows_few(
         out.iter().all(|o| o.len() >= count),
         "an output row is short"
     );
-    let level: unsafe fn(&[u8]) -> __m256i = match ty {
-        GgmlType::Q4_0 => levels_q4_0,
-        GgmlType::Q5_0 => levels_q5_0,
-        GgmlType::Q8_0 => levels_q8_0,
+    match ty {
+        GgmlType::Q4_0 => by_pairs::<Q4_0>(rows, (row_bytes, bytes), pairs, out),
+        GgmlType::Q5_0 => by_pairs::<Q5_0>(rows, (row_bytes, bytes), pairs, out),
+        GgmlType::Q8_0 => by_pairs::<Q8_0>(rows, (row_bytes, bytes), pairs, out),
         _ => panic!("{ty} rows are not Q4_0, Q5_0 or Q8_0"),
-    };
-    let g = (row_bytes, bytes);
-    // SAFETY (each arm): the checks above; this function's target features.
+    }
+}
+
+/// `run` with its row tile for the number of pairs.
+#[inline(always)]
+unsafe fn by_pairs<L: Levels>(
+    rows: &[u8],
+    g: (usize, usize),
+    pairs: &[BiasedPair],
+    out: &mut [&mut [f32]],
+) {
+    // SAFETY (each arm): `rows_few`'s checks and target features.
     unsafe {
         match pairs.len() {
-            1 => run::<4, 1>(rows, g, level, pairs, out),
-            2 => run::<2, 2>(rows, g, level, pairs, out),
-            3 => run::<2, 3>(rows, g, level, pairs, out),
-            _ => run::<2, 4>(rows, g, level, pairs, out),
+            1 => run::<L, 4, 1>(rows, g, pairs, out),
+            2 => run::<L, 2, 2>(rows, g, pairs, out),
+            3 => run::<L, 2, 3>(rows, g, pairs, out),
+            _ => run::<L, 2, 4>(rows, g, pairs, out),
         }
     }
 }
