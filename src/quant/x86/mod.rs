@@ -18,6 +18,7 @@ pub mod fast_kquants;
 pub mod fast_rows;
 pub mod fast_rows_vnni;
 mod features;
+pub mod few_kquants;
 pub mod few_vnni;
 pub mod float;
 pub mod float_tiles;
