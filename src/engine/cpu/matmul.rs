@@ -129,6 +129,10 @@ enum Path {
     /// AVX-512 VNNI (`x86::few_vnni`).
     #[cfg(target_arch = "x86_64")]
     FewVnni,
+    /// Two to `FEW_TOKENS_MAX` tokens against Q4_K/Q6_K rows in the file's layout under `fast`
+    /// on AVX-512 VNNI (`x86::few_kquants`).
+    #[cfg(target_arch = "x86_64")]
+    FewKquant,
     /// Q4_0/Q5_0/Q8_0 prompt rows unpacked to signed bytes on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     SignedVnni,
@@ -173,8 +177,11 @@ impl Path {
         {
             let avx2 = crate::quant::x86::available();
             let vnni = crate::quant::x86::few_vnni::takes(ty);
-            if vnni && (2..=FEW_TOKENS_MAX).contains(&n) {
+            let few = (2..=FEW_TOKENS_MAX).contains(&n);
+            if vnni && few {
                 return Path::FewVnni;
+            } else if few && had.kquant_fast && crate::quant::x86::few_kquants::takes(ty) {
+                return Path::FewKquant;
             } else if had.packed {
                 return Path::Packed;
             } else if vnni && n > FEW_TOKENS_MAX {
@@ -217,6 +224,18 @@ impl Path {
         );
         #[cfg(not(target_arch = "x86_64"))]
         let (avx2, avx512) = (false, false);
+        // The k-quants' one-token rows (one token or four) run on AVX-512 where it is there.
+        let one_isa = |ty: GgmlType| {
+            let kquant = matches!(
+                ty,
+                GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+            );
+            if kquant && avx2 && avx512 {
+                "avx512"
+            } else {
+                rows_isa(ty, avx2)
+            }
+        };
         let simd = |wide: bool| match (wide, avx2) {
             (true, _) => "avx512",
             (false, true) => "avx2",
@@ -232,6 +251,8 @@ impl Path {
             }
             #[cfg(target_arch = "x86_64")]
             Path::FewVnni => format!("few_vnni {t}·q8_0 x{n} (avx512-vnni)"),
+            #[cfg(target_arch = "x86_64")]
+            Path::FewKquant => format!("few_kquants {t}·q8_k x{n} (fast, avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::SignedVnni => format!("signed_batch_vnni {t}·q8_0 (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
@@ -259,18 +280,9 @@ impl Path {
             Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
-            Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
+            Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", one_isa(ty)),
             Path::Rows => {
-                // The k-quants' rows (one token or four) run on AVX-512 where it is there.
-                let kquant = matches!(
-                    ty,
-                    GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
-                );
-                let isa = if kquant && avx2 && avx512 {
-                    "avx512"
-                } else {
-                    rows_isa(ty, avx2)
-                };
+                let isa = one_isa(ty);
                 let x4 = if has_x4(ty) && n >= 4 { "_x4" } else { "" };
                 format!("vec_dot_rows{x4} {t}·{act} ({isa})")
             }
@@ -551,7 +563,13 @@ fn matmuls_in(
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
         // A few tokens (`few_tokens`, `few_vnni`) split like one token.
-        let few = matches!(s.paths[p], Path::FewTokens | Path::FewVnni);
+        #[cfg(target_arch = "x86_64")]
+        let few = matches!(
+            s.paths[p],
+            Path::FewTokens | Path::FewVnni | Path::FewKquant
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let few = s.paths[p] == Path::FewTokens;
         let per = if n == 1 || few {
             let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
             let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
@@ -628,6 +646,22 @@ fn matmuls_in(
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::FewVnni => return few_vnni(m.ty, (rows, rb), n, biased, &out_rows),
+                    #[cfg(target_arch = "x86_64")]
+                    Path::FewKquant => {
+                        use crate::quant::x86::few_kquants::{rows_few, MAX_TOKENS};
+                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX_TOKENS] =
+                            std::array::from_fn(|t| match acts.get(t) {
+                                Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
+                                _ => &[],
+                            });
+                        let mut outs: [&mut [f32]; MAX_TOKENS] =
+                            std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
+                        // SAFETY: `Path::FewKquant` is chosen only where `few_kquants::takes`
+                        // found AVX-512 VNNI; whole rows of `rb` bytes, as long as every
+                        // token's Q8_K row.
+                        unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
+                        return;
+                    }
                     #[cfg(target_arch = "x86_64")]
                     Path::SignedVnni => {
                         return signed_batch_vnni(m.ty, rows, rb, n, biased, &out_rows)
