@@ -15,7 +15,7 @@ use std::arch::x86_64::*;
 use super::loads::f16_one;
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8K;
-use crate::quant::kquants::{scale_min_k4, Q4_K_BYTES, Q6_K_BYTES};
+use crate::quant::kquants::{Q4_K_BYTES, Q6_K_BYTES};
 use crate::quant::GgmlType;
 
 /// Most tokens `rows_few` takes.
@@ -63,26 +63,37 @@ impl Block for Q4K {
     /// sub-block 2g (low nibbles of bytes `32g..32g + 32`) then 2g + 1 (their high nibbles).
     #[inline(always)]
     unsafe fn decode(b: &[u8]) -> Decoded {
-        let (mut sc, mut m) = ([0i16; 8], [0i16; 8]);
-        for j in 0..8 {
-            let (s, mm) = scale_min_k4(j, &b[4..16]);
-            (sc[j], m[j]) = (s as i16, mm as i16);
-        }
-        let sc8 = _mm512_zextsi128_si512(_mm_loadu_si128(sc.as_ptr() as *const __m128i));
-        let m8 = _mm256_zextsi128_si256(_mm_loadu_si128(m.as_ptr() as *const __m128i));
+        // The eight 6-bit scales and mins (`scale_min_k4`) as bytes, four to a word: scales
+        // 0-3 and mins 0-3 are the low six bits of bytes 0-3 and 4-7; scales and mins 4-7
+        // take their low four bits from bytes 8-11 and their top two from bytes 0-3's and
+        // 4-7's top bits.
+        let word = |i: usize| u32::from_le_bytes([b[4 + i], b[5 + i], b[6 + i], b[7 + i]]);
+        let (q0, q1, q2) = (word(0), word(4), word(8));
+        let (six, four, two) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+        let scales = [q0 & six, (q2 & four) | (((q0 >> 6) & two) << 4)];
+        let mins = [q1 & six, ((q2 >> 4) & four) | (((q1 >> 6) & two) << 4)];
+        let v = _mm_set_epi32(
+            mins[1] as i32,
+            mins[0] as i32,
+            scales[1] as i32,
+            scales[0] as i32,
+        );
+        let sc8 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(v));
+        let m8 = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128::<8>(v)));
         let pairs: [i16; 16] = std::array::from_fn(|k| k as i16 / 2);
         let mins =
             _mm256_permutexvar_epi16(_mm256_loadu_si256(pairs.as_ptr() as *const __m256i), m8);
         let shift = _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(4));
         let low = _mm512_set1_epi8(0x0F);
-        let w = std::array::from_fn(|g| {
+        // Loops, not closures: a closure would not take its caller's target features.
+        let (mut w, mut sc) = ([_mm512_setzero_si512(); 4], [_mm512_setzero_si512(); 4]);
+        for g in 0..4 {
             let q = _mm512_broadcast_i64x4(_mm256_loadu_si256(
                 b.as_ptr().add(16 + 32 * g) as *const __m256i
             ));
-            _mm512_and_si512(_mm512_srlv_epi16(q, shift), low)
-        });
-        let sc =
-            std::array::from_fn(|g| _mm512_permutexvar_epi16(scale_index(2 * g as i16, 16), sc8));
+            w[g] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), low);
+            sc[g] = _mm512_permutexvar_epi16(scale_index(2 * g as i16, 16), sc8);
+        }
         Decoded {
             w,
             sc,
@@ -126,8 +137,10 @@ impl Block for Q6K {
                 _mm512_and_si512(hs, top),
             );
         }
-        let sc =
-            std::array::from_fn(|g| _mm512_permutexvar_epi16(scale_index(4 * g as i16, 8), scz));
+        let mut sc = [_mm512_setzero_si512(); 4];
+        for (g, s) in sc.iter_mut().enumerate() {
+            *s = _mm512_permutexvar_epi16(scale_index(4 * g as i16, 8), scz);
+        }
         Decoded {
             w,
             sc,
@@ -149,20 +162,23 @@ unsafe fn row<K: Block, const T: usize>(w: &[u8], a: [&[BlockQ8K]; T]) -> [f32; 
         for t in 0..T {
             // SAFETY: every token's row holds as many blocks as the weight row (`rows_few`).
             let y = unsafe { a[t].get_unchecked(i) };
-            let q = |g: usize| _mm512_loadu_si512(y.qs.as_ptr().add(64 * g) as *const _);
+            let mut q = [_mm512_setzero_si512(); 4];
+            for (g, q) in q.iter_mut().enumerate() {
+                *q = _mm512_loadu_si512(y.qs.as_ptr().add(64 * g) as *const _);
+            }
             // Two chains of two, so a token's four `vpdpwssd` are not one dependency chain.
             let mut s0 = _mm512_dpwssd_epi32(
                 _mm512_setzero_si512(),
-                _mm512_maddubs_epi16(k.w[0], q(0)),
+                _mm512_maddubs_epi16(k.w[0], q[0]),
                 k.sc[0],
             );
             let mut s1 = _mm512_dpwssd_epi32(
                 _mm512_setzero_si512(),
-                _mm512_maddubs_epi16(k.w[1], q(1)),
+                _mm512_maddubs_epi16(k.w[1], q[1]),
                 k.sc[1],
             );
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(k.w[2], q(2)), k.sc[2]);
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(k.w[3], q(3)), k.sc[3]);
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(k.w[2], q[2]), k.sc[2]);
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(k.w[3], q[3]), k.sc[3]);
             let bsums = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
             let off = _mm512_zextsi256_si512(_mm256_madd_epi16(bsums, k.mins));
             let sums = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
@@ -170,10 +186,25 @@ unsafe fn row<K: Block, const T: usize>(w: &[u8], a: [&[BlockQ8K]; T]) -> [f32; 
             acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off), _mm512_set1_ps(k.m * y.d), acc[t]);
         }
     }
-    acc.map(|v| _mm512_reduce_add_ps(v))
+    let mut sums = [0f32; T];
+    for t in 0..T {
+        sums[t] = _mm512_reduce_add_ps(acc[t]);
+    }
+    sums
 }
 
-/// Every row of `rows` against the `T` tokens: `out[t][r]`.
+/// Bytes of the tokens' activation blocks that a row reads from L1 (with room left for the
+/// weights streaming past): rows whose tokens' blocks are more go in passes of blocks. Four
+/// tokens of a 4864-wide row (22 KiB) ran faster in one pass, eight (44 KiB) in passes.
+const ACT_L1_BYTES: usize = 28 << 10;
+
+/// Rows a pass of blocks goes over before the next pass (their partial sums kept).
+const PASS_ROWS: usize = 16;
+
+/// Every row of `rows` against the `T` tokens: `out[t][r]`. Where the tokens' blocks of a
+/// row do not fit `ACT_L1_BYTES` (eight tokens of a 4864-wide row: 44 KiB), `PASS_ROWS` rows
+/// at a time go over as many blocks as fit, pass after pass, so the rows read the tokens'
+/// blocks from L1 instead of L2; each pass's sums are added to the row's.
 #[inline(always)]
 unsafe fn run<K: Block, const T: usize>(
     rows: &[u8],
@@ -182,10 +213,38 @@ unsafe fn run<K: Block, const T: usize>(
     out: &mut [&mut [f32]],
 ) {
     let a: [&[BlockQ8K]; T] = std::array::from_fn(|t| acts[t]);
-    for (r, w) in rows.chunks_exact(row_bytes).enumerate() {
-        let v = row::<K, T>(w, a);
-        for t in 0..T {
-            out[t][r] = v[t];
+    let blocks = row_bytes / K::BYTES;
+    // A token's block as the kernel reads it: 256 levels, 16 sums and the scale.
+    let most = (ACT_L1_BYTES / (T * 292)).max(1);
+    if blocks <= most {
+        for (r, w) in rows.chunks_exact(row_bytes).enumerate() {
+            let v = row::<K, T>(w, a);
+            for t in 0..T {
+                out[t][r] = v[t];
+            }
+        }
+        return;
+    }
+    // Passes of even length.
+    let pass = blocks.div_ceil(blocks.div_ceil(most));
+    let count = rows.len() / row_bytes;
+    for r0 in (0..count).step_by(PASS_ROWS) {
+        let r1 = (r0 + PASS_ROWS).min(count);
+        for r in r0..r1 {
+            for o in out.iter_mut() {
+                o[r] = 0.0;
+            }
+        }
+        for b0 in (0..blocks).step_by(pass) {
+            let b1 = (b0 + pass).min(blocks);
+            let part: [&[BlockQ8K]; T] = std::array::from_fn(|t| &a[t][b0..b1]);
+            for r in r0..r1 {
+                let w = &rows[r * row_bytes + b0 * K::BYTES..r * row_bytes + b1 * K::BYTES];
+                let v = row::<K, T>(w, part);
+                for t in 0..T {
+                    out[t][r] += v[t];
+                }
+            }
         }
     }
 }
@@ -255,7 +314,8 @@ mod tests {
 
     /// One to eight tokens against Q4_K and Q6_K rows quantized from random values (and a
     /// row with the extreme levels), within float reordering of an f64 dot of the dequantized
-    /// rows and the Q8_K activations.
+    /// rows and the Q8_K activations: rows short enough for one pass, and 4864-wide rows
+    /// (more rows than a pass takes) that go in passes from six tokens on.
     #[test]
     fn few_tokens_match_an_f64_dot() {
         if !super::super::vnni::available() {
@@ -263,12 +323,18 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(0x37e);
-        let (cols, n_rows) = (1280, 5);
+        for (cols, n_rows) in [(1280, 5), (4864, PASS_ROWS + 3)] {
+            assert_eq!(cols > 256 * ACT_L1_BYTES / (8 * 292), n_rows > 5, "passes");
+            few_tokens_case(&mut rng, cols, n_rows);
+        }
+    }
+
+    fn few_tokens_case(rng: &mut Rng, cols: usize, n_rows: usize) {
         let rand = |rng: &mut Rng, n: usize, s: f32| -> Vec<f32> {
             (0..n).map(|_| rng.next_signed() * s).collect()
         };
         for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
-            let mut w = rand(&mut rng, cols * n_rows, 1.0);
+            let mut w = rand(rng, cols * n_rows, 1.0);
             // Row 1 at the extremes: every level 0 or the top one, largest scales.
             for (i, v) in w[cols..2 * cols].iter_mut().enumerate() {
                 *v = if i % 3 == 0 { -8.0 } else { 8.0 };
@@ -281,7 +347,7 @@ mod tests {
             let acts: Vec<Vec<BlockQ8K>> = (0..MAX_TOKENS)
                 .map(|t| {
                     let scale = if t == 3 { 1e3 } else { 2.0 };
-                    quantize_act_q8_k(&rand(&mut rng, cols, scale))
+                    quantize_act_q8_k(&rand(rng, cols, scale))
                 })
                 .collect();
             for n in 1..=MAX_TOKENS {
