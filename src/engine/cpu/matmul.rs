@@ -47,6 +47,15 @@ const TASKS_PER_THREAD_ONE_TOKEN: usize = 2;
 /// Fewest rows in a one-token task.
 const MIN_ROWS_ONE_TOKEN: usize = 16;
 
+/// Rows per task of a one-token (or few-token) product of `rows` rows in a call whose
+/// products have `total` rows: `TASKS_PER_THREAD_ONE_TOKEN` shares of the call's rows per
+/// thread, each product cut into equal pieces of about a share (`MIN_ROWS_ONE_TOKEN` at least).
+fn one_token_rows(total: usize, rows: usize, threads: usize) -> usize {
+    let share = total.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
+    let pieces = rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
+    rows.div_ceil(pieces)
+}
+
 /// Weight bytes of a batch task's rows: small enough to stay in L1 beside four tokens'
 /// activations while the task walks the batch four tokens at a time.
 const BATCH_TASK_BYTES: usize = 12 << 10;
@@ -571,9 +580,7 @@ fn matmuls_in(
         #[cfg(not(target_arch = "x86_64"))]
         let few = s.paths[p] == Path::FewTokens;
         let per = if n == 1 || few {
-            let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
-            let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
-            let per = m.rows.div_ceil(pieces);
+            let per = one_token_rows(total_rows, m.rows, threads);
             // Whole groups of eight repacked rows (`packed_task`).
             if packed(m).is_some() {
                 per.next_multiple_of(group_rows(m))
@@ -1053,6 +1060,64 @@ unsafe impl Sync for SendPtr {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A decode step of 2 to 8 sequences of Qwen2.5-0.5B (q4_k_m's Q5_0, Q8_0, Q4_K and Q6_K;
+    /// q8_0; q4_0) takes a few-token kernel in every product on AVX-512 VNNI, so every call
+    /// splits like one token's: at 16 threads each call has two tasks a thread or more (none
+    /// idle while others take two), and its tasks differ by at most one row's share of work
+    /// (a product's pieces are equal; pieces of different products of a call within 20%).
+    #[test]
+    fn few_token_steps_split_over_sixteen_threads() {
+        if !crate::quant::x86_vnni::available() {
+            eprintln!("skipped: no AVX-512 VNNI here, so 4-8 token Q4_0/Q5_0/Q8_0 products take the batch kernels");
+            return;
+        }
+        use GgmlType as T;
+        let calls: [(&str, &[(usize, GgmlType)]); 5] = [
+            ("qkv", &[(896, T::Q5_0), (128, T::Q5_0), (128, T::Q8_0)]),
+            ("attn_out", &[(896, T::Q5_0)]),
+            ("ffn_gate_up", &[(4864, T::Q5_0), (4864, T::Q5_0)]),
+            ("ffn_down", &[(896, T::Q6_K)]),
+            ("lm_head", &[(151936, T::Q8_0)]),
+        ];
+        let threads = 16;
+        let mut table = String::from("call         rows per task (tasks) per product\n");
+        for (name, products) in calls {
+            let total: usize = products.iter().map(|p| p.0).sum();
+            let mut tasks = 0;
+            let mut sizes = Vec::new();
+            for &(rows, ty) in products {
+                for ty in [ty, T::Q4_0, T::Q8_0, T::Q4_K] {
+                    for n in 2..=FEW_TOKENS_MAX {
+                        for kquant_fast in [false, true] {
+                            let had = Had {
+                                kquant_fast,
+                                ..Had::default()
+                            };
+                            let path = Path::choose(ty, n, had);
+                            assert!(
+                                matches!(path, Path::FewVnni | Path::FewKquant | Path::FewTokens),
+                                "{ty} x{n}: {path:?}"
+                            );
+                        }
+                    }
+                }
+                let per = one_token_rows(total, rows, threads);
+                let count = rows.div_ceil(per);
+                tasks += count;
+                sizes.push(per);
+                table += &format!("{name:<12} {per} ({count})  ");
+            }
+            table += "\n";
+            assert!(tasks >= 2 * threads, "{name}: {tasks} tasks");
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(
+                *hi as f64 <= 1.2 * *lo as f64,
+                "{name}: tasks of {lo} to {hi} rows"
+            );
+        }
+        eprintln!("{table}");
+    }
 
     /// Every (row, panel) pair of a fast float product falls in exactly one task, each task
     /// holds whole tiles (but the last rows), and a matrix with few rows for the threads is
