@@ -7,7 +7,10 @@
 //! (`pool.rs`), so a layer has fewer regions to wait at.
 //!
 //! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
-//! weights stream from memory once). For a batch (a prompt) it is a few rows, unpacked once
+//! weights stream from memory once), and so for a step of 2 to 8 tokens (sequences decoding
+//! together), whose products take few-token kernels that read each block once for all the
+//! tokens (`x86::few_vnni`, `x86::few_kquants`, or the one-token dots from L1 in
+//! `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
 //! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
 //! Q4_1, Q5_1: `quant::x86::prompt_rows`, several tokens per block load; on AVX-512 VNNI the
 //! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
