@@ -1074,8 +1074,8 @@ mod tests {
     use super::*;
 
     /// A decode step of 2 to 8 sequences of Qwen2.5-0.5B (q4_k_m's Q5_0, Q8_0, Q4_K and Q6_K;
-    /// q8_0; q4_0) takes a few-token kernel in every product on AVX-512 VNNI, so every call
-    /// splits like one token's: at 16 threads each call has two tasks a thread or more (none
+    /// q8_0; q4_0) takes a few-token kernel in every product on AVX-512 VNNI (or, q4_0's under
+    /// `fast`, its repacked groups), so every call splits like one token's: at 16 threads each call has two tasks a thread or more (none
     /// idle while others take two), and its tasks differ by at most one row's share of work
     /// (a product's pieces are equal; pieces of different products of a call within 20%).
     #[test]
@@ -1127,6 +1127,23 @@ mod tests {
                 *hi as f64 <= 1.2 * *lo as f64,
                 "{name}: tasks of {lo} to {hi} rows"
             );
+            // A q4_0 model's repacked groups under `fast` (`Path::Packed`) round each task up
+            // to whole pairs of groups: still three tasks for every two threads or more.
+            let mut packed = 0;
+            table += &format!("{:<12} ", "  q4_0 fast");
+            for &(rows, _) in products {
+                let had = Had {
+                    packed: true,
+                    kquant_fast: true,
+                    ..Had::default()
+                };
+                assert_eq!(Path::choose(T::Q4_0, 4, had), Path::Packed);
+                let per = one_token_rows(total, rows, threads).next_multiple_of(16);
+                packed += rows.div_ceil(per);
+                table += &format!("{per} ({})  ", rows.div_ceil(per));
+            }
+            table += "\n";
+            assert!(2 * packed >= 3 * threads, "{name}: {packed} packed tasks");
         }
         eprintln!("{table}");
     }
