@@ -196,8 +196,6 @@ impl Path {
                 return Path::FewVnni;
             } else if few && had.kquant_fast && crate::quant::x86::few_kquants::takes(ty) {
                 return Path::FewKquant;
-            } else if had.packed {
-                return Path::Packed;
             } else if vnni && n > FEW_TOKENS_MAX {
                 return Path::SignedVnni;
             } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
