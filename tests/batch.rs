@@ -45,6 +45,39 @@ fn a_sequence_in_a_batch_is_itself_alone_bit_for_bit_under_exact() {
     }
 }
 
+/// Eight sequences decode together for several steps, then drop out one by one: steps of
+/// eight down to two tokens take the few-token kernels (`few_vnni` for Q4_0/Q5_0/Q8_0, the
+/// k-quants' one-token dots), each sequence's logits still its own alone, bit for bit.
+#[test]
+fn eight_sequences_in_a_batch_are_each_alone_bit_for_bit_under_exact() {
+    for name in [
+        "conf-qwen2-Q5_0",
+        "conf-qwen2-Q4_0",
+        "conf-qwen2-Q8_0",
+        "conf-qwen2-Q4_K_M",
+    ] {
+        let (model, prompts, _, _) = requests(name);
+        let long = &prompts[0];
+        let eight: Vec<Vec<u32>> = (0..8)
+            .map(|s| {
+                if s % 2 == 0 {
+                    long.clone()
+                } else {
+                    long[..(2 + s / 2).min(long.len())].to_vec()
+                }
+            })
+            .collect();
+        let max: Vec<usize> = (0..8).map(|s| 2 + s).collect();
+        let mut engine = CpuEngine::new(model, 64);
+        let mut batch = CpuBatch::new(&engine, 64, 8).unwrap();
+        let all = batched(&mut batch, &eight, &max);
+        for (s, (prompt, &m)) in eight.iter().zip(&max).enumerate() {
+            let one = by_itself(&mut engine, prompt, m);
+            assert_same_bits(name, s, &all[s], &one, m);
+        }
+    }
+}
+
 /// Under `fast` a batch's products take the prompt kernels, which order their sums unlike
 /// the one-token ones: each step's logits stay within the bound of the sequence alone, up
 /// to the first step where a near tie (top-2 margin under 0.05 alone) picks another token.

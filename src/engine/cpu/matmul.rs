@@ -7,7 +7,10 @@
 //! (`pool.rs`), so a layer has fewer regions to wait at.
 //!
 //! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
-//! weights stream from memory once). For a batch (a prompt) it is a few rows, unpacked once
+//! weights stream from memory once), and so for a step of 2 to 8 tokens (sequences decoding
+//! together), whose products take few-token kernels that read each block once for all the
+//! tokens (`x86::few_vnni`, `x86::few_kquants`, or the one-token dots from L1 in
+//! `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
 //! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
 //! Q4_1, Q5_1: `quant::x86::prompt_rows`, several tokens per block load; on AVX-512 VNNI the
 //! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
@@ -47,6 +50,15 @@ const TASKS_PER_THREAD_ONE_TOKEN: usize = 2;
 /// Fewest rows in a one-token task.
 const MIN_ROWS_ONE_TOKEN: usize = 16;
 
+/// Rows per task of a one-token (or few-token) product of `rows` rows in a call whose
+/// products have `total` rows: `TASKS_PER_THREAD_ONE_TOKEN` shares of the call's rows per
+/// thread, each product cut into equal pieces of about a share (`MIN_ROWS_ONE_TOKEN` at least).
+fn one_token_rows(total: usize, rows: usize, threads: usize) -> usize {
+    let share = total.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
+    let pieces = rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
+    rows.div_ceil(pieces)
+}
+
 /// Weight bytes of a batch task's rows: small enough to stay in L1 beside four tokens'
 /// activations while the task walks the batch four tokens at a time.
 const BATCH_TASK_BYTES: usize = 12 << 10;
@@ -70,8 +82,26 @@ fn lane_task(ty: GgmlType) -> bool {
     }
 }
 
-/// Most tokens `few_tokens` takes (one-token task split and dots).
+/// Most tokens `few_tokens` takes (one-token task split and dots) for types without a
+/// few-token kernel of their own.
 const FEW_TOKENS: usize = 3;
+
+/// Most tokens a product splits as one token's (long contiguous tasks) and takes through a
+/// few-token kernel (`few_vnni`, or the k-quants' one-token dots in `few_tokens`): a step of
+/// up to this many sequences reads each weight once, from memory, as one token's does.
+const FEW_TOKENS_MAX: usize = 8;
+
+/// Whether `ty`'s products of `n` tokens take `few_tokens`: two or three tokens of any type,
+/// up to `FEW_TOKENS_MAX` of a k-quant (whose one-token dots keep the block's decoding in
+/// registers; its prompt kernels unpack per task or take four tokens on AVX2, slower for so
+/// few tokens).
+fn few_dots(ty: GgmlType, n: usize) -> bool {
+    let kquant = matches!(
+        ty,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+    );
+    (2..=FEW_TOKENS).contains(&n) || (kquant && (2..=FEW_TOKENS_MAX).contains(&n))
+}
 
 /// Weight bytes of `few_tokens`' chunk of rows: in L1 beside a token's activations.
 const FEW_CHUNK_BYTES: usize = 16 << 10;
@@ -107,6 +137,14 @@ enum Path {
     /// Repacked rows under `fast` (`packed_task`).
     #[cfg(target_arch = "x86_64")]
     Packed,
+    /// Two to `FEW_TOKENS_MAX` tokens against Q4_0/Q5_0/Q8_0 rows in the file's layout on
+    /// AVX-512 VNNI (`x86::few_vnni`).
+    #[cfg(target_arch = "x86_64")]
+    FewVnni,
+    /// Two to `FEW_TOKENS_MAX` tokens against Q4_K/Q6_K rows in the file's layout under `fast`
+    /// on AVX-512 VNNI (`x86::few_kquants`).
+    #[cfg(target_arch = "x86_64")]
+    FewKquant,
     /// Q4_0/Q5_0/Q8_0 prompt rows unpacked to signed bytes on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     SignedVnni,
@@ -126,7 +164,7 @@ enum Path {
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
-    /// Two or three tokens on the one-token dots.
+    /// A few tokens on the one-token dots (`few_dots`).
     FewTokens,
     /// The type's row dots, four tokens at a time where it has them.
     Rows,
@@ -137,8 +175,6 @@ enum Path {
 struct Had {
     /// The matrix has repacked rows for this many tokens (`fast_rows`).
     packed: bool,
-    /// The tokens were biased for the VNNI prompt kernel.
-    biased: bool,
     float_fast: bool,
     kquant_fast: bool,
     /// One token's float and unpacked Q8_0 products under `fast` take their fast one-token
@@ -152,9 +188,15 @@ impl Path {
         #[cfg(target_arch = "x86_64")]
         {
             let avx2 = crate::quant::x86::available();
+            let vnni = crate::quant::x86::few_vnni::takes(ty);
+            let few = (2..=FEW_TOKENS_MAX).contains(&n);
             if had.packed {
                 return Path::Packed;
-            } else if SignedRows::unpacks(ty) && had.biased {
+            } else if vnni && few {
+                return Path::FewVnni;
+            } else if few && had.kquant_fast && crate::quant::x86::few_kquants::takes(ty) {
+                return Path::FewKquant;
+            } else if vnni && n > FEW_TOKENS_MAX {
                 return Path::SignedVnni;
             } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
                 && (n >= 4 || had.float_fast)
@@ -169,14 +211,14 @@ impl Path {
                 return Path::FloatOne;
             } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
                 return Path::Q8One;
-            } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 {
+            } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 && !few_dots(ty, n) {
                 return Path::KquantFast;
             } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
                 return Path::Unpacked;
             }
         }
         let _ = (ty, had);
-        if (2..=FEW_TOKENS).contains(&n) {
+        if few_dots(ty, n) {
             Path::FewTokens
         } else {
             Path::Rows
@@ -194,6 +236,18 @@ impl Path {
         );
         #[cfg(not(target_arch = "x86_64"))]
         let (avx2, avx512) = (false, false);
+        // The k-quants' one-token rows (one token or four) run on AVX-512 where it is there.
+        let one_isa = |ty: GgmlType| {
+            let kquant = matches!(
+                ty,
+                GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+            );
+            if kquant && avx2 && avx512 {
+                "avx512"
+            } else {
+                rows_isa(ty, avx2)
+            }
+        };
         let simd = |wide: bool| match (wide, avx2) {
             (true, _) => "avx512",
             (false, true) => "avx2",
@@ -207,6 +261,10 @@ impl Path {
                 let isa = if pairs { "avx512-vnni" } else { "avx2" };
                 format!("packed_task {t}x8 ({isa})")
             }
+            #[cfg(target_arch = "x86_64")]
+            Path::FewVnni => format!("few_vnni {t}·q8_0 x{n} (avx512-vnni)"),
+            #[cfg(target_arch = "x86_64")]
+            Path::FewKquant => format!("few_kquants {t}·q8_k x{n} (fast, avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::SignedVnni => format!("signed_batch_vnni {t}·q8_0 (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
@@ -234,18 +292,9 @@ impl Path {
             Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
-            Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", rows_isa(ty, avx2)),
+            Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", one_isa(ty)),
             Path::Rows => {
-                // The k-quants' rows (one token or four) run on AVX-512 where it is there.
-                let kquant = matches!(
-                    ty,
-                    GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
-                );
-                let isa = if kquant && avx2 && avx512 {
-                    "avx512"
-                } else {
-                    rows_isa(ty, avx2)
-                };
+                let isa = one_isa(ty);
                 let x4 = if has_x4(ty) && n >= 4 { "_x4" } else { "" };
                 format!("vec_dot_rows{x4} {t}·{act} ({isa})")
             }
@@ -330,6 +379,10 @@ struct Scratch {
     /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
+    /// The tokens' Q8_0 rows biased, two tokens side by side, for `few_vnni` and
+    /// `signed_batch_vnni`.
+    #[cfg(target_arch = "x86_64")]
+    pairs: Vec<BiasedPair>,
     /// The tokens' Q8_K rows in lane order, for `kquant_task` on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     lane_rows: Vec<Vec<crate::quant::x86::kquants_vnni::LaneAct>>,
@@ -370,7 +423,20 @@ fn matmuls_in(
         return;
     };
     let n = x.len() / cols;
-    let packed = |m: &Mat| fast_rows(fast, m, n);
+    // A few tokens' Q5_0 and Q8_0 products read the file's layout (`Path::FewVnni`): Q5_0's
+    // copy is Q8_0's size, and Q8_0's few-token products ran faster on the file's layout.
+    // Q4_0's keep the copy (`packed_task`, split like one token's): its groups ran 6-13%
+    // faster than `few_vnni` at 2, 4 and 8 tokens.
+    let packed = |m: &Mat| {
+        #[cfg(target_arch = "x86_64")]
+        if (2..=FEW_TOKENS_MAX).contains(&n)
+            && matches!(m.ty, GgmlType::Q5_0 | GgmlType::Q8_0)
+            && crate::quant::x86::few_vnni::takes(m.ty)
+        {
+            return None;
+        }
+        fast_rows(fast, m, n)
+    };
     // A prompt's float products under `fast` numerics take `x86::float_tiles`.
     let float_fast = n >= 2 && fast.is_some_and(|r| r.kernels);
     // And its k-quant products `x86::fast_kquants`.
@@ -385,6 +451,26 @@ fn matmuls_in(
         );
         debug_assert_eq!(out.len(), n * m.rows);
     }
+
+    // Each product's kernel, chosen once per call (`last_kernels` names them).
+    s.paths.clear();
+    s.types.clear();
+    for (m, _) in products.iter() {
+        #[cfg(target_arch = "x86_64")]
+        let had = Had {
+            packed: packed(m).is_some(),
+            float_fast,
+            kquant_fast,
+            float_one,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let had = Had::default();
+        s.paths.push(Path::choose(m.ty, n, had));
+        s.types.push(m.ty);
+    }
+    s.tokens = n;
+    #[cfg(target_arch = "x86_64")]
+    let takes = |path: Path| s.paths.contains(&path);
 
     // The input in each format the matrices need, quantized once (into the buffers the last
     // call left, for one token).
@@ -435,11 +521,10 @@ fn matmuls_in(
     #[cfg(target_arch = "x86_64")]
     let lanes = match formats.iter().find(|(k, _)| *k == ActType::Q8_K) {
         Some((_, q8k))
-            if n >= 4
-                && kquant_fast
-                && products
-                    .iter()
-                    .any(|(m, _)| kquant_lanes(m.ty) && packed(m).is_none()) =>
+            if products
+                .iter()
+                .zip(&s.paths)
+                .any(|((m, _), &p)| p == Path::KquantFast && kquant_lanes(m.ty)) =>
         {
             lane_rows(n, q8k, &mut s.lane_rows)
         }
@@ -460,32 +545,33 @@ fn matmuls_in(
     #[cfg(target_arch = "x86_64")]
     let panels = &s.panels;
 
-    // The Q4_0/Q5_0/Q8_0 prompt kernel for AVX-512 VNNI takes the activations biased to
-    // unsigned bytes, two tokens side by side, made once per call here (none where it does
-    // not run).
+    // The Q4_0/Q5_0/Q8_0 kernels for AVX-512 VNNI take the activations biased to unsigned
+    // bytes, two tokens side by side, made once per call here (into the last call's pairs;
+    // none where no product takes them).
     #[cfg(target_arch = "x86_64")]
-    let biased: Vec<BiasedPair> = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
-        Some((_, rows))
-            if n >= 8
-                && products
-                    .iter()
-                    .any(|(m, _)| SignedRows::unpacks(m.ty) && packed(m).is_none())
-                && crate::quant::x86_vnni::available() =>
-        {
+    let biased: &[BiasedPair] = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
+        Some((_, rows)) if takes(Path::SignedVnni) || takes(Path::FewVnni) => {
             let q8 = |t: usize| match &rows[t.min(n - 1)] {
                 QuantizedAct::Q8_0(a) => a.as_slice(),
                 _ => unreachable!("quantized as Q8_0"),
             };
-            // An odd last token pairs with itself. One pair per task: built on the calling
-            // thread alone, a 64-token prompt's pairs were most of a small product's time at
-            // 16 threads.
-            let mut pairs = vec![BiasedPair::default(); n.div_ceil(2)];
-            pool::par_chunks_mut(&mut pairs, 1, |p, pair| {
-                pair[0] = BiasedPair::new(q8(2 * p), q8(2 * p + 1));
-            });
+            // An odd last token pairs with itself. A prompt's pairs one per task: built on
+            // the calling thread alone, a 64-token prompt's pairs were most of a small
+            // product's time at 16 threads. A few tokens' on the calling thread (a parallel
+            // region costs more than their copies).
+            let pairs = &mut s.pairs;
+            pairs.resize_with(n.div_ceil(2), BiasedPair::default);
+            pairs.truncate(n.div_ceil(2));
+            if n <= FEW_TOKENS_MAX {
+                for (p, pair) in pairs.iter_mut().enumerate() {
+                    pair.set(q8(2 * p), q8(2 * p + 1));
+                }
+            } else {
+                pool::par_chunks_mut(pairs, 1, |p, pair| pair[0].set(q8(2 * p), q8(2 * p + 1)));
+            }
             pairs
         }
-        _ => Vec::new(),
+        _ => &[],
     };
 
     // Tasks: (product, first row, end row).
@@ -494,14 +580,17 @@ fn matmuls_in(
     let tasks = &mut s.tasks;
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
-        // A few tokens on the reference's one-token dots (`few_tokens`) split like one token.
-        let few = n <= FEW_TOKENS
-            && packed(m).is_none()
-            && !(matches!(m.ty, GgmlType::F16 | GgmlType::BF16) && tiles.is_some());
+        // A few tokens (`few_tokens`, `few_vnni`, `few_kquants`, repacked groups) split like
+        // one token.
+        #[cfg(target_arch = "x86_64")]
+        let few = matches!(
+            s.paths[p],
+            Path::FewTokens | Path::FewVnni | Path::FewKquant
+        ) || (s.paths[p] == Path::Packed && n <= FEW_TOKENS_MAX);
+        #[cfg(not(target_arch = "x86_64"))]
+        let few = s.paths[p] == Path::FewTokens;
         let per = if n == 1 || few {
-            let share = total_rows.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
-            let pieces = m.rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
-            let per = m.rows.div_ceil(pieces);
+            let per = one_token_rows(total_rows, m.rows, threads);
             // Whole groups of eight repacked rows (`packed_task`).
             if packed(m).is_some() {
                 per.next_multiple_of(group_rows(m))
@@ -529,25 +618,6 @@ fn matmuls_in(
             panels: (0, usize::MAX),
         }));
     }
-
-    // Each product's kernel, chosen once per call (`last_kernels` names them).
-    s.paths.clear();
-    s.types.clear();
-    for (m, _) in products.iter() {
-        #[cfg(target_arch = "x86_64")]
-        let had = Had {
-            packed: packed(m).is_some(),
-            biased: !biased.is_empty(),
-            float_fast,
-            kquant_fast,
-            float_one,
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let had = Had::default();
-        s.paths.push(Path::choose(m.ty, n, had));
-        s.types.push(m.ty);
-    }
-    s.tokens = n;
 
     s.outs.clear();
     s.outs.extend(
@@ -592,8 +662,26 @@ fn matmuls_in(
                         return packed_task(p, (m, r0), rows, acts, wide, &out_rows);
                     }
                     #[cfg(target_arch = "x86_64")]
+                    Path::FewVnni => return few_vnni(m.ty, (rows, rb), n, biased, &out_rows),
+                    #[cfg(target_arch = "x86_64")]
+                    Path::FewKquant => {
+                        use crate::quant::x86::few_kquants::{rows_few, MAX_TOKENS};
+                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX_TOKENS] =
+                            std::array::from_fn(|t| match acts.get(t) {
+                                Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
+                                _ => &[],
+                            });
+                        let mut outs: [&mut [f32]; MAX_TOKENS] =
+                            std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
+                        // SAFETY: `Path::FewKquant` is chosen only where `few_kquants::takes`
+                        // found AVX-512 VNNI; whole rows of `rb` bytes, as long as every
+                        // token's Q8_K row.
+                        unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
                     Path::SignedVnni => {
-                        return signed_batch_vnni(m.ty, rows, rb, n, &biased, &out_rows)
+                        return signed_batch_vnni(m.ty, rows, rb, n, biased, &out_rows)
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::Widened => {
@@ -858,6 +946,38 @@ fn few_tokens<'o>(
     }
 }
 
+/// Two to `FEW_TOKENS_MAX` tokens (`n`, biased in `pairs`) against a task's Q4_0, Q5_0 or
+/// Q8_0 rows on AVX-512 VNNI (`x86::few_vnni`); an odd last token's twin writes to a spare
+/// row each pool thread keeps. The same bits as each token's one-token dots.
+#[cfg(target_arch = "x86_64")]
+fn few_vnni<'o>(
+    ty: GgmlType,
+    (rows, rb): (&[u8], usize),
+    n: usize,
+    pairs: &[BiasedPair],
+    out_rows: &impl Fn(usize) -> &'o mut [f32],
+) {
+    use crate::quant::x86::few_vnni::{rows_few, MAX_PAIRS};
+    thread_local! {
+        static SPARE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    }
+    debug_assert_eq!(pairs.len(), n.div_ceil(2));
+    SPARE.with_borrow_mut(|spare| {
+        spare.resize(rows.len() / rb, 0.0);
+        let mut spare = Some(&mut spare[..]);
+        let mut outs: [&mut [f32]; 2 * MAX_PAIRS] = std::array::from_fn(|t| {
+            if t < n {
+                out_rows(t)
+            } else {
+                spare.take().unwrap_or_default()
+            }
+        });
+        // SAFETY: `Path::FewVnni` is chosen only where `few_vnni::takes` found AVX-512 VNNI;
+        // the rows are whole rows of `rb` bytes, as long as every token's row.
+        unsafe { rows_few(ty, rows, rb, pairs, &mut outs[..2 * pairs.len()]) };
+    });
+}
+
 /// A float activation row's values (F16 and BF16 rows hold the rounded values as f32).
 #[cfg(target_arch = "x86_64")]
 fn float_act(a: &QuantizedAct) -> &[f32] {
@@ -950,6 +1070,81 @@ unsafe impl Sync for SendPtr {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A decode step of 2 to 8 sequences of Qwen2.5-0.5B (q4_k_m's Q5_0, Q8_0, Q4_K and Q6_K;
+    /// q8_0; q4_0) takes a few-token kernel in every product on AVX-512 VNNI (or, q4_0's under
+    /// `fast`, its repacked groups), so every call splits like one token's: at 16 threads each call has two tasks a thread or more (none
+    /// idle while others take two), and its tasks differ by at most one row's share of work
+    /// (a product's pieces are equal; pieces of different products of a call within 20%).
+    #[test]
+    fn few_token_steps_split_over_sixteen_threads() {
+        if !crate::quant::x86_vnni::available() {
+            eprintln!("skipped: no AVX-512 VNNI here, so 4-8 token Q4_0/Q5_0/Q8_0 products take the batch kernels");
+            return;
+        }
+        use GgmlType as T;
+        let calls: [(&str, &[(usize, GgmlType)]); 5] = [
+            ("qkv", &[(896, T::Q5_0), (128, T::Q5_0), (128, T::Q8_0)]),
+            ("attn_out", &[(896, T::Q5_0)]),
+            ("ffn_gate_up", &[(4864, T::Q5_0), (4864, T::Q5_0)]),
+            ("ffn_down", &[(896, T::Q6_K)]),
+            ("lm_head", &[(151936, T::Q8_0)]),
+        ];
+        let threads = 16;
+        let mut table = String::from("call         rows per task (tasks) per product\n");
+        for (name, products) in calls {
+            let total: usize = products.iter().map(|p| p.0).sum();
+            let mut tasks = 0;
+            let mut sizes = Vec::new();
+            for &(rows, ty) in products {
+                for ty in [ty, T::Q4_0, T::Q8_0, T::Q4_K] {
+                    for n in 2..=FEW_TOKENS_MAX {
+                        for kquant_fast in [false, true] {
+                            let had = Had {
+                                kquant_fast,
+                                ..Had::default()
+                            };
+                            let path = Path::choose(ty, n, had);
+                            assert!(
+                                matches!(path, Path::FewVnni | Path::FewKquant | Path::FewTokens),
+                                "{ty} x{n}: {path:?}"
+                            );
+                        }
+                    }
+                }
+                let per = one_token_rows(total, rows, threads);
+                let count = rows.div_ceil(per);
+                tasks += count;
+                sizes.push(per);
+                table += &format!("{name:<12} {per} ({count})  ");
+            }
+            table += "\n";
+            assert!(tasks >= 2 * threads, "{name}: {tasks} tasks");
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(
+                *hi as f64 <= 1.2 * *lo as f64,
+                "{name}: tasks of {lo} to {hi} rows"
+            );
+            // A q4_0 model's repacked groups under `fast` (`Path::Packed`) round each task up
+            // to whole pairs of groups: still three tasks for every two threads or more.
+            let mut packed = 0;
+            table += &format!("{:<12} ", "  q4_0 fast");
+            for &(rows, _) in products {
+                let had = Had {
+                    packed: true,
+                    kquant_fast: true,
+                    ..Had::default()
+                };
+                assert_eq!(Path::choose(T::Q4_0, 4, had), Path::Packed);
+                let per = one_token_rows(total, rows, threads).next_multiple_of(16);
+                packed += rows.div_ceil(per);
+                table += &format!("{per} ({})  ", rows.div_ceil(per));
+            }
+            table += "\n";
+            assert!(2 * packed >= 3 * threads, "{name}: {packed} packed tasks");
+        }
+        eprintln!("{table}");
+    }
 
     /// Every (row, panel) pair of a fast float product falls in exactly one task, each task
     /// holds whole tiles (but the last rows), and a matrix with few rows for the threads is

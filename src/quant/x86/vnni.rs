@@ -81,9 +81,9 @@ impl SignedRows {
         self.d.clear();
         for b in rows.chunks_exact(bytes) {
             let level = match ty {
-                GgmlType::Q4_0 => _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8)),
-                GgmlType::Q5_0 => _mm256_sub_epi8(q5_0_unsigned(b), _mm256_set1_epi8(16)),
-                _ => _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i),
+                GgmlType::Q4_0 => levels_q4_0(b),
+                GgmlType::Q5_0 => levels_q5_0(b),
+                _ => levels_q8_0(b),
             };
             let fours = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(_mm256_set1_epi8(1), level),
@@ -104,24 +104,50 @@ impl SignedRows {
     }
 }
 
+/// A Q4_0 block's 32 signed levels (nibble - 8), weight order.
+#[inline(always)]
+pub(super) unsafe fn levels_q4_0(b: &[u8]) -> __m256i {
+    _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8))
+}
+
+/// A Q5_0 block's 32 signed levels (the 5-bit value - 16).
+#[inline(always)]
+pub(super) unsafe fn levels_q5_0(b: &[u8]) -> __m256i {
+    _mm256_sub_epi8(q5_0_unsigned(b), _mm256_set1_epi8(16))
+}
+
+/// A Q8_0 block's 32 levels as stored.
+#[inline(always)]
+pub(super) unsafe fn levels_q8_0(b: &[u8]) -> __m256i {
+    _mm256_loadu_si256(b[2..34].as_ptr() as *const __m256i)
+}
+
 /// Two tokens' Q8_0 activation rows laid out for `vpdpbusd`, so one 512-bit register holds
 /// the same block of both: per block, the first token's 32 values biased to unsigned
 /// (`a + 128`) then the second's, and the two scales, each repeated over eight lanes.
 #[derive(Clone, Default)]
 pub struct BiasedPair {
-    qs: Vec<[u8; 64]>,
-    d: Vec<[f32; 16]>,
+    pub(super) qs: Vec<[u8; 64]>,
+    pub(super) d: Vec<[f32; 16]>,
 }
 
 impl BiasedPair {
     /// Tokens `a` and `b` (the same length); for an odd token out, pass it twice.
     pub fn new(a: &[BlockQ8_0], b: &[BlockQ8_0]) -> BiasedPair {
+        let mut pair = BiasedPair::default();
+        pair.set(a, b);
+        pair
+    }
+
+    /// `new(a, b)` into this pair's buffers (a decode step makes its pairs for every product).
+    pub fn set(&mut self, a: &[BlockQ8_0], b: &[BlockQ8_0]) {
         assert_eq!(a.len(), b.len(), "activation rows differ in length");
         // Plain loops over the two halves: the compiler makes them a few vector moves (a
         // per-byte `array::from_fn` choosing its half cost about as much as the products).
-        let mut qs = vec![[0u8; 64]; a.len()];
-        let mut d = vec![[0f32; 16]; a.len()];
-        for (((q, s), x), y) in qs.iter_mut().zip(&mut d).zip(a).zip(b) {
+        let (qs, d) = (&mut self.qs, &mut self.d);
+        qs.resize(a.len(), [0u8; 64]);
+        d.resize(a.len(), [0f32; 16]);
+        for (((q, s), x), y) in qs.iter_mut().zip(d.iter_mut()).zip(a).zip(b) {
             let (qa, qb) = q.split_at_mut(32);
             for (o, &v) in qa.iter_mut().zip(&x.qs) {
                 *o = (v as u8) ^ 0x80;
@@ -132,7 +158,11 @@ impl BiasedPair {
             s[..8].fill(x.d);
             s[8..].fill(y.d);
         }
-        BiasedPair { qs, d }
+    }
+
+    /// Blocks per token.
+    pub fn blocks(&self) -> usize {
+        self.qs.len()
     }
 }
 
@@ -202,19 +232,29 @@ pub unsafe fn rows_signed<const P: usize>(
     }
     for r in 0..rows {
         for p in 0..P {
-            let v = acc[r * P + p];
-            let halves = [
-                _mm512_castps512_ps256(v),
-                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
-            ];
-            for (k, h) in halves.into_iter().enumerate() {
-                let mut lanes = [0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), h);
-                out[p][k][r] = Lanes8::from(lanes).hsum();
-            }
+            let [s0, s1] = pair_sums(acc[r * P + p]);
+            (out[p][0][r], out[p][1][r]) = (s0, s1);
         }
     }
     LANES.set(acc);
+}
+
+/// The two tokens' dots of a pair's accumulator: each half reduced as `hsum_float_8` does.
+///
+/// # Safety
+/// The CPU must support AVX-512 F.
+#[inline(always)]
+pub(super) unsafe fn pair_sums(v: __m512) -> [f32; 2] {
+    let halves = [
+        _mm512_castps512_ps256(v),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
+    ];
+    halves.map(|h| {
+        let mut lanes = [0f32; 8];
+        // SAFETY: `lanes` holds eight floats.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), h) };
+        Lanes8::from(lanes).hsum()
+    })
 }
 
 #[cfg(test)]
