@@ -55,6 +55,7 @@ fn eight_sequences_in_a_batch_are_each_alone_bit_for_bit_under_exact() {
         "conf-qwen2-Q4_0",
         "conf-qwen2-Q8_0",
         "conf-qwen2-Q4_K_M",
+        "conf-qwen2-F16",
     ] {
         let (model, prompts, _, _) = requests(name);
         let (eight, max) = eight_requests(&prompts[0]);
@@ -79,6 +80,7 @@ fn eight_sequences_in_a_batch_stay_within_the_bounds_under_fast() {
         "conf-qwen2-Q8_0",
         "conf-qwen2-Q4_K_M",
         "conf-qwen2-Q6_K",
+        "conf-qwen2-F16",
     ] {
         let (model, prompts, _, bound) = requests(name);
         let (eight, max) = eight_requests(&prompts[0]);
