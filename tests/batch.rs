@@ -55,19 +55,10 @@ fn eight_sequences_in_a_batch_are_each_alone_bit_for_bit_under_exact() {
         "conf-qwen2-Q4_0",
         "conf-qwen2-Q8_0",
         "conf-qwen2-Q4_K_M",
+        "conf-qwen2-F16",
     ] {
         let (model, prompts, _, _) = requests(name);
-        let long = &prompts[0];
-        let eight: Vec<Vec<u32>> = (0..8)
-            .map(|s| {
-                if s % 2 == 0 {
-                    long.clone()
-                } else {
-                    long[..(2 + s / 2).min(long.len())].to_vec()
-                }
-            })
-            .collect();
-        let max: Vec<usize> = (0..8).map(|s| 2 + s).collect();
+        let (eight, max) = eight_requests(&prompts[0]);
         let mut engine = CpuEngine::new(model, 64);
         let mut batch = CpuBatch::new(&engine, 64, 8).unwrap();
         let all = batched(&mut batch, &eight, &max);
@@ -76,6 +67,46 @@ fn eight_sequences_in_a_batch_are_each_alone_bit_for_bit_under_exact() {
             assert_same_bits(name, s, &all[s], &one, m);
         }
     }
+}
+
+/// The same eight sequences under `fast` (steps of 8 down to 2 tokens on `few_vnni`,
+/// `few_kquants` and the repacked Q4_0 groups): each step's logits within the bound of the
+/// sequence alone.
+#[test]
+fn eight_sequences_in_a_batch_stay_within_the_bounds_under_fast() {
+    for name in [
+        "conf-qwen2-Q5_0",
+        "conf-qwen2-Q4_0",
+        "conf-qwen2-Q8_0",
+        "conf-qwen2-Q4_K_M",
+        "conf-qwen2-Q6_K",
+        "conf-qwen2-F16",
+    ] {
+        let (model, prompts, _, bound) = requests(name);
+        let (eight, max) = eight_requests(&prompts[0]);
+        let mut engine = CpuEngine::new(model, 64).with_numerics(Numerics::Fast);
+        let mut batch = CpuBatch::new(&engine, 64, 8).unwrap();
+        let all = batched(&mut batch, &eight, &max);
+        for (s, (prompt, &m)) in eight.iter().zip(&max).enumerate() {
+            let one = by_itself(&mut engine, prompt, m);
+            assert_within(name, s, &all[s], &one, bound);
+        }
+    }
+}
+
+/// Eight prompts from `long` (itself, then prefixes of 2 to 5 tokens) and their step counts
+/// (2 to 9, so the batch shrinks a sequence a step).
+fn eight_requests(long: &[u32]) -> (Vec<Vec<u32>>, Vec<usize>) {
+    let eight = (0..8)
+        .map(|s| {
+            if s % 2 == 0 {
+                long.to_vec()
+            } else {
+                long[..(2 + s / 2).min(long.len())].to_vec()
+            }
+        })
+        .collect();
+    (eight, (0..8).map(|s| 2 + s).collect())
 }
 
 /// Under `fast` a batch's products take the prompt kernels, which order their sums unlike
