@@ -178,6 +178,13 @@ pub fn attention_with(
     let f16_ops = F16Ops::detect();
     let simd = f16_ops.simd;
     let fast = fast && fast_kernels(hd);
+    let kit = PairKit {
+        f16_ops,
+        fast,
+        hd,
+        kv_dim,
+        scale,
+    };
     let pairs = q.len() / hd;
     let per = pairs_per_task(pairs, super::pool::global().threads());
     super::pool::par_chunks_mut(out, per * hd, |task, os| {
@@ -190,13 +197,8 @@ pub fn attention_with(
                     let g = h / group;
                     let n_ctx = pos0 + t + 1;
                     let first = layer.first_key(pos0 + t);
-                    // Position `j`'s K and V rows of this head's group.
-                    let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
-                    let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
                     let qrow = &q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
-                    let mut max = f32::NEG_INFINITY;
-                    let mut sum = 0f32;
-                    if tiled {
+                    let sum = if tiled {
                         let skip = (first - first0) * kv_dim;
                         let rows = TiledRows {
                             k: &kf[skip..],
@@ -205,55 +207,171 @@ pub fn attention_with(
                             at: g * hd,
                             n: n_ctx - first,
                         };
-                        sum = tiled_head(simd, fast, qrow, rows, scale, o);
-                    } else if fast {
-                        let (k, v) = (&keys[first * kv_dim..], &values[first * kv_dim..]);
-                        let rows = (kv_dim, g * hd, n_ctx - first);
-                        sum = cached_head_fast(qrow, k, v, rows, scale, o);
+                        tiled_head(simd, fast, qrow, rows, scale, o)
                     } else {
-                        // The query rounded to f16 once, kept widened to f32 (exact) so the dot
-                        // does not convert it at every position; the accumulator on the stack
-                        // (a heap buffer only for heads wider than `STACK_HEAD`).
-                        let (mut q_buf, mut acc_buf) =
-                            ([0f32; STACK_HEAD], [f16::ZERO; STACK_HEAD]);
-                        let (mut q_heap, mut acc_heap) = (Vec::new(), Vec::new());
-                        let (q16, acc) = if hd <= STACK_HEAD {
-                            (&mut q_buf[..hd], &mut acc_buf[..hd])
-                        } else {
-                            q_heap.resize(hd, 0f32);
-                            acc_heap.resize(hd, f16::ZERO);
-                            (&mut q_heap[..], &mut acc_heap[..])
-                        };
-                        for (d, &v) in q16.iter_mut().zip(qrow) {
-                            *d = f16::from_f32(v).to_f32();
-                        }
-                        let q16 = &*q16;
-                        if let Some(fused) = f16_ops.decode_head(hd) {
-                            let (k, v) = (&keys[first * kv_dim..], &values[first * kv_dim..]);
-                            sum = fused(q16, k, v, (kv_dim, g * hd, n_ctx - first), scale, o);
-                        } else {
-                            for j in first..n_ctx {
-                                let s = f16_ops.dot(key(j), q16) * scale;
-                                let (mut ms, mut vs) = (1.0f32, 1.0f32);
-                                if s > max {
-                                    ms = (max - s).exp();
-                                    max = s;
-                                    f16_ops.scale(acc, ms);
-                                } else {
-                                    vs = (s - max).exp();
-                                }
-                                f16_ops.mad(acc, value(j), vs);
-                                sum = sum.mul_add(ms, vs);
-                            }
-                            o.iter_mut().zip(&*acc).for_each(|(d, a)| *d = a.to_f32());
-                        }
-                    }
-                    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-                    o.iter_mut().for_each(|d| *d *= inv);
+                        kit.cached_pair(qrow, (keys, values), g, (first, n_ctx), o)
+                    };
+                    normalize(o, sum);
                 }
             },
         )
     });
+}
+
+/// Whether a sequence's `queries` rows take `attention_rows` beside other sequences' (the
+/// cached-row kernels; more take the tiled ones, sequence by sequence).
+pub fn rows_together(queries: usize) -> bool {
+    queries < TILED_FROM
+}
+
+/// One sequence's part of a batch step's attention (`attention_rows`).
+pub struct SeqRows<'a> {
+    /// The sequence's query rows (q_dim values each), at positions pos0, pos0 + 1, ...
+    pub q: &'a [f32],
+    /// Its cache's K and V rows, through its last query's position.
+    pub keys: &'a [f16],
+    pub values: &'a [f16],
+    pub pos0: usize,
+}
+
+/// `attention_with` for several sequences of a few query rows each (`rows_together`: a batch
+/// decode step), in one parallel region over every sequence's (query, head) pairs where a
+/// call a sequence left most threads idle at 16 threads; `out` holds the sequences' rows in
+/// order. Pair by pair the same arithmetic as `attention_with`, so the same bits.
+pub fn attention_rows(
+    shape: AttnShape,
+    layer: AttnLayer,
+    seqs: &[SeqRows],
+    out: &mut [f32],
+    fast: bool,
+) {
+    let AttnShape {
+        n_heads,
+        n_kv_heads,
+        head_dim: hd,
+    } = shape;
+    let q_dim = n_heads * hd;
+    let group = n_heads / n_kv_heads;
+    let kit = PairKit {
+        f16_ops: F16Ops::detect(),
+        fast: fast && fast_kernels(hd),
+        hd,
+        kv_dim: n_kv_heads * hd,
+        scale: layer.scale,
+    };
+    // Each sequence's first row of `out`.
+    let mut starts = Vec::with_capacity(seqs.len());
+    let mut rows = 0;
+    for sq in seqs {
+        starts.push(rows);
+        rows += sq.q.len() / q_dim;
+    }
+    assert_eq!(rows * q_dim, out.len(), "a row of `out` for each query row");
+    let per = pairs_per_task(rows * n_heads, super::pool::global().threads());
+    super::pool::par_chunks_mut(out, per * hd, |task, os| {
+        with_fma(
+            #[inline(always)]
+            || {
+                for (i, o) in os.chunks_exact_mut(hd).enumerate() {
+                    let idx = task * per + i;
+                    let (row, h) = (idx / n_heads, idx % n_heads);
+                    let si = starts.partition_point(|&r0| r0 <= row) - 1;
+                    let (sq, t) = (&seqs[si], row - starts[si]);
+                    let n_ctx = sq.pos0 + t + 1;
+                    let first = layer.first_key(sq.pos0 + t);
+                    let qrow = &sq.q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
+                    let kv = (sq.keys, sq.values);
+                    let sum = kit.cached_pair(qrow, kv, h / group, (first, n_ctx), o);
+                    normalize(o, sum);
+                }
+            },
+        )
+    });
+}
+
+/// What every (query, head) pair over cached f16 rows shares (`PairKit::cached_pair`).
+struct PairKit {
+    f16_ops: F16Ops,
+    fast: bool,
+    hd: usize,
+    kv_dim: usize,
+    scale: f32,
+}
+
+impl PairKit {
+    /// One query row's head over its group `g`'s cached K and V rows `first..n_ctx`: the
+    /// softmax-weighted V rows into `o`, not yet divided by the weights' sum, which it
+    /// returns. `fast`: `attention_fast`'s blocks; otherwise llama.cpp's key-by-key order.
+    #[inline(always)]
+    fn cached_pair(
+        &self,
+        qrow: &[f32],
+        (keys, values): (&[f16], &[f16]),
+        g: usize,
+        (first, n_ctx): (usize, usize),
+        o: &mut [f32],
+    ) -> f32 {
+        let PairKit {
+            f16_ops,
+            fast,
+            hd,
+            kv_dim,
+            scale,
+        } = *self;
+        if fast {
+            let (k, v) = (&keys[first * kv_dim..], &values[first * kv_dim..]);
+            let rows = (kv_dim, g * hd, n_ctx - first);
+            return cached_head_fast(qrow, k, v, rows, scale, o);
+        }
+        // Position `j`'s K and V rows of this head's group.
+        let key = |j: usize| &keys[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
+        let value = |j: usize| &values[j * kv_dim + g * hd..j * kv_dim + (g + 1) * hd];
+        let mut max = f32::NEG_INFINITY;
+        let mut sum = 0f32;
+        // The query rounded to f16 once, kept widened to f32 (exact) so the dot
+        // does not convert it at every position; the accumulator on the stack
+        // (a heap buffer only for heads wider than `STACK_HEAD`).
+        let (mut q_buf, mut acc_buf) = ([0f32; STACK_HEAD], [f16::ZERO; STACK_HEAD]);
+        let (mut q_heap, mut acc_heap) = (Vec::new(), Vec::new());
+        let (q16, acc) = if hd <= STACK_HEAD {
+            (&mut q_buf[..hd], &mut acc_buf[..hd])
+        } else {
+            q_heap.resize(hd, 0f32);
+            acc_heap.resize(hd, f16::ZERO);
+            (&mut q_heap[..], &mut acc_heap[..])
+        };
+        for (d, &v) in q16.iter_mut().zip(qrow) {
+            *d = f16::from_f32(v).to_f32();
+        }
+        let q16 = &*q16;
+        if let Some(fused) = f16_ops.decode_head(hd) {
+            let (k, v) = (&keys[first * kv_dim..], &values[first * kv_dim..]);
+            sum = fused(q16, k, v, (kv_dim, g * hd, n_ctx - first), scale, o);
+        } else {
+            for j in first..n_ctx {
+                let s = f16_ops.dot(key(j), q16) * scale;
+                let (mut ms, mut vs) = (1.0f32, 1.0f32);
+                if s > max {
+                    ms = (max - s).exp();
+                    max = s;
+                    f16_ops.scale(acc, ms);
+                } else {
+                    vs = (s - max).exp();
+                }
+                f16_ops.mad(acc, value(j), vs);
+                sum = sum.mul_add(ms, vs);
+            }
+            o.iter_mut().zip(&*acc).for_each(|(d, a)| *d = a.to_f32());
+        }
+        sum
+    }
+}
+
+/// `o` divided by its weights' sum (zero where every weight was).
+#[inline(always)]
+fn normalize(o: &mut [f32], sum: f32) {
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    o.iter_mut().for_each(|d| *d *= inv);
 }
 
 /// (Query, head) pairs per pool task: about `TASKS_PER_THREAD` tasks per thread. A pair is a
@@ -622,6 +740,64 @@ mod tests {
             attention_layer(shape, wide, &q, &k, &v, pos0, &mut windowed);
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&plain), bits(&windowed), "n {n} pos0 {pos0}");
+        }
+    }
+
+    #[test]
+    fn a_batch_steps_sequences_together_give_each_sequence_alone_bits() {
+        // Three sequences of 1, 2 and 3 query rows at their own positions, heads of 64 (the
+        // fast kernels) and 48 (the exact ones either way), windowed and not, both numerics.
+        let mut rng = crate::rng::SplitMix64::new(9);
+        for (hd, window) in [(64, None), (48, None), (64, Some(5))] {
+            let shape = AttnShape {
+                n_heads: 4,
+                n_kv_heads: 2,
+                head_dim: hd,
+            };
+            let layer = AttnLayer {
+                scale: 1.0 / (hd as f32).sqrt(),
+                window,
+            };
+            let (q_dim, kv_dim) = (4 * hd, 2 * hd);
+            let seqs: Vec<(usize, usize)> = vec![(1, 0), (2, 9), (3, 20)];
+            let data: Vec<(Vec<f32>, Vec<f16>, Vec<f16>)> = seqs
+                .iter()
+                .map(|&(m, pos0)| {
+                    let n_all = (pos0 + m) * kv_dim;
+                    let mut half = |n: usize| -> Vec<f16> {
+                        (0..n).map(|_| f16::from_f32(rng.next_signed())).collect()
+                    };
+                    let (k, v) = (half(n_all), half(n_all));
+                    let q = (0..m * q_dim).map(|_| rng.next_signed() * 2.0).collect();
+                    (q, k, v)
+                })
+                .collect();
+            for fast in [false, true] {
+                let rows: Vec<SeqRows> = data
+                    .iter()
+                    .zip(&seqs)
+                    .map(|((q, k, v), &(_, pos0))| SeqRows {
+                        q,
+                        keys: k,
+                        values: v,
+                        pos0,
+                    })
+                    .collect();
+                let mut together = vec![0f32; 6 * q_dim];
+                attention_rows(shape, layer, &rows, &mut together, fast);
+                let mut alone = Vec::new();
+                for ((q, k, v), &(m, pos0)) in data.iter().zip(&seqs) {
+                    let mut out = vec![0f32; m * q_dim];
+                    attention_with(shape, layer, q, k, v, pos0, &mut out, fast);
+                    alone.extend(out);
+                }
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&together),
+                    bits(&alone),
+                    "hd {hd} {window:?} fast {fast}"
+                );
+            }
         }
     }
 }

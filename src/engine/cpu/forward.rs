@@ -10,7 +10,9 @@
 //! Each brick (docs/DESIGN.md "Bricks") runs inside `rec.time(brick, layer, ..)`, which records a
 //! `cpu_timer` span when profiling is on and is a plain call when it is off.
 
-use super::attention::{attention_with, AttnLayer, AttnShape};
+use super::attention::{
+    attention_rows, attention_with, rows_together, AttnLayer, AttnShape, SeqRows,
+};
 use super::geglu::{geglu, geglu_kernel};
 use super::kernel_names::KernelNames;
 use super::kv_cache::KvCache;
@@ -232,12 +234,32 @@ pub fn forward_batch(
                 per_row(q, qd, |_, qr| scale_in_place(qr, cfg.attn_scale));
             }
             for ((kv, tokens), &(r0, pos0)) in seqs.iter_mut().zip(&starts) {
-                let m = tokens.len();
-                for t in 0..m {
+                for t in 0..tokens.len() {
                     let r = r0 + t;
                     let (kt, vt) = (&k[r * kvd..(r + 1) * kvd], &v[r * kvd..(r + 1) * kvd]);
                     kv.store(l, pos0 + t, kt, vt);
                 }
+            }
+            // A decode step's sequences in one parallel region; prompts one by one.
+            if seqs.len() > 1 && seqs.iter().all(|(_, t)| rows_together(t.len())) {
+                let rows: Vec<SeqRows> = seqs
+                    .iter()
+                    .zip(&starts)
+                    .map(|((kv, tokens), &(r0, pos0))| {
+                        let m = tokens.len();
+                        SeqRows {
+                            q: &q[r0 * qd..(r0 + m) * qd],
+                            keys: kv.keys(l, pos0 + m),
+                            values: kv.values(l, pos0 + m),
+                            pos0,
+                        }
+                    })
+                    .collect();
+                attention_rows(shape, layer_attn, &rows, att, fast_attention);
+                return;
+            }
+            for ((kv, tokens), &(r0, pos0)) in seqs.iter().zip(&starts) {
+                let m = tokens.len();
                 let (keys, values) = (kv.keys(l, pos0 + m), kv.values(l, pos0 + m));
                 let (q, att) = (&q[r0 * qd..(r0 + m) * qd], &mut att[r0 * qd..(r0 + m) * qd]);
                 attention_with(
