@@ -146,3 +146,31 @@ fn a_batch_too_large_for_memory_is_refused_with_the_figure() {
         Ok(_) => panic!("a batch of 2^40 sequences was made"),
     }
 }
+
+/// A batch's greedy picks (read from the pass's logits where they lie) are the argmax of the
+/// logits `eval` gives for the same steps, on two batches fed the same tokens: the prompts
+/// together, then steps of three, two and one sequences.
+#[test]
+fn greedy_picks_are_the_argmax_of_the_same_steps_logits() {
+    use cbtop::brick::Recorder;
+    use cbtop::engine::sampler::argmax;
+    use cbtop::engine::Batched;
+    let (model, prompts, _, _) = requests("conf-qwen2-Q8_0");
+    let engine = CpuEngine::new(model, 64);
+    let mut picked = CpuBatch::new(&engine, 64, prompts.len()).unwrap();
+    let mut logged = CpuBatch::new(&engine, 64, prompts.len()).unwrap();
+    let rec = &mut Recorder::off();
+    let mut next: Vec<Vec<u32>> = prompts.clone();
+    for step in 0..4 {
+        // Sequences 0..3 - step + 1 (all three, then fewer), each its last token.
+        let running = (3 - step.min(2)).min(next.len());
+        let work: Vec<(usize, &[u32])> = (0..running).map(|s| (s, &next[s][..])).collect();
+        let picks = picked.greedy(&work, rec).unwrap();
+        let rows = logged.eval(&work, LogitsFor::Last, rec).unwrap();
+        let want: Vec<u32> = rows.iter().map(|r| argmax(r.last().unwrap())).collect();
+        assert_eq!(picks, want, "step {step}");
+        for (s, &t) in picks.iter().enumerate() {
+            next[s] = vec![t];
+        }
+    }
+}

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::forward::{forward_batch, Scratch};
+use super::forward::{forward_batch, forward_batch_rows, Scratch};
 use super::kv_cache::KvCache;
 use super::repack::Repacked;
 use super::CpuEngine;
@@ -13,6 +13,7 @@ use crate::brick::Recorder;
 use crate::engine::batched::{check_work, Batched};
 use crate::engine::error::EngineError;
 use crate::engine::options::LogitsFor;
+use crate::engine::sampler::argmax;
 use crate::model::Model;
 
 /// A model with one KV cache per sequence.
@@ -114,5 +115,40 @@ impl Batched for CpuBatch {
             &mut self.scratch,
             self.repacked.as_deref(),
         ))
+    }
+
+    /// Every item in one pass, each sequence's pick read from the pass's logits where they
+    /// lie (`forward_batch_rows`), the rows picked on the engine's pool.
+    fn greedy(
+        &mut self,
+        work: &[(usize, &[u32])],
+        rec: &mut Recorder,
+    ) -> Result<Vec<u32>, EngineError> {
+        let vocab = self.model.config.vocab_size;
+        check_work(work, self.kvs.len(), vocab, |s| {
+            (self.kvs[s].len(), self.kvs[s].capacity())
+        })?;
+        let mut items = work.iter().peekable();
+        let mut seqs: Vec<(&mut KvCache, &[u32])> = Vec::with_capacity(work.len());
+        for (s, kv) in self.kvs.iter_mut().enumerate() {
+            if let Some(&(_, tokens)) = items.next_if(|(w, _)| *w == s) {
+                seqs.push((kv, tokens));
+            }
+        }
+        let rows = forward_batch_rows(
+            &self.model,
+            &mut seqs,
+            LogitsFor::Last,
+            rec,
+            &mut self.scratch,
+            self.repacked.as_deref(),
+        );
+        let logits = self.scratch.logits();
+        let width = logits.len() / rows.max(1);
+        let mut picks = vec![0u32; rows];
+        super::pool::par_chunks_mut(&mut picks, 1, |i, p| {
+            p[0] = argmax(&logits[i * width..(i + 1) * width]);
+        });
+        Ok(picks)
     }
 }
