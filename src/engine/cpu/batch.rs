@@ -96,17 +96,7 @@ impl Batched for CpuBatch {
         want: LogitsFor,
         rec: &mut Recorder,
     ) -> Result<Vec<Vec<Vec<f32>>>, EngineError> {
-        let vocab = self.model.config.vocab_size;
-        check_work(work, self.kvs.len(), vocab, |s| {
-            (self.kvs[s].len(), self.kvs[s].capacity())
-        })?;
-        let mut items = work.iter().peekable();
-        let mut seqs: Vec<(&mut KvCache, &[u32])> = Vec::with_capacity(work.len());
-        for (s, kv) in self.kvs.iter_mut().enumerate() {
-            if let Some(&(_, tokens)) = items.next_if(|(w, _)| *w == s) {
-                seqs.push((kv, tokens));
-            }
-        }
+        let mut seqs = checked_seqs(&mut self.kvs, work, self.model.config.vocab_size)?;
         Ok(forward_batch(
             &self.model,
             &mut seqs,
@@ -124,17 +114,7 @@ impl Batched for CpuBatch {
         work: &[(usize, &[u32])],
         rec: &mut Recorder,
     ) -> Result<Vec<u32>, EngineError> {
-        let vocab = self.model.config.vocab_size;
-        check_work(work, self.kvs.len(), vocab, |s| {
-            (self.kvs[s].len(), self.kvs[s].capacity())
-        })?;
-        let mut items = work.iter().peekable();
-        let mut seqs: Vec<(&mut KvCache, &[u32])> = Vec::with_capacity(work.len());
-        for (s, kv) in self.kvs.iter_mut().enumerate() {
-            if let Some(&(_, tokens)) = items.next_if(|(w, _)| *w == s) {
-                seqs.push((kv, tokens));
-            }
-        }
+        let mut seqs = checked_seqs(&mut self.kvs, work, self.model.config.vocab_size)?;
         let rows = forward_batch_rows(
             &self.model,
             &mut seqs,
@@ -151,4 +131,23 @@ impl Batched for CpuBatch {
         });
         Ok(picks)
     }
+}
+
+/// `work`'s sequences with their caches, in order, after `check_work`'s checks.
+fn checked_seqs<'a>(
+    kvs: &'a mut [KvCache],
+    work: &[(usize, &'a [u32])],
+    vocab: usize,
+) -> Result<Vec<(&'a mut KvCache, &'a [u32])>, EngineError> {
+    check_work(work, kvs.len(), vocab, |s| {
+        (kvs[s].len(), kvs[s].capacity())
+    })?;
+    let mut items = work.iter().peekable();
+    let mut seqs = Vec::with_capacity(work.len());
+    for (s, kv) in kvs.iter_mut().enumerate() {
+        if let Some(&(_, tokens)) = items.next_if(|(w, _)| *w == s) {
+            seqs.push((kv, tokens));
+        }
+    }
+    Ok(seqs)
 }
