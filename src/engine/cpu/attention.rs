@@ -160,31 +160,26 @@ pub fn attention_with(
     let kv_dim = n_kv_heads * hd;
     let group = n_heads / n_kv_heads;
     let scale = layer.scale;
-    let tiled = q.len() / q_dim >= TILED_FROM;
+    if rows_together(q.len() / q_dim) {
+        let one = SeqRows {
+            q,
+            keys,
+            values,
+            pos0,
+        };
+        return attention_rows(shape, layer, &[one], out, fast);
+    }
     // The tiled path reads K and V as f32: converted once here for every head and query
     // (exact, every f16 being an f32) instead of row by row inside each (query, head) task;
     // rows from the first query's first key on (`kf` row `i` is position `first0 + i`).
     let n_all = pos0 + q.len() / q_dim;
     let first0 = layer.first_key(pos0);
-    let (kf, vf) = if tiled {
-        let len = (n_all - first0) * kv_dim;
-        let (mut kf, mut vf) = (vec![0f32; len], vec![0f32; len]);
-        keys[first0 * kv_dim..n_all * kv_dim].convert_to_f32_slice(&mut kf);
-        values[first0 * kv_dim..n_all * kv_dim].convert_to_f32_slice(&mut vf);
-        (kf, vf)
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    let f16_ops = F16Ops::detect();
-    let simd = f16_ops.simd;
+    let len = (n_all - first0) * kv_dim;
+    let (mut kf, mut vf) = (vec![0f32; len], vec![0f32; len]);
+    keys[first0 * kv_dim..n_all * kv_dim].convert_to_f32_slice(&mut kf);
+    values[first0 * kv_dim..n_all * kv_dim].convert_to_f32_slice(&mut vf);
+    let simd = F16Ops::detect().simd;
     let fast = fast && fast_kernels(hd);
-    let kit = PairKit {
-        f16_ops,
-        fast,
-        hd,
-        kv_dim,
-        scale,
-    };
     let pairs = q.len() / hd;
     let per = pairs_per_task(pairs, super::pool::global().threads());
     super::pool::par_chunks_mut(out, per * hd, |task, os| {
@@ -198,19 +193,15 @@ pub fn attention_with(
                     let n_ctx = pos0 + t + 1;
                     let first = layer.first_key(pos0 + t);
                     let qrow = &q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
-                    let sum = if tiled {
-                        let skip = (first - first0) * kv_dim;
-                        let rows = TiledRows {
-                            k: &kf[skip..],
-                            v: &vf[skip..],
-                            stride: kv_dim,
-                            at: g * hd,
-                            n: n_ctx - first,
-                        };
-                        tiled_head(simd, fast, qrow, rows, scale, o)
-                    } else {
-                        kit.cached_pair(qrow, (keys, values), g, (first, n_ctx), o)
+                    let skip = (first - first0) * kv_dim;
+                    let rows = TiledRows {
+                        k: &kf[skip..],
+                        v: &vf[skip..],
+                        stride: kv_dim,
+                        at: g * hd,
+                        n: n_ctx - first,
                     };
+                    let sum = tiled_head(simd, fast, qrow, rows, scale, o);
                     normalize(o, sum);
                 }
             },
@@ -234,10 +225,11 @@ pub struct SeqRows<'a> {
     pub pos0: usize,
 }
 
-/// `attention_with` for several sequences of a few query rows each (`rows_together`: a batch
-/// decode step), in one parallel region over every sequence's (query, head) pairs where a
-/// call a sequence left most threads idle at 16 threads; `out` holds the sequences' rows in
-/// order. Pair by pair the same arithmetic as `attention_with`, so the same bits.
+/// The cached-row attention of one or more sequences of a few query rows each
+/// (`rows_together`: a decode step, a batch step), in one parallel region over every
+/// sequence's (query, head) pairs, where a region a sequence left most threads idle at 16
+/// threads; `out` holds the sequences' rows in order. `attention_with` takes it for one
+/// sequence's short run of queries, so a sequence gives the same bits alone and in a batch.
 pub fn attention_rows(
     shape: AttnShape,
     layer: AttnLayer,
@@ -259,13 +251,7 @@ pub fn attention_rows(
         kv_dim: n_kv_heads * hd,
         scale: layer.scale,
     };
-    // Each sequence's first row of `out`.
-    let mut starts = Vec::with_capacity(seqs.len());
-    let mut rows = 0;
-    for sq in seqs {
-        starts.push(rows);
-        rows += sq.q.len() / q_dim;
-    }
+    let rows: usize = seqs.iter().map(|sq| sq.q.len() / q_dim).sum();
     assert_eq!(rows * q_dim, out.len(), "a row of `out` for each query row");
     let per = pairs_per_task(rows * n_heads, super::pool::global().threads());
     super::pool::par_chunks_mut(out, per * hd, |task, os| {
@@ -275,8 +261,16 @@ pub fn attention_rows(
                 for (i, o) in os.chunks_exact_mut(hd).enumerate() {
                     let idx = task * per + i;
                     let (row, h) = (idx / n_heads, idx % n_heads);
-                    let si = starts.partition_point(|&r0| r0 <= row) - 1;
-                    let (sq, t) = (&seqs[si], row - starts[si]);
+                    // The row's sequence: a step's few, walked (nothing allocated, as the
+                    // decode step's one sequence takes this path too).
+                    let (mut sq, mut t) = (&seqs[0], row);
+                    for next in &seqs[1..] {
+                        let m = sq.q.len() / q_dim;
+                        if t < m {
+                            break;
+                        }
+                        (sq, t) = (next, t - m);
+                    }
                     let n_ctx = sq.pos0 + t + 1;
                     let first = layer.first_key(sq.pos0 + t);
                     let qrow = &sq.q[t * q_dim + h * hd..t * q_dim + (h + 1) * hd];
