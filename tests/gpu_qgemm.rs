@@ -5,7 +5,8 @@
 //! the f16-expanding tensor-core products in tests/gpu_kernels.rs), with K whole and split
 //! (as if the GPU had 1 or 1000 multiprocessors). Then with `CBTOP_QGEMM=0` the same products
 //! take the expanding path again, and the two agree within the same bound. Skips without a
-//! GPU. One test in this binary: it sets `CBTOP_QGEMM`, which engines read when created.
+//! GPU. The integer tensor-core kernels, which take Q4_K/Q6_K/Q8_0 batches first, are turned off
+//! (`CBTOP_QMMA=0`; tests/gpu_qmma.rs tests them). One test in this binary: it sets `CBTOP_QGEMM`, which engines read when created.
 
 mod common;
 mod gpu;
@@ -22,6 +23,7 @@ fn quantized_weight_tensor_core_products_match_the_f64_dot_within_f16_rounding()
     let Some(g) = gpu::gpu("gpu_qgemm") else {
         return;
     };
+    gpu::qmma_off("gpu_qgemm");
     if gpu::qgemm_range() != Some((16, 256)) {
         std::env::remove_var("CBTOP_QGEMM");
         std::env::remove_var("CBTOP_QGEMM_FROM");

@@ -5,6 +5,8 @@
 //! product's outputs lie from the f64 dot (`worst_error`).
 #![allow(dead_code)]
 
+pub mod seen;
+
 use cbtop::engine::cuda::{probe, GpuDesc};
 use cbtop::quant::{dequantize_row, GgmlType};
 use cbtop::rng::SplitMix64;
@@ -66,6 +68,44 @@ pub fn tensor_cores_from() -> usize {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(64)
+}
+
+/// The batch range in which fast products on Q4_K/Q6_K/Q8_0 weights take the integer
+/// tensor-core kernels (src/engine/cuda/qmma.rs): from 4 (`CBTOP_QMMA_FROM`) up to 256
+/// (`CBTOP_QMMA_UNTIL`); None under `CBTOP_QMMA=0`.
+pub fn qmma_range() -> Option<(usize, usize)> {
+    if std::env::var("CBTOP_QMMA").is_ok_and(|v| v.trim() == "0") {
+        return None;
+    }
+    let read = |var: &str| std::env::var(var).ok().and_then(|v| v.trim().parse().ok());
+    Some((
+        read("CBTOP_QMMA_FROM").unwrap_or(4),
+        read("CBTOP_QMMA_UNTIL").unwrap_or(256),
+    ))
+}
+
+/// The kernel of kernels/gemm_qmma.cu a product of `n` tokens against `ty` rows of `cols`
+/// values takes, where it takes one.
+pub fn qmma_kernel(ty: GgmlType, cols: usize, n: usize) -> Option<String> {
+    let (from, until) = qmma_range()?;
+    let typed = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0);
+    if !typed || !cols.is_multiple_of(256) || n < from || n > until {
+        return None;
+    }
+    let bt = [8, 16, 32, 64]
+        .into_iter()
+        .find(|&bt| n <= bt)
+        .unwrap_or(64);
+    Some(format!("qmma_{}_{bt}", ty.name().to_lowercase()))
+}
+
+/// Turns the integer tensor-core kernels off for a test of the kernels they take batches
+/// from (engines read `CBTOP_QMMA` when created).
+pub fn qmma_off(test: &str) {
+    if qmma_range().is_some() {
+        std::env::set_var("CBTOP_QMMA", "0");
+        eprintln!("{test}: CBTOP_QMMA=0: the kernels under test take these batches only without the integer ones");
+    }
 }
 
 /// The batch range in which fast products on quantized weights take the tensor-core kernels

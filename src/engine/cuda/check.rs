@@ -188,6 +188,15 @@ impl KernelCheck {
     /// in the module, or "tensor cores" where the product takes them after expanding the
     /// weights to f16 (`gemm::tensor_cores_from`).
     pub fn product_kernel(&self, ty: GgmlType, rows: usize, cols: usize, n: usize) -> String {
+        let int = self
+            .k
+            .gemm
+            .as_ref()
+            .and_then(|g| g.qmma_for(ty, cols, n))
+            .and_then(|q| q.kernel(ty, n));
+        if let Some(f) = int {
+            return self.k.log.name_of(f).unwrap_or_else(|| "(unnamed)".into());
+        }
         let q = self
             .k
             .gemm

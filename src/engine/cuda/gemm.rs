@@ -21,6 +21,7 @@ use super::error::wrap;
 use super::gemm_q::{self, QGemm};
 use super::launch_params::{ceil_div, lin, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
+use super::qmma::QMma;
 use super::split_reduce::{reduce_splits, ReduceOut};
 use super::weights::GMat;
 use crate::engine::error::EngineError;
@@ -108,6 +109,9 @@ pub(super) struct GemmKernels {
     dequant: Vec<(GgmlType, CudaFunction)>,
     /// The products that read quantized weights (None: `CBTOP_QGEMM=0`).
     pub(super) q: Option<QGemm>,
+    /// The integer ones for Q4_K, Q6_K and Q8_0, which take those types' batches before
+    /// any of these (qmma.rs; None: `CBTOP_QMMA=0`).
+    pub(super) qmma: Option<QMma>,
 }
 
 impl GemmKernels {
@@ -171,6 +175,7 @@ impl GemmKernels {
             reduce: f("gemm_reduce")?,
             dequant,
             q: if ordered { None } else { QGemm::load(f, sms)? },
+            qmma: if ordered { None } else { QMma::load(f, sms)? },
         })
     }
 
@@ -179,10 +184,22 @@ impl GemmKernels {
         n >= self.from
     }
 
-    /// The fewest tokens a batch has for any of its products to take the tensor cores (the
-    /// f16 activations are needed from there).
+    /// The fewest tokens a batch has for any of its products to take the tensor cores (their
+    /// buffers, the f16 activations and the split-K partial sums, are needed from there).
     pub(super) fn f16_from(&self) -> usize {
-        self.q.as_ref().map_or(self.from, |q| q.from.min(self.from))
+        let q = self.q.as_ref().map_or(self.from, |q| q.from.min(self.from));
+        self.qmma.as_ref().map_or(q, |m| m.from.min(q))
+    }
+
+    /// The integer kernels, where they take a product of `n` tokens against a `ty` matrix of
+    /// `cols` values a row.
+    pub(super) fn qmma_for(&self, ty: GgmlType, cols: usize, n: usize) -> Option<&QMma> {
+        self.qmma.as_ref().filter(|q| q.takes(ty, cols, n))
+    }
+
+    /// Adds split-K partial sums (kernels/gemm_f16.cu `gemm_reduce`).
+    pub(super) fn reduce(&self) -> &CudaFunction {
+        &self.reduce
     }
 
     /// The quantized-weight kernel a product of `n` tokens against a `ty` matrix of `cols`
@@ -287,6 +304,11 @@ impl GemmBufs {
         })
     }
 
+    /// The split-K partial sums.
+    pub(super) fn part(&self) -> &CudaSlice<f32> {
+        &self.part
+    }
+
     /// The f16 activations, for a producer writing them itself (`launch_params::Feed::F16`).
     pub(super) fn a_mut(&mut self) -> &mut CudaSlice<u16> {
         &mut self.a
@@ -314,6 +336,9 @@ enum Route {
 fn route(g: Option<&GemmKernels>, bufs: Option<&GemmBufs>, m: &GMat, n: usize) -> Option<Route> {
     let (g, b) = (g?, bufs?);
     if !m.cols.is_multiple_of(TILE_K) || b.a.len() < n * m.cols {
+        return None;
+    }
+    if g.qmma_for(m.ty, m.cols, n).is_some() {
         return None;
     }
     if g.quantized_kernel(m.ty, m.cols, n).is_some() {

@@ -151,19 +151,26 @@ impl QGemm {
     /// memory holds, at most the launch bounds' 3).
     fn splits(&self, t: &TypeKernels, n: usize, rows: usize, k: usize, part_len: usize) -> usize {
         let per_sm = (SM_SHARED / t.smem as usize).clamp(1, MAX_PER_SM);
-        split_count(per_sm * self.sms, n, rows, k / t.ks, part_len)
+        let blocks = n.div_ceil(TOKEN_TILES[tile_index(n)]) * rows.div_ceil(BLOCK_ROWS);
+        split_count(per_sm * self.sms, blocks, n, rows, k / t.ks, part_len)
     }
 }
 
-/// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps, a `wave`
-/// of blocks filling the GPU once, with room for `part_len` partial sums: none where the
+/// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps in `blocks`
+/// blocks, a `wave` of blocks filling the GPU once, with room for `part_len` partial sums
+/// (these kernels' and gemm_qmma.cu's): none where the
 /// blocks fill a wave; else the count whose blocks finish soonest, counted as the rounds of
 /// waves they take times a piece's steps (a part-full last round costs a whole one), where
 /// it beats a smaller count by a tenth (a split adds the reduce): each piece keeping at least
 /// MIN_STEPS_PER_SPLIT steps, at most MAX_SPLITS.
-fn split_count(wave: usize, n: usize, rows: usize, steps: usize, part_len: usize) -> usize {
-    let bt = TOKEN_TILES[tile_index(n)];
-    let blocks = n.div_ceil(bt) * rows.div_ceil(BLOCK_ROWS);
+pub(super) fn split_count(
+    wave: usize,
+    blocks: usize,
+    n: usize,
+    rows: usize,
+    steps: usize,
+    part_len: usize,
+) -> usize {
     if blocks >= wave {
         return 1;
     }
@@ -271,25 +278,45 @@ mod tests {
         assert_eq!(tile_index(100), 2);
     }
 
+    /// The blocks of gemm_q's launch for `n` tokens against `rows` rows.
+    fn gq_blocks(n: usize, rows: usize) -> usize {
+        n.div_ceil(TOKEN_TILES[tile_index(n)]) * rows.div_ceil(BLOCK_ROWS)
+    }
+
     #[test]
     fn k_is_split_where_its_pieces_finish_soonest_in_whole_waves() {
         // An H100's wave at three blocks a multiprocessor.
         let wave = 3 * 132;
         let room = 1 << 23;
         // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave: whole.
-        assert_eq!(split_count(wave, 100, 18944, 14, room), 1);
+        assert_eq!(
+            split_count(wave, gq_blocks(100, 18944), 100, 18944, 14, room),
+            1
+        );
         // At 64 tokens 296 blocks: whole, one round of 14 steps; 2 pieces, two rounds of 7
         // (no better); 4 pieces, three rounds of 4 steps (12).
-        assert_eq!(split_count(wave, 64, 18944, 14, room), 4);
+        assert_eq!(
+            split_count(wave, gq_blocks(64, 18944), 64, 18944, 14, room),
+            4
+        );
         // Its Q at 16 tokens: 56 blocks; 7 pieces (392 blocks) fill one round, 14 steps allow 7.
-        assert_eq!(split_count(wave, 16, 3584, 14, room), 7);
+        assert_eq!(
+            split_count(wave, gq_blocks(16, 3584), 16, 3584, 14, room),
+            7
+        );
         // Its ffn_down: 74 steps, 56 blocks: 7 pieces, one round of 11 steps; 8 would
         // take a second round (448 blocks) of 10.
-        assert_eq!(split_count(wave, 16, 3584, 74, room), 7);
+        assert_eq!(
+            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, room),
+            7
+        );
         // Room for two pieces' partial sums only.
-        assert_eq!(split_count(wave, 16, 3584, 74, 2 * 16 * 3584), 2);
+        assert_eq!(
+            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, 2 * 16 * 3584),
+            2
+        );
         // One k step: no split.
-        assert_eq!(split_count(wave, 16, 896, 1, room), 1);
+        assert_eq!(split_count(wave, gq_blocks(16, 896), 16, 896, 1, room), 1);
     }
 
     #[test]

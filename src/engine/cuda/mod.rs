@@ -43,6 +43,7 @@ pub mod module;
 mod pdl_launch;
 pub mod probe;
 mod products;
+mod qmma;
 mod rope_tables;
 mod setup;
 mod split_reduce;

@@ -65,6 +65,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("gemm_f16.cu", include_str!("../../../kernels/gemm_f16.cu")),
     ("gemm_q.cu", include_str!("../../../kernels/gemm_q.cu")),
     (
+        "gemm_qmma.cu",
+        include_str!("../../../kernels/gemm_qmma.cu"),
+    ),
+    (
         "gemm_wgmma.cu",
         include_str!("../../../kernels/gemm_wgmma.cu"),
     ),

@@ -17,6 +17,7 @@ use super::launch_params::{
     MvfMat, MvfSet, FAST_ROWS, MVO_BYTES,
 };
 use super::pdl_launch::PushArg;
+use super::qmma;
 use super::weights::{bias, mat, GMat, Mat};
 use crate::engine::options::Numerics;
 use crate::quant::{ActType, GgmlType};
@@ -59,9 +60,10 @@ pub(super) fn quantize(
 /// `out[t] = W · x[t]` for `n` rows of `x`: the activations first rounded or quantized as
 /// llama.cpp's CPU does for W's type (kernels/act_quant.cu), then the type's product kernel
 /// from the table (`product_kernels` picks it for the engine's numerics; the exact kernels
-/// reproduce the CPU's float order, kernels/common.cuh). Under fast numerics a large batch
-/// goes to the tensor cores instead (gemm.rs), and a smaller one on quantized weights to the
-/// few-token kernels (kernels/matvec_few.cu). `x` and `act` hold at least `n × cols` values,
+/// reproduce the CPU's float order, kernels/common.cuh). Under fast numerics a batch on
+/// Q4_K/Q6_K/Q8_0 weights goes to the integer tensor cores (qmma.rs), a large batch on other
+/// types to the f16 ones (gemm.rs), and a smaller one on quantized weights to the few-token
+/// kernels (kernels/matvec_few.cu). `x` and `act` hold at least `n × cols` values,
 /// `out` `n × rows`. Returns what `act` now holds of `x` (for the next product of the same
 /// input).
 // The operands are distinct borrows of the engine's fields; bundling them would only move
@@ -78,6 +80,34 @@ pub(super) fn product(
     ep: Epilogue,
     clock: &mut KernelClock,
 ) -> Result<Held, DriverError> {
+    if let Some((g, q)) = k
+        .gemm
+        .as_ref()
+        .and_then(|g| g.qmma_for(m.ty, m.cols, n).map(|q| (g, q)))
+    {
+        if !ep.quantized {
+            quantize(s, k, x, n, m.cols, ActType::for_weights(m.ty), act, clock)?;
+        }
+        let act: &ActBufs = act;
+        let part = act.f16.as_ref().map(|b| b.part());
+        qmma::product(
+            s,
+            q,
+            g.reduce(),
+            k.launcher(),
+            m,
+            n,
+            act,
+            part,
+            out,
+            ep,
+            clock,
+        )?;
+        return Ok(Held {
+            quantized: true,
+            f16: false,
+        });
+    }
     if gemm::applies(k.gemm.as_ref(), act.f16.as_ref(), m, n) {
         let g = k.gemm.as_ref().expect("applies() checked");
         let b = act.f16.as_mut().expect("applies() checked");

@@ -1,0 +1,400 @@
+// Integer tensor-core products on quantized weights (fast numerics, 2 to 256 tokens: decode
+// steps of several sequences, short prompts) for Q4_K, Q6_K and Q8_0, against the activations
+// as act_quant.cu quantizes them for these types (int8 values with Q8_K's per-256 scale and
+// per-16 sums, or Q8_0's per-32 scale). The weights' 4/6/8-bit values go into mma.sync's int8
+// operand with a mask and a shift, where gemm_q.cu expands them to f16 first; each
+// sub-block's integer product is scaled by its integer scale (IMAD) and each step's sum
+// turned into a float once, the order llama.cpp's CPU dot products of these types keep.
+//
+// A block is four warps of 16 weight rows each (64 rows) and BT tokens. Each k step of 256
+// values the block stages the BT tokens' int8 values and scales into shared memory (cp.async,
+// one step ahead), which all four warps read; each warp loads its own rows' quantized bytes
+// straight into registers (one step ahead) and builds the mma's A operand from them. The
+// output C[m][n] = sum_k A[m][k] W[n][k] is laid out as gemm_q.cu's: M token rows of stride
+// ldc, split-K pieces in part[z] for gemm_reduce.
+
+#define QM_WARPS 4
+#define QM_ROWS 16
+#define QM_KS 256
+
+// c = a b for one m16n8k32 int8 tile (a: 4 registers of four int8, b: 2; c: 4 int32).
+__device__ __forceinline__ void mma_s8_16832(int* c, const u32* a, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};"
+        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+// c = a b for one m16n8k16 int8 tile (a: 2 registers, b: 1).
+__device__ __forceinline__ void mma_s8_16816(int* c, u32 a0, u32 a1, u32 b) {
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%7,%7,%7,%7};"
+        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+
+// Four bytes from an address that is only 2-aligned (Q6_K and Q8_0 blocks): two aligned words
+// and a funnel shift.
+__device__ __forceinline__ u32 qm_ld32(const u8* p) {
+    const u32* w = (const u32*)((u64)p & ~3ull);
+    return __funnelshift_r(__ldg(w), __ldg(w + 1), (int)((u64)p & 3) * 8);
+}
+
+__device__ __forceinline__ int qm_byte(u32 w, int i) { return (int)((w >> (8 * i)) & 0xffu); }
+__device__ __forceinline__ int qm_sbyte(u32 w, int i) { return (int)(i8)((w >> (8 * i)) & 0xffu); }
+
+// x - 32 in each byte of x (every byte below 64): with the top bit set no borrow crosses a
+// byte, and flipping it back gives the two's complement difference.
+__device__ __forceinline__ u32 qm_sub32(u32 x) {
+    return ((x | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+}
+
+// The types. Each names its shared-memory layout (LDA: bytes of a token's staged values, so
+// the B loads of a warp hit distinct banks; SCF: floats of a token's staged scales), how its
+// scales are staged, what a thread loads of its two rows (g and g + 8 of the warp's 16) for a
+// k step, and the step's products into the float sums f[j][e] (n8 tile j; e: row g token
+// 2t, row g token 2t + 1, row g + 8 token 2t, row g + 8 token 2t + 1).
+
+// Q4_K (144-byte blocks: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles):
+// one k32 mma per 32-value sub-block, thread t holding values 8t..8t+7 (the low or high
+// nibbles of qs bytes 8t..8t+7 of the sub-block pair's 32), the same 8 bytes of each token.
+struct QmQ4K {
+    static const int BB = 144, LDA = 288, SCF = 20;  // bsums 0..15, d at 16
+    static const bool BSUMS = true;
+    struct Raw {
+        uint4 h[2];
+        uint2 q[2][4];
+    };
+    static __device__ __forceinline__ void load(Raw& r, const u8* w0, const u8* w1, int t) {
+        r.h[0] = __ldg((const uint4*)w0);
+        r.h[1] = __ldg((const uint4*)w1);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            r.q[0][j] = __ldg((const uint2*)(w0 + 16 + 32 * j + 8 * t));
+            r.q[1][j] = __ldg((const uint2*)(w1 + 16 + 32 * j + 8 * t));
+        }
+    }
+    template <int NJ>
+    static __device__ __forceinline__ void step(const Raw& r, const u8* act, const float* sc,
+                                                float (&f)[NJ][4], int g, int t) {
+        u32 scw[2][2], mw[2][2];
+        float d[2], dm[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            u32 s0 = r.h[h].y, s1 = r.h[h].z, s2 = r.h[h].w;
+            scw[h][0] = s0 & 0x3f3f3f3fu;
+            mw[h][0] = s1 & 0x3f3f3f3fu;
+            scw[h][1] = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
+            mw[h][1] = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+            d[h] = h2f((u16)(r.h[h].x & 0xffffu));
+            dm[h] = h2f((u16)(r.h[h].x >> 16));
+        }
+        int is[NJ][4];
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) is[j][e] = 0;
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+#pragma unroll
+            for (int hi = 0; hi < 2; hi++) {
+                const int sb = 2 * p + hi;
+                u32 a[4];
+                a[0] = (hi ? r.q[0][p].x >> 4 : r.q[0][p].x) & 0x0f0f0f0fu;
+                a[1] = (hi ? r.q[1][p].x >> 4 : r.q[1][p].x) & 0x0f0f0f0fu;
+                a[2] = (hi ? r.q[0][p].y >> 4 : r.q[0][p].y) & 0x0f0f0f0fu;
+                a[3] = (hi ? r.q[1][p].y >> 4 : r.q[1][p].y) & 0x0f0f0f0fu;
+                int s_lo = qm_byte(scw[0][sb >> 2], sb & 3), s_hi = qm_byte(scw[1][sb >> 2], sb & 3);
+#pragma unroll
+                for (int j = 0; j < NJ; j++) {
+                    uint2 b = *(const uint2*)(act + (j * 8 + g) * LDA + 32 * sb + 8 * t);
+                    int c[4];
+                    mma_s8_16832(c, a, b.x, b.y);
+                    is[j][0] += s_lo * c[0];
+                    is[j][1] += s_lo * c[1];
+                    is[j][2] += s_hi * c[2];
+                    is[j][3] += s_hi * c[3];
+                }
+            }
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float* st = sc + (j * 8 + 2 * t + e) * SCF;
+                float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+                for (int sb = 0; sb < 8; sb++) {
+                    float b32 = st[2 * sb] + st[2 * sb + 1];
+                    m0 += (float)qm_byte(mw[0][sb >> 2], sb & 3) * b32;
+                    m1 += (float)qm_byte(mw[1][sb >> 2], sb & 3) * b32;
+                }
+                float d8 = st[16];
+                f[j][e] += d8 * (d[0] * (float)is[j][e] - dm[0] * m0);
+                f[j][2 + e] += d8 * (d[1] * (float)is[j][2 + e] - dm[1] * m1);
+            }
+    }
+};
+
+// Q6_K (210-byte blocks, 2-aligned: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
+// scales, d): one k16 mma per 16-value scale group, thread t holding values 4t..4t+3 of it.
+struct QmQ6K {
+    static const int BB = 210, LDA = 272, SCF = 4;  // d at 0
+    static const bool BSUMS = false;
+    struct Raw {
+        u32 ql[2][8];
+        u32 qh[2][4];
+        u32 s[2][4];
+        u32 d;  // row g's d low, row g + 8's high
+    };
+    static __device__ __forceinline__ void load(Raw& r, const u8* w0, const u8* w1, int t) {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int l = 0; l < 2; l++) {
+                const int o = 64 * h + 16 * l + 4 * t;
+                r.ql[0][4 * h + 2 * l] = qm_ld32(w0 + o);
+                r.ql[0][4 * h + 2 * l + 1] = qm_ld32(w0 + o + 32);
+                r.ql[1][4 * h + 2 * l] = qm_ld32(w1 + o);
+                r.ql[1][4 * h + 2 * l + 1] = qm_ld32(w1 + o + 32);
+                r.qh[0][2 * h + l] = qm_ld32(w0 + 128 + 32 * h + 16 * l + 4 * t);
+                r.qh[1][2 * h + l] = qm_ld32(w1 + 128 + 32 * h + 16 * l + 4 * t);
+            }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            r.s[0][i] = qm_ld32(w0 + 192 + 4 * i);
+            r.s[1][i] = qm_ld32(w1 + 192 + 4 * i);
+        }
+        r.d = (u32)*(const u16*)(w0 + 208) | ((u32)*(const u16*)(w1 + 208) << 16);
+    }
+    template <int NJ>
+    static __device__ __forceinline__ void step(const Raw& r, const u8* act, const float* sc,
+                                                float (&f)[NJ][4], int g, int t) {
+        int is[NJ][4];
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) is[j][e] = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int l = 0; l < 2; l++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    u32 v[2];
+#pragma unroll
+                    for (int w = 0; w < 2; w++) {
+                        u32 lo = r.ql[w][4 * h + 2 * l + (q & 1)];
+                        lo = (q >= 2 ? lo >> 4 : lo) & 0x0f0f0f0fu;
+                        u32 hb = ((r.qh[w][2 * h + l] >> (2 * q)) & 0x03030303u) << 4;
+                        v[w] = qm_sub32(lo | hb);
+                    }
+                    const int si = 8 * h + 2 * q + l;
+                    int s_lo = qm_sbyte(r.s[0][si >> 2], si & 3);
+                    int s_hi = qm_sbyte(r.s[1][si >> 2], si & 3);
+                    const int k = 128 * h + 32 * q + 16 * l + 4 * t;
+#pragma unroll
+                    for (int j = 0; j < NJ; j++) {
+                        u32 b = *(const u32*)(act + (j * 8 + g) * LDA + k);
+                        int c[4];
+                        mma_s8_16816(c, v[0], v[1], b);
+                        is[j][0] += s_lo * c[0];
+                        is[j][1] += s_lo * c[1];
+                        is[j][2] += s_hi * c[2];
+                        is[j][3] += s_hi * c[3];
+                    }
+                }
+        float d0 = h2f((u16)(r.d & 0xffffu)), d1 = h2f((u16)(r.d >> 16));
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float d8 = sc[(j * 8 + 2 * t + e) * SCF];
+                f[j][e] += d8 * d0 * (float)is[j][e];
+                f[j][2 + e] += d8 * d1 * (float)is[j][2 + e];
+            }
+    }
+};
+
+// Q8_0 (34-byte blocks, 2-aligned: d, 32 int8), eight a k step: one k32 mma per block, thread
+// t holding values 8t..8t+7.
+struct QmQ8_0 {
+    static const int BB = 8 * 34, LDA = 288, SCF = 8;  // the tokens' d of the 8 blocks
+    static const bool BSUMS = false;
+    struct Raw {
+        u32 q[2][8][2];
+        u32 d[2][4];  // blocks 2i (low) and 2i + 1 (high)
+    };
+    static __device__ __forceinline__ void load(Raw& r, const u8* w0, const u8* w1, int t) {
+#pragma unroll
+        for (int w = 0; w < 2; w++) {
+            const u8* p = w ? w1 : w0;
+#pragma unroll
+            for (int b = 0; b < 8; b++) {
+                const u8* s = p + 34 * b + 2 + 8 * t;
+                const u32* a = (const u32*)((u64)s & ~3ull);
+                int sh = (int)((u64)s & 3) * 8;
+                u32 x0 = __ldg(a), x1 = __ldg(a + 1), x2 = __ldg(a + 2);
+                r.q[w][b][0] = __funnelshift_r(x0, x1, sh);
+                r.q[w][b][1] = __funnelshift_r(x1, x2, sh);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                r.d[w][i] = (u32)*(const u16*)(p + 68 * i) | ((u32)*(const u16*)(p + 68 * i + 34) << 16);
+        }
+    }
+    template <int NJ>
+    static __device__ __forceinline__ void step(const Raw& r, const u8* act, const float* sc,
+                                                float (&f)[NJ][4], int g, int t) {
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+            u32 a[4] = {r.q[0][b][0], r.q[1][b][0], r.q[0][b][1], r.q[1][b][1]};
+            float dw0 = h2f((u16)(r.d[0][b >> 1] >> (16 * (b & 1))));
+            float dw1 = h2f((u16)(r.d[1][b >> 1] >> (16 * (b & 1))));
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                uint2 bb = *(const uint2*)(act + (j * 8 + g) * LDA + 32 * b + 8 * t);
+                int c[4];
+                mma_s8_16832(c, a, bb.x, bb.y);
+                float e0 = sc[(j * 8 + 2 * t) * SCF + b], e1 = sc[(j * 8 + 2 * t + 1) * SCF + b];
+                f[j][0] += dw0 * e0 * (float)c[0];
+                f[j][1] += dw0 * e1 * (float)c[1];
+                f[j][2] += dw1 * e0 * (float)c[2];
+                f[j][3] += dw1 * e1 * (float)c[3];
+            }
+        }
+    }
+};
+
+// Q8_K's scales of a k step (d, the 16 bsums) or Q8_0's (the 8 blocks' d), of token `tok`
+// into `dst` (SCF floats), zeros past the batch.
+template <typename T>
+__device__ __forceinline__ void qm_stage_scales(float* dst, const float* ad, const float* ax,
+                                                int tok, bool ok, int K, int step, int part) {
+    if (T::SCF == 8) {
+        // Q8_0: two 16-byte pieces.
+        if (part < 2)
+            cp_async16(smem_u32(dst + 4 * part), ad + (u64)tok * (K / 32) + step * 8 + 4 * part,
+                       ok ? 16 : 0);
+    } else {
+        if (part == 0) cp_async4(smem_u32(dst + (T::BSUMS ? 16 : 0)), ad + (u64)tok * (K / 256) + step, ok ? 4 : 0);
+        if (T::BSUMS && part < 4)
+            cp_async16(smem_u32(dst + 4 * part), ax + (u64)tok * (K / 16) + step * 16 + 4 * part,
+                       ok ? 16 : 0);
+    }
+}
+
+// C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] W[n][k] + (bias ? bias[n] : 0) for m < M,
+// n < N, K a multiple of 256. aq: M x K int8 values; ad, ax: their scales and sums in the
+// type's activation format. Grid (ceil(M / BT), ceil(N / 64), splits): with splits > 1
+// block z takes its share of the k steps and leaves raw partial sums in part[z] (M x N).
+// 128 threads; dynamic shared memory two stages of BT x (LDA bytes + SCF floats)
+// (src/engine/cuda/qmma.rs).
+template <typename T, int BT>
+__device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_bytes,
+                                          const i8* __restrict__ aq, const float* __restrict__ ad,
+                                          const float* __restrict__ ax, int M, int N, int K,
+                                          const float* __restrict__ bias, int acc,
+                                          float* __restrict__ C, int ldc,
+                                          float* __restrict__ part) {
+    constexpr int NJ = BT / 8;
+    extern __shared__ __align__(16) u8 qm_smem[];
+    u8* sa = qm_smem;
+    float* ss = (float*)(qm_smem + 2 * BT * T::LDA);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int t0 = blockIdx.x * BT;
+    int r0 = (blockIdx.y * QM_WARPS + warp) * QM_ROWS;
+    int splits = gridDim.z, z = blockIdx.z;
+    int steps_all = K / QM_KS;
+    int s0 = (int)((long long)steps_all * z / splits);
+    int ns = (int)((long long)steps_all * (z + 1) / splits) - s0;
+    // Rows past N repeat the last row (their sums are not written); the warp still takes
+    // part in the block's barriers.
+    const u8* w0 = W + (u64)min(r0 + g, N - 1) * row_bytes;
+    const u8* w1 = W + (u64)min(r0 + g + 8, N - 1) * row_bytes;
+
+    // The BT tokens' values of k step `step` (16-byte pieces) and their scales into stage
+    // `buf`; tokens past M are zeros.
+    auto stage = [&](int buf, int step) {
+        u8* da = sa + buf * BT * T::LDA;
+        for (int i = threadIdx.x; i < BT * 16; i += QM_WARPS * 32) {
+            int m = i >> 4, c = i & 15, tok = t0 + m;
+            bool ok = tok < M;
+            const i8* src = aq + (u64)min(tok, M - 1) * K + (u64)step * QM_KS + 16 * c;
+            cp_async16(smem_u32(da + m * T::LDA + 16 * c), src, ok ? 16 : 0);
+        }
+        float* ds = ss + buf * BT * T::SCF;
+        for (int i = threadIdx.x; i < BT * 4; i += QM_WARPS * 32) {
+            int m = i >> 2, tok = t0 + m;
+            qm_stage_scales<T>(ds + m * T::SCF, ad, ax, min(tok, M - 1), tok < M, K, step,
+                               i & 3);
+        }
+    };
+
+    float f[NJ][4];
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) f[j][e] = 0.0f;
+
+    typename T::Raw cur, nxt;
+    if (ns > 0) {
+        stage(0, s0);
+        T::load(cur, w0 + (u64)s0 * T::BB, w1 + (u64)s0 * T::BB, t);
+    }
+    cp_async_commit();
+    for (int s = 0; s < ns; s++) {
+        bool more = s + 1 < ns;
+        if (more) {
+            stage((s + 1) & 1, s0 + s + 1);
+            T::load(nxt, w0 + (u64)(s0 + s + 1) * T::BB, w1 + (u64)(s0 + s + 1) * T::BB, t);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        T::template step<NJ>(cur, sa + (s & 1) * BT * T::LDA, ss + (s & 1) * BT * T::SCF, f, g,
+                             t);
+        __syncthreads();
+        if (more) cur = nxt;
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int n = r0 + g + 8 * h;
+            if (n >= N) continue;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int m = t0 + j * 8 + 2 * t + e;
+                if (m >= M) continue;
+                float v = f[j][2 * h + e];
+                if (splits > 1) {
+                    part[((u64)z * M + m) * N + n] = v;
+                    continue;
+                }
+                if (bias) v += bias[n];
+                float* o = C + (u64)m * ldc + n;
+                *o = acc ? *o + v : v;
+            }
+        }
+}
+
+#define CBTOP_QMMA(name, T, BT, MINB)                                                          \
+    extern "C" __global__ void __launch_bounds__(QM_WARPS * 32, MINB) qmma_##name##_##BT(       \
+        const u8* W, u64 row_bytes, const i8* aq, const float* ad, const float* ax, int M,      \
+        int N, int K, const float* bias, int acc, float* C, int ldc, float* part,              \
+        STAMP_PARAMS) {                                                                        \
+        STAMP_GUARD;                                                                           \
+        qmma_impl<T, BT>(W, row_bytes, aq, ad, ax, M, N, K, bias, acc, C, ldc, part);          \
+    }
+
+#define CBTOP_QMMA_ALL(name, T)  \
+    CBTOP_QMMA(name, T, 8, 4)    \
+    CBTOP_QMMA(name, T, 16, 4)   \
+    CBTOP_QMMA(name, T, 32, 3)   \
+    CBTOP_QMMA(name, T, 64, 2)
+
+CBTOP_QMMA_ALL(q4_k, QmQ4K)
+CBTOP_QMMA_ALL(q6_k, QmQ6K)
+CBTOP_QMMA_ALL(q8_0, QmQ8_0)

@@ -1,0 +1,247 @@
+//! Integer tensor-core products on quantized weights (kernels/gemm_qmma.cu), for `fast`
+//! numerics: `QMMA_MIN_TOKENS` to `QMMA_MAX_TOKENS` tokens against a Q4_K, Q6_K or Q8_0 matrix, with the
+//! activations quantized as the CPU quantizes them for the type. Each warp turns its rows'
+//! quantized bytes into the int8 mma operand in registers, and a block's four warps share the
+//! tokens' staged activations, so a decode step of a few sequences reads each weight once at
+//! close to the memory's rate and a larger batch runs on the int8 tensor cores, where the
+//! few-token kernels (kernels/matvec_few.cu) and the f16 ones (gemm_q.rs) take these types
+//! otherwise. `CBTOP_QMMA=0` turns them off for A/B runs; `CBTOP_QMMA_FROM` and
+//! `CBTOP_QMMA_UNTIL` move their batch range.
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
+
+use super::buffers::ActBufs;
+use super::clock::KernelClock;
+use super::env_counts::env_count;
+use super::gemm_q::split_count;
+use super::launch_params::{ceil_div, Epilogue};
+use super::pdl_launch::{Launcher, PushArg};
+use super::split_reduce::{reduce_splits, ReduceOut};
+use super::weights::GMat;
+use crate::quant::GgmlType;
+
+/// Fewest tokens a product takes these kernels with (`CBTOP_QMMA_FROM`): two and three tokens
+/// keep the few-token kernels, which read the weights faster at that size, and one token the
+/// one-token kernels, which fuse several matrices in one launch.
+pub(super) const QMMA_MIN_TOKENS: usize = 4;
+/// Most tokens (`CBTOP_QMMA_UNTIL`): past them the f16 expansion's 128-wide tiles take over,
+/// as they do from gemm_q.rs's range.
+pub(super) const QMMA_MAX_TOKENS: usize = 256;
+
+/// The types these kernels take.
+const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+/// Tokens a block takes, one kernel each (`qmma_<type>_<bt>`): the smallest holding the
+/// batch, else the largest in several token tiles.
+const TOKEN_TILES: [usize; 4] = [8, 16, 32, 64];
+/// Weight rows a block takes (four warps of 16 rows: QM_WARPS x QM_ROWS).
+const BLOCK_ROWS: usize = 64;
+const THREADS: u32 = 128;
+/// Values of a k step (QM_KS): K must be a multiple.
+const KS: usize = 256;
+
+/// Shared memory of a block of `ty`'s kernel taking `bt` tokens: two stages of each token's
+/// k step (LDA bytes) and its scales (SCF floats) (the type structs of gemm_qmma.cu).
+fn smem_bytes(ty: GgmlType, bt: usize) -> usize {
+    let (lda, scf) = match ty {
+        GgmlType::Q4_K => (288, 20),
+        GgmlType::Q6_K => (272, 4),
+        _ => (288, 8),
+    };
+    2 * bt * (lda + 4 * scf)
+}
+
+/// Whether these kernels are on (`CBTOP_QMMA=0`: off) and their batch range; a value that is
+/// not a number is refused by name.
+fn qmma_range() -> Result<Option<(usize, usize)>, String> {
+    if std::env::var("CBTOP_QMMA").is_ok_and(|v| v.trim() == "0") {
+        return Ok(None);
+    }
+    let from = env_count("CBTOP_QMMA_FROM", 2, "a batch size of 2 or more")?;
+    let until = env_count("CBTOP_QMMA_UNTIL", 2, "a batch size of 2 or more")?;
+    Ok(Some((
+        from.unwrap_or(QMMA_MIN_TOKENS),
+        until.unwrap_or(QMMA_MAX_TOKENS),
+    )))
+}
+
+/// One token tile's kernel: its shared memory and the blocks a multiprocessor holds.
+struct Tile {
+    f: CudaFunction,
+    smem: u32,
+    per_sm: usize,
+}
+
+/// The integer tensor-core kernels.
+pub(super) struct QMma {
+    /// Per type, one tile per `TOKEN_TILES` entry.
+    types: Vec<(GgmlType, Vec<Tile>)>,
+    sms: usize,
+    /// Fewest tokens a product takes them with.
+    pub(super) from: usize,
+    until: usize,
+}
+
+impl QMma {
+    /// The kernels, or None where `CBTOP_QMMA=0` turns them off.
+    pub(super) fn load(
+        f: &impl Fn(&str) -> Result<CudaFunction, String>,
+        sms: usize,
+    ) -> Result<Option<Self>, String> {
+        let Some((from, until)) = qmma_range()? else {
+            return Ok(None);
+        };
+        let mut types = Vec::new();
+        for ty in TYPES {
+            let mut tiles = Vec::new();
+            for bt in TOKEN_TILES {
+                let name = format!("qmma_{}_{bt}", ty.name().to_lowercase());
+                let func = f(&name)?;
+                let smem = smem_bytes(ty, bt);
+                func.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+                .map_err(|e| format!("{name}: setting its shared memory size: {e:?}"))?;
+                let per_sm = func
+                    .occupancy_max_active_blocks_per_multiprocessor(THREADS, smem, None)
+                    .map_err(|e| format!("{name}: its occupancy: {e:?}"))?;
+                tiles.push(Tile {
+                    f: func,
+                    smem: smem as u32,
+                    per_sm: (per_sm as usize).max(1),
+                });
+            }
+            types.push((ty, tiles));
+        }
+        Ok(Some(QMma {
+            types,
+            sms: sms.max(1),
+            from,
+            until,
+        }))
+    }
+
+    fn tiles(&self, ty: GgmlType) -> Option<&[Tile]> {
+        self.types
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .map(|(_, tiles)| tiles.as_slice())
+    }
+
+    /// Whether a product of `n` tokens against a `ty` matrix of `cols` values a row takes
+    /// these kernels.
+    pub(super) fn takes(&self, ty: GgmlType, cols: usize, n: usize) -> bool {
+        (self.from..=self.until).contains(&n) && cols.is_multiple_of(KS) && self.tiles(ty).is_some()
+    }
+
+    /// The kernel a product of `n` tokens against `ty` takes (`takes` holds).
+    #[cfg(feature = "test-support")]
+    pub(super) fn kernel(&self, ty: GgmlType, n: usize) -> Option<&CudaFunction> {
+        self.tiles(ty).map(|t| &t[tile_index(n)].f)
+    }
+}
+
+/// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
+fn tile_index(n: usize) -> usize {
+    TOKEN_TILES
+        .iter()
+        .position(|&bt| n <= bt)
+        .unwrap_or(TOKEN_TILES.len() - 1)
+}
+
+/// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens whose activations `act` holds in `m`'s
+/// format (`QMma::takes` holds), K split into pieces (partial sums in `part`, added by
+/// `reduce`) where the blocks would leave the GPU part idle.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product(
+    s: &CudaStream,
+    q: &QMma,
+    reduce: &CudaFunction,
+    launcher: Launcher<'_>,
+    m: &GMat,
+    n: usize,
+    act: &ActBufs,
+    part: Option<&CudaSlice<f32>>,
+    out: &mut CudaSlice<f32>,
+    ep: Epilogue,
+    clock: &mut KernelClock,
+) -> Result<(), DriverError> {
+    let tiles = q.tiles(m.ty).expect("takes() checked the type");
+    let (ti, bt) = (tile_index(n), TOKEN_TILES[tile_index(n)]);
+    let tile = &tiles[ti];
+    let blocks = n.div_ceil(bt) * m.rows.div_ceil(BLOCK_ROWS);
+    let room = part.map_or(0, |p| p.len());
+    let splits = split_count(tile.per_sm * q.sms, blocks, n, m.rows, m.cols / KS, room);
+    let (rb, nn, rows, cols) = (m.row_bytes as u64, n as i32, m.rows as i32, m.cols as i32);
+    let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
+    let bias = ep.bias.map_or(0, |b| b.device_ptr(s).0);
+    let c_ptr = out.device_ptr(s).0;
+    let part_ptr = part.map_or(0, |p| p.device_ptr(s).0);
+    let cfg = LaunchConfig {
+        grid_dim: (ceil_div(n, bt), ceil_div(m.rows, BLOCK_ROWS), splits as u32),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: tile.smem,
+    };
+    let st = clock.stamp();
+    // SAFETY: reads `rows` rows of row_bytes quantized bytes (Q6_K/Q8_0 from the 4-byte word
+    // below a field, at most 7 bytes past a row's end: within the next row or the upload's
+    // MAT_PADDING), n × cols int8 activations with their scales and sums (ActBufs holds the
+    // batch); writes n rows of `rows` values of `out` (n × rows), or with a split
+    // splits × n × rows partial sums of `part` (split_count checked the room); the bias,
+    // when there is one, holds `rows` values.
+    unsafe {
+        launcher
+            .launch(s, &tile.f)
+            .arg(&m.data)
+            .arg(&rb)
+            .arg(&act.q)
+            .arg(&act.d)
+            .arg(&act.x)
+            .arg(&nn)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&bias)
+            .arg(&acc)
+            .arg(&c_ptr)
+            .arg(&ldc)
+            .arg(&part_ptr)
+            .reads(&m.label)
+            .stamp(&st)
+            .launch(cfg)
+    }?;
+    if splits > 1 {
+        let part = part.expect("split_count splits only with room");
+        let out = ReduceOut {
+            n,
+            rows: m.rows,
+            bias,
+            acc,
+            c: c_ptr,
+            ldc,
+        };
+        reduce_splits(launcher, s, reduce, part, splits, out, clock)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_takes_the_smallest_token_tile_holding_it() {
+        assert_eq!(tile_index(2), 0);
+        assert_eq!(tile_index(8), 0);
+        assert_eq!(tile_index(9), 1);
+        assert_eq!(tile_index(33), 3);
+        assert_eq!(tile_index(200), 3);
+    }
+
+    #[test]
+    fn shared_memory_holds_two_stages_of_values_and_scales() {
+        assert_eq!(smem_bytes(GgmlType::Q4_K, 64), 2 * 64 * (288 + 80));
+        assert_eq!(smem_bytes(GgmlType::Q6_K, 8), 2 * 8 * (272 + 16));
+        assert_eq!(smem_bytes(GgmlType::Q8_0, 16), 2 * 16 * (288 + 32));
+    }
+}
