@@ -6,11 +6,11 @@
 // sub-block's integer product is scaled by its integer scale (IMAD) and each step's sum
 // turned into a float once, the order llama.cpp's CPU dot products of these types keep.
 //
-// A block is four warps of 16 weight rows each (64 rows) and BT tokens. Each k step of 256
-// values the block stages the BT tokens' int8 values and scales into shared memory (cp.async,
-// one step ahead), which all four warps read; each warp loads its own rows' quantized bytes
-// straight into registers (one step ahead) and builds the mma's A operand from them. The
-// output C[m][n] = sum_k A[m][k] W[n][k] is laid out as gemm_q.cu's: M token rows of stride
+// A block is four warps of 16 weight rows each (64 rows) and BT tokens. For each k step of
+// 256 values the block stages its 64 rows' quantized bytes and the BT tokens' int8 values and
+// scales into shared memory with cp.async, ST - 1 steps ahead (a decode step's few tokens are
+// bound by reading the weights, which needs many bytes in flight; no registers hold them), and
+// each warp builds the mma's A operand from its rows' bytes there. The output C[m][n] = sum_k A[m][k] W[n][k] is laid out as gemm_q.cu's: M token rows of stride
 // ldc, split-K pieces in part[z] for gemm_reduce.
 
 #define QM_WARPS 4
@@ -33,11 +33,17 @@ __device__ __forceinline__ void mma_s8_16816(int* c, u32 a0, u32 a1, u32 b) {
         : "r"(a0), "r"(a1), "r"(b), "r"(0));
 }
 
-// Four bytes from an address that is only 2-aligned (Q6_K and Q8_0 blocks): two aligned words
-// and a funnel shift.
+// Four bytes of shared memory from an address that is only 2-aligned (Q6_K and Q8_0 blocks):
+// two aligned words and a funnel shift.
 __device__ __forceinline__ u32 qm_ld32(const u8* p) {
     const u32* w = (const u32*)((u64)p & ~3ull);
-    return __funnelshift_r(__ldg(w), __ldg(w + 1), (int)((u64)p & 3) * 8);
+    return __funnelshift_r(w[0], w[1], (int)((u64)p & 3) * 8);
+}
+
+// An int32 of magnitude below 2^22 as a float, exactly: added into the mantissa of 1.5 * 2^23,
+// then that subtracted (an integer and a float add, where I2F issues at a quarter rate).
+__device__ __forceinline__ float qm_i2f(int c) {
+    return __int_as_float(c + 0x4b400000) - 12582912.0f;
 }
 
 __device__ __forceinline__ int qm_byte(u32 w, int i) { return (int)((w >> (8 * i)) & 0xffu); }
@@ -50,28 +56,30 @@ __device__ __forceinline__ u32 qm_sub32(u32 x) {
 }
 
 // The types. Each names its shared-memory layout (LDA: bytes of a token's staged values, so
-// the B loads of a warp hit distinct banks; SCF: floats of a token's staged scales), how its
-// scales are staged, what a thread loads of its two rows (g and g + 8 of the warp's 16) for a
-// k step, and the step's products into the float sums f[j][e] (n8 tile j; e: row g token
+// the B loads of a warp hit distinct banks; SCF: floats of a token's staged scales; CH: the
+// 16-byte pieces a row's k step is staged in, from the 16-byte boundary at or below its first
+// byte; WLD: bytes between staged rows), how its scales are staged, what a thread reads of its
+// two staged rows (g and g + 8 of the warp's 16) for a k step, and the step's products into
+// the float sums f[j][e] (n8 tile j; e: row g token
 // 2t, row g token 2t + 1, row g + 8 token 2t, row g + 8 token 2t + 1).
 
 // Q4_K (144-byte blocks: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles):
 // one k32 mma per 32-value sub-block, thread t holding values 8t..8t+7 (the low or high
 // nibbles of qs bytes 8t..8t+7 of the sub-block pair's 32), the same 8 bytes of each token.
 struct QmQ4K {
-    static const int BB = 144, LDA = 288, SCF = 20;  // bsums 0..15, d at 16
+    static const int BB = 144, LDA = 288, SCF = 20, CH = 9, WLD = 160;  // bsums 0..15, d at 16
     static const bool BSUMS = true;
     struct Raw {
         uint4 h[2];
         uint2 q[2][4];
     };
     static __device__ __forceinline__ void load(Raw& r, const u8* w0, const u8* w1, int t) {
-        r.h[0] = __ldg((const uint4*)w0);
-        r.h[1] = __ldg((const uint4*)w1);
+        r.h[0] = *(const uint4*)w0;
+        r.h[1] = *(const uint4*)w1;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            r.q[0][j] = __ldg((const uint2*)(w0 + 16 + 32 * j + 8 * t));
-            r.q[1][j] = __ldg((const uint2*)(w1 + 16 + 32 * j + 8 * t));
+            r.q[0][j] = *(const uint2*)(w0 + 16 + 32 * j + 8 * t);
+            r.q[1][j] = *(const uint2*)(w1 + 16 + 32 * j + 8 * t);
         }
     }
     template <int NJ>
@@ -138,7 +146,7 @@ struct QmQ4K {
 // Q6_K (210-byte blocks, 2-aligned: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
 // scales, d): one k16 mma per 16-value scale group, thread t holding values 4t..4t+3 of it.
 struct QmQ6K {
-    static const int BB = 210, LDA = 272, SCF = 4;  // d at 0
+    static const int BB = 210, LDA = 272, SCF = 4, CH = 14, WLD = 240;  // d at 0
     static const bool BSUMS = false;
     struct Raw {
         u32 ql[2][8];
@@ -218,7 +226,7 @@ struct QmQ6K {
 // Q8_0 (34-byte blocks, 2-aligned: d, 32 int8), eight a k step: one k32 mma per block, thread
 // t holding values 8t..8t+7.
 struct QmQ8_0 {
-    static const int BB = 8 * 34, LDA = 288, SCF = 8;  // the tokens' d of the 8 blocks
+    static const int BB = 8 * 34, LDA = 288, SCF = 8, CH = 18, WLD = 304;  // the blocks' d
     static const bool BSUMS = false;
     struct Raw {
         u32 q[2][8][2];
@@ -233,7 +241,7 @@ struct QmQ8_0 {
                 const u8* s = p + 34 * b + 2 + 8 * t;
                 const u32* a = (const u32*)((u64)s & ~3ull);
                 int sh = (int)((u64)s & 3) * 8;
-                u32 x0 = __ldg(a), x1 = __ldg(a + 1), x2 = __ldg(a + 2);
+                u32 x0 = a[0], x1 = a[1], x2 = a[2];
                 r.q[w][b][0] = __funnelshift_r(x0, x1, sh);
                 r.q[w][b][1] = __funnelshift_r(x1, x2, sh);
             }
@@ -256,10 +264,11 @@ struct QmQ8_0 {
                 int c[4];
                 mma_s8_16832(c, a, bb.x, bb.y);
                 float e0 = sc[(j * 8 + 2 * t) * SCF + b], e1 = sc[(j * 8 + 2 * t + 1) * SCF + b];
-                f[j][0] += dw0 * e0 * (float)c[0];
-                f[j][1] += dw0 * e1 * (float)c[1];
-                f[j][2] += dw1 * e0 * (float)c[2];
-                f[j][3] += dw1 * e1 * (float)c[3];
+                // |c| <= 32 * 127 * 128, below 2^22.
+                f[j][0] += dw0 * e0 * qm_i2f(c[0]);
+                f[j][1] += dw0 * e1 * qm_i2f(c[1]);
+                f[j][2] += dw1 * e0 * qm_i2f(c[2]);
+                f[j][3] += dw1 * e1 * qm_i2f(c[3]);
             }
         }
     }
@@ -284,12 +293,12 @@ __device__ __forceinline__ void qm_stage_scales(float* dst, const float* ad, con
 }
 
 // C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] W[n][k] + (bias ? bias[n] : 0) for m < M,
-// n < N, K a multiple of 256. aq: M x K int8 values; ad, ax: their scales and sums in the
-// type's activation format. Grid (ceil(M / BT), ceil(N / 64), splits): with splits > 1
-// block z takes its share of the k steps and leaves raw partial sums in part[z] (M x N).
-// 128 threads; dynamic shared memory two stages of BT x (LDA bytes + SCF floats)
-// (src/engine/cuda/qmma.rs).
-template <typename T, int BT>
+// n < N, K a multiple of 256, W 16-byte aligned. aq: M x K int8 values; ad, ax: their scales
+// and sums in the type's activation format. Grid (ceil(M / BT), ceil(N / 64), splits): with
+// splits > 1 block z takes its share of the k steps and leaves raw partial sums in part[z]
+// (M x N) for gemm_reduce. 128 threads; dynamic shared memory ST stages of BT x (LDA bytes +
+// SCF floats) and 64 x WLD bytes (src/engine/cuda/qmma.rs).
+template <typename T, int BT, int ST>
 __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_bytes,
                                           const i8* __restrict__ aq, const float* __restrict__ ad,
                                           const float* __restrict__ ax, int M, int N, int K,
@@ -297,32 +306,38 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
                                           float* __restrict__ C, int ldc,
                                           float* __restrict__ part) {
     constexpr int NJ = BT / 8;
+    constexpr int SA = BT * T::LDA, SS = BT * T::SCF * 4, SW = QM_WARPS * QM_ROWS * T::WLD;
+    constexpr int STAGE = SA + SS + SW;
     extern __shared__ __align__(16) u8 qm_smem[];
-    u8* sa = qm_smem;
-    float* ss = (float*)(qm_smem + 2 * BT * T::LDA);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int t0 = blockIdx.x * BT;
-    int r0 = (blockIdx.y * QM_WARPS + warp) * QM_ROWS;
+    int rb = blockIdx.y * QM_WARPS * QM_ROWS;
+    int r0 = rb + warp * QM_ROWS;
     int splits = gridDim.z, z = blockIdx.z;
     int steps_all = K / QM_KS;
     int s0 = (int)((long long)steps_all * z / splits);
     int ns = (int)((long long)steps_all * (z + 1) / splits) - s0;
-    // Rows past N repeat the last row (their sums are not written); the warp still takes
-    // part in the block's barriers.
-    const u8* w0 = W + (u64)min(r0 + g, N - 1) * row_bytes;
-    const u8* w1 = W + (u64)min(r0 + g + 8, N - 1) * row_bytes;
+    // Rows past N repeat the last row (their sums are not written); every warp takes part in
+    // the block's barriers.
+    auto row_start = [&](int r, int step) {
+        return (u64)min(r, N - 1) * row_bytes + (u64)step * T::BB;
+    };
 
-    // The BT tokens' values of k step `step` (16-byte pieces) and their scales into stage
-    // `buf`; tokens past M are zeros.
+    // k step `step` into stage `buf`: the block's rows (each from the 16-byte boundary at or
+    // below its first byte), the BT tokens' values and their scales; tokens past M are zeros.
     auto stage = [&](int buf, int step) {
-        u8* da = sa + buf * BT * T::LDA;
+        u8* base = qm_smem + buf * STAGE;
+        for (int i = threadIdx.x; i < QM_WARPS * QM_ROWS * T::CH; i += QM_WARPS * 32) {
+            int r = i / T::CH, c = i - r * T::CH;
+            u64 start = row_start(rb + r, step) & ~15ull;
+            cp_async16(smem_u32(base + SA + SS + r * T::WLD + 16 * c), W + start + 16 * c, 16);
+        }
         for (int i = threadIdx.x; i < BT * 16; i += QM_WARPS * 32) {
             int m = i >> 4, c = i & 15, tok = t0 + m;
-            bool ok = tok < M;
             const i8* src = aq + (u64)min(tok, M - 1) * K + (u64)step * QM_KS + 16 * c;
-            cp_async16(smem_u32(da + m * T::LDA + 16 * c), src, ok ? 16 : 0);
+            cp_async16(smem_u32(base + m * T::LDA + 16 * c), src, tok < M ? 16 : 0);
         }
-        float* ds = ss + buf * BT * T::SCF;
+        float* ds = (float*)(base + SA);
         for (int i = threadIdx.x; i < BT * 4; i += QM_WARPS * 32) {
             int m = i >> 2, tok = t0 + m;
             qm_stage_scales<T>(ds + m * T::SCF, ad, ax, min(tok, M - 1), tok < M, K, step,
@@ -336,25 +351,23 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
 #pragma unroll
         for (int e = 0; e < 4; e++) f[j][e] = 0.0f;
 
-    typename T::Raw cur, nxt;
-    if (ns > 0) {
-        stage(0, s0);
-        T::load(cur, w0 + (u64)s0 * T::BB, w1 + (u64)s0 * T::BB, t);
-    }
-    cp_async_commit();
-    for (int s = 0; s < ns; s++) {
-        bool more = s + 1 < ns;
-        if (more) {
-            stage((s + 1) & 1, s0 + s + 1);
-            T::load(nxt, w0 + (u64)(s0 + s + 1) * T::BB, w1 + (u64)(s0 + s + 1) * T::BB, t);
-        }
+#pragma unroll
+    for (int i = 0; i < ST - 1; i++) {
+        if (i < ns) stage(i, s0 + i);
         cp_async_commit();
-        cp_async_wait<1>();
+    }
+    for (int s = 0; s < ns; s++) {
+        cp_async_wait<ST - 2>();
         __syncthreads();
-        T::template step<NJ>(cur, sa + (s & 1) * BT * T::LDA, ss + (s & 1) * BT * T::SCF, f, g,
-                             t);
-        __syncthreads();
-        if (more) cur = nxt;
+        // The stage read in the previous step is free: every warp has passed the barrier.
+        if (s + ST - 1 < ns) stage((s + ST - 1) % ST, s0 + s + ST - 1);
+        cp_async_commit();
+        const u8* base = qm_smem + (s % ST) * STAGE;
+        const u8* wr = base + SA + SS + (warp * QM_ROWS + g) * T::WLD;
+        typename T::Raw raw;
+        T::load(raw, wr + (row_start(r0 + g, s0 + s) & 15),
+                wr + 8 * T::WLD + (row_start(r0 + g + 8, s0 + s) & 15), t);
+        T::template step<NJ>(raw, base, (const float*)(base + SA), f, g, t);
     }
     cp_async_wait<0>();
 
@@ -380,20 +393,21 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
         }
 }
 
-#define CBTOP_QMMA(name, T, BT, MINB)                                                          \
+// Stages: three (two steps in flight) where a block's stage is small, two for 64 tokens.
+#define CBTOP_QMMA(name, T, BT, ST, MINB)                                                      \
     extern "C" __global__ void __launch_bounds__(QM_WARPS * 32, MINB) qmma_##name##_##BT(       \
         const u8* W, u64 row_bytes, const i8* aq, const float* ad, const float* ax, int M,      \
         int N, int K, const float* bias, int acc, float* C, int ldc, float* part,              \
         STAMP_PARAMS) {                                                                        \
         STAMP_GUARD;                                                                           \
-        qmma_impl<T, BT>(W, row_bytes, aq, ad, ax, M, N, K, bias, acc, C, ldc, part);          \
+        qmma_impl<T, BT, ST>(W, row_bytes, aq, ad, ax, M, N, K, bias, acc, C, ldc, part);      \
     }
 
-#define CBTOP_QMMA_ALL(name, T)  \
-    CBTOP_QMMA(name, T, 8, 4)    \
-    CBTOP_QMMA(name, T, 16, 4)   \
-    CBTOP_QMMA(name, T, 32, 3)   \
-    CBTOP_QMMA(name, T, 64, 2)
+#define CBTOP_QMMA_ALL(name, T)   \
+    CBTOP_QMMA(name, T, 8, 3, 4)  \
+    CBTOP_QMMA(name, T, 16, 3, 4) \
+    CBTOP_QMMA(name, T, 32, 3, 3) \
+    CBTOP_QMMA(name, T, 64, 2, 2)
 
 CBTOP_QMMA_ALL(q4_k, QmQ4K)
 CBTOP_QMMA_ALL(q6_k, QmQ6K)

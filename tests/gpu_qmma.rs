@@ -17,7 +17,7 @@ use cbtop::rng::SplitMix64;
 use gpu::seen::{reference, seen};
 
 /// Token counts: within one 8-token tile (2, 3, 8), each larger tile (9, 16, 17, 33, 64), and
-/// several 64-token tiles with a short last one (100).
+/// two 64-token tiles, the last short (100).
 const TOKENS: [usize; 9] = [2, 3, 8, 9, 16, 17, 33, 64, 100];
 const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
 
@@ -26,13 +26,16 @@ fn integer_tensor_core_products_match_the_f64_dot_and_the_one_token_kernel() {
     let Some(g) = gpu::gpu("gpu_qmma") else {
         return;
     };
-    if gpu::qmma_range() != Some((4, 256)) {
+    if gpu::qmma_range() != Some((4, 256)) || std::env::var("CBTOP_QMMA_MIN_STEPS").is_ok() {
         std::env::remove_var("CBTOP_QMMA");
         std::env::remove_var("CBTOP_QMMA_UNTIL");
+        std::env::remove_var("CBTOP_QMMA_MIN_STEPS");
         eprintln!("gpu_qmma: CBTOP_QMMA* cleared: this test sets its own");
     }
-    // Two and three tokens too: the 8-token tile must be right however few it holds.
+    // Two and three tokens too: the 8-token tile must be right however few it holds; and the
+    // 64-token tile, which only `CBTOP_QMMA_TILE` gives a batch.
     std::env::set_var("CBTOP_QMMA_FROM", "2");
+    std::env::set_var("CBTOP_QMMA_TILE", "64");
     let mut failures = Vec::new();
     // Rows leaving the last block of 64 and a warp's 16 partly empty; one k step (256), a few
     // (1024), and many (4864: qwen2.5-0.5b's ffn_down); 1000 multiprocessors split every K.
@@ -95,6 +98,7 @@ fn integer_tensor_core_products_match_the_f64_dot_and_the_one_token_kernel() {
         }
     }
     std::env::remove_var("CBTOP_QMMA_FROM");
+    std::env::remove_var("CBTOP_QMMA_TILE");
     routing(&g, &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

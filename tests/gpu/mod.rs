@@ -92,9 +92,14 @@ pub fn qmma_kernel(ty: GgmlType, cols: usize, n: usize) -> Option<String> {
     if !typed || !cols.is_multiple_of(256) || n < from || n > until {
         return None;
     }
+    // The largest tile is 32 tokens unless `CBTOP_QMMA_TILE` says otherwise.
+    let cap = std::env::var("CBTOP_QMMA_TILE")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(32);
     let bt = [8, 16, 32, 64]
         .into_iter()
-        .find(|&bt| n <= bt)
+        .find(|&bt| n.min(cap) <= bt)
         .unwrap_or(64);
     Some(format!("qmma_{}_{bt}", ty.name().to_lowercase()))
 }

@@ -152,30 +152,40 @@ impl QGemm {
     fn splits(&self, t: &TypeKernels, n: usize, rows: usize, k: usize, part_len: usize) -> usize {
         let per_sm = (SM_SHARED / t.smem as usize).clamp(1, MAX_PER_SM);
         let blocks = n.div_ceil(TOKEN_TILES[tile_index(n)]) * rows.div_ceil(BLOCK_ROWS);
-        split_count(per_sm * self.sms, blocks, n, rows, k / t.ks, part_len)
+        split_count(
+            per_sm * self.sms,
+            blocks,
+            n,
+            rows,
+            k / t.ks,
+            MIN_STEPS_PER_SPLIT,
+            part_len,
+        )
     }
 }
 
 /// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps in `blocks`
 /// blocks, a `wave` of blocks filling the GPU once, with room for `part_len` partial sums
-/// (these kernels' and gemm_qmma.cu's): none where the
+/// (these kernels' and gemm_qmma.cu's), each piece keeping at least `min_steps` steps: none
+/// where the
 /// blocks fill a wave; else the count whose blocks finish soonest, counted as the rounds of
 /// waves they take times a piece's steps (a part-full last round costs a whole one), where
 /// it beats a smaller count by a tenth (a split adds the reduce): each piece keeping at least
-/// MIN_STEPS_PER_SPLIT steps, at most MAX_SPLITS.
+/// `min_steps` steps, at most MAX_SPLITS.
 pub(super) fn split_count(
     wave: usize,
     blocks: usize,
     n: usize,
     rows: usize,
     steps: usize,
+    min_steps: usize,
     part_len: usize,
 ) -> usize {
     if blocks >= wave {
         return 1;
     }
     let most = MAX_SPLITS
-        .min(steps / MIN_STEPS_PER_SPLIT)
+        .min(steps / min_steps.max(1))
         .min(part_len / (n * rows).max(1))
         .max(1);
     let cost = |s: usize| (blocks * s).div_ceil(wave.max(1)) * steps.div_ceil(s);
@@ -290,33 +300,36 @@ mod tests {
         let room = 1 << 23;
         // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave: whole.
         assert_eq!(
-            split_count(wave, gq_blocks(100, 18944), 100, 18944, 14, room),
+            split_count(wave, gq_blocks(100, 18944), 100, 18944, 14, 2, room),
             1
         );
         // At 64 tokens 296 blocks: whole, one round of 14 steps; 2 pieces, two rounds of 7
         // (no better); 4 pieces, three rounds of 4 steps (12).
         assert_eq!(
-            split_count(wave, gq_blocks(64, 18944), 64, 18944, 14, room),
+            split_count(wave, gq_blocks(64, 18944), 64, 18944, 14, 2, room),
             4
         );
         // Its Q at 16 tokens: 56 blocks; 7 pieces (392 blocks) fill one round, 14 steps allow 7.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 3584), 16, 3584, 14, room),
+            split_count(wave, gq_blocks(16, 3584), 16, 3584, 14, 2, room),
             7
         );
         // Its ffn_down: 74 steps, 56 blocks: 7 pieces, one round of 11 steps; 8 would
         // take a second round (448 blocks) of 10.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, room),
+            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, 2, room),
             7
         );
         // Room for two pieces' partial sums only.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, 2 * 16 * 3584),
+            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, 2, 2 * 16 * 3584),
             2
         );
         // One k step: no split.
-        assert_eq!(split_count(wave, gq_blocks(16, 896), 16, 896, 1, room), 1);
+        assert_eq!(
+            split_count(wave, gq_blocks(16, 896), 16, 896, 1, 2, room),
+            1
+        );
     }
 
     #[test]

@@ -34,21 +34,29 @@ const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
 /// Tokens a block takes, one kernel each (`qmma_<type>_<bt>`): the smallest holding the
 /// batch, else the largest in several token tiles.
 const TOKEN_TILES: [usize; 4] = [8, 16, 32, 64];
+/// The largest token tile a batch takes by default (`CBTOP_QMMA_TILE`): a batch of 64 runs
+/// faster as two 32-token tiles, whose blocks hold fewer registers and so share a
+/// multiprocessor three at a time, than as one 64-token tile at two.
+const MAX_TILE: usize = 32;
+/// Fewest k steps a piece of a split K keeps (`CBTOP_QMMA_MIN_STEPS`).
+const MIN_STEPS: usize = 2;
 /// Weight rows a block takes (four warps of 16 rows: QM_WARPS x QM_ROWS).
 const BLOCK_ROWS: usize = 64;
 const THREADS: u32 = 128;
 /// Values of a k step (QM_KS): K must be a multiple.
 const KS: usize = 256;
 
-/// Shared memory of a block of `ty`'s kernel taking `bt` tokens: two stages of each token's
-/// k step (LDA bytes) and its scales (SCF floats) (the type structs of gemm_qmma.cu).
+/// Shared memory of a block of `ty`'s kernel taking `bt` tokens: its stages (CBTOP_QMMA_ALL in
+/// gemm_qmma.cu), each the tokens' k step (LDA bytes) and scales (SCF floats) and the block's
+/// 64 rows of the step's bytes (WLD bytes each) (the type structs of gemm_qmma.cu).
 fn smem_bytes(ty: GgmlType, bt: usize) -> usize {
-    let (lda, scf) = match ty {
-        GgmlType::Q4_K => (288, 20),
-        GgmlType::Q6_K => (272, 4),
-        _ => (288, 8),
+    let (lda, scf, wld) = match ty {
+        GgmlType::Q4_K => (288, 20, 160),
+        GgmlType::Q6_K => (272, 4, 240),
+        _ => (288, 8, 304),
     };
-    2 * bt * (lda + 4 * scf)
+    let stages = if bt >= 64 { 2 } else { 3 };
+    stages * (bt * (lda + 4 * scf) + BLOCK_ROWS * wld)
 }
 
 /// Whether these kernels are on (`CBTOP_QMMA=0`: off) and their batch range; a value that is
@@ -80,6 +88,10 @@ pub(super) struct QMma {
     /// Fewest tokens a product takes them with.
     pub(super) from: usize,
     until: usize,
+    /// Largest token tile (`CBTOP_QMMA_TILE`, default MAX_TILE).
+    max_tile: usize,
+    /// Fewest k steps a split piece keeps (`CBTOP_QMMA_MIN_STEPS`, default MIN_STEPS).
+    min_steps: usize,
 }
 
 impl QMma {
@@ -91,6 +103,15 @@ impl QMma {
         let Some((from, until)) = qmma_range()? else {
             return Ok(None);
         };
+        let max_tile =
+            env_count("CBTOP_QMMA_TILE", 8, "a token tile of 8, 16, 32 or 64")?.unwrap_or(MAX_TILE);
+        let min_steps =
+            env_count("CBTOP_QMMA_MIN_STEPS", 1, "a count of k steps")?.unwrap_or(MIN_STEPS);
+        if !TOKEN_TILES.contains(&max_tile) {
+            return Err(format!(
+                "CBTOP_QMMA_TILE={max_tile}: expected a token tile of 8, 16, 32 or 64"
+            ));
+        }
         let mut types = Vec::new();
         for ty in TYPES {
             let mut tiles = Vec::new();
@@ -119,7 +140,15 @@ impl QMma {
             sms: sms.max(1),
             from,
             until,
+            max_tile,
+            min_steps,
         }))
+    }
+
+    /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes: the smallest holding
+    /// it, at most `max_tile`.
+    fn tile_index(&self, n: usize) -> usize {
+        tile_index(n.min(self.max_tile))
     }
 
     fn tiles(&self, ty: GgmlType) -> Option<&[Tile]> {
@@ -138,7 +167,7 @@ impl QMma {
     /// The kernel a product of `n` tokens against `ty` takes (`takes` holds).
     #[cfg(feature = "test-support")]
     pub(super) fn kernel(&self, ty: GgmlType, n: usize) -> Option<&CudaFunction> {
-        self.tiles(ty).map(|t| &t[tile_index(n)].f)
+        self.tiles(ty).map(|t| &t[self.tile_index(n)].f)
     }
 }
 
@@ -168,11 +197,20 @@ pub(super) fn product(
     clock: &mut KernelClock,
 ) -> Result<(), DriverError> {
     let tiles = q.tiles(m.ty).expect("takes() checked the type");
-    let (ti, bt) = (tile_index(n), TOKEN_TILES[tile_index(n)]);
+    let ti = q.tile_index(n);
+    let bt = TOKEN_TILES[ti];
     let tile = &tiles[ti];
     let blocks = n.div_ceil(bt) * m.rows.div_ceil(BLOCK_ROWS);
     let room = part.map_or(0, |p| p.len());
-    let splits = split_count(tile.per_sm * q.sms, blocks, n, m.rows, m.cols / KS, room);
+    let splits = split_count(
+        tile.per_sm * q.sms,
+        blocks,
+        n,
+        m.rows,
+        m.cols / KS,
+        q.min_steps,
+        room,
+    );
     let (rb, nn, rows, cols) = (m.row_bytes as u64, n as i32, m.rows as i32, m.cols as i32);
     let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
     let bias = ep.bias.map_or(0, |b| b.device_ptr(s).0);
@@ -184,9 +222,10 @@ pub(super) fn product(
         shared_mem_bytes: tile.smem,
     };
     let st = clock.stamp();
-    // SAFETY: reads `rows` rows of row_bytes quantized bytes (Q6_K/Q8_0 from the 4-byte word
-    // below a field, at most 7 bytes past a row's end: within the next row or the upload's
-    // MAT_PADDING), n × cols int8 activations with their scales and sums (ActBufs holds the
+    // SAFETY: reads `rows` rows of row_bytes quantized bytes (each k step from the 16-byte
+    // boundary at or below it, in whole 16-byte pieces: at most 16 bytes past a row's end,
+    // within the next row or the upload's MAT_PADDING; every matrix is its own 256-aligned
+    // allocation), n × cols int8 activations with their scales and sums (ActBufs holds the
     // batch); writes n rows of `rows` values of `out` (n × rows), or with a split
     // splits × n × rows partial sums of `part` (split_count checked the room); the bias,
     // when there is one, holds `rows` values.
@@ -239,9 +278,18 @@ mod tests {
     }
 
     #[test]
-    fn shared_memory_holds_two_stages_of_values_and_scales() {
-        assert_eq!(smem_bytes(GgmlType::Q4_K, 64), 2 * 64 * (288 + 80));
-        assert_eq!(smem_bytes(GgmlType::Q6_K, 8), 2 * 8 * (272 + 16));
-        assert_eq!(smem_bytes(GgmlType::Q8_0, 16), 2 * 16 * (288 + 32));
+    fn shared_memory_holds_the_stages_of_values_scales_and_rows() {
+        assert_eq!(
+            smem_bytes(GgmlType::Q4_K, 64),
+            2 * (64 * (288 + 80) + 64 * 160)
+        );
+        assert_eq!(
+            smem_bytes(GgmlType::Q6_K, 8),
+            3 * (8 * (272 + 16) + 64 * 240)
+        );
+        assert_eq!(
+            smem_bytes(GgmlType::Q8_0, 16),
+            3 * (16 * (288 + 32) + 64 * 304)
+        );
     }
 }
