@@ -40,12 +40,6 @@ __device__ __forceinline__ u32 qm_ld32(const u8* p) {
     return __funnelshift_r(w[0], w[1], (int)((u64)p & 3) * 8);
 }
 
-// An int32 of magnitude below 2^22 as a float, exactly: added into the mantissa of 1.5 * 2^23,
-// then that subtracted (an integer and a float add, where I2F issues at a quarter rate).
-__device__ __forceinline__ float qm_i2f(int c) {
-    return __int_as_float(c + 0x4b400000) - 12582912.0f;
-}
-
 __device__ __forceinline__ int qm_byte(u32 w, int i) { return (int)((w >> (8 * i)) & 0xffu); }
 __device__ __forceinline__ int qm_sbyte(u32 w, int i) { return (int)(i8)((w >> (8 * i)) & 0xffu); }
 
@@ -264,11 +258,10 @@ struct QmQ8_0 {
                 int c[4];
                 mma_s8_16832(c, a, bb.x, bb.y);
                 float e0 = sc[(j * 8 + 2 * t) * SCF + b], e1 = sc[(j * 8 + 2 * t + 1) * SCF + b];
-                // |c| <= 32 * 127 * 128, below 2^22.
-                f[j][0] += dw0 * e0 * qm_i2f(c[0]);
-                f[j][1] += dw0 * e1 * qm_i2f(c[1]);
-                f[j][2] += dw1 * e0 * qm_i2f(c[2]);
-                f[j][3] += dw1 * e1 * qm_i2f(c[3]);
+                f[j][0] += dw0 * e0 * (float)c[0];
+                f[j][1] += dw0 * e1 * (float)c[1];
+                f[j][2] += dw1 * e0 * (float)c[2];
+                f[j][3] += dw1 * e1 * (float)c[3];
             }
         }
     }
