@@ -35,6 +35,36 @@ struct GqStage {
     static const int WORDS = SB % 16 == 0 ? ((SB + 2 + 15) / 16) * 4 : (SB + 2 + 3) / 4;
 };
 
+// A warp's sums into C (M token rows of stride ldc) with the epilogue, or with a split raw into
+// part[z] (M x N): accumulator j holds weight rows r0 + g and r0 + g + 8, tokens t0 + 8j + 2t
+// and + 1 of its 16 x 8 tile (gemm_qmma.cu's kernels store theirs here too).
+template <int NJ>
+__device__ __forceinline__ void gq_store(const float (&c)[NJ][4], int r0, int t0, int g, int t,
+                                         int M, int N, const float* __restrict__ bias, int acc,
+                                         float* __restrict__ C, int ldc,
+                                         float* __restrict__ part, int splits, int z) {
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int n = r0 + g + 8 * h;
+            if (n >= N) continue;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int m = t0 + j * 8 + 2 * t + e;
+                if (m >= M) continue;
+                float v = c[j][2 * h + e];
+                if (splits > 1) {
+                    part[((u64)z * M + m) * N + n] = v;
+                    continue;
+                }
+                if (bias) v += bias[n];
+                float* o = C + (u64)m * ldc + n;
+                *o = acc ? *o + v : v;
+            }
+        }
+}
+
 // C[m][n] = (acc ? C[m][n] : 0) + sum_k A[m][k] W[n][k] + (bias ? bias[n] : 0) for m < M,
 // n < N. D: the type's dequantizer; KS: values a k step takes (divides K: 256 for the
 // k-quants, 64 for the 32-wide types); BV, BB: a quantized block's values and bytes; BT:
@@ -151,27 +181,7 @@ __device__ __forceinline__ void gemm_q_impl(const u8* __restrict__ W, u64 row_by
     }
     cp_async_wait<0>();
 
-    // Accumulator j: weight rows g and g + 8, tokens 2t and 2t + 1 of its 16 x 8 tile.
-#pragma unroll
-    for (int j = 0; j < NJ; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int n = r0 + g + 8 * h;
-            if (n >= N) continue;
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int m = t0 + j * 8 + 2 * t + e;
-                if (m >= M) continue;
-                float v = c[j][2 * h + e];
-                if (splits > 1) {
-                    part[((u64)z * M + m) * N + n] = v;
-                    continue;
-                }
-                if (bias) v += bias[n];
-                float* o = C + (u64)m * ldc + n;
-                *o = acc ? *o + v : v;
-            }
-        }
+    gq_store<NJ>(c, r0, t0, g, t, M, N, bias, acc, C, ldc, part, splits, z);
 }
 
 // Launch bounds: 3 blocks of 128 threads a multiprocessor (the k-quants' shared memory allows

@@ -40,6 +40,14 @@ __device__ __forceinline__ u32 qm_ld32(const u8* p) {
     return __funnelshift_r(w[0], w[1], (int)((u64)p & 3) * 8);
 }
 
+template <typename V, int NJ>
+__device__ __forceinline__ void qm_zero(V (&a)[NJ][4]) {
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) a[j][e] = 0;
+}
+
 __device__ __forceinline__ int qm_byte(u32 w, int i) { return (int)((w >> (8 * i)) & 0xffu); }
 __device__ __forceinline__ int qm_sbyte(u32 w, int i) { return (int)(i8)((w >> (8 * i)) & 0xffu); }
 
@@ -92,10 +100,7 @@ struct QmQ4K {
             dm[h] = h2f((u16)(r.h[h].x >> 16));
         }
         int is[NJ][4];
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) is[j][e] = 0;
+        qm_zero(is);
 #pragma unroll
         for (int p = 0; p < 4; p++)
 #pragma unroll
@@ -172,10 +177,7 @@ struct QmQ6K {
     static __device__ __forceinline__ void step(const Raw& r, const u8* act, const float* sc,
                                                 float (&f)[NJ][4], int g, int t) {
         int is[NJ][4];
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) is[j][e] = 0;
+        qm_zero(is);
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -339,10 +341,7 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
     };
 
     float f[NJ][4];
-#pragma unroll
-    for (int j = 0; j < NJ; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) f[j][e] = 0.0f;
+    qm_zero(f);
 
 #pragma unroll
     for (int i = 0; i < ST - 1; i++) {
@@ -364,26 +363,7 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
     }
     cp_async_wait<0>();
 
-#pragma unroll
-    for (int j = 0; j < NJ; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int n = r0 + g + 8 * h;
-            if (n >= N) continue;
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int m = t0 + j * 8 + 2 * t + e;
-                if (m >= M) continue;
-                float v = f[j][2 * h + e];
-                if (splits > 1) {
-                    part[((u64)z * M + m) * N + n] = v;
-                    continue;
-                }
-                if (bias) v += bias[n];
-                float* o = C + (u64)m * ldc + n;
-                *o = acc ? *o + v : v;
-            }
-        }
+    gq_store<NJ>(f, r0, t0, g, t, M, N, bias, acc, C, ldc, part, splits, z);
 }
 
 // Stages: three (two steps in flight) where a block's stage is small, two for 64 tokens.

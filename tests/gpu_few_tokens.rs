@@ -12,9 +12,9 @@ mod gpu;
 
 use cbtop::engine::cuda::KernelCheck;
 use cbtop::engine::Numerics;
-use cbtop::quant::{dequantize_row, quantize_act, ActType, GgmlType};
+use cbtop::quant::GgmlType;
 use cbtop::rng::SplitMix64;
-use gpu::seen::{reference, seen};
+use gpu::seen::{dequantized, worst_seen};
 
 /// Token counts: one chunk (2, 3, 5, 8), uneven chunks (11: 6 + 5), whole chunks (16), many
 /// chunks with a short last one (37: 8 x 4 + 5), and the largest below the tensor cores (63).
@@ -48,12 +48,8 @@ fn few_token_products_match_the_f64_dot_and_the_one_token_kernel() {
     for (rows, cols, seed) in [(37, 512, 41), (131, 2560, 42), (9, 256, 43)] {
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantized()) {
-            let rb = ty.row_bytes(cols).unwrap();
             let w = gpu::random_rows(ty, rows, cols, &mut rng);
-            let mut deq = vec![0f32; rows * cols];
-            for (r, out) in deq.chunks_exact_mut(cols).enumerate() {
-                dequantize_row(ty, &w[r * rb..(r + 1) * rb], out);
-            }
+            let deq = dequantized(ty, &w, rows, cols);
             for n in TOKENS {
                 if n >= from {
                     eprintln!(
@@ -70,23 +66,10 @@ fn few_token_products_match_the_f64_dot_and_the_one_token_kernel() {
                 }
                 let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
                 let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
-                let (mut worst_f64, mut worst_one) = (0f64, 0f64);
-                for t in 0..n {
-                    let xt = &x[t * cols..(t + 1) * cols];
-                    let act = seen(&quantize_act(ActType::for_weights(ty), xt));
-                    let one = k.matvec(ty, &w, rows, cols, xt).unwrap();
-                    for r in 0..rows {
-                        let (want, mag) = reference(
-                            ty,
-                            &w[r * rb..(r + 1) * rb],
-                            &deq[r * cols..(r + 1) * cols],
-                            &act,
-                        );
-                        let v = got[t * rows + r] as f64;
-                        worst_f64 = worst_f64.max((v - want).abs() / (mag + 1e-6));
-                        worst_one = worst_one.max((v - one[r] as f64).abs() / (mag + 1e-6));
-                    }
-                }
+                let (worst_f64, worst_one) =
+                    worst_seen(ty, &w, &deq, rows, cols, &x, &got, |_, xt| {
+                        Some(k.matvec(ty, &w, rows, cols, xt).unwrap())
+                    });
                 eprintln!(
                     "few {ty} {rows}x{cols}, {n} tokens ({kernel}): max |gpu - f64| / sum|w a| = \
                      {worst_f64:.2e}, max |gpu - one token| / sum|w a| = {worst_one:.2e}"

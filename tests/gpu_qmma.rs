@@ -12,9 +12,9 @@ mod gpu;
 
 use cbtop::engine::cuda::KernelCheck;
 use cbtop::engine::Numerics;
-use cbtop::quant::{dequantize_row, quantize_act, ActType, GgmlType};
+use cbtop::quant::GgmlType;
 use cbtop::rng::SplitMix64;
-use gpu::seen::{reference, seen};
+use gpu::seen::{dequantized, worst_seen};
 
 /// Token counts: within one 8-token tile (2, 3, 8), each larger tile (9, 16, 17, 33, 64), and
 /// two 64-token tiles, the last short (100).
@@ -45,12 +45,8 @@ fn integer_tensor_core_products_match_the_f64_dot_and_the_one_token_kernel() {
         for (rows, cols, seed) in shapes {
             let mut rng = SplitMix64::new(seed);
             for ty in TYPES {
-                let rb = ty.row_bytes(cols).unwrap();
                 let w = gpu::random_rows(ty, rows, cols, &mut rng);
-                let mut deq = vec![0f32; rows * cols];
-                for (r, out) in deq.chunks_exact_mut(cols).enumerate() {
-                    dequantize_row(ty, &w[r * rb..(r + 1) * rb], out);
-                }
+                let deq = dequantized(ty, &w, rows, cols);
                 for n in TOKENS {
                     let kernel = k.product_kernel(ty, rows, cols, n);
                     let want = gpu::qmma_kernel(ty, cols, n).expect("in the default range");
@@ -61,27 +57,11 @@ fn integer_tensor_core_products_match_the_f64_dot_and_the_one_token_kernel() {
                     }
                     let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
                     let got = k.matvec(ty, &w, rows, cols, &x).unwrap();
-                    let (mut worst_f64, mut worst_one) = (0f64, 0f64);
-                    for t in 0..n {
-                        let xt = &x[t * cols..(t + 1) * cols];
-                        let act = seen(&quantize_act(ActType::for_weights(ty), xt));
-                        // The one-token kernel on a few tokens only: it is the slow part.
-                        let one = (t < 3 || t + 1 == n)
-                            .then(|| k.matvec(ty, &w, rows, cols, xt).unwrap());
-                        for r in 0..rows {
-                            let (want, mag) = reference(
-                                ty,
-                                &w[r * rb..(r + 1) * rb],
-                                &deq[r * cols..(r + 1) * cols],
-                                &act,
-                            );
-                            let v = got[t * rows + r] as f64;
-                            worst_f64 = worst_f64.max((v - want).abs() / (mag + 1e-6));
-                            if let Some(one) = &one {
-                                worst_one = worst_one.max((v - one[r] as f64).abs() / (mag + 1e-6));
-                            }
-                        }
-                    }
+                    // The one-token kernel on a few tokens only: it is the slow part.
+                    let (worst_f64, worst_one) =
+                        worst_seen(ty, &w, &deq, rows, cols, &x, &got, |t, xt| {
+                            (t < 3 || t + 1 == n).then(|| k.matvec(ty, &w, rows, cols, xt).unwrap())
+                        });
                     eprintln!(
                         "qmma {ty} {rows}x{cols}, {n} tokens, {sms} SMs ({kernel}): max |gpu - \
                          f64| / sum|w a| = {worst_f64:.2e}, max |gpu - one token| / sum|w a| \

@@ -1,8 +1,7 @@
 //! What a product on quantized weights sees of its activations (the CPU's quantization of
 //! them) and the f64 dot a fast kernel's output is held to.
 
-use cbtop::quant::GgmlType;
-use cbtop::quant::QuantizedAct;
+use cbtop::quant::{dequantize_row, quantize_act, ActType, GgmlType, QuantizedAct};
 
 /// The activations a product sees, dequantized (value i: d * q), and for the Q8_1 types each
 /// block's stored sum `s` beside d times the sum of its values (the kernels add the weights'
@@ -61,4 +60,53 @@ pub fn reference(ty: GgmlType, row: &[u8], deq: &[f32], act: &SeenAct) -> (f64, 
         mag += (m * stored).abs();
     }
     (sum, mag)
+}
+
+/// A batch product's outputs `got` (n tokens of `rows`) against the f64 dot of each weight row
+/// (`w`, dequantized in `deq`) with each token's activations as the CPU quantizes them for
+/// `ty`, and against `one(t, token)` (the one-token kernel's output) where it gives one: the
+/// largest difference of each, over the rows and tokens, as a share of the sum of |w a|.
+#[allow(clippy::too_many_arguments)]
+pub fn worst_seen(
+    ty: GgmlType,
+    w: &[u8],
+    deq: &[f32],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    got: &[f32],
+    mut one: impl FnMut(usize, &[f32]) -> Option<Vec<f32>>,
+) -> (f64, f64) {
+    let rb = w.len() / rows;
+    let n = x.len() / cols;
+    let (mut worst_f64, mut worst_one) = (0f64, 0f64);
+    for t in 0..n {
+        let xt = &x[t * cols..(t + 1) * cols];
+        let act = seen(&quantize_act(ActType::for_weights(ty), xt));
+        let alone = one(t, xt);
+        for r in 0..rows {
+            let (want, mag) = reference(
+                ty,
+                &w[r * rb..(r + 1) * rb],
+                &deq[r * cols..(r + 1) * cols],
+                &act,
+            );
+            let v = got[t * rows + r] as f64;
+            worst_f64 = worst_f64.max((v - want).abs() / (mag + 1e-6));
+            if let Some(alone) = &alone {
+                worst_one = worst_one.max((v - alone[r] as f64).abs() / (mag + 1e-6));
+            }
+        }
+    }
+    (worst_f64, worst_one)
+}
+
+/// `rows` rows of `ty` weights `w`, dequantized (rows of `cols` values).
+pub fn dequantized(ty: GgmlType, w: &[u8], rows: usize, cols: usize) -> Vec<f32> {
+    let rb = w.len() / rows;
+    let mut deq = vec![0f32; rows * cols];
+    for (r, out) in deq.chunks_exact_mut(cols).enumerate() {
+        dequantize_row(ty, &w[r * rb..(r + 1) * rb], out);
+    }
+    deq
 }

@@ -13,6 +13,25 @@ pub(super) fn env_count(var: &str, min: usize, expected: &str) -> Result<Option<
     }
 }
 
+/// A kernel family's switch and batch range from the environment: None where `{switch}=0`
+/// turns it off, else `{switch}_FROM` and `{switch}_UNTIL` (each a batch size of 2 or more)
+/// or `defaults`; a value that is not such a number is refused by name.
+pub(super) fn env_range(
+    switch: &str,
+    defaults: (usize, usize),
+) -> Result<Option<(usize, usize)>, String> {
+    if std::env::var(switch).is_ok_and(|v| v.trim() == "0") {
+        return Ok(None);
+    }
+    let expected = "a batch size of 2 or more";
+    let from = env_count(&format!("{switch}_FROM"), 2, expected)?;
+    let until = env_count(&format!("{switch}_UNTIL"), 2, expected)?;
+    Ok(Some((
+        from.unwrap_or(defaults.0),
+        until.unwrap_or(defaults.1),
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
 
 use super::clock::KernelClock;
-use super::env_counts::env_count;
+use super::env_counts::env_range;
 use super::launch_params::{ceil_div, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
 use super::split_reduce::{reduce_splits, ReduceOut};
@@ -47,15 +47,7 @@ const MAX_PER_SM: usize = 3;
 /// (`CBTOP_QGEMM_FROM`, at least 2, default QGEMM_MIN_TOKENS; `CBTOP_QGEMM_UNTIL`, the
 /// largest batch, default QGEMM_MAX_TOKENS); a value that is not a number is refused by name.
 fn qgemm_range() -> Result<Option<(usize, usize)>, String> {
-    if std::env::var("CBTOP_QGEMM").is_ok_and(|v| v.trim() == "0") {
-        return Ok(None);
-    }
-    let from = env_count("CBTOP_QGEMM_FROM", 2, "a batch size of 2 or more")?;
-    let until = env_count("CBTOP_QGEMM_UNTIL", 2, "a batch size of 2 or more")?;
-    Ok(Some((
-        from.unwrap_or(QGEMM_MIN_TOKENS),
-        until.unwrap_or(QGEMM_MAX_TOKENS),
-    )))
+    env_range("CBTOP_QGEMM", (QGEMM_MIN_TOKENS, QGEMM_MAX_TOKENS))
 }
 
 /// One type's kernels and their k step.
@@ -200,10 +192,16 @@ pub(super) fn split_count(
 
 /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
 fn tile_index(n: usize) -> usize {
-    TOKEN_TILES
+    smallest_holding(&TOKEN_TILES, n)
+}
+
+/// The index of the smallest of `tiles` (ascending) holding `n` tokens, else the largest's
+/// (these kernels' and gemm_qmma.cu's token tiles).
+pub(super) fn smallest_holding(tiles: &[usize], n: usize) -> usize {
+    tiles
         .iter()
         .position(|&bt| n <= bt)
-        .unwrap_or(TOKEN_TILES.len() - 1)
+        .unwrap_or(tiles.len().saturating_sub(1))
 }
 
 /// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens whose f16 activations are in `a`, on `q`'s
@@ -228,9 +226,8 @@ pub(super) fn product(
     let bt = TOKEN_TILES[tile_index(n)];
     let splits = q.splits(t, n, m.rows, m.cols, part.len());
     let (rb, nn, rows, cols) = (m.row_bytes as u64, n as i32, m.rows as i32, m.cols as i32);
-    let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
     let bias = ep.bias.map_or(0, |b| b.device_ptr(s).0);
-    let c_ptr = out.device_ptr(s).0;
+    let o = ReduceOut::whole(n, m.rows, bias, ep.accumulate, out.device_ptr(s).0);
     let cfg = LaunchConfig {
         grid_dim: (ceil_div(n, bt), ceil_div(m.rows, BLOCK_ROWS), splits as u32),
         block_dim: ((WARPS * 32) as u32, 1, 1),
@@ -252,25 +249,17 @@ pub(super) fn product(
             .arg(&nn)
             .arg(&rows)
             .arg(&cols)
-            .arg(&bias)
-            .arg(&acc)
-            .arg(&c_ptr)
-            .arg(&ldc)
+            .arg(&o.bias)
+            .arg(&o.acc)
+            .arg(&o.c)
+            .arg(&o.ldc)
             .arg(&mut *part)
             .reads(&m.label)
             .stamp(&st)
             .launch(cfg)
     }?;
     if splits > 1 {
-        let out = ReduceOut {
-            n,
-            rows: m.rows,
-            bias,
-            acc,
-            c: c_ptr,
-            ldc,
-        };
-        reduce_splits(launcher, s, reduce, part, splits, out, clock)?;
+        reduce_splits(launcher, s, reduce, part, splits, o, clock)?;
     }
     Ok(())
 }

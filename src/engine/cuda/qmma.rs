@@ -13,8 +13,8 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError
 
 use super::buffers::ActBufs;
 use super::clock::KernelClock;
-use super::env_counts::env_count;
-use super::gemm_q::split_count;
+use super::env_counts::{env_count, env_range};
+use super::gemm_q::{smallest_holding, split_count};
 use super::launch_params::{ceil_div, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
 use super::split_reduce::{reduce_splits, ReduceOut};
@@ -62,15 +62,7 @@ fn smem_bytes(ty: GgmlType, bt: usize) -> usize {
 /// Whether these kernels are on (`CBTOP_QMMA=0`: off) and their batch range; a value that is
 /// not a number is refused by name.
 fn qmma_range() -> Result<Option<(usize, usize)>, String> {
-    if std::env::var("CBTOP_QMMA").is_ok_and(|v| v.trim() == "0") {
-        return Ok(None);
-    }
-    let from = env_count("CBTOP_QMMA_FROM", 2, "a batch size of 2 or more")?;
-    let until = env_count("CBTOP_QMMA_UNTIL", 2, "a batch size of 2 or more")?;
-    Ok(Some((
-        from.unwrap_or(QMMA_MIN_TOKENS),
-        until.unwrap_or(QMMA_MAX_TOKENS),
-    )))
+    env_range("CBTOP_QMMA", (QMMA_MIN_TOKENS, QMMA_MAX_TOKENS))
 }
 
 /// One token tile's kernel: its shared memory and the blocks a multiprocessor holds.
@@ -148,7 +140,7 @@ impl QMma {
     /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes: the smallest holding
     /// it, at most `max_tile`.
     fn tile_index(&self, n: usize) -> usize {
-        tile_index(n.min(self.max_tile))
+        smallest_holding(&TOKEN_TILES, n.min(self.max_tile))
     }
 
     fn tiles(&self, ty: GgmlType) -> Option<&[Tile]> {
@@ -169,14 +161,6 @@ impl QMma {
     pub(super) fn kernel(&self, ty: GgmlType, n: usize) -> Option<&CudaFunction> {
         self.tiles(ty).map(|t| &t[self.tile_index(n)].f)
     }
-}
-
-/// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
-fn tile_index(n: usize) -> usize {
-    TOKEN_TILES
-        .iter()
-        .position(|&bt| n <= bt)
-        .unwrap_or(TOKEN_TILES.len() - 1)
 }
 
 /// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens whose activations `act` holds in `m`'s
@@ -212,9 +196,8 @@ pub(super) fn product(
         room,
     );
     let (rb, nn, rows, cols) = (m.row_bytes as u64, n as i32, m.rows as i32, m.cols as i32);
-    let (acc, ldc) = (i32::from(ep.accumulate), m.rows as i32);
     let bias = ep.bias.map_or(0, |b| b.device_ptr(s).0);
-    let c_ptr = out.device_ptr(s).0;
+    let o = ReduceOut::whole(n, m.rows, bias, ep.accumulate, out.device_ptr(s).0);
     let part_ptr = part.map_or(0, |p| p.device_ptr(s).0);
     let cfg = LaunchConfig {
         grid_dim: (ceil_div(n, bt), ceil_div(m.rows, BLOCK_ROWS), splits as u32),
@@ -240,42 +223,24 @@ pub(super) fn product(
             .arg(&nn)
             .arg(&rows)
             .arg(&cols)
-            .arg(&bias)
-            .arg(&acc)
-            .arg(&c_ptr)
-            .arg(&ldc)
+            .arg(&o.bias)
+            .arg(&o.acc)
+            .arg(&o.c)
+            .arg(&o.ldc)
             .arg(&part_ptr)
             .reads(&m.label)
             .stamp(&st)
             .launch(cfg)
     }?;
-    if splits > 1 {
-        let part = part.expect("split_count splits only with room");
-        let out = ReduceOut {
-            n,
-            rows: m.rows,
-            bias,
-            acc,
-            c: c_ptr,
-            ldc,
-        };
-        reduce_splits(launcher, s, reduce, part, splits, out, clock)?;
+    match part {
+        Some(part) if splits > 1 => reduce_splits(launcher, s, reduce, part, splits, o, clock),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_batch_takes_the_smallest_token_tile_holding_it() {
-        assert_eq!(tile_index(2), 0);
-        assert_eq!(tile_index(8), 0);
-        assert_eq!(tile_index(9), 1);
-        assert_eq!(tile_index(33), 3);
-        assert_eq!(tile_index(200), 3);
-    }
 
     #[test]
     fn shared_memory_holds_the_stages_of_values_scales_and_rows() {

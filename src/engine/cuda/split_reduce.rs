@@ -20,6 +20,20 @@ pub(super) struct ReduceOut {
     pub(super) ldc: i32,
 }
 
+impl ReduceOut {
+    /// C as n rows of `rows` values (the product's whole output), at device address `c`.
+    pub(super) fn whole(n: usize, rows: usize, bias: u64, acc: bool, c: u64) -> ReduceOut {
+        ReduceOut {
+            n,
+            rows,
+            bias,
+            acc: i32::from(acc),
+            c,
+            ldc: rows as i32,
+        }
+    }
+}
+
 /// `gemm_reduce` (kernels/gemm_f16.cu): the `splits` pieces of n x rows partial sums in `part`
 /// added in a fixed order into `out`, as the product's own epilogue would write them.
 pub(super) fn reduce_splits(
