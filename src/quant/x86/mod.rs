@@ -18,6 +18,8 @@ pub mod fast_kquants;
 pub mod fast_rows;
 pub mod fast_rows_vnni;
 mod features;
+#[cfg(test)]
+mod few_bench;
 pub mod few_kquants;
 pub mod few_vnni;
 pub mod float;
