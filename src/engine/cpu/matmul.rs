@@ -388,10 +388,12 @@ struct Scratch {
     /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
-    /// The tokens' Q8_0 rows biased, two tokens side by side, for `few_vnni` and
-    /// `signed_batch_vnni`.
+    /// The tokens' Q8_0 rows biased, two tokens side by side, for `signed_batch_vnni`.
     #[cfg(target_arch = "x86_64")]
     pairs: Vec<BiasedPair>,
+    /// A few tokens' Q8_0 rows laid out for `few_vnni`.
+    #[cfg(target_arch = "x86_64")]
+    few: crate::quant::x86::few_vnni::FewTokens,
     /// The tokens' Q8_K rows in lane order, for `kquant_task` on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     lane_rows: Vec<Vec<crate::quant::x86::kquants_vnni::LaneAct>>,
@@ -554,33 +556,44 @@ fn matmuls_in(
     #[cfg(target_arch = "x86_64")]
     let panels = &s.panels;
 
-    // The Q4_0/Q5_0/Q8_0 kernels for AVX-512 VNNI take the activations biased to unsigned
-    // bytes, two tokens side by side, made once per call here (into the last call's pairs;
-    // none where no product takes them).
+    // A prompt's Q4_0/Q5_0/Q8_0 products on AVX-512 VNNI take the activations biased to
+    // unsigned bytes, two tokens side by side, and a few tokens' products them laid out for
+    // `few_vnni`, made once per call here (into the last call's buffers; none where no
+    // product takes them).
     #[cfg(target_arch = "x86_64")]
-    let biased: &[BiasedPair] = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
-        Some((_, rows)) if takes(Path::SignedVnni) || takes(Path::FewVnni) => {
-            let q8 = |t: usize| match &rows[t.min(n - 1)] {
+    let q8 = formats
+        .iter()
+        .find(|(k, _)| *k == ActType::Q8_0)
+        .map(|(_, rows)| {
+            move |t: usize| match &rows[t.min(n - 1)] {
                 QuantizedAct::Q8_0(a) => a.as_slice(),
                 _ => unreachable!("quantized as Q8_0"),
-            };
-            // An odd last token pairs with itself. A prompt's pairs one per task: built on
-            // the calling thread alone, a 64-token prompt's pairs were most of a small
-            // product's time at 16 threads. A few tokens' on the calling thread (a parallel
-            // region costs more than their copies).
+            }
+        });
+    #[cfg(target_arch = "x86_64")]
+    let biased: &[BiasedPair] = match q8 {
+        Some(q8) if takes(Path::SignedVnni) => {
+            // An odd last token pairs with itself. A pair a task: built on the calling
+            // thread alone, a 64-token prompt's pairs were most of a small product's time at
+            // 16 threads.
             let pairs = &mut s.pairs;
             pairs.resize_with(n.div_ceil(2), BiasedPair::default);
             pairs.truncate(n.div_ceil(2));
-            if n <= FEW_TOKENS_MAX {
-                for (p, pair) in pairs.iter_mut().enumerate() {
-                    pair.set(q8(2 * p), q8(2 * p + 1));
-                }
-            } else {
-                pool::par_chunks_mut(pairs, 1, |p, pair| pair[0].set(q8(2 * p), q8(2 * p + 1)));
-            }
+            pool::par_chunks_mut(pairs, 1, |p, pair| pair[0].set(q8(2 * p), q8(2 * p + 1)));
             pairs
         }
         _ => &[],
+    };
+    // A few tokens' on the calling thread (a parallel region costs more than their copies).
+    #[cfg(target_arch = "x86_64")]
+    let few_acts = match q8 {
+        Some(q8) if takes(Path::FewVnni) => {
+            let tokens: [&[crate::quant::blocks::BlockQ8_0]; FEW_TOKENS_MAX] =
+                std::array::from_fn(q8);
+            s.few.set(&tokens[..n]);
+            Some(&s.few)
+        }
+        _ => None,
     };
 
     // Tasks: (product, first row, end row).
@@ -671,7 +684,10 @@ fn matmuls_in(
                         return packed_task(p, (m, r0), rows, acts, wide, &out_rows);
                     }
                     #[cfg(target_arch = "x86_64")]
-                    Path::FewVnni => return few_vnni(m.ty, (rows, rb), n, biased, &out_rows),
+                    Path::FewVnni => {
+                        let a = few_acts.expect("made for the path");
+                        return few_vnni(m.ty, (rows, rb), a, &out_rows);
+                    }
                     #[cfg(target_arch = "x86_64")]
                     Path::FewKquant => {
                         use crate::quant::x86::few_kquants::{rows_few, MAX_TOKENS};
@@ -955,36 +971,22 @@ fn few_tokens<'o>(
     }
 }
 
-/// Two to `FEW_TOKENS_MAX` tokens (`n`, biased in `pairs`) against a task's Q4_0, Q5_0 or
-/// Q8_0 rows on AVX-512 VNNI (`x86::few_vnni`); an odd last token's twin writes to a spare
-/// row each pool thread keeps. The same bits as each token's one-token dots.
+/// Two to `FEW_TOKENS_MAX` tokens (laid out in `a`) against a task's Q4_0, Q5_0 or Q8_0
+/// rows on AVX-512 VNNI (`x86::few_vnni`). The same bits as each token's one-token dots.
 #[cfg(target_arch = "x86_64")]
 fn few_vnni<'o>(
     ty: GgmlType,
     (rows, rb): (&[u8], usize),
-    n: usize,
-    pairs: &[BiasedPair],
+    a: &crate::quant::x86::few_vnni::FewTokens,
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::few_vnni::{rows_few, MAX_PAIRS};
-    thread_local! {
-        static SPARE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    }
-    debug_assert_eq!(pairs.len(), n.div_ceil(2));
-    SPARE.with_borrow_mut(|spare| {
-        spare.resize(rows.len() / rb, 0.0);
-        let mut spare = Some(&mut spare[..]);
-        let mut outs: [&mut [f32]; 2 * MAX_PAIRS] = std::array::from_fn(|t| {
-            if t < n {
-                out_rows(t)
-            } else {
-                spare.take().unwrap_or_default()
-            }
-        });
-        // SAFETY: `Path::FewVnni` is chosen only where `few_vnni::takes` found AVX-512 VNNI;
-        // the rows are whole rows of `rb` bytes, as long as every token's row.
-        unsafe { rows_few(ty, rows, rb, pairs, &mut outs[..2 * pairs.len()]) };
-    });
+    use crate::quant::x86::few_vnni::{rows_few, MAX_TOKENS};
+    let n = a.tokens();
+    let mut outs: [&mut [f32]; MAX_TOKENS] =
+        std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
+    // SAFETY: `Path::FewVnni` is chosen only where `few_vnni::takes` found AVX-512 VNNI;
+    // the rows are whole rows of `rb` bytes, as long as every token's row.
+    unsafe { rows_few(ty, rows, rb, a, &mut outs[..n]) };
 }
 
 /// A float activation row's values (F16 and BF16 rows hold the rounded values as f32).

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use crate::quant::blocks::BlockQ8K;
+use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 use crate::quant::quantize_row;
 use crate::quant::{quantize_act, vec_dot_rows, ActType, GgmlType, QuantizedAct};
 use crate::rng::SplitMix64 as Rng;
@@ -52,7 +52,7 @@ fn time(mut f: impl FnMut()) -> f64 {
 #[test]
 #[ignore = "measurement: prints one thread's GB/s and GOP/s of the few-token kernels"]
 fn few_token_rates_one_thread() {
-    use super::{few_kquants, few_vnni, vnni::BiasedPair};
+    use super::{few_kquants, few_vnni};
     if !super::vnni::available() {
         eprintln!("skipped: this CPU has no AVX-512 VNNI");
         return;
@@ -97,16 +97,18 @@ fn few_token_rates_one_thread() {
                 // SAFETY: AVX-512 VNNI was detected above.
                 time(|| unsafe { few_kquants::rows_few(ty, &w, rb, &a, &mut o) })
             } else {
-                let q8 = |t: usize| match &acts[t.min(n - 1)] {
-                    QuantizedAct::Q8_0(a) => a.as_slice(),
-                    _ => unreachable!("Q8_0 activations"),
-                };
-                let pairs: Vec<BiasedPair> = (0..n / 2)
-                    .map(|p| BiasedPair::new(q8(2 * p), q8(2 * p + 1)))
+                let q8: Vec<&[BlockQ8_0]> = acts[..n]
+                    .iter()
+                    .map(|a| match a {
+                        QuantizedAct::Q8_0(a) => a.as_slice(),
+                        _ => unreachable!("Q8_0 activations"),
+                    })
                     .collect();
+                let mut few = few_vnni::FewTokens::default();
+                few.set(&q8);
                 let mut o: Vec<&mut [f32]> = outs[..n].iter_mut().map(|v| &mut v[..]).collect();
                 // SAFETY: as above.
-                time(|| unsafe { few_vnni::rows_few(ty, &w, rb, &pairs, &mut o) })
+                time(|| unsafe { few_vnni::rows_few(ty, &w, rb, &few, &mut o) })
             };
             if n == 1 {
                 one = secs;
