@@ -82,7 +82,7 @@ fn few_token_rates_one_thread() {
             .collect();
         let mut outs = vec![vec![0f32; rows]; 8];
         let mut one = 0.0;
-        for n in [1usize, 2, 4, 8] {
+        for n in [1usize, 2, 3, 4, 5, 6, 8] {
             let secs = if n == 1 {
                 time(|| vec_dot_rows(ty, &w, rb, &acts[0], &mut outs[0]))
             } else if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
