@@ -9,8 +9,8 @@
 //! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
 //! weights stream from memory once), and so for a step of 2 to 8 tokens (sequences decoding
 //! together), whose products take few-token kernels that read each block once for all the
-//! tokens (`x86::few_vnni`, `x86::few_kquants`, or the one-token dots from L1 in
-//! `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
+//! tokens (`x86::few_vnni`, `x86::few_kquants`, `x86::few_kquants_exact`, or the one-token
+//! dots from L1 in `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
 //! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
 //! Q4_1, Q5_1: `quant::x86::prompt_rows`, several tokens per block load; on AVX-512 VNNI the
 //! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
@@ -153,6 +153,10 @@ enum Path {
     /// on AVX-512 VNNI (`x86::few_kquants`).
     #[cfg(target_arch = "x86_64")]
     FewKquant,
+    /// Two to `FEW_TOKENS_MAX` tokens against Q3_K-Q6_K rows in the file's layout on
+    /// AVX-512 F/BW, the reference's bits (`x86::few_kquants_exact`).
+    #[cfg(target_arch = "x86_64")]
+    FewKquantExact,
     /// Q4_0/Q5_0/Q8_0 prompt rows unpacked to signed bytes on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     SignedVnni,
@@ -204,6 +208,8 @@ impl Path {
                 return Path::FewVnni;
             } else if few && had.kquant_fast && crate::quant::x86::few_kquants::takes(ty) {
                 return Path::FewKquant;
+            } else if few && crate::quant::x86::few_kquants_exact::takes(ty) {
+                return Path::FewKquantExact;
             } else if vnni && n > FEW_TOKENS_MAX {
                 return Path::SignedVnni;
             } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
@@ -274,6 +280,8 @@ impl Path {
             Path::FewVnni => format!("few_vnni {t}·q8_0 x{n} (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::FewKquant => format!("few_kquants {t}·q8_k x{n} (fast, avx512-vnni)"),
+            #[cfg(target_arch = "x86_64")]
+            Path::FewKquantExact => format!("few_kquants_exact {t}·q8_k x{n} (avx512)"),
             #[cfg(target_arch = "x86_64")]
             Path::SignedVnni => format!("signed_batch_vnni {t}·q8_0 (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
@@ -607,7 +615,7 @@ fn matmuls_in(
         #[cfg(target_arch = "x86_64")]
         let few = matches!(
             s.paths[p],
-            Path::FewTokens | Path::FewVnni | Path::FewKquant
+            Path::FewTokens | Path::FewVnni | Path::FewKquant | Path::FewKquantExact
         ) || (s.paths[p] == Path::Packed && n <= FEW_TOKENS_MAX);
         #[cfg(not(target_arch = "x86_64"))]
         let few = s.paths[p] == Path::FewTokens;
@@ -701,6 +709,22 @@ fn matmuls_in(
                         // SAFETY: `Path::FewKquant` is chosen only where `few_kquants::takes`
                         // found AVX-512 VNNI; whole rows of `rb` bytes, as long as every
                         // token's Q8_K row.
+                        unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::FewKquantExact => {
+                        use crate::quant::x86::few_kquants_exact::{rows_few, MAX_TOKENS};
+                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX_TOKENS] =
+                            std::array::from_fn(|t| match acts.get(t) {
+                                Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
+                                _ => &[],
+                            });
+                        let mut outs: [&mut [f32]; MAX_TOKENS] =
+                            std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
+                        // SAFETY: `Path::FewKquantExact` is chosen only where
+                        // `few_kquants_exact::takes` found AVX-512 F/BW; whole rows of `rb`
+                        // bytes, as long as every token's Q8_K row.
                         unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
                         return;
                     }
@@ -1117,7 +1141,13 @@ mod tests {
                             };
                             let path = Path::choose(ty, n, had);
                             assert!(
-                                matches!(path, Path::FewVnni | Path::FewKquant | Path::FewTokens),
+                                matches!(
+                                    path,
+                                    Path::FewVnni
+                                        | Path::FewKquant
+                                        | Path::FewKquantExact
+                                        | Path::FewTokens
+                                ),
                                 "{ty} x{n}: {path:?}"
                             );
                         }

@@ -124,4 +124,62 @@ fn few_token_rates_one_thread() {
         }
     }
     eprintln!("{table}");
+    // Under exact numerics a few tokens' Q4_K/Q6_K products take the one-token dots per
+    // token (`few_tokens`, chunks of rows from L1) or, from four tokens, the four-token rows.
+    let mut table = String::from(
+        "| type (exact) | n | per-token dots us | four-token rows us | few_kquants_exact us |\n|---|---|---|---|---|\n",
+    );
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let (rows, cols) = (3584, 4864);
+        let w = matrix(&mut rng, ty, rows, cols);
+        let rb = w.len() / rows;
+        let acts: Vec<QuantizedAct> = (0..8)
+            .map(|_| {
+                let x: Vec<f32> = (0..cols).map(|_| rng.next_signed() * 3.0).collect();
+                quantize_act(ActType::Q8_K, &x)
+            })
+            .collect();
+        let mut outs = vec![vec![0f32; rows]; 8];
+        for n in [1usize, 2, 3, 4, 6, 8] {
+            let chunk = (16 << 10) / rb;
+            let dots = time(|| {
+                for r in (0..rows).step_by(chunk) {
+                    let end = (r + chunk).min(rows);
+                    for (t, a) in acts[..n].iter().enumerate() {
+                        vec_dot_rows(ty, &w[r * rb..end * rb], rb, a, &mut outs[t][r..end]);
+                    }
+                }
+            });
+            let fours = time(|| {
+                for t in (0..n / 4 * 4).step_by(4) {
+                    let [o0, o1, o2, o3, ..] = &mut outs[t..] else {
+                        unreachable!()
+                    };
+                    let four = std::array::from_fn(|i| &acts[t + i]);
+                    crate::quant::vec_dot_rows_x4(ty, &w, rb, four, [o0, o1, o2, o3]);
+                }
+                for t in n / 4 * 4..n {
+                    vec_dot_rows(ty, &w, rb, &acts[t], &mut outs[t]);
+                }
+            });
+            let a: Vec<&[BlockQ8K]> = acts[..n]
+                .iter()
+                .map(|a| match a {
+                    QuantizedAct::Q8_K(a) => a.as_slice(),
+                    _ => unreachable!("Q8_K activations"),
+                })
+                .collect();
+            let mut o: Vec<&mut [f32]> = outs[..n].iter_mut().map(|v| &mut v[..]).collect();
+            // SAFETY: AVX-512 VNNI (so F and BW) was detected above.
+            let few =
+                time(|| unsafe { super::few_kquants_exact::rows_few(ty, &w, rb, &a, &mut o) });
+            table += &format!(
+                "| {ty} | {n} | {:.0} | {:.0} | {:.0} |\n",
+                dots * 1e6,
+                fours * 1e6,
+                few * 1e6
+            );
+        }
+    }
+    eprintln!("{table}");
 }
