@@ -22,10 +22,16 @@
 
 use std::arch::x86_64::*;
 
-use super::prefetch::prefetch_ahead;
 use super::vnni::pair_sums;
 use crate::quant::blocks::BlockQ8_0;
 use crate::quant::GgmlType;
+
+/// Asks for the cache line at `p` (a prefetch never faults, at any address).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    // SAFETY: a prefetch reads nothing architecturally.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) }
+}
 
 /// Most tokens `rows_few` takes.
 pub const MAX_TOKENS: usize = 8;
@@ -189,23 +195,25 @@ unsafe fn scales2(b0: *const u8, b1: *const u8) -> __m512 {
 #[inline(always)]
 unsafe fn tile<K: Kind, const R: usize, const N: usize>(
     rows: [[*const u8; 2]; R],
-    bytes: usize,
+    (bytes, next): (usize, *const u8),
     a: &FewTokens,
 ) -> [[__m512; N]; R] {
     let blocks = a.blocks;
     let starts = K::starts(a);
     let mut acc = [[_mm512_setzero_ps(); N]; R];
     let (zero, bias) = (_mm512_setzero_si512(), _mm512_set1_epi8(-128));
-    // The prefetches walk the tile's bytes in address order (`legacy::two_rows` says why):
-    // the pairs are consecutive rows where the tile is whole.
-    let mut ahead = rows[0][0];
+    // The prefetches walk the next tile's bytes (from `next`) in address order, as fast as
+    // this tile's are read: the tile's rows are read side by side, so a fixed distance ahead
+    // of them fell inside the tile itself once its rows were long (8 rows of 4864 Q8_0
+    // weights are 41 KiB).
+    let mut ahead = next;
     for i in 0..blocks {
         let mut wv = [zero; R];
         let mut start = [zero; R];
         let mut dw = [_mm512_setzero_ps(); R];
         for r in 0..R {
-            prefetch_ahead(ahead);
-            prefetch_ahead(ahead.wrapping_add(bytes));
+            prefetch(ahead);
+            prefetch(ahead.wrapping_add(bytes));
             ahead = ahead.wrapping_add(2 * bytes);
             // SAFETY: each row holds `blocks` blocks of `bytes` (the caller's slices).
             let (b0, b1) = (rows[r][0].add(i * bytes), rows[r][1].add(i * bytes));
@@ -255,18 +263,19 @@ unsafe fn run<K: Kind, const R: usize, const N: usize>(
 ) {
     let count = rows.len() / row_bytes;
     let p = rows.as_ptr();
-    let row = |r: usize| p.add(r * row_bytes);
+    // Past the end only as a prefetch address (never read).
+    let row = |r: usize| p.wrapping_add(r * row_bytes);
     let whole = count / (2 * R) * (2 * R);
     for r in (0..whole).step_by(2 * R) {
         let pairs = std::array::from_fn(|k| [row(r + 2 * k), row(r + 2 * k + 1)]);
-        let acc = tile::<K, R, N>(pairs, bytes, a);
+        let acc = tile::<K, R, N>(pairs, (bytes, row(r + 2 * R)), a);
         for (k, acc) in acc.into_iter().enumerate() {
             put(out, (r + 2 * k, Some(r + 2 * k + 1)), acc);
         }
     }
     for r in (whole..count).step_by(2) {
         let second = (r + 1 < count).then_some(r + 1);
-        let [acc] = tile::<K, 1, N>([[row(r), row(second.unwrap_or(r))]], bytes, a);
+        let [acc] = tile::<K, 1, N>([[row(r), row(second.unwrap_or(r))]], (bytes, row(r + 2)), a);
         put(out, (r, second), acc);
     }
 }
