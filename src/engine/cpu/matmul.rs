@@ -1160,6 +1160,22 @@ mod tests {
                 table += &format!("{name:<12} {per} ({count})  ");
             }
             table += "\n";
+            // On `few_vnni`, a task's rows in whole row tiles (the rest go a pair at a
+            // time): at least one whole tile a task, and most of its rows, for 2 to 8 tokens.
+            for &(rows, ty) in products {
+                if !crate::quant::x86::few_vnni::takes(ty) {
+                    continue;
+                }
+                let per = one_token_rows(total, rows, threads);
+                for n in 2..=FEW_TOKENS_MAX {
+                    let tile = crate::quant::x86::few_vnni::tile_rows(n);
+                    let whole = per / tile * tile;
+                    assert!(
+                        whole >= tile && 4 * whole >= 3 * per.min(rows),
+                        "{name} {ty} x{n}: {per} rows a task, tiles of {tile}"
+                    );
+                }
+            }
             assert!(tasks >= 2 * threads, "{name}: {tasks} tasks");
             let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
             assert!(

@@ -331,8 +331,18 @@ pub unsafe fn rows_few(
     }
 }
 
+/// Rows of `rows_few`'s whole tile for `n` tokens (`by_tokens`'s pairs of rows, twice):
+/// a task's rows past a multiple of it go a pair at a time.
+pub fn tile_rows(n: usize) -> usize {
+    match n {
+        0..=2 => 8,
+        3 | 4 => 6,
+        _ => 4,
+    }
+}
+
 /// `run` with its row tile for the number of tokens (the accumulators, weights and scales
-/// within the 32 registers).
+/// within the 32 registers; `tile_rows` gives its rows).
 #[inline(always)]
 unsafe fn by_tokens<K: Kind>(
     rows: &[u8],
