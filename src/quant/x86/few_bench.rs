@@ -112,6 +112,25 @@ fn few_token_rates_one_thread() {
             };
             if n == 1 {
                 one = secs;
+                if few_vnni::takes(ty) {
+                    let q8 = match &acts[0] {
+                        QuantizedAct::Q8_0(a) => a.as_slice(),
+                        _ => unreachable!("Q8_0 activations"),
+                    };
+                    let mut few = few_vnni::FewTokens::default();
+                    few.set(&[q8]);
+                    let mut o: Vec<&mut [f32]> = outs[..1].iter_mut().map(|v| &mut v[..]).collect();
+                    // SAFETY: AVX-512 VNNI was detected above.
+                    let s1 = time(|| unsafe { few_vnni::rows_few(ty, &w, rb, &few, &mut o) });
+                    table += &format!(
+                        "| {ty} | {rows} x {cols} | {:.2} | 1 (few_vnni) | {:.0} | {:.2} | {:.1} | {:.2} |\n",
+                        w.len() as f64 / 1e6,
+                        s1 * 1e6,
+                        w.len() as f64 / s1 / 1e9,
+                        2.0 * (rows * cols) as f64 / s1 / 1e9,
+                        s1 / one
+                    );
+                }
             }
             let gbs = w.len() as f64 / secs / 1e9;
             let gops = 2.0 * (rows * cols * n) as f64 / secs / 1e9;
