@@ -98,9 +98,10 @@ unsafe fn run<const P: usize>(
     // Taken out and put back rather than used inside a closure (see `row`).
     let mut buf = PAIRED.take();
     buf.clear();
-    for i in 0..a[0].len() {
-        for p in 0..P {
-            buf.push(paired(&a[2 * p][i], &a[2 * p + 1][i]));
+    buf.resize(a[0].len() * P, [_mm512_setzero_si512(); 8]);
+    for p in 0..P {
+        for (i, (ya, yb)) in a[2 * p].iter().zip(a[2 * p + 1]).enumerate() {
+            buf[i * P + p] = paired(ya, yb);
         }
     }
     for (r, w) in rows.chunks_exact(row_bytes).enumerate() {

@@ -191,16 +191,16 @@ unsafe fn scales2(b0: *const u8, b1: *const u8) -> __m512 {
 /// `R` pairs of rows (`rows[r]`: the two rows' first bytes; a pair may name one row twice)
 /// against the `N` tokens: per block, each pair's weights, scales (and for Q8_0 lane
 /// starts) once, then per token one `vpdpbusd`, conversion, multiply and FMA per pair.
-/// `acc[r][t]`'s halves are the pair's two rows' accumulators for token t.
+/// `acc[t][r]`'s halves are pair r's two rows' accumulators for token t.
 #[inline(always)]
 unsafe fn tile<K: Kind, const R: usize, const N: usize>(
     rows: [[*const u8; 2]; R],
     (bytes, next): (usize, *const u8),
     a: &FewTokens,
-) -> [[__m512; N]; R] {
+) -> [[__m512; R]; N] {
     let blocks = a.blocks;
     let starts = K::starts(a);
-    let mut acc = [[_mm512_setzero_ps(); N]; R];
+    let mut acc = [[_mm512_setzero_ps(); R]; N];
     let (zero, bias) = (_mm512_setzero_si512(), _mm512_set1_epi8(-128));
     // The prefetches walk the next tile's bytes (from `next`) in address order, as fast as
     // this tile's are read: the tile's rows are read side by side, so a fixed distance ahead
@@ -224,7 +224,7 @@ unsafe fn tile<K: Kind, const R: usize, const N: usize>(
             }
             dw[r] = scales2(b0, b1);
         }
-        for t in 0..N {
+        for (t, acc) in acc.iter_mut().enumerate() {
             let k = i * N + t;
             let da = _mm512_set1_ps(*a.d.get_unchecked(k));
             if K::SIGNED {
@@ -233,7 +233,7 @@ unsafe fn tile<K: Kind, const R: usize, const N: usize>(
                 ));
                 for r in 0..R {
                     let lanes = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start[r], q, wv[r]));
-                    acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), lanes, acc[r][t]);
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), lanes, acc[r]);
                 }
             } else {
                 let q = _mm512_broadcast_i64x4(_mm256_loadu_si256(
@@ -244,7 +244,7 @@ unsafe fn tile<K: Kind, const R: usize, const N: usize>(
                 ));
                 for r in 0..R {
                     let lanes = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, wv[r], q));
-                    acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), lanes, acc[r][t]);
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), lanes, acc[r]);
                 }
             }
         }
@@ -269,26 +269,27 @@ unsafe fn run<K: Kind, const R: usize, const N: usize>(
     for r in (0..whole).step_by(2 * R) {
         let pairs = std::array::from_fn(|k| [row(r + 2 * k), row(r + 2 * k + 1)]);
         let acc = tile::<K, R, N>(pairs, (bytes, row(r + 2 * R)), a);
-        for (k, acc) in acc.into_iter().enumerate() {
-            put(out, (r + 2 * k, Some(r + 2 * k + 1)), acc);
+        for k in 0..R {
+            put(out, (r + 2 * k, Some(r + 2 * k + 1)), &acc, k);
         }
     }
     for r in (whole..count).step_by(2) {
         let second = (r + 1 < count).then_some(r + 1);
-        let [acc] = tile::<K, 1, N>([[row(r), row(second.unwrap_or(r))]], (bytes, row(r + 2)), a);
-        put(out, (r, second), acc);
+        let acc = tile::<K, 1, N>([[row(r), row(second.unwrap_or(r))]], (bytes, row(r + 2)), a);
+        put(out, (r, second), &acc, 0);
     }
 }
 
-/// A pair of rows' results of the `N` tokens' accumulators into `out[t][r]`.
+/// Pair `k`'s results of the `N` tokens' accumulators (`tile`'s) into `out[t][r]`.
 #[inline(always)]
-unsafe fn put<const N: usize>(
+unsafe fn put<const R: usize, const N: usize>(
     out: &mut [&mut [f32]],
     (r0, r1): (usize, Option<usize>),
-    acc: [__m512; N],
+    acc: &[[__m512; R]; N],
+    k: usize,
 ) {
-    for (t, v) in acc.into_iter().enumerate() {
-        let [s0, s1] = pair_sums(v);
+    for (t, v) in acc.iter().enumerate() {
+        let [s0, s1] = pair_sums(v[k]);
         *out[t].get_unchecked_mut(r0) = s0;
         if let Some(r1) = r1 {
             *out[t].get_unchecked_mut(r1) = s1;
