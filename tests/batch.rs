@@ -46,8 +46,9 @@ fn a_sequence_in_a_batch_is_itself_alone_bit_for_bit_under_exact() {
 }
 
 /// Eight sequences decode together for several steps, then drop out one by one: steps of
-/// eight down to two tokens take the few-token kernels (`few_vnni` for Q4_0/Q5_0/Q8_0, the
-/// k-quants' one-token dots), each sequence's logits still its own alone, bit for bit.
+/// eight down to two tokens take the few-token kernels (`few_vnni` for Q4_0/Q5_0/Q8_0,
+/// `few_kquants_exact` for the k-quants on AVX-512, else their one-token dots), each
+/// sequence's logits still its own alone, bit for bit.
 #[test]
 fn eight_sequences_in_a_batch_are_each_alone_bit_for_bit_under_exact() {
     for name in [

@@ -9,8 +9,8 @@
 //! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
 //! weights stream from memory once), and so for a step of 2 to 8 tokens (sequences decoding
 //! together), whose products take few-token kernels that read each block once for all the
-//! tokens (`x86::few_vnni`, `x86::few_kquants`, or the one-token dots from L1 in
-//! `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
+//! tokens (`x86::few_vnni`, `x86::few_kquants`, `x86::few_kquants_exact`, or the one-token
+//! dots from L1 in `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
 //! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
 //! Q4_1, Q5_1: `quant::x86::prompt_rows`, several tokens per block load; on AVX-512 VNNI the
 //! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
@@ -153,6 +153,10 @@ enum Path {
     /// on AVX-512 VNNI (`x86::few_kquants`).
     #[cfg(target_arch = "x86_64")]
     FewKquant,
+    /// Two to `FEW_TOKENS_MAX` tokens against Q3_K-Q6_K rows in the file's layout on
+    /// AVX-512 F/BW, the reference's bits (`x86::few_kquants_exact`).
+    #[cfg(target_arch = "x86_64")]
+    FewKquantExact,
     /// Q4_0/Q5_0/Q8_0 prompt rows unpacked to signed bytes on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     SignedVnni,
@@ -204,6 +208,8 @@ impl Path {
                 return Path::FewVnni;
             } else if few && had.kquant_fast && crate::quant::x86::few_kquants::takes(ty) {
                 return Path::FewKquant;
+            } else if few && crate::quant::x86::few_kquants_exact::takes(ty) {
+                return Path::FewKquantExact;
             } else if vnni && n > FEW_TOKENS_MAX {
                 return Path::SignedVnni;
             } else if matches!(ty, GgmlType::F16 | GgmlType::BF16)
@@ -274,6 +280,8 @@ impl Path {
             Path::FewVnni => format!("few_vnni {t}·q8_0 x{n} (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::FewKquant => format!("few_kquants {t}·q8_k x{n} (fast, avx512-vnni)"),
+            #[cfg(target_arch = "x86_64")]
+            Path::FewKquantExact => format!("few_kquants_exact {t}·q8_k x{n} (avx512)"),
             #[cfg(target_arch = "x86_64")]
             Path::SignedVnni => format!("signed_batch_vnni {t}·q8_0 (avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
@@ -388,10 +396,12 @@ struct Scratch {
     /// The tokens' Q8_0 rows offset to unsigned bytes, for its Q8_0 kernel on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     biased_rows: Vec<Vec<crate::quant::x86::fast_rows_vnni::BiasedBlock>>,
-    /// The tokens' Q8_0 rows biased, two tokens side by side, for `few_vnni` and
-    /// `signed_batch_vnni`.
+    /// The tokens' Q8_0 rows biased, two tokens side by side, for `signed_batch_vnni`.
     #[cfg(target_arch = "x86_64")]
     pairs: Vec<BiasedPair>,
+    /// A few tokens' Q8_0 rows laid out for `few_vnni`.
+    #[cfg(target_arch = "x86_64")]
+    few: crate::quant::x86::few_vnni::FewTokens,
     /// The tokens' Q8_K rows in lane order, for `kquant_task` on AVX-512 VNNI.
     #[cfg(target_arch = "x86_64")]
     lane_rows: Vec<Vec<crate::quant::x86::kquants_vnni::LaneAct>>,
@@ -554,33 +564,44 @@ fn matmuls_in(
     #[cfg(target_arch = "x86_64")]
     let panels = &s.panels;
 
-    // The Q4_0/Q5_0/Q8_0 kernels for AVX-512 VNNI take the activations biased to unsigned
-    // bytes, two tokens side by side, made once per call here (into the last call's pairs;
-    // none where no product takes them).
+    // A prompt's Q4_0/Q5_0/Q8_0 products on AVX-512 VNNI take the activations biased to
+    // unsigned bytes, two tokens side by side, and a few tokens' products them laid out for
+    // `few_vnni`, made once per call here (into the last call's buffers; none where no
+    // product takes them).
     #[cfg(target_arch = "x86_64")]
-    let biased: &[BiasedPair] = match formats.iter().find(|(k, _)| *k == ActType::Q8_0) {
-        Some((_, rows)) if takes(Path::SignedVnni) || takes(Path::FewVnni) => {
-            let q8 = |t: usize| match &rows[t.min(n - 1)] {
+    let q8 = formats
+        .iter()
+        .find(|(k, _)| *k == ActType::Q8_0)
+        .map(|(_, rows)| {
+            move |t: usize| match &rows[t.min(n - 1)] {
                 QuantizedAct::Q8_0(a) => a.as_slice(),
                 _ => unreachable!("quantized as Q8_0"),
-            };
-            // An odd last token pairs with itself. A prompt's pairs one per task: built on
-            // the calling thread alone, a 64-token prompt's pairs were most of a small
-            // product's time at 16 threads. A few tokens' on the calling thread (a parallel
-            // region costs more than their copies).
+            }
+        });
+    #[cfg(target_arch = "x86_64")]
+    let biased: &[BiasedPair] = match q8 {
+        Some(q8) if takes(Path::SignedVnni) => {
+            // An odd last token pairs with itself. A pair a task: built on the calling
+            // thread alone, a 64-token prompt's pairs were most of a small product's time at
+            // 16 threads.
             let pairs = &mut s.pairs;
             pairs.resize_with(n.div_ceil(2), BiasedPair::default);
             pairs.truncate(n.div_ceil(2));
-            if n <= FEW_TOKENS_MAX {
-                for (p, pair) in pairs.iter_mut().enumerate() {
-                    pair.set(q8(2 * p), q8(2 * p + 1));
-                }
-            } else {
-                pool::par_chunks_mut(pairs, 1, |p, pair| pair[0].set(q8(2 * p), q8(2 * p + 1)));
-            }
+            pool::par_chunks_mut(pairs, 1, |p, pair| pair[0].set(q8(2 * p), q8(2 * p + 1)));
             pairs
         }
         _ => &[],
+    };
+    // A few tokens' on the calling thread (a parallel region costs more than their copies).
+    #[cfg(target_arch = "x86_64")]
+    let few_acts = match q8 {
+        Some(q8) if takes(Path::FewVnni) => {
+            let tokens: [&[crate::quant::blocks::BlockQ8_0]; FEW_TOKENS_MAX] =
+                std::array::from_fn(q8);
+            s.few.set(&tokens[..n]);
+            Some(&s.few)
+        }
+        _ => None,
     };
 
     // Tasks: (product, first row, end row).
@@ -594,7 +615,7 @@ fn matmuls_in(
         #[cfg(target_arch = "x86_64")]
         let few = matches!(
             s.paths[p],
-            Path::FewTokens | Path::FewVnni | Path::FewKquant
+            Path::FewTokens | Path::FewVnni | Path::FewKquant | Path::FewKquantExact
         ) || (s.paths[p] == Path::Packed && n <= FEW_TOKENS_MAX);
         #[cfg(not(target_arch = "x86_64"))]
         let few = s.paths[p] == Path::FewTokens;
@@ -671,7 +692,10 @@ fn matmuls_in(
                         return packed_task(p, (m, r0), rows, acts, wide, &out_rows);
                     }
                     #[cfg(target_arch = "x86_64")]
-                    Path::FewVnni => return few_vnni(m.ty, (rows, rb), n, biased, &out_rows),
+                    Path::FewVnni => {
+                        let a = few_acts.expect("made for the path");
+                        return few_vnni(m.ty, (rows, rb), a, &out_rows);
+                    }
                     #[cfg(target_arch = "x86_64")]
                     Path::FewKquant => {
                         use crate::quant::x86::few_kquants::{rows_few, MAX_TOKENS};
@@ -685,6 +709,22 @@ fn matmuls_in(
                         // SAFETY: `Path::FewKquant` is chosen only where `few_kquants::takes`
                         // found AVX-512 VNNI; whole rows of `rb` bytes, as long as every
                         // token's Q8_K row.
+                        unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::FewKquantExact => {
+                        use crate::quant::x86::few_kquants_exact::{rows_few, MAX_TOKENS};
+                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX_TOKENS] =
+                            std::array::from_fn(|t| match acts.get(t) {
+                                Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
+                                _ => &[],
+                            });
+                        let mut outs: [&mut [f32]; MAX_TOKENS] =
+                            std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
+                        // SAFETY: `Path::FewKquantExact` is chosen only where
+                        // `few_kquants_exact::takes` found AVX-512 F/BW; whole rows of `rb`
+                        // bytes, as long as every token's Q8_K row.
                         unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
                         return;
                     }
@@ -955,36 +995,22 @@ fn few_tokens<'o>(
     }
 }
 
-/// Two to `FEW_TOKENS_MAX` tokens (`n`, biased in `pairs`) against a task's Q4_0, Q5_0 or
-/// Q8_0 rows on AVX-512 VNNI (`x86::few_vnni`); an odd last token's twin writes to a spare
-/// row each pool thread keeps. The same bits as each token's one-token dots.
+/// Two to `FEW_TOKENS_MAX` tokens (laid out in `a`) against a task's Q4_0, Q5_0 or Q8_0
+/// rows on AVX-512 VNNI (`x86::few_vnni`). The same bits as each token's one-token dots.
 #[cfg(target_arch = "x86_64")]
 fn few_vnni<'o>(
     ty: GgmlType,
     (rows, rb): (&[u8], usize),
-    n: usize,
-    pairs: &[BiasedPair],
+    a: &crate::quant::x86::few_vnni::FewTokens,
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
-    use crate::quant::x86::few_vnni::{rows_few, MAX_PAIRS};
-    thread_local! {
-        static SPARE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    }
-    debug_assert_eq!(pairs.len(), n.div_ceil(2));
-    SPARE.with_borrow_mut(|spare| {
-        spare.resize(rows.len() / rb, 0.0);
-        let mut spare = Some(&mut spare[..]);
-        let mut outs: [&mut [f32]; 2 * MAX_PAIRS] = std::array::from_fn(|t| {
-            if t < n {
-                out_rows(t)
-            } else {
-                spare.take().unwrap_or_default()
-            }
-        });
-        // SAFETY: `Path::FewVnni` is chosen only where `few_vnni::takes` found AVX-512 VNNI;
-        // the rows are whole rows of `rb` bytes, as long as every token's row.
-        unsafe { rows_few(ty, rows, rb, pairs, &mut outs[..2 * pairs.len()]) };
-    });
+    use crate::quant::x86::few_vnni::{rows_few, MAX_TOKENS};
+    let n = a.tokens();
+    let mut outs: [&mut [f32]; MAX_TOKENS] =
+        std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
+    // SAFETY: `Path::FewVnni` is chosen only where `few_vnni::takes` found AVX-512 VNNI;
+    // the rows are whole rows of `rb` bytes, as long as every token's row.
+    unsafe { rows_few(ty, rows, rb, a, &mut outs[..n]) };
 }
 
 /// A float activation row's values (F16 and BF16 rows hold the rounded values as f32).
@@ -1115,7 +1141,13 @@ mod tests {
                             };
                             let path = Path::choose(ty, n, had);
                             assert!(
-                                matches!(path, Path::FewVnni | Path::FewKquant | Path::FewTokens),
+                                matches!(
+                                    path,
+                                    Path::FewVnni
+                                        | Path::FewKquant
+                                        | Path::FewKquantExact
+                                        | Path::FewTokens
+                                ),
                                 "{ty} x{n}: {path:?}"
                             );
                         }
@@ -1128,6 +1160,22 @@ mod tests {
                 table += &format!("{name:<12} {per} ({count})  ");
             }
             table += "\n";
+            // On `few_vnni`, a task's rows in whole row tiles (the rest go a pair at a
+            // time): at least one whole tile a task, and most of its rows, for 2 to 8 tokens.
+            for &(rows, ty) in products {
+                if !crate::quant::x86::few_vnni::takes(ty) {
+                    continue;
+                }
+                let per = one_token_rows(total, rows, threads);
+                for n in 2..=FEW_TOKENS_MAX {
+                    let tile = crate::quant::x86::few_vnni::tile_rows(n);
+                    let whole = per / tile * tile;
+                    assert!(
+                        whole >= tile && 4 * whole >= 3 * per.min(rows),
+                        "{name} {ty} x{n}: {per} rows a task, tiles of {tile}"
+                    );
+                }
+            }
             assert!(tasks >= 2 * threads, "{name}: {tasks} tasks");
             let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
             assert!(

@@ -30,13 +30,13 @@ pub fn available() -> bool {
 }
 
 /// One weight block's levels and scales broadcast to both 256-bit halves.
-struct Wide {
+pub(super) struct Wide {
     levels: [__m512i; 8],
     scales: [__m512i; 4],
 }
 
 #[inline(always)]
-unsafe fn widen(u: &Unpacked) -> Wide {
+pub(super) unsafe fn widen(u: &Unpacked) -> Wide {
     // Loops, not `array::from_fn`: see `dot_rows4` on closures.
     let mut w = Wide {
         levels: [_mm512_setzero_si512(); 8],
@@ -53,10 +53,10 @@ unsafe fn widen(u: &Unpacked) -> Wide {
 
 /// Two tokens' activation block side by side: 32-byte chunk `c` of token `a` in the low half
 /// of `x[c]`, token `b`'s in the high half.
-type Paired = [__m512i; 8];
+pub(super) type Paired = [__m512i; 8];
 
 #[inline(always)]
-unsafe fn paired(a: &BlockQ8K, b: &BlockQ8K) -> Paired {
+pub(super) unsafe fn paired(a: &BlockQ8K, b: &BlockQ8K) -> Paired {
     let mut x = [_mm512_setzero_si512(); 8];
     for (c, x) in x.iter_mut().enumerate() {
         let lo = _mm256_loadu_si256(a.qs_pairs.as_ptr().add(32 * c) as *const __m256i);
@@ -69,7 +69,7 @@ unsafe fn paired(a: &BlockQ8K, b: &BlockQ8K) -> Paired {
 /// `x86_kquants::lanes` for two tokens at once (`x`, from `paired`): the first token's eight
 /// lane sums in the low 256 bits, the second's in the high.
 #[inline(always)]
-unsafe fn lanes2(w: &Wide, x: &Paired, offset: i8) -> __m512i {
+pub(super) unsafe fn lanes2(w: &Wide, x: &Paired, offset: i8) -> __m512i {
     let mut lo = _mm512_setzero_si512();
     let mut hi = _mm512_setzero_si512();
     for p in 0..4 {

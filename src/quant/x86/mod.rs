@@ -5,7 +5,7 @@
 //! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders), `legacy`
 //! and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows unpacked once
 //! per task), `kquants` and `kquants512` (the k-quant dots), `vnni` (those prompt products on
-//! AVX-512 VNNI), `few_vnni` (two to eight tokens against them on AVX-512 VNNI), `act` (the activation quantizers), `float` (the F32/F16/BF16 dots). `fast_rows`
+//! AVX-512 VNNI), `few_vnni` (two to eight tokens against them on AVX-512 VNNI), `few_kquants_exact` (two to eight tokens against the k-quants on AVX-512, the reference's bits), `few_bench` (a measurement of the few-token kernels), `act` (the activation quantizers), `float` (the F32/F16/BF16 dots). `fast_rows`
 //! (with `fast_rows_vnni`), `fast_kquants` (with `kquants_vnni`) and `float_tiles` are the
 //! exceptions: the Q4_0/Q4_1/Q8_0, k-quant and float-weight products of the `fast` numerics, which
 //! reorder float sums.
@@ -18,7 +18,10 @@ pub mod fast_kquants;
 pub mod fast_rows;
 pub mod fast_rows_vnni;
 mod features;
+#[cfg(test)]
+mod few_bench;
 pub mod few_kquants;
+pub mod few_kquants_exact;
 pub mod few_vnni;
 pub mod float;
 pub mod float_tiles;
