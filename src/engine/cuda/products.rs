@@ -88,8 +88,12 @@ pub(super) fn product(
         if !ep.quantized {
             quantize(s, k, x, n, m.cols, ActType::for_weights(m.ty), act, clock)?;
         }
-        let act: &ActBufs = act;
         let part = act.f16.as_ref().map(|b| b.part());
+        let acts = qmma::QuantActs {
+            q: &act.q,
+            d: &act.d,
+            x: &act.x,
+        };
         qmma::product(
             s,
             q,
@@ -97,7 +101,7 @@ pub(super) fn product(
             k.launcher(),
             m,
             n,
-            act,
+            acts,
             part,
             out,
             ep,

@@ -11,7 +11,6 @@
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
 
-use super::buffers::ActBufs;
 use super::clock::KernelClock;
 use super::env_counts::{env_count, env_range};
 use super::gemm_q::{smallest_holding, split_count};
@@ -163,6 +162,14 @@ impl QMma {
     }
 }
 
+/// The activations a product reads: int8 values, their scales and (Q8_K) sums, in the
+/// format act_quant.cu writes for the weights' type.
+pub(super) struct QuantActs<'a> {
+    pub(super) q: &'a CudaSlice<i8>,
+    pub(super) d: &'a CudaSlice<f32>,
+    pub(super) x: &'a CudaSlice<f32>,
+}
+
 /// `out[t] (+)= M · x[t] (+ bias)` for `n` tokens whose activations `act` holds in `m`'s
 /// format (`QMma::takes` holds), K split into pieces (partial sums in `part`, added by
 /// `reduce`) where the blocks would leave the GPU part idle.
@@ -174,7 +181,7 @@ pub(super) fn product(
     launcher: Launcher<'_>,
     m: &GMat,
     n: usize,
-    act: &ActBufs,
+    act: QuantActs<'_>,
     part: Option<&CudaSlice<f32>>,
     out: &mut CudaSlice<f32>,
     ep: Epilogue,
@@ -217,9 +224,9 @@ pub(super) fn product(
             .launch(s, &tile.f)
             .arg(&m.data)
             .arg(&rb)
-            .arg(&act.q)
-            .arg(&act.d)
-            .arg(&act.x)
+            .arg(act.q)
+            .arg(act.d)
+            .arg(act.x)
             .arg(&nn)
             .arg(&rows)
             .arg(&cols)
