@@ -1,12 +1,13 @@
 //! Integer tensor-core products on quantized weights (kernels/gemm_qmma.cu), for `fast`
-//! numerics: `QMMA_MIN_TOKENS` to `QMMA_MAX_TOKENS` tokens against a Q4_K, Q6_K or Q8_0 matrix, with the
-//! activations quantized as the CPU quantizes them for the type. Each warp turns its rows'
-//! quantized bytes into the int8 mma operand in registers, and a block's four warps share the
-//! tokens' staged activations, so a decode step of a few sequences reads each weight once at
-//! close to the memory's rate and a larger batch runs on the int8 tensor cores, where the
-//! few-token kernels (kernels/matvec_few.cu) and the f16 ones (gemm_q.rs) take these types
-//! otherwise. `CBTOP_QMMA=0` turns them off for A/B runs; `CBTOP_QMMA_FROM` and
-//! `CBTOP_QMMA_UNTIL` move their batch range.
+//! numerics: `QMMA_MIN_TOKENS` to `QMMA_MAX_TOKENS` tokens against a Q4_K, Q6_K or Q8_0
+//! matrix, with the activations quantized as the CPU quantizes them for the type. A block
+//! stages its rows' quantized bytes and its tokens' int8 activations in shared memory two k
+//! steps ahead, and each warp turns its rows' bytes into the int8 mma operand, so a decode
+//! step of a few sequences reads the weights with many bytes in flight and a larger batch runs
+//! on the int8 tensor cores, where the few-token kernels (kernels/matvec_few.cu) and the f16
+//! ones (gemm_q.rs) take these types otherwise. `CBTOP_QMMA=0` turns them off for A/B runs;
+//! `CBTOP_QMMA_FROM`, `_UNTIL`, `_TILE` and `_MIN_STEPS` move their range, largest token tile
+//! and K split (docs/environment.md).
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
