@@ -697,35 +697,28 @@ fn matmuls_in(
                         return few_vnni(m.ty, (rows, rb), a, &out_rows);
                     }
                     #[cfg(target_arch = "x86_64")]
-                    Path::FewKquant => {
-                        use crate::quant::x86::few_kquants::{rows_few, MAX_TOKENS};
-                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX_TOKENS] =
+                    path @ (Path::FewKquant | Path::FewKquantExact) => {
+                        use crate::quant::x86::{few_kquants, few_kquants_exact};
+                        const MAX: usize = few_kquants::MAX_TOKENS;
+                        const _: () = assert!(few_kquants_exact::MAX_TOKENS == MAX);
+                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX] =
                             std::array::from_fn(|t| match acts.get(t) {
                                 Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
                                 _ => &[],
                             });
-                        let mut outs: [&mut [f32]; MAX_TOKENS] =
+                        let mut outs: [&mut [f32]; MAX] =
                             std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
                         // SAFETY: `Path::FewKquant` is chosen only where `few_kquants::takes`
-                        // found AVX-512 VNNI; whole rows of `rb` bytes, as long as every
-                        // token's Q8_K row.
-                        unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
-                        return;
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    Path::FewKquantExact => {
-                        use crate::quant::x86::few_kquants_exact::{rows_few, MAX_TOKENS};
-                        let a: [&[crate::quant::blocks::BlockQ8K]; MAX_TOKENS] =
-                            std::array::from_fn(|t| match acts.get(t) {
-                                Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
-                                _ => &[],
-                            });
-                        let mut outs: [&mut [f32]; MAX_TOKENS] =
-                            std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
-                        // SAFETY: `Path::FewKquantExact` is chosen only where
+                        // found AVX-512 VNNI, `Path::FewKquantExact` where
                         // `few_kquants_exact::takes` found AVX-512 F/BW; whole rows of `rb`
                         // bytes, as long as every token's Q8_K row.
-                        unsafe { rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n]) };
+                        unsafe {
+                            if path == Path::FewKquant {
+                                few_kquants::rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n])
+                            } else {
+                                few_kquants_exact::rows_few(m.ty, rows, rb, &a[..n], &mut outs[..n])
+                            }
+                        };
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]
