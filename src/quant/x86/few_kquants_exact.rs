@@ -10,7 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::kquants::{block_bytes, fold, min_sum, unpack, Kind};
-use super::kquants512::{lanes2, paired, widen, Paired};
+use super::kquants512::{add_scaled2, lanes2, paired, widen, Paired};
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8K;
 use crate::quant::GgmlType;
@@ -57,12 +57,7 @@ unsafe fn row<const P: usize>(
             let (ya, yb) = unsafe { (a[2 * p].get_unchecked(i), a[2 * p + 1].get_unchecked(i)) };
             let x = unsafe { pairs.get_unchecked(i * P + p) };
             let l = _mm512_cvtepi32_ps(lanes2(&wide, x, kind.offset()));
-            let d = _mm512_mask_blend_ps(
-                0xff00,
-                _mm512_set1_ps(u.d * ya.d),
-                _mm512_set1_ps(u.d * yb.d),
-            );
-            sums[p] = _mm512_add_ps(sums[p], _mm512_mul_ps(d, l));
+            sums[p] = add_scaled2(sums[p], l, u.d, ya.d, yb.d);
             if kind.has_mins() {
                 sumf[p][0] -= u.dmin * ya.d * min_sum(u.mins, ya) as f32;
                 sumf[p][1] -= u.dmin * yb.d * min_sum(u.mins, yb) as f32;

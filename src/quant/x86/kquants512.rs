@@ -66,6 +66,14 @@ pub(super) unsafe fn paired(a: &BlockQ8K, b: &BlockQ8K) -> Paired {
     x
 }
 
+/// `sum` plus the two tokens' lane sums `l` (low 256 bits the first token's, high the
+/// second's, as `lanes2` gives them) times the block's d times each token's d.
+#[inline(always)]
+pub(super) unsafe fn add_scaled2(sum: __m512, l: __m512, d: f32, da: f32, db: f32) -> __m512 {
+    let s = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d * da), _mm512_set1_ps(d * db));
+    _mm512_add_ps(sum, _mm512_mul_ps(s, l))
+}
+
 /// `x86_kquants::lanes` for two tokens at once (`x`, from `paired`): the first token's eight
 /// lane sums in the low 256 bits, the second's in the high.
 #[inline(always)]
@@ -126,12 +134,7 @@ unsafe fn dot_rows4(
                 }
             };
             let l = _mm512_cvtepi32_ps(lanes2(&wide, x, kind.offset()));
-            let d = _mm512_mask_blend_ps(
-                0xff00,
-                _mm512_set1_ps(u.d * ya.d),
-                _mm512_set1_ps(u.d * yb.d),
-            );
-            sums[p] = _mm512_add_ps(sums[p], _mm512_mul_ps(d, l));
+            sums[p] = add_scaled2(sums[p], l, u.d, ya.d, yb.d);
         }
         if kind.has_mins() {
             for (t, s) in sumf.iter_mut().enumerate() {
