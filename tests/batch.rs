@@ -71,7 +71,7 @@ fn eight_sequences_in_a_batch_are_each_alone_bit_for_bit_under_exact() {
 }
 
 /// The same eight sequences under `fast` (steps of 8 down to 2 tokens on `few_vnni`,
-/// `few_kquants` and the repacked Q4_0 groups): each step's logits within the bound of the
+/// `few_kquants_exact` from 4 tokens and `few_kquants` below, and the repacked Q4_0 groups): each step's logits within the bound of the
 /// sequence alone.
 #[test]
 fn eight_sequences_in_a_batch_stay_within_the_bounds_under_fast() {

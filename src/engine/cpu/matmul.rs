@@ -139,6 +139,11 @@ fn float_tasks(rows: usize, panels: usize, threads: usize, product: usize, tasks
     }
 }
 
+/// Fewest tokens for which fast numerics' k-quant few-token products take the exact kernel
+/// (`few_kquants_exact`, the reference's bits) over the fast one (`few_kquants`): in a model's
+/// decode steps, whose weights come from memory, it is the faster from four tokens.
+const FEW_KQUANT_EXACT_FROM: usize = 4;
+
 /// The kernel a product takes (chosen once per call, in this order of preference).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Path {
@@ -206,7 +211,11 @@ impl Path {
                 return Path::Packed;
             } else if vnni && few {
                 return Path::FewVnni;
-            } else if few && had.kquant_fast && crate::quant::x86::few_kquants::takes(ty) {
+            } else if few
+                && n < FEW_KQUANT_EXACT_FROM
+                && had.kquant_fast
+                && crate::quant::x86::few_kquants::takes(ty)
+            {
                 return Path::FewKquant;
             } else if few && crate::quant::x86::few_kquants_exact::takes(ty) {
                 return Path::FewKquantExact;
