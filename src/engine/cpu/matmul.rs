@@ -154,8 +154,8 @@ enum Path {
     /// AVX-512 VNNI (`x86::few_vnni`).
     #[cfg(target_arch = "x86_64")]
     FewVnni,
-    /// Two to `FEW_TOKENS_MAX` tokens against Q4_K/Q6_K rows in the file's layout under `fast`
-    /// on AVX-512 VNNI (`x86::few_kquants`).
+    /// Two and three tokens (below `FEW_KQUANT_EXACT_FROM`) against Q4_K/Q6_K rows in the
+    /// file's layout under `fast` on AVX-512 VNNI (`x86::few_kquants`).
     #[cfg(target_arch = "x86_64")]
     FewKquant,
     /// Two to `FEW_TOKENS_MAX` tokens against Q3_K-Q6_K rows in the file's layout on
