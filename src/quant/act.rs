@@ -60,6 +60,30 @@ impl QuantizedAct {
             QuantizedAct::Q8_K(_) => ActType::Q8_K,
         }
     }
+
+    /// The Q8_0 blocks, where this is Q8_0.
+    pub fn q8_0(&self) -> Option<&[legacy::BlockQ8_0]> {
+        match self {
+            QuantizedAct::Q8_0(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The Q8_1 blocks, where this is Q8_1.
+    pub fn q8_1(&self) -> Option<&[legacy::BlockQ8_1]> {
+        match self {
+            QuantizedAct::Q8_1(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The Q8_K blocks, where this is Q8_K.
+    pub fn q8_k(&self) -> Option<&[kquants::BlockQ8K]> {
+        match self {
+            QuantizedAct::Q8_K(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// Quantize activations `x` into `kind`. `x.len()` must be a multiple of the format's block

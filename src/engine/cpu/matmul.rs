@@ -581,12 +581,7 @@ fn matmuls_in(
     let q8 = formats
         .iter()
         .find(|(k, _)| *k == ActType::Q8_0)
-        .map(|(_, rows)| {
-            move |t: usize| match &rows[t.min(n - 1)] {
-                QuantizedAct::Q8_0(a) => a.as_slice(),
-                _ => unreachable!("quantized as Q8_0"),
-            }
-        });
+        .map(|(_, rows)| move |t: usize| rows[t.min(n - 1)].q8_0().expect("quantized as Q8_0"));
     #[cfg(target_arch = "x86_64")]
     let biased: &[BiasedPair] = match q8 {
         Some(q8) if takes(Path::SignedVnni) => {
@@ -711,9 +706,8 @@ fn matmuls_in(
                         const MAX: usize = few_kquants::MAX_TOKENS;
                         const _: () = assert!(few_kquants_exact::MAX_TOKENS == MAX);
                         let a: [&[crate::quant::blocks::BlockQ8K]; MAX] =
-                            std::array::from_fn(|t| match acts.get(t) {
-                                Some(QuantizedAct::Q8_K(a)) => a.as_slice(),
-                                _ => &[],
+                            std::array::from_fn(|t| {
+                                acts.get(t).and_then(QuantizedAct::q8_k).unwrap_or(&[])
                             });
                         let mut outs: [&mut [f32]; MAX] =
                             std::array::from_fn(|t| if t < n { out_rows(t) } else { &mut [] });
@@ -824,9 +818,10 @@ fn unpacked_batch<'o>(
         acts: &[QuantizedAct],
         out_rows: &impl Fn(usize) -> &'o mut [f32],
     ) {
-        let q8 = |t: usize| match &acts[t] {
-            QuantizedAct::Q8_0(a) => a.as_slice(),
-            _ => unreachable!("a prompt's activations share one format"),
+        let q8 = |t: usize| {
+            acts[t]
+                .q8_0()
+                .expect("a prompt's activations share one format")
         };
         let (n, per_row) = (acts.len(), q8(0).len());
         for t in (0..n / 2 * 2).step_by(2) {
@@ -842,9 +837,10 @@ fn unpacked_batch<'o>(
         }
     }
     if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-        let q8 = |t: usize| match &acts[t] {
-            QuantizedAct::Q8_1(a) => a.as_slice(),
-            _ => unreachable!("a prompt's activations share one format"),
+        let q8 = |t: usize| {
+            acts[t]
+                .q8_1()
+                .expect("a prompt's activations share one format")
         };
         let (n, per_row) = (acts.len(), q8(0).len());
         let mut blocks = MIN.take();

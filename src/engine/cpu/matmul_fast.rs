@@ -170,13 +170,15 @@ pub(super) fn packed_task<'o>(
             }
         }
     }
-    let q8 = |t: usize| match &acts[t] {
-        QuantizedAct::Q8_0(a) => a.as_slice(),
-        _ => unreachable!("a Q4_0, Q5_0 or Q8_0 product's activations are Q8_0"),
+    let q8 = |t: usize| {
+        acts[t]
+            .q8_0()
+            .expect("a Q4_0, Q5_0 or Q8_0 product's activations are Q8_0")
     };
-    let q8_1 = |t: usize| match &acts[t] {
-        QuantizedAct::Q8_1(a) => a.as_slice(),
-        _ => unreachable!("a Q4_1 or Q5_1 product's activations are Q8_1"),
+    let q8_1 = |t: usize| {
+        acts[t]
+            .q8_1()
+            .expect("a Q4_1 or Q5_1 product's activations are Q8_1")
     };
     let span = r0 / 8 * per_row..(r0 + whole) / 8 * per_row;
     let from = |t: usize, g: usize| out_rows(t).split_at_mut(g * 8).1;
@@ -291,9 +293,10 @@ pub(super) fn kquant_task<'o>(
             }
         });
     }
-    let act = |t: usize| match &acts[t] {
-        QuantizedAct::Q8_K(a) => a.as_slice(),
-        _ => unreachable!("a k-quant product's activations are Q8_K"),
+    let act = |t: usize| {
+        acts[t]
+            .q8_k()
+            .expect("a k-quant product's activations are Q8_K")
     };
     BLOCKS.with_borrow_mut(|blocks| {
         // SAFETY: `Repacked::kernels` says AVX2, FMA and F16C are there; every token's row

@@ -88,10 +88,7 @@ fn few_token_rates_one_thread() {
             } else if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
                 let a: Vec<&[BlockQ8K]> = acts[..n]
                     .iter()
-                    .map(|a| match a {
-                        QuantizedAct::Q8_K(a) => a.as_slice(),
-                        _ => unreachable!("Q8_K activations"),
-                    })
+                    .map(|a| a.q8_k().expect("Q8_K activations"))
                     .collect();
                 let mut o: Vec<&mut [f32]> = outs[..n].iter_mut().map(|v| &mut v[..]).collect();
                 // SAFETY: AVX-512 VNNI was detected above.
@@ -99,10 +96,7 @@ fn few_token_rates_one_thread() {
             } else {
                 let q8: Vec<&[BlockQ8_0]> = acts[..n]
                     .iter()
-                    .map(|a| match a {
-                        QuantizedAct::Q8_0(a) => a.as_slice(),
-                        _ => unreachable!("Q8_0 activations"),
-                    })
+                    .map(|a| a.q8_0().expect("Q8_0 activations"))
                     .collect();
                 let mut few = few_vnni::FewTokens::default();
                 few.set(&q8);
@@ -113,10 +107,7 @@ fn few_token_rates_one_thread() {
             if n == 1 {
                 one = secs;
                 if few_vnni::takes(ty) {
-                    let q8 = match &acts[0] {
-                        QuantizedAct::Q8_0(a) => a.as_slice(),
-                        _ => unreachable!("Q8_0 activations"),
-                    };
+                    let q8 = acts[0].q8_0().expect("Q8_0 activations");
                     let mut few = few_vnni::FewTokens::default();
                     few.set(&[q8]);
                     let mut o: Vec<&mut [f32]> = outs[..1].iter_mut().map(|v| &mut v[..]).collect();
@@ -183,10 +174,7 @@ fn few_token_rates_one_thread() {
             });
             let a: Vec<&[BlockQ8K]> = acts[..n]
                 .iter()
-                .map(|a| match a {
-                    QuantizedAct::Q8_K(a) => a.as_slice(),
-                    _ => unreachable!("Q8_K activations"),
-                })
+                .map(|a| a.q8_k().expect("Q8_K activations"))
                 .collect();
             let mut o: Vec<&mut [f32]> = outs[..n].iter_mut().map(|v| &mut v[..]).collect();
             // SAFETY: AVX-512 VNNI (so F and BW) was detected above.

@@ -159,10 +159,7 @@ mod legacy_kernels {
                         quantize_act(ActType::Q8_0, &x)
                     })
                     .collect();
-                let q8 = |t: usize| match &acts[t] {
-                    QuantizedAct::Q8_0(a) => a.as_slice(),
-                    _ => unreachable!("quantized as Q8_0"),
-                };
+                let q8 = |t: usize| acts[t].q8_0().expect("quantized as Q8_0");
                 /// Eight rows of each whole group against five tokens (four, then one).
                 fn group_outs<'a, B: Interleaved>(
                     w: &[u8],
@@ -301,10 +298,7 @@ mod legacy_kernels {
                 x.iter().map(|x| quantize_act(ActType::Q8_1, x)).collect();
             let q8: Vec<&[BlockQ8_1]> = acts
                 .iter()
-                .map(|a| match a {
-                    QuantizedAct::Q8_1(a) => a.as_slice(),
-                    _ => unreachable!("quantized as Q8_1"),
-                })
+                .map(|a| a.q8_1().expect("quantized as Q8_1"))
                 .collect();
             // `act` (the bench's way in) makes Q8_1 blocks from Q8_0 ones.
             for (x, want) in x.iter().zip(&q8) {
@@ -551,10 +545,7 @@ mod legacy_kernels {
                     .collect();
                 let q8: Vec<&[crate::quant::blocks::BlockQ8_1]> = acts
                     .iter()
-                    .map(|a| match a {
-                        QuantizedAct::Q8_1(a) => a.as_slice(),
-                        _ => unreachable!("Q8_1 activations"),
-                    })
+                    .map(|a| a.q8_1().expect("Q8_1 activations"))
                     .collect();
                 let mut unpacked = Vec::new();
                 let mut eight = vec![vec![0f32; rows]; 8];
