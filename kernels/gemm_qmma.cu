@@ -366,7 +366,9 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
     gq_store<NJ>(f, r0, t0, g, t, M, N, bias, acc, C, ldc, part, splits, z);
 }
 
-// Stages: three (two steps in flight) where a block's stage is small, two for 64 tokens.
+// Stages: three (two steps in flight) where a block's stage is small, two for 64 tokens, and
+// two for Q8_0's 32 tokens (ST32), whose larger rows would otherwise leave room for only two
+// blocks a multiprocessor.
 #define CBTOP_QMMA(name, T, BT, ST, MINB)                                                      \
     extern "C" __global__ void __launch_bounds__(QM_WARPS * 32, MINB) qmma_##name##_##BT(       \
         const u8* W, u64 row_bytes, const i8* aq, const float* ad, const float* ax, int M,      \
@@ -376,12 +378,12 @@ __device__ __forceinline__ void qmma_impl(const u8* __restrict__ W, u64 row_byte
         qmma_impl<T, BT, ST>(W, row_bytes, aq, ad, ax, M, N, K, bias, acc, C, ldc, part);      \
     }
 
-#define CBTOP_QMMA_ALL(name, T)   \
-    CBTOP_QMMA(name, T, 8, 3, 4)  \
-    CBTOP_QMMA(name, T, 16, 3, 4) \
-    CBTOP_QMMA(name, T, 32, 3, 3) \
+#define CBTOP_QMMA_ALL(name, T, ST32)  \
+    CBTOP_QMMA(name, T, 8, 3, 4)       \
+    CBTOP_QMMA(name, T, 16, 3, 4)      \
+    CBTOP_QMMA(name, T, 32, ST32, 3)   \
     CBTOP_QMMA(name, T, 64, 2, 2)
 
-CBTOP_QMMA_ALL(q4_k, QmQ4K)
-CBTOP_QMMA_ALL(q6_k, QmQ6K)
-CBTOP_QMMA_ALL(q8_0, QmQ8_0)
+CBTOP_QMMA_ALL(q4_k, QmQ4K, 3)
+CBTOP_QMMA_ALL(q6_k, QmQ6K, 3)
+CBTOP_QMMA_ALL(q8_0, QmQ8_0, 2)

@@ -180,3 +180,48 @@ CBTOP_MVF_FEW_ALL(q3_k, FQ3_K)
 CBTOP_MVF_FEW_ALL(q4_k, FQ4_K)
 CBTOP_MVF_FEW_ALL(q5_k, FQ5_K)
 CBTOP_MVF_FEW_ALL(q6_k, FQ6_K)
+
+// mvfm<NT>: two or three matrices of one activation format against the same n <= NT tokens
+// in one launch (a decode step's Q, K and V for two or three sequences), as mvf_multi does
+// for one token: block b takes its matrix's block b - first_block, laid out as the one-matrix
+// kernels' grid (`few_launch`). K and V alone fill too few multiprocessors to be worth their
+// own launches.
+#define MVF_FEW_CASE(T, F, NT)                                                               \
+    case T:                                                                                  \
+        mvf_few<F, NT>(m.w, m.row_bytes, m.rows, cols, aq, ad, ax, n, m.bias, accumulate,    \
+                       m.out, rowblock, chunk, stamp_start_);                                \
+        break
+
+#define CBTOP_MVF_FEW_MULTI(NT)                                                              \
+    extern "C" __global__ void __launch_bounds__(128, MVQ_BLOCKS(NT))                        \
+        mvfm##NT(MvfSet set, int cols, const i8* __restrict__ aq,                            \
+                 const float* __restrict__ ad, const float* __restrict__ ax, int n,          \
+                 int accumulate, STAMP_PARAMS) {                                             \
+        int b = blockIdx.x;                                                                  \
+        int i = (set.count > 2 && b >= set.m[2].first_block) ? 2                             \
+              : (set.count > 1 && b >= set.m[1].first_block) ? 1 : 0;                        \
+        MvfMat m = i == 2 ? set.m[2] : i == 1 ? set.m[1] : set.m[0];                         \
+        int chunks = (n + NT - 1) / NT, rel = b - m.first_block;                             \
+        int rowblock = rel / chunks, chunk = rel % chunks;                                   \
+        m.shape = 0x10 | MVQ_ROWS;                                                           \
+        if (chunk == 0) mvf_prefetch(m, rowblock);                                           \
+        STAMP_START;                                                                         \
+        switch (m.ty) {                                                                      \
+            MVF_FEW_CASE(GGML_TYPE_Q4_0, FQ4_0, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q4_1, FQ4_1, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q5_0, FQ5_0, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q5_1, FQ5_1, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q8_0, FQ8_0, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q2_K, FQ2_K, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q3_K, FQ3_K, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q4_K, FQ4_K, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q5_K, FQ5_K, NT);                                         \
+            MVF_FEW_CASE(GGML_TYPE_Q6_K, FQ6_K, NT);                                         \
+        default:                                                                             \
+            if (threadIdx.x == 0) stamp_start_.end();                                        \
+            break;                                                                           \
+        }                                                                                    \
+    }
+
+CBTOP_MVF_FEW_MULTI(2)
+CBTOP_MVF_FEW_MULTI(3)

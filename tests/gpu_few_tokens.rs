@@ -128,3 +128,65 @@ fn few_token_kernels_cover_the_batches_below_the_tensor_cores() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Two and three tokens against two or three matrices of one activation format in one launch
+/// (`mvfm<n>`, a step's Q, K and V or gate and up): each matrix's output is the one-matrix
+/// few-token kernel's, bit for bit (the same per-type code over the same blocks), for k-quants
+/// of mixed types (Q4_K_M's Q4_K Q and K beside a Q6_K V) and for legacy ones of one format.
+#[test]
+fn few_token_products_share_a_launch_bit_for_bit() {
+    let Some(g) = gpu::gpu("gpu_few_tokens") else {
+        return;
+    };
+    let k = KernelCheck::new(&g, Numerics::Fast).unwrap();
+    let cols = 512;
+    let mut rng = SplitMix64::new(44);
+    let mut failures = Vec::new();
+    for set in [
+        &[
+            (GgmlType::Q4_K, 67),
+            (GgmlType::Q4_K, 16),
+            (GgmlType::Q6_K, 9),
+        ][..],
+        &[
+            (GgmlType::Q8_0, 40),
+            (GgmlType::Q8_0, 8),
+            (GgmlType::Q8_0, 8),
+        ][..],
+        &[(GgmlType::Q4_0, 24), (GgmlType::Q5_0, 13)][..],
+        &[(GgmlType::Q5_K, 33), (GgmlType::Q2_K, 7)][..],
+    ] {
+        let ws: Vec<Vec<u8>> = set
+            .iter()
+            .map(|&(ty, rows)| gpu::random_rows(ty, rows, cols, &mut rng))
+            .collect();
+        let mats: Vec<(GgmlType, &[u8], usize)> = set
+            .iter()
+            .zip(&ws)
+            .map(|(&(ty, rows), w)| (ty, w.as_slice(), rows))
+            .collect();
+        for n in [2, 3] {
+            let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
+            let Some(got) = k.matvec_set(&mats, cols, &x).unwrap() else {
+                failures.push(format!("{set:?} n={n}: no one-launch set kernel"));
+                continue;
+            };
+            for (i, &(ty, w, rows)) in mats.iter().enumerate() {
+                let want = k.matvec(ty, w, rows, cols, &x).unwrap();
+                if got[i] != want {
+                    let worst = got[i]
+                        .iter()
+                        .zip(&want)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0f32, f32::max);
+                    failures.push(format!(
+                        "{ty} ({rows} rows) of {set:?}, n={n}: differs from its own launch by \
+                         up to {worst:e}"
+                    ));
+                }
+            }
+            eprintln!("few set {set:?}, {n} tokens: each matrix as its own launch");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -23,7 +23,7 @@ use super::buffers::RowsStep;
 use super::clock::Slot;
 use super::decode::CudaEngine;
 use super::error::wrap;
-use super::launch_params::{group_mma_shared_bytes, WIDE_HEAD};
+use super::launch_params::{group_mma_shared_bytes, ARGMAX_ROW_BLOCKS, WIDE_HEAD};
 use super::pdl_launch::PushArg;
 use crate::brick::{BrickId as B, Recorder};
 use crate::engine::batched::{check_work, Batched};
@@ -160,6 +160,9 @@ impl<'e> CudaBatch<'e> {
                 .map_err(wrap("allocating the batch's attention scratch"))?,
             picks: s
                 .alloc_zeros::<u32>(2 * n)
+                .map_err(wrap("allocating the batch's picks"))?,
+            pick_part: s
+                .alloc_zeros::<f32>(3 * ARGMAX_ROW_BLOCKS as usize * n)
                 .map_err(wrap("allocating the batch's picks"))?,
             split: match rows_scratch(engine, n) {
                 Some(floats) => Some((
@@ -607,23 +610,29 @@ impl CudaEngine {
     fn pick_rows(&mut self, n: usize, rec: &mut Recorder) -> Result<(), EngineError> {
         let vocab = self.model.weights.output.rows as i32;
         self.brick(rec, B::Sample, None, |e| {
-            let st = e.clock.stamp();
+            let (s1, s2) = (e.clock.stamp(), e.clock.stamp());
             let Some(step) = e.rows.as_mut() else {
                 return Ok(());
             };
-            let cfg = LaunchConfig {
-                grid_dim: (n as u32, 1, 1),
-                block_dim: (1024, 1, 1),
+            let cfg = |grid, threads| LaunchConfig {
+                grid_dim: grid,
+                block_dim: (threads, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: n rows of `vocab` logits in; 2n u32 out (the picks hold 2 × sequences).
+            // SAFETY: n rows of `vocab` logits in; each row's ARGMAX_ROW_BLOCKS triples into
+            // `pick_part` (sized for n rows), then 2n u32 out (the picks hold 2 × sequences).
             unsafe {
-                e.k.launch(&e.stream, &e.k.argmax_rows)
+                e.k.launch(&e.stream, &e.k.argmax_row_blocks)
                     .arg(&e.bufs.logits)
                     .arg(&vocab)
+                    .arg(&mut step.pick_part)
+                    .stamp(&s1)
+                    .launch(cfg((ARGMAX_ROW_BLOCKS, n as u32, 1), 256))?;
+                e.k.launch(&e.stream, &e.k.argmax_rows)
+                    .arg(&step.pick_part)
                     .arg(&mut step.picks)
-                    .stamp(&st)
-                    .launch(cfg)
+                    .stamp(&s2)
+                    .launch(cfg((n as u32, 1, 1), 32))
             }
             .map(|_| ())
         })

@@ -362,6 +362,8 @@ pub(super) struct RowsStep {
     pub(super) scores: CudaSlice<f32>,
     /// The greedy picks: each row's token id, then each row's count of non-finite logits.
     pub(super) picks: CudaSlice<u32>,
+    /// The picks' first pass: 3 × ARGMAX_ROW_BLOCKS values a row (kernels/argmax.cu).
+    pub(super) pick_part: CudaSlice<f32>,
     /// Under fast numerics, the split-KV attention's scratch for every token of a step
     /// (`part`, zeroed `tickets`); None: the step takes the CPU-order attention.
     pub(super) split: Option<(CudaSlice<f32>, CudaSlice<i32>)>,
@@ -373,7 +375,8 @@ impl RowsStep {
         named
             .slice(s, &self.ids)
             .slice(s, &self.scores)
-            .slice(s, &self.picks);
+            .slice(s, &self.picks)
+            .slice(s, &self.pick_part);
         match &self.split {
             Some((part, tickets)) => {
                 named.slice(s, part).slice(s, tickets);

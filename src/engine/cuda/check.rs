@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::attention::{
     attention_prefill, attention_split, attention_threads, takes_tiled, HeadArgs, PrefillArgs,
@@ -21,7 +21,7 @@ use super::launch_params::{ceil_div, kind_code, lin, Epilogue, GROUP_MAX};
 use super::module;
 use super::pdl_launch::{pdl_for, PushArg};
 use super::probe::GpuDesc;
-use super::products::{product, vec_dot_launch};
+use super::products::{launch_set, product, quantize, vec_dot_launch, SetMat};
 use super::rope_tables::rope_rows;
 use super::weights::{upload_padded, GMat};
 use crate::engine::cpu::attention::{AttnLayer, AttnShape};
@@ -182,6 +182,64 @@ impl KernelCheck {
         )
         .map_err(wrap("kernel check"))?;
         s.clone_dtoh(&out).map_err(wrap("kernel check"))
+    }
+
+    /// `out_i[t][r] = W_i[r] · x[t]` for two or three matrices (type, GGUF bytes, rows) of
+    /// one activation format in one launch, as the engine runs a step's Q, K and V under fast
+    /// numerics (`products::launch_set`: one token, or two and three on quantized weights).
+    /// None where these kernels do not take `n` tokens.
+    pub fn matvec_set(
+        &self,
+        mats: &[(GgmlType, &[u8], usize)],
+        cols: usize,
+        x: &[f32],
+    ) -> Result<Option<Vec<Vec<f32>>>, EngineError> {
+        let n = x.len() / cols;
+        if n == 0 || n > 1 && n - 2 >= self.k.few_multi.len() || !(2..=3).contains(&mats.len()) {
+            return Ok(None);
+        }
+        let s = &self.stream;
+        let gm = mats
+            .iter()
+            .map(|&(ty, w, rows)| {
+                Ok(GMat {
+                    ty,
+                    rows,
+                    cols,
+                    row_bytes: w.len() / rows,
+                    data: upload_padded(s, w).map_err(wrap("kernel check"))?,
+                    label: format!("kernel check {}", ty.name()),
+                })
+            })
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
+        let mut act = ActBufs::new(s, x.len())?;
+        let mut clock = KernelClock::new(s, 1).map_err(wrap("kernel check"))?;
+        let kind = ActType::for_weights(mats[0].0);
+        quantize(s, &self.k, &dx, n, cols, kind, &mut act, &mut clock)
+            .map_err(wrap("kernel check"))?;
+        let mut outs = gm
+            .iter()
+            .map(|m| {
+                s.alloc_zeros::<f32>(n * m.rows)
+                    .map_err(wrap("kernel check"))
+            })
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        let set: Vec<SetMat> = gm
+            .iter()
+            .zip(outs.iter_mut())
+            .map(|(m, o)| SetMat {
+                m,
+                bias: 0,
+                out: o.device_ptr_mut(s).0,
+            })
+            .collect();
+        launch_set(s, &self.k, n, &set, &act, false, &mut clock).map_err(wrap("kernel check"))?;
+        let got = outs
+            .iter()
+            .map(|o| s.clone_dtoh(o).map_err(wrap("kernel check")))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        Ok(Some(got))
     }
 
     /// The kernel `matvec` runs for `n` tokens against a `ty` matrix of `rows × cols`: its name

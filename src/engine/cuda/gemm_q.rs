@@ -176,6 +176,20 @@ pub(super) fn split_count(
     if blocks >= wave {
         return 1;
     }
+    split_rounds(wave, blocks, n, rows, steps, min_steps, part_len)
+}
+
+/// `split_count`'s choice also where the blocks fill a wave or more: a last round that is
+/// part full is then split with the rest (gemm_qmma.cu's blocks, whose k steps are few).
+pub(super) fn split_rounds(
+    wave: usize,
+    blocks: usize,
+    n: usize,
+    rows: usize,
+    steps: usize,
+    min_steps: usize,
+    part_len: usize,
+) -> usize {
     let most = MAX_SPLITS
         .min(steps / min_steps.max(1))
         .min(part_len / (n * rows).max(1))
@@ -318,6 +332,22 @@ mod tests {
         assert_eq!(
             split_count(wave, gq_blocks(16, 896), 16, 896, 1, 2, room),
             1
+        );
+    }
+
+    #[test]
+    fn past_a_wave_a_part_full_last_round_is_split_with_the_rest() {
+        let (wave, room) = (3 * 132, 1 << 23);
+        // qwen2.5-7b's gate at 64 tokens in two 32-token tiles of 64-row blocks: 592 blocks,
+        // 1.5 waves: whole, two rounds of 14 steps (28); 2 pieces, three rounds of 7 (21).
+        assert_eq!(split_count(wave, 592, 64, 18944, 14, 2, room), 1);
+        assert_eq!(split_rounds(wave, 592, 64, 18944, 14, 2, room), 2);
+        // Three rounds all but full (1184 blocks): no piece count finishes a tenth sooner.
+        assert_eq!(split_rounds(wave, 1184, 64, 18944, 14, 2, room), 1);
+        // Below a wave both choose alike.
+        assert_eq!(
+            split_rounds(wave, 56, 16, 3584, 14, 2, room),
+            split_count(wave, 56, 16, 3584, 14, 2, room)
         );
     }
 

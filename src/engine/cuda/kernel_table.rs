@@ -77,6 +77,10 @@ pub(super) struct Kernels {
     pub(super) group_mma_wide_rows_threads: u32,
     /// Fast numerics: up to three products of one input in one launch.
     pub(super) mvf_multi: CudaFunction,
+    /// The same for two or three tokens on quantized weights (kernels/matvec_few.cu
+    /// `mvfm<nt>`, `few_multi[nt - 2]`); empty where the few-token kernels are off or
+    /// `CBTOP_FEW_MULTI=0`.
+    pub(super) few_multi: Vec<CudaFunction>,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
     /// products' `mvo` kernels, and CPU-order decode attention at short contexts.
     pub(super) ordered: bool,
@@ -93,6 +97,7 @@ pub(super) struct Kernels {
     pub(super) argmax_blocks: CudaFunction,
     pub(super) argmax_final: CudaFunction,
     /// The greedy pick of every row of a batch step (a row a sequence).
+    pub(super) argmax_row_blocks: CudaFunction,
     pub(super) argmax_rows: CudaFunction,
     pub(super) act_quant: CudaFunction,
     pub(super) advance: CudaFunction,
@@ -156,6 +161,13 @@ impl Kernels {
             attention_group_mma_wide_rows: agm_wide_rows,
             group_mma_wide_rows_threads,
             mvf_multi: f("mvf_multi")?,
+            few_multi: if numerics == Numerics::Fast && !ordered && few_multi_on() {
+                (2..=FEW_MULTI_TOKENS)
+                    .map(|nt| f(&format!("mvfm{nt}")))
+                    .collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            },
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
             geglu_quant: f("geglu_quant")?,
@@ -165,6 +177,7 @@ impl Kernels {
             softcap: f("softcap")?,
             argmax_blocks: f("argmax_blocks")?,
             argmax_final: f("argmax_final")?,
+            argmax_row_blocks: f("argmax_row_blocks")?,
             argmax_rows: f("argmax_rows")?,
             act_quant: f("act_quant")?,
             advance: f("advance")?,
@@ -320,6 +333,15 @@ fn product_kernels(
 /// them on the CPU-order batch kernels (`qmv8_*`), to measure what the few-token kernels gain.
 fn few_kernels_on() -> bool {
     !std::env::var("CBTOP_FAST_FEW").is_ok_and(|v| v == "0")
+}
+
+/// Most tokens the few-token kernels take several matrices in one launch for (`mvfm<nt>`).
+pub(super) const FEW_MULTI_TOKENS: usize = 3;
+
+/// Whether two or three tokens' products of one input share a launch (`CBTOP_FEW_MULTI=0`:
+/// one launch a matrix, to measure what sharing gains).
+fn few_multi_on() -> bool {
+    few_kernels_on() && !std::env::var("CBTOP_FEW_MULTI").is_ok_and(|v| v == "0")
 }
 
 /// The smallest batch the tensor-core prompt attention takes for `c`'s heads under fast

@@ -143,6 +143,9 @@ pub(super) const fn prefill_shared_bytes(head_dim: usize) -> u32 {
 /// Blocks of the argmax's first pass (ARGMAX_BLOCKS in kernels/argmax.cu).
 pub(super) const ARGMAX_BLOCKS: u32 = 128;
 
+/// Blocks a row of a batch step's pick takes (ARGMAX_ROW_BLOCKS in kernels/argmax.cu).
+pub(super) const ARGMAX_ROW_BLOCKS: u32 = 32;
+
 pub(super) fn ceil_div(a: usize, b: usize) -> u32 {
     a.div_ceil(b) as u32
 }

@@ -1,7 +1,8 @@
 //! The matrix-product launches every projection goes through: activation quantization, then
 //! the weight type's product kernel with its epilogue (under fast numerics: a few tokens'
 //! kernel for a small batch, the tensor cores for a large one), and under fast numerics up to
-//! three products of one input in one launch (quantized or float weights).
+//! three products of one input in one launch (one token on quantized or float weights, two or
+//! three on quantized ones).
 
 use std::sync::Arc;
 
@@ -276,6 +277,7 @@ impl CudaEngine {
     ) -> Result<(), DriverError> {
         if let Some(kind) = self.one_launch_kind(n, outs) {
             return self.products_multi(
+                n,
                 input,
                 outs,
                 accumulate,
@@ -317,28 +319,48 @@ impl CudaEngine {
     }
 
     /// The activation format shared by `outs` when the fast products can take them all in one
-    /// launch (one token, two or three matrices of one format: quantized, or float with whole
-    /// 16-byte rows; not under the CPU's order, which the float kernels do not keep).
+    /// launch: two or three matrices of one format, for one token quantized or float with
+    /// whole 16-byte rows (not under the CPU's order, which the float kernels do not keep),
+    /// for two or three tokens quantized matrices each of which would take the few-token
+    /// kernels.
     fn one_launch_kind(&self, n: usize, outs: &[(Mat, Which)]) -> Option<ActType> {
-        if self.numerics != Numerics::Fast || n != 1 || !(2..=3).contains(&outs.len()) {
+        let few = n >= 2 && n - 2 < self.k.few_multi.len();
+        if self.numerics != Numerics::Fast || !(n == 1 || few) || !(2..=3).contains(&outs.len()) {
             return None;
         }
         let kind = ActType::for_weights(mat(&self.w, outs[0].0).ty);
         outs.iter()
             .all(|&(m, _)| {
                 let m = mat(&self.w, m);
-                let fits =
-                    m.ty.is_quantized() || (!self.k.ordered && m.row_bytes.is_multiple_of(16));
+                let fits = if few {
+                    self.takes_few(m, n)
+                } else {
+                    m.ty.is_quantized() || (!self.k.ordered && m.row_bytes.is_multiple_of(16))
+                };
                 fits && ActType::for_weights(m.ty) == kind
             })
             .then_some(kind)
     }
 
-    /// `out = M · input` for two or three matrices of one token in one launch
-    /// (kernels/matvec_fast.cu `mvf_multi`), the input quantized (or rounded) first unless
-    /// `quantized`.
+    /// Whether a product of `n` tokens against `m` alone takes the few-token kernels (neither
+    /// the integer nor the f16 tensor cores, `product`'s order of choice).
+    fn takes_few(&self, m: &GMat, n: usize) -> bool {
+        let qmma = self
+            .k
+            .gemm
+            .as_ref()
+            .and_then(|g| g.qmma_for(m.ty, m.cols, n));
+        let f16 = gemm::applies(self.k.gemm.as_ref(), self.bufs.act.f16.as_ref(), m, n);
+        let few = matches!(self.k.product(m.ty), Product::Quant { few, .. } if !few.is_empty());
+        qmma.is_none() && !f16 && few
+    }
+
+    /// `out = M · input` for two or three matrices of `n` tokens in one launch (one token:
+    /// kernels/matvec_fast.cu `mvf_multi`; two or three: kernels/matvec_few.cu `mvfm<n>`), the
+    /// input quantized (or rounded) first unless `quantized`.
     fn products_multi(
         &mut self,
+        n: usize,
         input: Which,
         outs: &[(Mat, Which)],
         accumulate: bool,
@@ -355,70 +377,131 @@ impl CudaEngine {
                 &self.stream,
                 &self.k,
                 x,
-                1,
+                n,
                 cols,
                 kind,
                 act,
                 &mut self.clock,
             )?;
         }
-        let mut set = MvfSet::default();
-        let mut blocks = 0usize;
-        for (i, &(which, output)) in outs.iter().enumerate() {
-            let m = mat(&self.w, which);
-            let bias = bias(&self.w, which);
-            let s = &self.stream;
-            let shape = if m.ty.is_quantized() {
-                FloatShape::ONE
-            } else {
-                float_shape(m.rows, m.row_bytes)
-            };
-            set.m[i] = MvfMat {
-                w: m.data.device_ptr(s).0,
-                row_bytes: m.row_bytes as u64,
-                bias: bias.map_or(0, |b| b.device_ptr(s).0),
+        let s = &self.stream;
+        let mats: Vec<SetMat> = outs
+            .iter()
+            .map(|&(which, output)| SetMat {
+                m: mat(&self.w, which),
+                bias: bias(&self.w, which).map_or(0, |b| b.device_ptr(s).0),
                 out: self.bufs.get(output).device_ptr(s).0,
-                rows: m.rows as i32,
-                ty: m.ty.id() as i32,
-                first_block: blocks as i32,
-                shape: shape.code(),
-            };
-            blocks += m.rows.div_ceil(shape.block_rows());
-        }
-        set.count = outs.len() as i32;
-        set.ordered = i32::from(self.k.ordered);
-        let shared = if self.k.ordered { MVO_BYTES } else { 0 };
-        let (cols, acc) = (cols as i32, i32::from(accumulate));
-        let st = self.clock.stamp();
-        let labels = (st.ptr != 0).then(|| {
-            let names: Vec<&str> = outs
-                .iter()
-                .map(|&(m, _)| mat(&self.w, m).label.as_str())
-                .collect();
-            names.join(" + ")
-        });
-        let a = &self.bufs.act;
-        // SAFETY: each matrix's rows × row_bytes of weights against `cols` activations
-        // (quantized, or rounded floats in `xf`); each output (a distinct buffer of the engine)
-        // gets its `rows` values.
-        unsafe {
-            self.k
-                .launch(&self.stream, &self.k.mvf_multi)
+            })
+            .collect();
+        launch_set(
+            s,
+            &self.k,
+            n,
+            &mats,
+            &self.bufs.act,
+            accumulate,
+            &mut self.clock,
+        )
+    }
+}
+
+/// One matrix of a one-launch set (`launch_set`): its weights, and the device addresses of
+/// its bias (0: none) and its output.
+pub(super) struct SetMat<'a> {
+    pub(super) m: &'a GMat,
+    pub(super) bias: u64,
+    pub(super) out: u64,
+}
+
+/// `out = M · x` for the two or three matrices of `mats` against the `n` tokens `act` holds
+/// in their shared activation format, in one launch (one token: kernels/matvec_fast.cu
+/// `mvf_multi`; two or three on quantized weights: kernels/matvec_few.cu `mvfm<n>`);
+/// `accumulate` adds into the outputs.
+pub(super) fn launch_set(
+    s: &Arc<CudaStream>,
+    k: &Kernels,
+    n: usize,
+    mats: &[SetMat],
+    act: &ActBufs,
+    accumulate: bool,
+    clock: &mut KernelClock,
+) -> Result<(), DriverError> {
+    let mut set = MvfSet::default();
+    let mut blocks = 0usize;
+    for (i, sm) in mats.iter().enumerate() {
+        let m = sm.m;
+        let shape = if m.ty.is_quantized() {
+            FloatShape::ONE
+        } else {
+            float_shape(m.rows, m.row_bytes)
+        };
+        set.m[i] = MvfMat {
+            w: m.data.device_ptr(s).0,
+            row_bytes: m.row_bytes as u64,
+            bias: sm.bias,
+            out: sm.out,
+            rows: m.rows as i32,
+            ty: m.ty.id() as i32,
+            first_block: blocks as i32,
+            shape: shape.code(),
+        };
+        blocks += if n == 1 {
+            m.rows.div_ceil(shape.block_rows())
+        } else {
+            few_launch(n, m.rows).1 as usize
+        };
+    }
+    set.count = mats.len() as i32;
+    set.ordered = i32::from(k.ordered);
+    let shared = if k.ordered { MVO_BYTES } else { 0 };
+    let cols = mats[0].m.cols as i32;
+    let acc = i32::from(accumulate);
+    let st = clock.stamp();
+    let labels = (st.ptr != 0).then(|| {
+        let names: Vec<&str> = mats.iter().map(|sm| sm.m.label.as_str()).collect();
+        names.join(" + ")
+    });
+    let cfg = LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: shared,
+    };
+    let reads = labels.as_deref().unwrap_or_default();
+    if n > 1 {
+        let nn = n as i32;
+        // SAFETY: each matrix's rows × row_bytes of weights against n × `cols` quantized
+        // activations; each output (a distinct buffer) gets n × `rows` values; each matrix's
+        // blocks are `few_launch`'s grid for it, which covers every row and token once.
+        return unsafe {
+            k.launch(s, &k.few_multi[n - 2])
                 .arg(&set)
                 .arg(&cols)
-                .arg(&a.q)
-                .arg(&a.d)
-                .arg(&a.x)
-                .arg(&a.xf)
+                .arg(&act.q)
+                .arg(&act.d)
+                .arg(&act.x)
+                .arg(&nn)
                 .arg(&acc)
-                .reads(labels.as_deref().unwrap_or_default())
+                .reads(reads)
                 .stamp(&st)
-                .launch(LaunchConfig {
-                    grid_dim: (blocks as u32, 1, 1),
-                    block_dim: (128, 1, 1),
-                    shared_mem_bytes: shared,
-                })
+                .launch(cfg)
         }
-        .map(|_| ())
+        .map(|_| ());
     }
+    // SAFETY: each matrix's rows × row_bytes of weights against `cols` activations
+    // (quantized, or rounded floats in `xf`); each output (a distinct buffer) gets its `rows`
+    // values.
+    unsafe {
+        k.launch(s, &k.mvf_multi)
+            .arg(&set)
+            .arg(&cols)
+            .arg(&act.q)
+            .arg(&act.d)
+            .arg(&act.x)
+            .arg(&act.xf)
+            .arg(&acc)
+            .reads(reads)
+            .stamp(&st)
+            .launch(cfg)
+    }
+    .map(|_| ())
 }

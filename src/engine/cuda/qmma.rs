@@ -1,20 +1,20 @@
 //! Integer tensor-core products on quantized weights (kernels/gemm_qmma.cu), for `fast`
 //! numerics: `QMMA_MIN_TOKENS` to `QMMA_MAX_TOKENS` tokens against a Q4_K, Q6_K or Q8_0
 //! matrix, with the activations quantized as the CPU quantizes them for the type. A block
-//! stages its rows' quantized bytes and its tokens' int8 activations in shared memory two k
-//! steps ahead, and each warp turns its rows' bytes into the int8 mma operand, so a decode
+//! stages its rows' quantized bytes and its tokens' int8 activations in shared memory one or
+//! two k steps ahead, and each warp turns its rows' bytes into the int8 mma operand, so a decode
 //! step of a few sequences reads the weights with many bytes in flight and a larger batch runs
 //! on the int8 tensor cores, where the few-token kernels (kernels/matvec_few.cu) and the f16
 //! ones (gemm_q.rs) take these types otherwise. `CBTOP_QMMA=0` turns them off for A/B runs;
-//! `CBTOP_QMMA_FROM`, `_UNTIL`, `_TILE` and `_MIN_STEPS` move their range, largest token tile
-//! and K split (docs/environment.md).
+//! `CBTOP_QMMA_FROM`, `_UNTIL`, `_TILE`, `_MIN_STEPS` and `_ROUNDS` move their range, largest
+//! token tile and K split (docs/environment.md).
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig};
 
 use super::clock::KernelClock;
 use super::env_counts::{env_count, env_range};
-use super::gemm_q::{smallest_holding, split_count};
+use super::gemm_q::{smallest_holding, split_count, split_rounds};
 use super::launch_params::{ceil_div, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
 use super::split_reduce::{reduce_splits, ReduceOut};
@@ -55,7 +55,12 @@ fn smem_bytes(ty: GgmlType, bt: usize) -> usize {
         GgmlType::Q6_K => (272, 4, 240),
         _ => (288, 8, 304),
     };
-    let stages = if bt >= 64 { 2 } else { 3 };
+    // Two for 64 tokens and for Q8_0's 32 (ST32 in CBTOP_QMMA_ALL), else three.
+    let stages = if bt >= 64 || (ty == GgmlType::Q8_0 && bt == 32) {
+        2
+    } else {
+        3
+    };
     stages * (bt * (lda + 4 * scf) + BLOCK_ROWS * wld)
 }
 
@@ -84,6 +89,9 @@ pub(super) struct QMma {
     max_tile: usize,
     /// Fewest k steps a split piece keeps (`CBTOP_QMMA_MIN_STEPS`, default MIN_STEPS).
     min_steps: usize,
+    /// Whether K is split where the blocks fill a wave but leave the last round part full
+    /// (`CBTOP_QMMA_ROUNDS=0`: only where they fill less than one).
+    rounds: bool,
 }
 
 impl QMma {
@@ -99,6 +107,11 @@ impl QMma {
             env_count("CBTOP_QMMA_TILE", 8, "a token tile of 8, 16, 32 or 64")?.unwrap_or(MAX_TILE);
         let min_steps =
             env_count("CBTOP_QMMA_MIN_STEPS", 1, "a count of k steps")?.unwrap_or(MIN_STEPS);
+        let rounds = match env_count("CBTOP_QMMA_ROUNDS", 0, "0 or 1")? {
+            None | Some(1) => true,
+            Some(0) => false,
+            Some(v) => return Err(format!("CBTOP_QMMA_ROUNDS={v}: expected 0 or 1")),
+        };
         if !TOKEN_TILES.contains(&max_tile) {
             return Err(format!(
                 "CBTOP_QMMA_TILE={max_tile}: expected a token tile of 8, 16, 32 or 64"
@@ -134,6 +147,7 @@ impl QMma {
             until,
             max_tile,
             min_steps,
+            rounds,
         }))
     }
 
@@ -194,7 +208,8 @@ pub(super) fn product(
     let tile = &tiles[ti];
     let blocks = n.div_ceil(bt) * m.rows.div_ceil(BLOCK_ROWS);
     let room = part.map_or(0, |p| p.len());
-    let splits = split_count(
+    let choose = if q.rounds { split_rounds } else { split_count };
+    let splits = choose(
         tile.per_sm * q.sms,
         blocks,
         n,
@@ -263,6 +278,15 @@ mod tests {
         assert_eq!(
             smem_bytes(GgmlType::Q8_0, 16),
             3 * (16 * (288 + 32) + 64 * 304)
+        );
+
+        assert_eq!(
+            smem_bytes(GgmlType::Q8_0, 32),
+            2 * (32 * (288 + 32) + 64 * 304)
+        );
+        assert_eq!(
+            smem_bytes(GgmlType::Q4_K, 32),
+            3 * (32 * (288 + 80) + 64 * 160)
         );
     }
 }
