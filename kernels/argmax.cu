@@ -54,6 +54,21 @@ __device__ int block_count(int v) {
     return v;
 }
 
+// The block's pick among `count` candidates laid out as argmax_blocks leaves them (values,
+// then indices, then non-finite counts, `stride` apart); thread 0 gets the best and the count.
+__device__ void best_of_parts(const float* p, int count, int stride, float& best, int& idx,
+                              int& bad) {
+    best = -INFINITY;
+    idx = 0x7fffffff;
+    bad = 0;
+    for (int b = threadIdx.x; b < count; b += blockDim.x) {
+        better(best, idx, p[b], __float_as_int(p[stride + b]));
+        bad += __float_as_int(p[2 * stride + b]);
+    }
+    block_best(best, idx);
+    bad = block_count(bad);
+}
+
 // part: 3 x ARGMAX_BLOCKS values (bests, their indices as floats' bits, and each block's count
 // of non-finite logits as an int's bits).
 extern "C" __global__ void argmax_blocks(const float* __restrict__ logits, int n,
@@ -83,14 +98,9 @@ extern "C" __global__ void argmax_final(const float* __restrict__ part, u32* __r
                                         u32* __restrict__ sampled, int* pos, int n,
                                         STAMP_PARAMS) {
     STAMP_GUARD;
-    float best = -INFINITY;
-    int idx = 0x7fffffff, bad = 0;
-    for (int b = threadIdx.x; b < ARGMAX_BLOCKS; b += blockDim.x) {
-        better(best, idx, part[b], __float_as_int(part[ARGMAX_BLOCKS + b]));
-        bad += __float_as_int(part[2 * ARGMAX_BLOCKS + b]);
-    }
-    block_best(best, idx);
-    bad = block_count(bad);
+    float best;
+    int idx, bad;
+    best_of_parts(part, ARGMAX_BLOCKS, ARGMAX_BLOCKS, best, idx, bad);
     if (threadIdx.x == 0) {
         u32 id = idx == 0x7fffffff ? 0u : (u32)idx;
         out[0] = id;
@@ -133,15 +143,10 @@ extern "C" __global__ void argmax_row_blocks(const float* __restrict__ logits, i
 extern "C" __global__ void argmax_rows(const float* __restrict__ part, u32* __restrict__ out,
                                        STAMP_PARAMS) {
     STAMP_GUARD;
-    const float* p = part + (u64)blockIdx.x * 3 * ARGMAX_ROW_BLOCKS;
-    float best = -INFINITY;
-    int idx = 0x7fffffff, bad = 0;
-    for (int b = threadIdx.x; b < ARGMAX_ROW_BLOCKS; b += blockDim.x) {
-        better(best, idx, p[b], __float_as_int(p[ARGMAX_ROW_BLOCKS + b]));
-        bad += __float_as_int(p[2 * ARGMAX_ROW_BLOCKS + b]);
-    }
-    block_best(best, idx);
-    bad = block_count(bad);
+    float best;
+    int idx, bad;
+    best_of_parts(part + (u64)blockIdx.x * 3 * ARGMAX_ROW_BLOCKS, ARGMAX_ROW_BLOCKS,
+                  ARGMAX_ROW_BLOCKS, best, idx, bad);
     if (threadIdx.x == 0) {
         out[blockIdx.x] = idx == 0x7fffffff ? 0u : (u32)idx;
         out[gridDim.x + blockIdx.x] = (u32)bad;

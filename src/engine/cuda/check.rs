@@ -135,6 +135,25 @@ impl KernelCheck {
         })
     }
 
+    /// `w` (`rows` GGUF rows of `cols` values of `ty`) on the device, padded as the engine
+    /// uploads matrices (the fast kernels may read past the end).
+    fn upload(
+        &self,
+        ty: GgmlType,
+        w: &[u8],
+        rows: usize,
+        cols: usize,
+    ) -> Result<GMat, EngineError> {
+        Ok(GMat {
+            ty,
+            rows,
+            cols,
+            row_bytes: w.len() / rows,
+            data: upload_padded(&self.stream, w).map_err(wrap("kernel check"))?,
+            label: format!("kernel check {}", ty.name()),
+        })
+    }
+
     /// `out[t][r] = W[r] · x[t]` for the `x.len() / cols` rows of `x`, as the engine computes
     /// it (activations quantized on the GPU, then the type's product kernel; under fast
     /// numerics, from 16 rows of `x` on quantized weights (gemm_q.rs) and from 64 on any
@@ -149,15 +168,7 @@ impl KernelCheck {
     ) -> Result<Vec<f32>, EngineError> {
         let n = x.len() / cols;
         let s = &self.stream;
-        // Padded as the engine uploads matrices (the fast kernels may read past the end).
-        let m = GMat {
-            ty,
-            rows,
-            cols,
-            row_bytes: w.len() / rows,
-            data: upload_padded(s, w).map_err(wrap("kernel check"))?,
-            label: format!("kernel check {}", ty.name()),
-        };
+        let m = self.upload(ty, w, rows, cols)?;
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;
         if self.k.gemm.as_ref().is_some_and(|g| n >= g.f16_from()) {
@@ -201,16 +212,7 @@ impl KernelCheck {
         let s = &self.stream;
         let gm = mats
             .iter()
-            .map(|&(ty, w, rows)| {
-                Ok(GMat {
-                    ty,
-                    rows,
-                    cols,
-                    row_bytes: w.len() / rows,
-                    data: upload_padded(s, w).map_err(wrap("kernel check"))?,
-                    label: format!("kernel check {}", ty.name()),
-                })
-            })
+            .map(|&(ty, w, rows)| self.upload(ty, w, rows, cols))
             .collect::<Result<Vec<_>, EngineError>>()?;
         let dx = s.clone_htod(x).map_err(wrap("kernel check"))?;
         let mut act = ActBufs::new(s, x.len())?;

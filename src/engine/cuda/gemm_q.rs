@@ -139,69 +139,67 @@ impl QGemm {
     }
 
     /// The K split for `n` tokens against `rows` rows of `k` values on `t`'s kernels, with room
-    /// for `part_len` partial sums (`split_count`, at the blocks a multiprocessor's shared
+    /// for `part_len` partial sums (`KSplit::count`, at the blocks a multiprocessor's shared
     /// memory holds, at most the launch bounds' 3).
     fn splits(&self, t: &TypeKernels, n: usize, rows: usize, k: usize, part_len: usize) -> usize {
         let per_sm = (SM_SHARED / t.smem as usize).clamp(1, MAX_PER_SM);
         let blocks = n.div_ceil(TOKEN_TILES[tile_index(n)]) * rows.div_ceil(BLOCK_ROWS);
-        split_count(
-            per_sm * self.sms,
+        KSplit {
+            wave: per_sm * self.sms,
             blocks,
             n,
             rows,
-            k / t.ks,
-            MIN_STEPS_PER_SPLIT,
+            steps: k / t.ks,
+            min_steps: MIN_STEPS_PER_SPLIT,
             part_len,
-        )
-    }
-}
-
-/// Pieces K is split into for `n` tokens against `rows` rows of `steps` k steps in `blocks`
-/// blocks, a `wave` of blocks filling the GPU once, with room for `part_len` partial sums
-/// (these kernels' and gemm_qmma.cu's), each piece keeping at least `min_steps` steps: none
-/// where the
-/// blocks fill a wave; else the count whose blocks finish soonest, counted as the rounds of
-/// waves they take times a piece's steps (a part-full last round costs a whole one), where
-/// it beats a smaller count by a tenth (a split adds the reduce): each piece keeping at least
-/// `min_steps` steps, at most MAX_SPLITS.
-pub(super) fn split_count(
-    wave: usize,
-    blocks: usize,
-    n: usize,
-    rows: usize,
-    steps: usize,
-    min_steps: usize,
-    part_len: usize,
-) -> usize {
-    if blocks >= wave {
-        return 1;
-    }
-    split_rounds(wave, blocks, n, rows, steps, min_steps, part_len)
-}
-
-/// `split_count`'s choice also where the blocks fill a wave or more: a last round that is
-/// part full is then split with the rest (gemm_qmma.cu's blocks, whose k steps are few).
-pub(super) fn split_rounds(
-    wave: usize,
-    blocks: usize,
-    n: usize,
-    rows: usize,
-    steps: usize,
-    min_steps: usize,
-    part_len: usize,
-) -> usize {
-    let most = MAX_SPLITS
-        .min(steps / min_steps.max(1))
-        .min(part_len / (n * rows).max(1))
-        .max(1);
-    let cost = |s: usize| (blocks * s).div_ceil(wave.max(1)) * steps.div_ceil(s);
-    (2..=most).fold(1, |best, s| {
-        if 10 * cost(s) < 9 * cost(best) {
-            s
-        } else {
-            best
         }
-    })
+        .count()
+    }
+}
+
+/// A product's K split: `blocks` blocks for `n` tokens against `rows` rows of `steps` k
+/// steps, a `wave` of blocks filling the GPU once, room for `part_len` partial sums (these
+/// kernels' and gemm_qmma.cu's), each piece keeping at least `min_steps` steps.
+pub(super) struct KSplit {
+    pub(super) wave: usize,
+    pub(super) blocks: usize,
+    pub(super) n: usize,
+    pub(super) rows: usize,
+    pub(super) steps: usize,
+    pub(super) min_steps: usize,
+    pub(super) part_len: usize,
+}
+
+impl KSplit {
+    /// Pieces K is split into: none where the blocks fill a wave, else `rounds`' choice.
+    pub(super) fn count(&self) -> usize {
+        if self.blocks >= self.wave {
+            1
+        } else {
+            self.rounds()
+        }
+    }
+
+    /// The count whose blocks finish soonest, counted as the rounds of waves they take times a
+    /// piece's steps (a part-full last round costs a whole one), where it beats a smaller
+    /// count by a tenth (a split adds the reduce), at most MAX_SPLITS; also where the blocks
+    /// fill a wave or more, whose part-full last round is then split with the rest
+    /// (gemm_qmma.cu's blocks, whose k steps are few).
+    pub(super) fn rounds(&self) -> usize {
+        let (wave, blocks, steps) = (self.wave.max(1), self.blocks, self.steps);
+        let most = MAX_SPLITS
+            .min(steps / self.min_steps.max(1))
+            .min(self.part_len / (self.n * self.rows).max(1))
+            .max(1);
+        let cost = |s: usize| (blocks * s).div_ceil(wave) * steps.div_ceil(s);
+        (2..=most).fold(1, |best, s| {
+            if 10 * cost(s) < 9 * cost(best) {
+                s
+            } else {
+                best
+            }
+        })
+    }
 }
 
 /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes.
@@ -292,6 +290,26 @@ mod tests {
     }
 
     /// The blocks of gemm_q's launch for `n` tokens against `rows` rows.
+    fn split(
+        wave: usize,
+        blocks: usize,
+        n: usize,
+        rows: usize,
+        steps: usize,
+        min_steps: usize,
+        part_len: usize,
+    ) -> KSplit {
+        KSplit {
+            wave,
+            blocks,
+            n,
+            rows,
+            steps,
+            min_steps,
+            part_len,
+        }
+    }
+
     fn gq_blocks(n: usize, rows: usize) -> usize {
         n.div_ceil(TOKEN_TILES[tile_index(n)]) * rows.div_ceil(BLOCK_ROWS)
     }
@@ -303,34 +321,34 @@ mod tests {
         let room = 1 << 23;
         // qwen2.5-7b's ffn_up at 100 tokens: 2 x 296 blocks, more than a wave: whole.
         assert_eq!(
-            split_count(wave, gq_blocks(100, 18944), 100, 18944, 14, 2, room),
+            split(wave, gq_blocks(100, 18944), 100, 18944, 14, 2, room).count(),
             1
         );
         // At 64 tokens 296 blocks: whole, one round of 14 steps; 2 pieces, two rounds of 7
         // (no better); 4 pieces, three rounds of 4 steps (12).
         assert_eq!(
-            split_count(wave, gq_blocks(64, 18944), 64, 18944, 14, 2, room),
+            split(wave, gq_blocks(64, 18944), 64, 18944, 14, 2, room).count(),
             4
         );
         // Its Q at 16 tokens: 56 blocks; 7 pieces (392 blocks) fill one round, 14 steps allow 7.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 3584), 16, 3584, 14, 2, room),
+            split(wave, gq_blocks(16, 3584), 16, 3584, 14, 2, room).count(),
             7
         );
         // Its ffn_down: 74 steps, 56 blocks: 7 pieces, one round of 11 steps; 8 would
         // take a second round (448 blocks) of 10.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, 2, room),
+            split(wave, gq_blocks(16, 3584), 16, 3584, 74, 2, room).count(),
             7
         );
         // Room for two pieces' partial sums only.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 3584), 16, 3584, 74, 2, 2 * 16 * 3584),
+            split(wave, gq_blocks(16, 3584), 16, 3584, 74, 2, 2 * 16 * 3584).count(),
             2
         );
         // One k step: no split.
         assert_eq!(
-            split_count(wave, gq_blocks(16, 896), 16, 896, 1, 2, room),
+            split(wave, gq_blocks(16, 896), 16, 896, 1, 2, room).count(),
             1
         );
     }
@@ -340,14 +358,14 @@ mod tests {
         let (wave, room) = (3 * 132, 1 << 23);
         // qwen2.5-7b's gate at 64 tokens in two 32-token tiles of 64-row blocks: 592 blocks,
         // 1.5 waves: whole, two rounds of 14 steps (28); 2 pieces, three rounds of 7 (21).
-        assert_eq!(split_count(wave, 592, 64, 18944, 14, 2, room), 1);
-        assert_eq!(split_rounds(wave, 592, 64, 18944, 14, 2, room), 2);
+        assert_eq!(split(wave, 592, 64, 18944, 14, 2, room).count(), 1);
+        assert_eq!(split(wave, 592, 64, 18944, 14, 2, room).rounds(), 2);
         // Three rounds all but full (1184 blocks): no piece count finishes a tenth sooner.
-        assert_eq!(split_rounds(wave, 1184, 64, 18944, 14, 2, room), 1);
+        assert_eq!(split(wave, 1184, 64, 18944, 14, 2, room).rounds(), 1);
         // Below a wave both choose alike.
         assert_eq!(
-            split_rounds(wave, 56, 16, 3584, 14, 2, room),
-            split_count(wave, 56, 16, 3584, 14, 2, room)
+            split(wave, 56, 16, 3584, 14, 2, room).rounds(),
+            split(wave, 56, 16, 3584, 14, 2, room).count()
         );
     }
 

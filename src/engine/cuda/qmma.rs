@@ -14,7 +14,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError
 
 use super::clock::KernelClock;
 use super::env_counts::{env_count, env_range};
-use super::gemm_q::{smallest_holding, split_count, split_rounds};
+use super::gemm_q::{smallest_holding, KSplit};
 use super::launch_params::{ceil_div, Epilogue};
 use super::pdl_launch::{Launcher, PushArg};
 use super::split_reduce::{reduce_splits, ReduceOut};
@@ -208,16 +208,20 @@ pub(super) fn product(
     let tile = &tiles[ti];
     let blocks = n.div_ceil(bt) * m.rows.div_ceil(BLOCK_ROWS);
     let room = part.map_or(0, |p| p.len());
-    let choose = if q.rounds { split_rounds } else { split_count };
-    let splits = choose(
-        tile.per_sm * q.sms,
+    let split = KSplit {
+        wave: tile.per_sm * q.sms,
         blocks,
         n,
-        m.rows,
-        m.cols / KS,
-        q.min_steps,
-        room,
-    );
+        rows: m.rows,
+        steps: m.cols / KS,
+        min_steps: q.min_steps,
+        part_len: room,
+    };
+    let splits = if q.rounds {
+        split.rounds()
+    } else {
+        split.count()
+    };
     let (rb, nn, rows, cols) = (m.row_bytes as u64, n as i32, m.rows as i32, m.cols as i32);
     let bias = ep.bias.map_or(0, |b| b.device_ptr(s).0);
     let o = ReduceOut::whole(n, m.rows, bias, ep.accumulate, out.device_ptr(s).0);
@@ -233,7 +237,7 @@ pub(super) fn product(
     // within the next row or the upload's MAT_PADDING; every matrix is its own 256-aligned
     // allocation), n × cols int8 activations with their scales and sums (ActBufs holds the
     // batch); writes n rows of `rows` values of `out` (n × rows), or with a split
-    // splits × n × rows partial sums of `part` (split_count checked the room); the bias,
+    // splits × n × rows partial sums of `part` (KSplit checked the room); the bias,
     // when there is one, holds `rows` values.
     unsafe {
         launcher
