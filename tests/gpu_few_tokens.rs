@@ -185,7 +185,7 @@ fn few_token_products_share_a_launch_bit_for_bit() {
                     ));
                 }
             }
-            eprintln!("few set {set:?}, {n} tokens: each matrix as its own launch");
+            eprintln!("few set {set:?}, {n} tokens: compared with each matrix's own launch");
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
