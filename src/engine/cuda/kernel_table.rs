@@ -336,7 +336,7 @@ fn few_kernels_on() -> bool {
 }
 
 /// Most tokens the few-token kernels take several matrices in one launch for (`mvfm<nt>`).
-pub(super) const FEW_MULTI_TOKENS: usize = 3;
+const FEW_MULTI_TOKENS: usize = 3;
 
 /// Whether two or three tokens' products of one input share a launch (`CBTOP_FEW_MULTI=0`:
 /// one launch a matrix, to measure what sharing gains).
