@@ -403,6 +403,37 @@ fn fast_prompt(reps: usize) {
     }
 }
 
+/// Q8_0's one-token `fast` kernel on the file's layout (`rows_q8_0_one`), a matrix in L2
+/// (`hot`) and one streamed from memory (`cold`). Prints GB/s of weights on one thread.
+#[cfg(target_arch = "x86_64")]
+fn q8_0_one(hot: usize, cold: usize, reps: usize) {
+    use cbtop::quant::x86::{self, fast_rows};
+    if !x86::available() {
+        return;
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let cols = 896;
+    let row_bytes = cols / 32 * 34;
+    let QuantizedAct::Q8_0(a) = random_acts(ActType::Q8_0, cols, 1, &mut rng).remove(0) else {
+        unreachable!("Q8_0 activations")
+    };
+    for (label, bytes) in [("hot", hot), ("cold", cold)] {
+        let rows = bytes / row_bytes;
+        let m = matrix(GgmlType::Q8_0, rows, cols, &mut rng);
+        let mut out = vec![0f32; rows];
+        // SAFETY: AVX2/FMA/F16C were just detected; every row holds `a.len()` blocks.
+        let t = best_cpu(reps, || {
+            unsafe { fast_rows::rows_q8_0_one(&m, row_bytes, &a, &mut out) };
+            out.iter().sum()
+        });
+        println!(
+            "Q8_0 one token {label:<4} {:>6.1} MB: {:>5.1} GB/s",
+            m.len() as f64 / 1e6,
+            m.len() as f64 / t / 1e9
+        );
+    }
+}
+
 /// One token against a matrix streamed from memory (`bytes`) under `fast` numerics: the rows
 /// repacked (not timed) on `rows16` (AVX-512 VNNI) or `rows8`, beside the exact row loop
 /// (`vec_dot_rows`) on the file's layout. Prints GB/s of weights on one thread.
@@ -779,6 +810,7 @@ fn main() {
     }
     #[cfg(target_arch = "x86_64")]
     if only.iter().any(|o| o.eq_ignore_ascii_case("fast")) {
+        q8_0_one(hot, cold, reps);
         fast_decode(cold, reps.min(5));
         fast_prompt(reps);
     }
