@@ -754,9 +754,9 @@ fn matmuls_in(
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::Q8One => {
-                        let QuantizedAct::Q8_0(a) = &acts[0] else {
-                            unreachable!("a Q8_0 product's activations are Q8_0")
-                        };
+                        let a = acts[0]
+                            .q8_0()
+                            .expect("a Q8_0 product's activations are Q8_0");
                         // SAFETY: the path needs AVX2, FMA and F16C (`Path::choose`); the
                         // rows and the token share their length.
                         unsafe {

@@ -26,9 +26,7 @@ pub(super) fn act_rows<'s, A: Send>(
     };
     rows.resize_with(n, Vec::new);
     let make = |t: usize, row: &mut Vec<A>| {
-        let QuantizedAct::Q8_0(a) = &q8[t] else {
-            unreachable!("quantized as Q8_0")
-        };
+        let a = q8[t].q8_0().expect("quantized as Q8_0");
         row.clear();
         row.extend(a.iter().map(f));
     };
@@ -249,9 +247,7 @@ pub(super) fn lane_rows<'s>(
     use crate::quant::x86::kquants_vnni::lane_act;
     rows.resize_with(n, Vec::new);
     pool::par_chunks_mut(&mut rows[..n], 1, |t, row| {
-        let QuantizedAct::Q8_K(a) = &q8k[t] else {
-            unreachable!("quantized as Q8_K")
-        };
+        let a = q8k[t].q8_k().expect("quantized as Q8_K");
         lane_act(a, &mut row[0]);
     });
     &rows[..n]
