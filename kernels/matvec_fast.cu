@@ -7,8 +7,8 @@
 // units i, i + 32, ... and returns each unit's dot product with the quantized activations
 // as one float (integer dp4a sums inside, block scales outside), accumulated in registers;
 // the warp adds its lanes with shuffles. Weights are read with aligned 32- or 128-bit loads
-// whatever a block's alignment (`load_words`): Q5_0, Q8_0, Q3_K and Q6_K blocks are only
-// 2-byte aligned, so their fields are assembled from the aligned words around them
+// whatever a block's alignment (`load_words`, `q8_0_block`): Q5_0, Q8_0, Q3_K and Q6_K blocks
+// are only 2-byte aligned, so their fields are assembled from the aligned words around them
 // (funnel shifts), never loaded unaligned; all evict-first in L2 (`ldg_once`, common.cuh).
 //
 // Activations are the same quantized input as the exact products (kernels/act_quant.cu):
@@ -165,12 +165,39 @@ struct FQ5_1 : LegacyUnit<FQ5_1> {
     }
 };
 
+// A Q8_0 block (34 bytes at an even address) from the three aligned 16-byte words holding
+// it: a warp's 32 blocks span 1088 bytes, and each of `load_words`' nine 4-byte loads touched
+// every L1 line of the span where these three loads touch them three times in all. The block
+// starts at byte o (even) of the words: its scale is half o / 2 of the twelve 32-bit words,
+// and its values start at word (o + 2) / 4, 2-byte aligned or not, which selects (not a
+// run-time register index) move to word 0 before the funnel shifts.
+__device__ __forceinline__ void q8_0_block(const u8* b, u32* w, float* d) {
+    const uint4* a = (const uint4*)((u64)b & ~(u64)15);
+    const u32 o = (u32)((u64)b & 15), s = (o + 2) >> 2, sh = 8u * ((o + 2) & 3);
+    u32 x[13];
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        uint4 v = ldg_once(a + i);
+        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
+    }
+    x[12] = 0u;
+    u32 sw = (o & 8) ? ((o & 4) ? x[3] : x[2]) : ((o & 4) ? x[1] : x[0]);
+    *d = h2f((u16)((o & 2) ? sw >> 16 : sw));
+#pragma unroll
+    for (int k = 0; k < 12; k++) x[k] = (s & 1) ? x[k + 1] : x[k];
+#pragma unroll
+    for (int k = 0; k < 11; k++) x[k] = (s & 2) ? x[k + 2] : x[k];
+#pragma unroll
+    for (int k = 0; k < 9; k++) x[k] = (s & 4) ? x[k + 4] : x[k];
+#pragma unroll
+    for (int k = 0; k < 8; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
+}
+
 struct FQ8_0 : LegacyUnit<FQ8_0> {
     static const int BYTES = 34;
     static const bool HAS_MIN = false;
     __device__ static void levels(const u8* b, u32* w, float* d, float* m) {
-        load_words<8>(b + 2, w);
-        *d = f16_at2(b);
+        q8_0_block(b, w, d);
         *m = 0.0f;
     }
 };
@@ -484,6 +511,14 @@ struct MvfSet {
     int ordered;
 };
 
+// The matrix block `b` of a set's launch belongs to, chosen field by field (no run-time index
+// into the parameter struct).
+__device__ __forceinline__ MvfMat mvf_set_mat(const MvfSet& set, int b) {
+    int i = (set.count > 2 && b >= set.m[2].first_block) ? 2
+          : (set.count > 1 && b >= set.m[1].first_block) ? 1 : 0;
+    return i == 2 ? set.m[2] : i == 1 ? set.m[1] : set.m[0];
+}
+
 // Four rows of matrix m per block of 128 threads (`block` counts within m): a warp per row,
 // `fast_unit` gives one unit's share.
 // `bias`: the row's bias read ahead (`mvf_bias`) when PRE_BIAS, else read here.
@@ -637,13 +672,8 @@ extern "C" __global__ void mvf_multi(MvfSet set, int cols, const i8* __restrict_
                                      const float* __restrict__ ax,
                                      const float* __restrict__ xf, int accumulate,
                                      STAMP_PARAMS) {
-    int b = blockIdx.x;
-    // The matrix this block belongs to, chosen field by field (no run-time index into the
-    // parameter struct).
-    int i = (set.count > 2 && b >= set.m[2].first_block) ? 2
-          : (set.count > 1 && b >= set.m[1].first_block) ? 1 : 0;
-    MvfMat m = i == 2 ? set.m[2] : i == 1 ? set.m[1] : set.m[0];
-    int block = b - m.first_block;
+    MvfMat m = mvf_set_mat(set, blockIdx.x);
+    int block = (int)blockIdx.x - m.first_block;
     mvf_prefetch(m, block);
     float bias = mvf_bias(m, block);
     STAMP_START;

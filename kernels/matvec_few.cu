@@ -12,6 +12,12 @@
 // activations of NT tokens are NT times a row's bytes in int8, and with one row per warp
 // their loads from L1 would outweigh the weights' several times over.
 //
+// A matrix of few rows (src/engine/cuda/launch_params.rs `few_split`: fewer row blocks than the
+// GPU holds at once) gives each row pair 2 or 4 warps of its block instead (`split`, MvfMat's
+// shape / 16): warp p of a pair takes units 32 p + i, 32 p + i + 32 split, ..., and the pair's
+// first warp adds the others' sums in warp order (shared memory), so the launch has 2 or 4
+// times the blocks, each warp a shorter loop.
+//
 // More than NT tokens go in chunks of NT: block b takes row block b / chunks and chunk
 // b % chunks, so a row block's chunks are launched next to each other and run together, and
 // the chunks after the first find the weight rows in L2 instead of memory. Token t's
@@ -78,17 +84,24 @@ __device__ __forceinline__ float warp_sum_spread(float (&v)[P]) {
     return r;
 }
 
+// Split K (`split` warps a row pair, 2 or 4): the warps' sums of a row pair, added in
+// warp order by the pair's first warp.
+__shared__ float mvq_parts[4][32];
+
 template <typename F, int NT>
 __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols, const i8* aq,
                                         const float* ad, const float* ax, int n,
                                         const float* bias, int accumulate, float* out,
-                                        int rowblock, int chunk, const KernelStart& st) {
+                                        int rowblock, int chunk, int split,
+                                        const KernelStart& st) {
     const int V = NT * MVQ_ROWS;
     const int P = V <= 2 ? 2 : V <= 4 ? 4 : V <= 8 ? 8 : V <= 16 ? 16 : 32;
     const int L = P == 2 ? 1 : P == 4 ? 2 : P == 8 ? 3 : P == 16 ? 4 : 5;
-    int lane = threadIdx.x & 31;
-    int r0 = (rowblock * (int)(blockDim.x >> 5) + (int)(threadIdx.x >> 5)) * MVQ_ROWS;
-    if (r0 >= rows) {
+    int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, part = wi % split;
+    int r0 = (rowblock * ((int)(blockDim.x >> 5) / split) + wi / split) * MVQ_ROWS;
+    // With a split every warp reaches the block's barrier: a pair past the matrix reads its
+    // last row and stores nothing.
+    if (split == 1 && r0 >= rows) {
         if (threadIdx.x == 0) st.end();
         return;
     }
@@ -107,7 +120,7 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
 #pragma unroll
     for (int j = 0; j < P; j++) acc[j] = 0.0f;
 #pragma unroll MVQ_UNROLL
-    for (int u = lane; u < units; u += 32) {
+    for (int u = part * 32 + lane; u < units; u += 32 * split) {
         int bi = u / F::UNITS, k = u % F::UNITS;
         typename F::D wv[MVQ_ROWS];
 #pragma unroll
@@ -134,6 +147,12 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
         }
     }
     float v = warp_sum_spread<P>(acc);
+    if (split > 1) {
+        mvq_parts[wi][lane] = v;
+        __syncthreads();
+        if (part != 0) return;
+        for (int p = 1; p < split; p++) v += mvq_parts[wi + p][lane];
+    }
     // Value j = t * MVQ_ROWS + i: token t0 + t of row r0 + i; the first lane holding it
     // stores it.
     int j = lane >> (5 - L), t = j / MVQ_ROWS, i = j % MVQ_ROWS;
@@ -144,20 +163,21 @@ __device__ __forceinline__ void mvf_few(const u8* w, u64 rb, int rows, int cols,
 }
 
 // mvf<NT>_<name>: the fast product of up to NT tokens a chunk of one quantized type, with
-// the exact kernels' arguments; the grid is (row blocks of 4 * MVQ_ROWS rows) x (chunks of NT
-// of the n tokens) blocks of 128 threads, chunks innermost.
+// the exact kernels' arguments except `shape` (MvfMat's: MVQ_ROWS + 16 * the warps of a row
+// pair) for `cols`, which the row's bytes give; the grid is (row blocks of 4 * MVQ_ROWS /
+// split rows) x (chunks of NT of the n tokens) blocks of 128 threads, chunks innermost.
 #define CBTOP_MVF_FEW(name, F, NT)                                                           \
     extern "C" __global__ void __launch_bounds__(128, MVQ_BLOCKS(NT))                        \
-        mvf##NT##_##name(const u8* w, u64 rb, int rows, int cols, const i8* aq,              \
+        mvf##NT##_##name(const u8* w, u64 rb, int rows, int shape, const i8* aq,             \
                          const float* ad, const float* ax, int n, const float* bias, int acc, \
                          float* out, STAMP_PARAMS) {                                          \
-        int chunks = (n + NT - 1) / NT;                                                      \
+        int chunks = (n + NT - 1) / NT, cols = (int)(rb / F::BYTES) * F::QK;                 \
         int rowblock = (int)blockIdx.x / chunks, chunk = (int)blockIdx.x % chunks;           \
-        MvfMat m = {w, rb, bias, out, rows, 0, 0, 0x10 | MVQ_ROWS};                           \
+        MvfMat m = {w, rb, bias, out, rows, 0, 0, shape};                                    \
         if (chunk == 0) mvf_prefetch(m, rowblock);                                           \
         STAMP_START;                                                                         \
         mvf_few<F, NT>(w, rb, rows, cols, aq, ad, ax, n, bias, acc, out, rowblock, chunk,    \
-                       stamp_start_);                                                        \
+                       shape >> 4, stamp_start_);                                            \
     }
 
 // Every chunk size of one type: 2 to 8 tokens.
@@ -182,14 +202,14 @@ CBTOP_MVF_FEW_ALL(q5_k, FQ5_K)
 CBTOP_MVF_FEW_ALL(q6_k, FQ6_K)
 
 // mvfm<NT>: two or three matrices of one activation format against the same n <= NT tokens
-// in one launch (a decode step's Q, K and V for two or three sequences), as mvf_multi does
+// in one launch (a decode step's Q, K and V for two to four sequences), as mvf_multi does
 // for one token: block b takes its matrix's block b - first_block, laid out as the one-matrix
 // kernels' grid (`few_launch`). K and V alone fill too few multiprocessors to be worth their
 // own launches.
 #define MVF_FEW_CASE(T, F, NT)                                                               \
     case T:                                                                                  \
         mvf_few<F, NT>(m.w, m.row_bytes, m.rows, cols, aq, ad, ax, n, m.bias, accumulate,    \
-                       m.out, rowblock, chunk, stamp_start_);                                \
+                       m.out, rowblock, chunk, m.shape >> 4, stamp_start_);                  \
         break
 
 #define CBTOP_MVF_FEW_MULTI(NT)                                                              \
@@ -197,13 +217,9 @@ CBTOP_MVF_FEW_ALL(q6_k, FQ6_K)
         mvfm##NT(MvfSet set, int cols, const i8* __restrict__ aq,                            \
                  const float* __restrict__ ad, const float* __restrict__ ax, int n,          \
                  int accumulate, STAMP_PARAMS) {                                             \
-        int b = blockIdx.x;                                                                  \
-        int i = (set.count > 2 && b >= set.m[2].first_block) ? 2                             \
-              : (set.count > 1 && b >= set.m[1].first_block) ? 1 : 0;                        \
-        MvfMat m = i == 2 ? set.m[2] : i == 1 ? set.m[1] : set.m[0];                         \
-        int chunks = (n + NT - 1) / NT, rel = b - m.first_block;                             \
+        MvfMat m = mvf_set_mat(set, blockIdx.x);                                             \
+        int chunks = (n + NT - 1) / NT, rel = (int)blockIdx.x - m.first_block;               \
         int rowblock = rel / chunks, chunk = rel % chunks;                                   \
-        m.shape = 0x10 | MVQ_ROWS;                                                           \
         if (chunk == 0) mvf_prefetch(m, rowblock);                                           \
         STAMP_START;                                                                         \
         switch (m.ty) {                                                                      \
@@ -225,3 +241,4 @@ CBTOP_MVF_FEW_ALL(q6_k, FQ6_K)
 
 CBTOP_MVF_FEW_MULTI(2)
 CBTOP_MVF_FEW_MULTI(3)
+CBTOP_MVF_FEW_MULTI(4)

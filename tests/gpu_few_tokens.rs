@@ -44,8 +44,17 @@ fn few_token_products_match_the_f64_dot_and_the_one_token_kernel() {
     let from = tensor_cores_from();
     let mut failures = Vec::new();
     // Rows that leave the last block of eight, and a warp's second row, partly empty; rows of
-    // fewer units than a warp's lanes (256, 512) and of more (2560: 80 legacy blocks).
-    for (rows, cols, seed) in [(37, 512, 41), (131, 2560, 42), (9, 256, 43)] {
+    // fewer units than a warp's lanes (256, 512) and of more (2560: 80 legacy blocks); short
+    // matrices of long rows, whose row pairs take two warps (4096: 128 legacy blocks; 8192
+    // k-quant rows) or four (8192 legacy rows), the last block's second pair past the rows
+    // (launch_params.rs `few_split`).
+    for (rows, cols, seed) in [
+        (37, 512, 41),
+        (131, 2560, 42),
+        (9, 256, 43),
+        (61, 4096, 44),
+        (45, 8192, 45),
+    ] {
         let mut rng = SplitMix64::new(seed);
         for ty in GgmlType::ALL.into_iter().filter(|t| t.is_quantized()) {
             let w = gpu::random_rows(ty, rows, cols, &mut rng);
@@ -129,10 +138,11 @@ fn few_token_kernels_cover_the_batches_below_the_tensor_cores() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Two and three tokens against two or three matrices of one activation format in one launch
+/// Two to four tokens against two or three matrices of one activation format in one launch
 /// (`mvfm<n>`, a step's Q, K and V or gate and up): each matrix's output is the one-matrix
 /// few-token kernel's, bit for bit (the same per-type code over the same blocks), for k-quants
-/// of mixed types (Q4_K_M's Q4_K Q and K beside a Q6_K V) and for legacy ones of one format.
+/// of mixed types (Q4_K_M's Q4_K Q and K beside a Q6_K V) and for legacy ones of one format,
+/// wherever every matrix of the set takes the few-token kernel on its own (the engine's rule).
 #[test]
 fn few_token_products_share_a_launch_bit_for_bit() {
     let Some(g) = gpu::gpu("gpu_few_tokens") else {
@@ -165,8 +175,16 @@ fn few_token_products_share_a_launch_bit_for_bit() {
             .zip(&ws)
             .map(|(&(ty, rows), w)| (ty, w.as_slice(), rows))
             .collect();
-        for n in [2, 3] {
+        for n in [2, 3, 4] {
             let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
+            let few = format!("mvf{n}_");
+            if !mats
+                .iter()
+                .all(|&(ty, _, rows)| k.product_kernel(ty, rows, cols, n).starts_with(&few))
+            {
+                eprintln!("few set {set:?}, {n} tokens: not every matrix takes {few}*: skipped");
+                continue;
+            }
             let Some(got) = k.matvec_set(&mats, cols, &x).unwrap() else {
                 failures.push(format!("{set:?} n={n}: no one-launch set kernel"));
                 continue;

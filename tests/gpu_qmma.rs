@@ -96,7 +96,7 @@ fn routing(g: &cbtop::engine::cuda::GpuDesc, failures: &mut Vec<String>) {
             let want = match n {
                 1 => format!("mvf_{name}"),
                 2 | 3 => format!("mvf{n}_{name}"),
-                n => gpu::qmma_kernel(ty, 512, n).unwrap_or_default(),
+                n => gpu::qmma_kernel(ty, 512, n).unwrap_or_else(|| format!("mvf{n}_{name}")),
             };
             if got != want {
                 failures.push(format!("fast {ty} n={n}: {got}, want {want}"));

@@ -71,7 +71,8 @@ pub fn tensor_cores_from() -> usize {
 }
 
 /// The batch range in which fast products on Q4_K/Q6_K/Q8_0 weights take the integer
-/// tensor-core kernels (src/engine/cuda/qmma.rs): from 4 (`CBTOP_QMMA_FROM`) up to 256
+/// tensor-core kernels (src/engine/cuda/qmma.rs): from 4 (`CBTOP_QMMA_FROM`; Q8_0 from 5
+/// where it is unset, `qmma_kernel`) up to 256
 /// (`CBTOP_QMMA_UNTIL`); None under `CBTOP_QMMA=0`.
 pub fn qmma_range() -> Option<(usize, usize)> {
     if std::env::var("CBTOP_QMMA").is_ok_and(|v| v.trim() == "0") {
@@ -88,6 +89,11 @@ pub fn qmma_range() -> Option<(usize, usize)> {
 /// values takes, where it takes one.
 pub fn qmma_kernel(ty: GgmlType, cols: usize, n: usize) -> Option<String> {
     let (from, until) = qmma_range()?;
+    // Q8_0 starts at 5 tokens unless `CBTOP_QMMA_FROM` says otherwise.
+    let from = match ty {
+        GgmlType::Q8_0 if std::env::var_os("CBTOP_QMMA_FROM").is_none() => 5,
+        _ => from,
+    };
     let typed = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0);
     if !typed || !cols.is_multiple_of(256) || n < from || n > until {
         return None;

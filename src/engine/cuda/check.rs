@@ -197,7 +197,7 @@ impl KernelCheck {
 
     /// `out_i[t][r] = W_i[r] · x[t]` for two or three matrices (type, GGUF bytes, rows) of
     /// one activation format in one launch, as the engine runs a step's Q, K and V under fast
-    /// numerics (`products::launch_set`: one token, or two and three on quantized weights).
+    /// numerics (`products::launch_set`: one token, or two to four on quantized weights).
     /// None where these kernels do not take `n` tokens.
     pub fn matvec_set(
         &self,
@@ -206,7 +206,7 @@ impl KernelCheck {
         x: &[f32],
     ) -> Result<Option<Vec<Vec<f32>>>, EngineError> {
         let n = x.len() / cols;
-        if n == 0 || n > 1 && n - 2 >= self.k.few_multi.len() || !(2..=3).contains(&mats.len()) {
+        if self.k.set_kernel(n).is_none() || !(2..=3).contains(&mats.len()) {
             return Ok(None);
         }
         let s = &self.stream;

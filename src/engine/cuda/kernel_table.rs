@@ -9,8 +9,8 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 use super::gemm::GemmKernels;
 use super::launch_log::LaunchLog;
 use super::launch_params::{
-    group_mma_shared_bytes, prefill_shared_bytes, FAST_ROWS, FEW_TOKENS, GROUP_MAX, MVO_BYTES,
-    PREFILL_HEADS, WIDE_HEAD,
+    few_split, group_mma_shared_bytes, prefill_shared_bytes, FAST_ROWS, FEW_TOKENS, GROUP_MAX,
+    MVO_BYTES, PREFILL_HEADS, WIDE_HEAD,
 };
 use super::module;
 use super::pdl_launch::{Launch, Launcher};
@@ -75,12 +75,15 @@ pub(super) struct Kernels {
     pub(super) group_mma_rows_threads: u32,
     pub(super) attention_group_mma_wide_rows: CudaFunction,
     pub(super) group_mma_wide_rows_threads: u32,
-    /// Fast numerics: up to three products of one input in one launch.
-    pub(super) mvf_multi: CudaFunction,
-    /// The same for two or three tokens on quantized weights (kernels/matvec_few.cu
+    /// Fast numerics: up to three products of one input in one launch (`set_kernel`).
+    mvf_multi: CudaFunction,
+    /// The same for two to four tokens on quantized weights (kernels/matvec_few.cu
     /// `mvfm<nt>`, `few_multi[nt - 2]`); empty where the few-token kernels are off or
     /// `CBTOP_FEW_MULTI=0`.
-    pub(super) few_multi: Vec<CudaFunction>,
+    few_multi: Vec<CudaFunction>,
+    /// The multiprocessors `few_split` sizes the few-token launches for; 0 under
+    /// `CBTOP_FEW_SPLIT=0` (a warp a row pair whatever the matrix).
+    few_split_sms: usize,
     /// Fast numerics keeping the CPU's order in a decode step (`cpu_order_fast`): the legacy
     /// products' `mvo` kernels, and CPU-order decode attention at short contexts.
     pub(super) ordered: bool,
@@ -168,6 +171,11 @@ impl Kernels {
             } else {
                 Vec::new()
             },
+            few_split_sms: if std::env::var("CBTOP_FEW_SPLIT").is_ok_and(|v| v == "0") {
+                0
+            } else {
+                sms
+            },
             ordered: ordered && numerics == Numerics::Fast,
             silu_mul_quant: f("silu_mul_quant")?,
             geglu_quant: f("geglu_quant")?,
@@ -231,6 +239,29 @@ impl Kernels {
             .find(|t| t.0 == ty)
             .expect("every type has kernels")
             .1
+    }
+
+    /// The warps a row pair of a `ty` matrix of `rows` rows of `row_bytes` bytes takes in
+    /// the few-token kernels (`few_split`).
+    pub(super) fn few_split(&self, ty: GgmlType, rows: usize, row_bytes: usize) -> usize {
+        if self.few_split_sms == 0 {
+            return 1;
+        }
+        // A unit is a legacy block of 32 values or a quarter of a 256-value k-quant block.
+        let unit = ty.block_size().min(64);
+        let units = row_bytes / ty.block_bytes() * ty.block_size() / unit;
+        few_split(rows, units, self.few_split_sms)
+    }
+
+    /// The kernel that runs `n` tokens' products of one input as one launch (products.rs
+    /// `launch_set`): `mvf_multi` for one token, `mvfm<n>` for two to four; None where the
+    /// table has none for `n`.
+    pub(super) fn set_kernel(&self, n: usize) -> Option<&CudaFunction> {
+        match n {
+            0 => None,
+            1 => Some(&self.mvf_multi),
+            _ => self.few_multi.get(n - 2),
+        }
     }
 
     pub(super) fn embed(&self, ty: GgmlType) -> &CudaFunction {
@@ -336,9 +367,9 @@ fn few_kernels_on() -> bool {
 }
 
 /// Most tokens the few-token kernels take several matrices in one launch for (`mvfm<nt>`).
-const FEW_MULTI_TOKENS: usize = 3;
+const FEW_MULTI_TOKENS: usize = 4;
 
-/// Whether two or three tokens' products of one input share a launch (`CBTOP_FEW_MULTI=0`:
+/// Whether two to four tokens' products of one input share a launch (`CBTOP_FEW_MULTI=0`:
 /// one launch a matrix, to measure what sharing gains).
 fn few_multi_on() -> bool {
     few_kernels_on() && !std::env::var("CBTOP_FEW_MULTI").is_ok_and(|v| v == "0")

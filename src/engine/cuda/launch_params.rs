@@ -18,14 +18,39 @@ pub(super) const FEW_ROWS: usize = 2;
 /// Most tokens a fast few-token kernel takes at once (`mvf2_*` .. `mvf8_*`); more go in chunks.
 pub(super) const FEW_TOKENS: usize = 8;
 
-/// The fast few-token products' launch for `n` tokens (2 or more) of a `rows`-row matrix: the
-/// tokens per chunk (the kernel's NT: chunks as even as `FEW_TOKENS` allows, so 11 tokens go as
-/// 6 and 5, not 8 and 3) and the grid's blocks (each row block's chunks side by side).
-pub(super) fn few_launch(n: usize, rows: usize) -> (usize, u32) {
+/// The fast few-token products' launch for `n` tokens (2 or more) of a `rows`-row matrix with
+/// `split` warps a row pair (`few_split`): the tokens per chunk (the kernel's NT: chunks as even
+/// as `FEW_TOKENS` allows, so 11 tokens go as 6 and 5, not 8 and 3) and the grid's blocks (each
+/// row block's chunks side by side).
+pub(super) fn few_launch(n: usize, rows: usize, split: usize) -> (usize, u32) {
     let chunks = n.div_ceil(FEW_TOKENS);
     let nt = n.div_ceil(chunks);
-    let blocks = rows.div_ceil(FAST_ROWS * FEW_ROWS) * n.div_ceil(nt);
+    let blocks = rows.div_ceil(FAST_ROWS * FEW_ROWS / split) * n.div_ceil(nt);
     (nt, blocks as u32)
+}
+
+/// Blocks of the few-token kernels a multiprocessor holds at once, about (64 to 84 registers
+/// a thread, 128 threads a block).
+const FEW_BLOCKS_PER_SM: usize = 8;
+
+/// Warps of a fast few-token product that share a row pair's units (kernels/matvec_few.cu
+/// `split`): 4 or 2 where the launch's row blocks stay within what `sms` multiprocessors hold
+/// at once and each warp keeps at least 1.5 units a lane of a row of `units`; else 1. A 7B
+/// model's Q, K, V, attention output and FFN down (4096 rows or fewer) otherwise leave the
+/// GPU short of warps.
+pub(super) fn few_split(rows: usize, units: usize, sms: usize) -> usize {
+    [4, 2]
+        .into_iter()
+        .find(|&s| {
+            let blocks = rows.div_ceil(FAST_ROWS * FEW_ROWS / s);
+            blocks <= FEW_BLOCKS_PER_SM * sms && 2 * units >= 3 * 32 * s
+        })
+        .unwrap_or(1)
+}
+
+/// MvfMat's shape of a few-token product with `split` warps a row pair.
+pub(super) fn few_shape(split: usize) -> i32 {
+    (16 * split + FEW_ROWS) as i32
 }
 
 /// The most blocks a fast one-token product launches at `FAST_ROWS` rows per block; a taller
@@ -310,20 +335,41 @@ mod tests {
     #[test]
     fn few_token_products_cut_tokens_into_even_chunks_of_at_most_eight() {
         // (tokens, rows) -> (tokens a chunk, blocks): eight rows a block.
-        assert_eq!(few_launch(2, 896), (2, 112));
-        assert_eq!(few_launch(8, 896), (8, 112));
-        assert_eq!(few_launch(9, 896), (5, 224));
-        assert_eq!(few_launch(11, 17), (6, 6));
-        assert_eq!(few_launch(16, 8), (8, 2));
-        assert_eq!(few_launch(37, 8), (8, 5));
-        assert_eq!(few_launch(63, 8), (8, 8));
+        assert_eq!(few_launch(2, 896, 1), (2, 112));
+        assert_eq!(few_launch(8, 896, 1), (8, 112));
+        assert_eq!(few_launch(9, 896, 1), (5, 224));
+        assert_eq!(few_launch(11, 17, 1), (6, 6));
+        assert_eq!(few_launch(16, 8, 1), (8, 2));
+        assert_eq!(few_launch(37, 8, 1), (8, 5));
+        assert_eq!(few_launch(4, 3584, 2), (4, 896));
+        assert_eq!(few_launch(3, 17, 4), (3, 9));
+        assert_eq!(few_launch(63, 8, 1), (8, 8));
         for n in 2..200 {
-            let (nt, blocks) = few_launch(n, 8);
+            let (nt, blocks) = few_launch(n, 8, 1);
             let chunks = blocks as usize;
             assert!((2..=FEW_TOKENS).contains(&nt), "{n}");
             // The chunks cover the tokens, the last one not empty.
             assert!(chunks * nt >= n && (chunks - 1) * nt < n, "{n}");
             assert_eq!(chunks, n.div_ceil(FEW_TOKENS), "{n}");
         }
+    }
+
+    #[test]
+    fn few_token_products_split_short_matrices_over_more_warps() {
+        use super::{few_shape, few_split};
+        // qwen2.5-7b Q8_0 on 132 multiprocessors (units of 32 values): FFN down, attention
+        // output and K/V two warps a row pair; gate/up (18944 rows) and the 152k vocabulary one.
+        assert_eq!(few_split(3584, 592, 132), 2);
+        assert_eq!(few_split(3584, 112, 132), 2);
+        assert_eq!(few_split(512, 112, 132), 2);
+        assert_eq!(few_split(18944, 112, 132), 1);
+        assert_eq!(few_split(152064, 112, 132), 1);
+        // qwen2.5-1.5b Q4_K (units of 64): FFN down (140 units) in two; Q (24 units) whole.
+        assert_eq!(few_split(1536, 140, 132), 2);
+        assert_eq!(few_split(1536, 24, 132), 1);
+        // Four warps where the blocks still fit and the rows are long.
+        assert_eq!(few_split(896, 592, 132), 4);
+        assert_eq!(few_shape(1), 0x12);
+        assert_eq!(few_shape(4), 0x42);
     }
 }

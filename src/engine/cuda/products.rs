@@ -1,8 +1,8 @@
 //! The matrix-product launches every projection goes through: activation quantization, then
 //! the weight type's product kernel with its epilogue (under fast numerics: a few tokens'
 //! kernel for a small batch, the tensor cores for a large one), and under fast numerics up to
-//! three products of one input in one launch (one token on quantized or float weights, two or
-//! three on quantized ones).
+//! three products of one input in one launch (one token on quantized or float weights, two to
+//! four on quantized ones).
 
 use std::sync::Arc;
 
@@ -14,8 +14,8 @@ use super::decode::CudaEngine;
 use super::gemm;
 use super::kernel_table::{Kernels, Product};
 use super::launch_params::{
-    ceil_div, fast_rows_for, few_launch, float_shape, kind_code, Epilogue, Feed, FloatShape, Held,
-    MvfMat, MvfSet, FAST_ROWS, MVO_BYTES,
+    ceil_div, fast_rows_for, few_launch, few_shape, float_shape, kind_code, Epilogue, Feed,
+    FloatShape, Held, MvfMat, MvfSet, FAST_ROWS, MVO_BYTES,
 };
 use super::pdl_launch::PushArg;
 use super::qmma;
@@ -234,8 +234,11 @@ pub(super) fn vec_dot_launch(
         }
         // Fast numerics, a few tokens: eight rows per block of four warps, for each chunk of
         // the tokens (`few_launch`), a row block's chunks side by side.
+        // Shorter matrices give a row pair several warps (`few_split`), the kernel's `shape`.
         Product::Quant { few, .. } if n >= 2 && !few.is_empty() => {
-            let (nt, blocks) = few_launch(n, rows);
+            let split = k.few_split(ty, rows, row_bytes);
+            let (nt, blocks) = few_launch(n, rows, split);
+            free_shape = Some(few_shape(split));
             (&few[nt - 2], (blocks, 1, 1), 128, 0, true)
         }
         Product::Quant { batch, .. } => (batch, (rows as u32, ceil_div(n, 8), 1), 128, 0, true),
@@ -321,10 +324,10 @@ impl CudaEngine {
     /// The activation format shared by `outs` when the fast products can take them all in one
     /// launch: two or three matrices of one format, for one token quantized or float with
     /// whole 16-byte rows (not under the CPU's order, which the float kernels do not keep),
-    /// for two or three tokens quantized matrices each of which would take the few-token
+    /// for two to four tokens quantized matrices each of which would take the few-token
     /// kernels.
     fn one_launch_kind(&self, n: usize, outs: &[(Mat, Which)]) -> Option<ActType> {
-        let few = n >= 2 && n - 2 < self.k.few_multi.len();
+        let few = n >= 2 && self.k.set_kernel(n).is_some();
         if self.numerics != Numerics::Fast || !(n == 1 || few) || !(2..=3).contains(&outs.len()) {
             return None;
         }
@@ -356,7 +359,7 @@ impl CudaEngine {
     }
 
     /// `out = M · input` for two or three matrices of `n` tokens in one launch (one token:
-    /// kernels/matvec_fast.cu `mvf_multi`; two or three: kernels/matvec_few.cu `mvfm<n>`), the
+    /// kernels/matvec_fast.cu `mvf_multi`; two to four: kernels/matvec_few.cu `mvfm<n>`), the
     /// input quantized (or rounded) first unless `quantized`.
     fn products_multi(
         &mut self,
@@ -415,7 +418,7 @@ pub(super) struct SetMat<'a> {
 
 /// `out = M · x` for the two or three matrices of `mats` against the `n` tokens `act` holds
 /// in their shared activation format, in one launch (one token: kernels/matvec_fast.cu
-/// `mvf_multi`; two or three on quantized weights: kernels/matvec_few.cu `mvfm<n>`);
+/// `mvf_multi`; two to four on quantized weights: kernels/matvec_few.cu `mvfm<n>`);
 /// `accumulate` adds into the outputs.
 pub(super) fn launch_set(
     s: &Arc<CudaStream>,
@@ -430,10 +433,18 @@ pub(super) fn launch_set(
     let mut blocks = 0usize;
     for (i, sm) in mats.iter().enumerate() {
         let m = sm.m;
-        let shape = if m.ty.is_quantized() {
-            FloatShape::ONE
+        // The matrix's blocks: the one-token kernels' (a float matrix's at its shape) or the
+        // few-token kernels' at the matrix's split.
+        let (shape, own_blocks) = if n > 1 {
+            let split = k.few_split(m.ty, m.rows, m.row_bytes);
+            (few_shape(split), few_launch(n, m.rows, split).1 as usize)
         } else {
-            float_shape(m.rows, m.row_bytes)
+            let f = if m.ty.is_quantized() {
+                FloatShape::ONE
+            } else {
+                float_shape(m.rows, m.row_bytes)
+            };
+            (f.code(), m.rows.div_ceil(f.block_rows()))
         };
         set.m[i] = MvfMat {
             w: m.data.device_ptr(s).0,
@@ -443,13 +454,9 @@ pub(super) fn launch_set(
             rows: m.rows as i32,
             ty: m.ty.id() as i32,
             first_block: blocks as i32,
-            shape: shape.code(),
+            shape,
         };
-        blocks += if n == 1 {
-            m.rows.div_ceil(shape.block_rows())
-        } else {
-            few_launch(n, m.rows).1 as usize
-        };
+        blocks += own_blocks;
     }
     set.count = mats.len() as i32;
     set.ordered = i32::from(k.ordered);
@@ -467,13 +474,16 @@ pub(super) fn launch_set(
         shared_mem_bytes: shared,
     };
     let reads = labels.as_deref().unwrap_or_default();
+    let f = k
+        .set_kernel(n)
+        .expect("one_launch_kind and matvec_set take sets of n tokens with a set kernel");
     if n > 1 {
         let nn = n as i32;
         // SAFETY: each matrix's rows × row_bytes of weights against n × `cols` quantized
         // activations; each output (a distinct buffer) gets n × `rows` values; each matrix's
         // blocks are `few_launch`'s grid for it, which covers every row and token once.
         return unsafe {
-            k.launch(s, &k.few_multi[n - 2])
+            k.launch(s, f)
                 .arg(&set)
                 .arg(&cols)
                 .arg(&act.q)
@@ -491,7 +501,7 @@ pub(super) fn launch_set(
     // (quantized, or rounded floats in `xf`); each output (a distinct buffer) gets its `rows`
     // values.
     unsafe {
-        k.launch(s, &k.mvf_multi)
+        k.launch(s, f)
             .arg(&set)
             .arg(&cols)
             .arg(&act.q)

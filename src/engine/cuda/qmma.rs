@@ -21,10 +21,13 @@ use super::split_reduce::{reduce_splits, ReduceOut};
 use super::weights::GMat;
 use crate::quant::GgmlType;
 
-/// Fewest tokens a product takes these kernels with (`CBTOP_QMMA_FROM`): two and three tokens
-/// keep the few-token kernels, which read the weights faster at that size, and one token the
-/// one-token kernels, which fuse several matrices in one launch.
+/// Fewest tokens a product takes these kernels with (`CBTOP_QMMA_FROM`, for every type): two
+/// and three tokens keep the few-token kernels, which read the weights faster at that size,
+/// and one token the one-token kernels, which fuse several matrices in one launch.
 pub(super) const QMMA_MIN_TOKENS: usize = 4;
+/// The same for Q8_0, whose few-token kernels also read four tokens' weights faster than its
+/// 8-token tile does (docs/measurements/gpu-engine.md).
+const Q8_0_MIN_TOKENS: usize = 5;
 /// Most tokens (`CBTOP_QMMA_UNTIL`): past them the f16 expansion's 128-wide tiles take over,
 /// as they do from gemm_q.rs's range.
 pub(super) const QMMA_MAX_TOKENS: usize = 256;
@@ -70,6 +73,15 @@ fn qmma_range() -> Result<Option<(usize, usize)>, String> {
     env_range("CBTOP_QMMA", (QMMA_MIN_TOKENS, QMMA_MAX_TOKENS))
 }
 
+/// The fewest tokens a `ty` product takes these kernels with: `CBTOP_QMMA_FROM` where set,
+/// else the type's default.
+fn type_from(ty: GgmlType, set: bool, from: usize) -> usize {
+    match ty {
+        GgmlType::Q8_0 if !set => Q8_0_MIN_TOKENS,
+        _ => from,
+    }
+}
+
 /// One token tile's kernel: its shared memory and the blocks a multiprocessor holds.
 struct Tile {
     f: CudaFunction,
@@ -79,10 +91,11 @@ struct Tile {
 
 /// The integer tensor-core kernels.
 pub(super) struct QMma {
-    /// Per type, one tile per `TOKEN_TILES` entry.
-    types: Vec<(GgmlType, Vec<Tile>)>,
+    /// Per type, the fewest tokens a product takes them with (`type_from`) and one tile per
+    /// `TOKEN_TILES` entry.
+    types: Vec<(GgmlType, usize, Vec<Tile>)>,
     sms: usize,
-    /// Fewest tokens a product takes them with.
+    /// Fewest tokens a product of any type takes them with.
     pub(super) from: usize,
     until: usize,
     /// Largest token tile (`CBTOP_QMMA_TILE`, default MAX_TILE).
@@ -103,6 +116,7 @@ impl QMma {
         let Some((from, until)) = qmma_range()? else {
             return Ok(None);
         };
+        let from_set = std::env::var_os("CBTOP_QMMA_FROM").is_some();
         let max_tile =
             env_count("CBTOP_QMMA_TILE", 8, "a token tile of 8, 16, 32 or 64")?.unwrap_or(MAX_TILE);
         let min_steps =
@@ -138,12 +152,12 @@ impl QMma {
                     per_sm: (per_sm as usize).max(1),
                 });
             }
-            types.push((ty, tiles));
+            types.push((ty, type_from(ty, from_set, from), tiles));
         }
         Ok(Some(QMma {
+            from: types.iter().map(|t| t.1).min().unwrap_or(from),
             types,
             sms: sms.max(1),
-            from,
             until,
             max_tile,
             min_steps,
@@ -160,14 +174,15 @@ impl QMma {
     fn tiles(&self, ty: GgmlType) -> Option<&[Tile]> {
         self.types
             .iter()
-            .find(|(t, _)| *t == ty)
-            .map(|(_, tiles)| tiles.as_slice())
+            .find(|(t, ..)| *t == ty)
+            .map(|(.., tiles)| tiles.as_slice())
     }
 
     /// Whether a product of `n` tokens against a `ty` matrix of `cols` values a row takes
     /// these kernels.
     pub(super) fn takes(&self, ty: GgmlType, cols: usize, n: usize) -> bool {
-        (self.from..=self.until).contains(&n) && cols.is_multiple_of(KS) && self.tiles(ty).is_some()
+        let from = self.types.iter().find(|(t, ..)| *t == ty).map(|t| t.1);
+        from.is_some_and(|from| (from..=self.until).contains(&n)) && cols.is_multiple_of(KS)
     }
 
     /// The kernel a product of `n` tokens against `ty` takes (`takes` holds).
