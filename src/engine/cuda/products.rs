@@ -174,7 +174,8 @@ pub(super) struct VecDotLaunch<'a> {
     pub(super) cfg: LaunchConfig,
     /// Quantized activations (else rounded floats in `xf`).
     pub(super) quantized: bool,
-    /// The fast float kernel's launch shape, which it takes where the others take `cols`.
+    /// The launch shape the fast float kernel and the few-token kernels take where the others
+    /// take `cols` (MvfMat's shape code; they derive `cols` from the row's bytes).
     free_shape: Option<i32>,
 }
 
