@@ -98,11 +98,12 @@ pub fn qmma_kernel(ty: GgmlType, cols: usize, n: usize) -> Option<String> {
     if !typed || !cols.is_multiple_of(256) || n < from || n > until {
         return None;
     }
-    // The largest tile is 32 tokens unless `CBTOP_QMMA_TILE` says otherwise.
+    // The largest tile is 64 tokens for Q8_0 and 32 for the others unless `CBTOP_QMMA_TILE`
+    // says otherwise.
     let cap = std::env::var("CBTOP_QMMA_TILE")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(32);
+        .unwrap_or(if ty == GgmlType::Q8_0 { 64 } else { 32 });
     let bt = [8, 16, 32, 64]
         .into_iter()
         .find(|&bt| n.min(cap) <= bt)

@@ -41,6 +41,9 @@ const TOKEN_TILES: [usize; 4] = [8, 16, 32, 64];
 /// faster as two 32-token tiles, whose blocks hold fewer registers and so share a
 /// multiprocessor three at a time, than as one 64-token tile at two.
 const MAX_TILE: usize = 32;
+/// Q8_0's: its 64-token tile reads each weight block once for the 64 tokens, where two
+/// 32-token tiles stage it twice.
+const Q8_0_MAX_TILE: usize = 64;
 /// Fewest k steps a piece of a split K keeps (`CBTOP_QMMA_MIN_STEPS`).
 const MIN_STEPS: usize = 2;
 /// Weight rows a block takes (four warps of 16 rows: QM_WARPS x QM_ROWS).
@@ -98,8 +101,8 @@ pub(super) struct QMma {
     /// Fewest tokens a product of any type takes them with.
     pub(super) from: usize,
     until: usize,
-    /// Largest token tile (`CBTOP_QMMA_TILE`, default MAX_TILE).
-    max_tile: usize,
+    /// Largest token tile of every type (`CBTOP_QMMA_TILE`), else the type's default.
+    max_tile: Option<usize>,
     /// Fewest k steps a split piece keeps (`CBTOP_QMMA_MIN_STEPS`, default MIN_STEPS).
     min_steps: usize,
     /// Whether K is split where the blocks fill a wave but leave the last round part full
@@ -117,8 +120,7 @@ impl QMma {
             return Ok(None);
         };
         let from_set = std::env::var_os("CBTOP_QMMA_FROM").is_some();
-        let max_tile =
-            env_count("CBTOP_QMMA_TILE", 8, "a token tile of 8, 16, 32 or 64")?.unwrap_or(MAX_TILE);
+        let max_tile = env_count("CBTOP_QMMA_TILE", 8, "a token tile of 8, 16, 32 or 64")?;
         let min_steps =
             env_count("CBTOP_QMMA_MIN_STEPS", 1, "a count of k steps")?.unwrap_or(MIN_STEPS);
         let rounds = match env_count("CBTOP_QMMA_ROUNDS", 0, "0 or 1")? {
@@ -126,7 +128,7 @@ impl QMma {
             Some(0) => false,
             Some(v) => return Err(format!("CBTOP_QMMA_ROUNDS={v}: expected 0 or 1")),
         };
-        if !TOKEN_TILES.contains(&max_tile) {
+        if let Some(max_tile) = max_tile.filter(|t| !TOKEN_TILES.contains(t)) {
             return Err(format!(
                 "CBTOP_QMMA_TILE={max_tile}: expected a token tile of 8, 16, 32 or 64"
             ));
@@ -165,10 +167,15 @@ impl QMma {
         }))
     }
 
-    /// The index in TOKEN_TILES of the tile a batch of `n` tokens takes: the smallest holding
-    /// it, at most `max_tile`.
-    fn tile_index(&self, n: usize) -> usize {
-        smallest_holding(&TOKEN_TILES, n.min(self.max_tile))
+    /// The index in TOKEN_TILES of the tile a batch of `n` tokens against `ty` takes: the
+    /// smallest holding it, at most the largest tile.
+    fn tile_index(&self, ty: GgmlType, n: usize) -> usize {
+        let type_max = if ty == GgmlType::Q8_0 {
+            Q8_0_MAX_TILE
+        } else {
+            MAX_TILE
+        };
+        smallest_holding(&TOKEN_TILES, n.min(self.max_tile.unwrap_or(type_max)))
     }
 
     fn tiles(&self, ty: GgmlType) -> Option<&[Tile]> {
@@ -188,7 +195,7 @@ impl QMma {
     /// The kernel a product of `n` tokens against `ty` takes (`takes` holds).
     #[cfg(feature = "test-support")]
     pub(super) fn kernel(&self, ty: GgmlType, n: usize) -> Option<&CudaFunction> {
-        self.tiles(ty).map(|t| &t[self.tile_index(n)].f)
+        self.tiles(ty).map(|t| &t[self.tile_index(ty, n)].f)
     }
 }
 
@@ -218,7 +225,7 @@ pub(super) fn product(
     clock: &mut KernelClock,
 ) -> Result<(), DriverError> {
     let tiles = q.tiles(m.ty).expect("takes() checked the type");
-    let ti = q.tile_index(n);
+    let ti = q.tile_index(m.ty, n);
     let bt = TOKEN_TILES[ti];
     let tile = &tiles[ti];
     let blocks = n.div_ceil(bt) * m.rows.div_ceil(BLOCK_ROWS);
