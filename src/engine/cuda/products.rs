@@ -478,41 +478,21 @@ pub(super) fn launch_set(
     let f = k
         .set_kernel(n)
         .expect("one_launch_kind and matvec_set take sets of n tokens with a set kernel");
-    if n > 1 {
-        let nn = n as i32;
-        // SAFETY: each matrix's rows × row_bytes of weights against n × `cols` quantized
-        // activations; each output (a distinct buffer) gets n × `rows` values; each matrix's
-        // blocks are `few_launch`'s grid for it, which covers every row and token once.
-        return unsafe {
-            k.launch(s, f)
-                .arg(&set)
-                .arg(&cols)
-                .arg(&act.q)
-                .arg(&act.d)
-                .arg(&act.x)
-                .arg(&nn)
-                .arg(&acc)
-                .reads(reads)
-                .stamp(&st)
-                .launch(cfg)
-        }
-        .map(|_| ());
-    }
-    // SAFETY: each matrix's rows × row_bytes of weights against `cols` activations
-    // (quantized, or rounded floats in `xf`); each output (a distinct buffer) gets its `rows`
-    // values.
+    let nn = n as i32;
+    // SAFETY: each matrix's rows × row_bytes of weights against n × `cols` activations
+    // (quantized, or for one token rounded floats in `xf`); each output (a distinct buffer)
+    // gets n × `rows` values; each matrix's blocks are its kernel's grid (`few_launch`'s for
+    // several tokens), which covers every row and token once.
     unsafe {
-        k.launch(s, f)
-            .arg(&set)
-            .arg(&cols)
-            .arg(&act.q)
-            .arg(&act.d)
-            .arg(&act.x)
-            .arg(&act.xf)
-            .arg(&acc)
-            .reads(reads)
-            .stamp(&st)
-            .launch(cfg)
+        let mut l = k.launch(s, f);
+        l.arg(&set).arg(&cols).arg(&act.q).arg(&act.d).arg(&act.x);
+        // `mvfm<n>` takes the token count where `mvf_multi` takes the float activations.
+        if n > 1 {
+            l.arg(&nn);
+        } else {
+            l.arg(&act.xf);
+        }
+        l.arg(&acc).reads(reads).stamp(&st).launch(cfg)
     }
     .map(|_| ())
 }
