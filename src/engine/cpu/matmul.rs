@@ -178,6 +178,10 @@ enum Path {
     /// (`x86::fast_rows::rows_q8_0_one`).
     #[cfg(target_arch = "x86_64")]
     Q8One,
+    /// One token against Q5_0 rows in the file's layout under `fast` on AVX-512 VNNI
+    /// (`x86::one_vnni::rows_q5_0_one`).
+    #[cfg(target_arch = "x86_64")]
+    OneVnni,
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
@@ -233,6 +237,12 @@ impl Path {
                 && avx2
             {
                 return Path::FloatOne;
+            } else if n == 1
+                && had.float_one
+                && ty == GgmlType::Q5_0
+                && crate::quant::x86::one_vnni::available()
+            {
+                return Path::OneVnni;
             } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
                 return Path::Q8One;
             } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 && !few_dots(ty, n) {
@@ -316,6 +326,8 @@ impl Path {
             Path::FloatOne => format!("float_one {t} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
+            #[cfg(target_arch = "x86_64")]
+            Path::OneVnni => format!("one_vnni {t}·{act} (fast, avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", one_isa(ty)),
@@ -761,6 +773,18 @@ fn matmuls_in(
                         // rows and the token share their length.
                         unsafe {
                             crate::quant::x86::fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
+                        };
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::OneVnni => {
+                        let a = acts[0]
+                            .q8_0()
+                            .expect("a Q5_0 product's activations are Q8_0");
+                        // SAFETY: the path needs what `one_vnni::available` asks
+                        // (`Path::choose`); the task's rows are `out_rows(0)`'s.
+                        unsafe {
+                            crate::quant::x86::one_vnni::rows_q5_0_one(rows, rb, a, out_rows(0))
                         };
                         return;
                     }

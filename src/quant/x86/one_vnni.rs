@@ -1,0 +1,170 @@
+//! One token against Q5_0 rows in the file's layout under `fast` numerics, on AVX-512 VNNI
+//! (256-bit, AVX-512 VL): a decode step's Q5_0 products (a q4_k_m Qwen2.5-0.5b's Q, K, gate and
+//! up: 896 columns are no multiple of 256), which otherwise take the exact row dot, one row and
+//! one float chain at a time, and at one thread use less of the memory's rate than the core's
+//! arithmetic.
+//!
+//! Four rows a step share each activation block's load and its bias. A row's block is made its
+//! stored 5-bit values (the level plus 16: the nibbles, the fifth bits added under a mask taken
+//! straight from `qh`), and `vpdpbusd` adds their products with the activations to a start of
+//! minus the activations' lane sums times 16 (`BlockQ8_0::sums16`): the exact integer lane sums
+//! of the signed products in one instruction, where AVX2 takes a `maddubs`, a `madd` and a
+//! subtraction. Each block's lanes then take one fused multiply-add by `d_w * d_a` into the
+//! row's float lanes, summed at the end: the float order of `fast_rows::rows_q8_0_one`, not the
+//! exact row's. (Q8_0 rows the same way, their levels plus 128, ran slower than
+//! `rows_q8_0_one` on a Zen 4, a row or four at a time, and are left to it.)
+
+use std::arch::x86_64::*;
+
+use super::loads::{f16_bits, hsum};
+use super::prefetch::prefetch_ahead;
+use crate::quant::blocks::BlockQ8_0;
+
+/// Bytes of a Q5_0 block: d, qh (32 fifth bits), 16 bytes of nibbles.
+const BYTES: usize = 22;
+
+/// Whether the CPU runs these kernels (cached by std after the first call).
+pub fn available() -> bool {
+    super::features::available()
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni")
+}
+
+/// `out[r] = row r · a` for one token against Q5_0 rows in the file's layout, `row_bytes`
+/// each.
+///
+/// # Safety
+/// The CPU must support what `available` asks.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn rows_q5_0_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8_0], out: &mut [f32]) {
+    assert_eq!(
+        row_bytes,
+        BYTES * a.len(),
+        "a row of {row_bytes} bytes against {} blocks",
+        a.len()
+    );
+    assert!(
+        rows.len() >= out.len() * row_bytes,
+        "fewer rows than outputs"
+    );
+    let fours = out.len() / 4 * 4;
+    for (i, o) in out[..fours].chunks_exact_mut(4).enumerate() {
+        // SAFETY: rows 4i..4i + 4 lie inside `rows` (asserted above).
+        unsafe { group::<4>(rows.as_ptr().add(4 * i * row_bytes), row_bytes, a, o) };
+    }
+    for r in fours..out.len() {
+        // SAFETY: as above, row r.
+        unsafe {
+            group::<1>(
+                rows.as_ptr().add(r * row_bytes),
+                row_bytes,
+                a,
+                &mut out[r..],
+            )
+        };
+    }
+}
+
+/// The block at `b` as its 32 stored 5-bit values (level plus 16), weight order.
+#[inline(always)]
+unsafe fn unsigned(b: *const u8) -> __m256i {
+    // SAFETY: the caller passes a whole block: d, qh at 2..6, qs at 6..22.
+    let (qh, qs) = unsafe {
+        (
+            (b.add(2) as *const u32).read_unaligned(),
+            _mm_loadu_si128(b.add(6) as *const __m128i),
+        )
+    };
+    // Low nibbles are weights 0..15, high nibbles 16..31: both halves hold the bytes and the
+    // high half is shifted right by 4.
+    let shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    let nib = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(qs), shifts);
+    let nib = _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
+    _mm256_mask_add_epi8(nib, _cvtu32_mask32(qh), nib, _mm256_set1_epi8(0x10))
+}
+
+/// `R` consecutive rows from `p` against the token, into `out[..R]`.
+#[inline(always)]
+unsafe fn group<const R: usize>(p: *const u8, row_bytes: usize, a: &[BlockQ8_0], out: &mut [f32]) {
+    let mut acc = [_mm256_setzero_ps(); R];
+    for (i, y) in a.iter().enumerate() {
+        // SAFETY: an activation block is 32 levels and eight lane sums.
+        let (x, start) = unsafe {
+            let sums16 = _mm256_loadu_si256(y.sums16.as_ptr() as *const __m256i);
+            (
+                _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i),
+                _mm256_sub_epi32(_mm256_setzero_si256(), sums16),
+            )
+        };
+        for (k, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: block i of row k lies inside the rows the caller passed.
+            let b = unsafe { p.add(k * row_bytes + i * BYTES) };
+            prefetch_ahead(b);
+            // SAFETY: a whole block at b; d is its first two bytes, read as four (`f16_bits`
+            // says why).
+            let (u, dw) = unsafe {
+                let d = (b as *const u32).read_unaligned();
+                (unsigned(b), f16_bits(d).0)
+            };
+            let lanes = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start, u, x));
+            *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), lanes, *acc);
+        }
+    }
+    for (o, s) in out.iter_mut().zip(acc) {
+        // SAFETY: AVX2 is enabled in every caller.
+        *o = unsafe { hsum(s) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::{dequantize_row, quantize_act, vec_dot, ActType, GgmlType, QuantizedAct};
+    use crate::rng::SplitMix64;
+
+    /// Q5_0 rows (counts that leave every remainder of four) against one token, within float
+    /// reordering of the exact kernel's result: the same integer block sums, other float order,
+    /// so each row's error is bounded by the sum of its blocks' absolute products.
+    #[test]
+    fn one_token_rows_match_the_exact_ones() {
+        if !available() {
+            eprintln!("skipped: no AVX-512 F/BW/VL/VNNI on this CPU");
+            return;
+        }
+        let mut rng = SplitMix64::new(0x0001_5a11);
+        for (cols, n_rows) in [(32usize, 1usize), (96, 7), (896, 13), (4864, 4)] {
+            // Random blocks (every fifth-bit pattern) with a scale of the size a quantizer makes.
+            let mut rows = Vec::new();
+            for _ in 0..cols * n_rows / 32 {
+                rows.extend(half::f16::from_f32(0.1 * rng.next_signed()).to_le_bytes());
+                rows.extend((0..20).map(|_| rng.next_u64() as u8));
+            }
+            let x: Vec<f32> = (0..cols).map(|_| rng.next_signed()).collect();
+            let QuantizedAct::Q8_0(a) = quantize_act(ActType::Q8_0, &x) else {
+                unreachable!()
+            };
+            let ax: Vec<f32> = a
+                .iter()
+                .flat_map(|y| y.qs.map(|q| q as f32 * y.d))
+                .collect();
+            let rb = rows.len() / n_rows;
+            let mut got = vec![f32::NAN; n_rows];
+            // SAFETY: the features were just detected; `a` has a block per 32 columns.
+            unsafe { rows_q5_0_one(&rows, rb, &a, &mut got) };
+            let act = QuantizedAct::Q8_0(a.clone());
+            let mut plain = vec![0f32; cols];
+            for (r, row) in rows.chunks_exact(rb).enumerate() {
+                let want = vec_dot(GgmlType::Q5_0, row, &act);
+                dequantize_row(GgmlType::Q5_0, row, &mut plain);
+                let scale: f32 = plain.iter().zip(&ax).map(|(w, x)| (w * x).abs()).sum();
+                assert!(
+                    (got[r] - want).abs() <= 1e-5 * scale.max(1.0),
+                    "{cols} columns, row {r}: {} vs {want}",
+                    got[r]
+                );
+            }
+        }
+    }
+}
