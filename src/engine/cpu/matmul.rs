@@ -179,9 +179,9 @@ enum Path {
     #[cfg(target_arch = "x86_64")]
     Q8One,
     /// One token against Q5_0 rows in the file's layout under `fast` on AVX-512 VNNI
-    /// (`x86::one_vnni::rows_q5_0_one`).
+    /// (`x86::q5_0_one::rows_q5_0_one`).
     #[cfg(target_arch = "x86_64")]
-    OneVnni,
+    Q5One,
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
@@ -237,12 +237,12 @@ impl Path {
                 && avx2
             {
                 return Path::FloatOne;
-            } else if n == 1
+            } else if ty == GgmlType::Q5_0
+                && n == 1
                 && had.float_one
-                && ty == GgmlType::Q5_0
-                && crate::quant::x86::one_vnni::available()
+                && crate::quant::x86::q5_0_one::available()
             {
-                return Path::OneVnni;
+                return Path::Q5One;
             } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
                 return Path::Q8One;
             } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 && !few_dots(ty, n) {
@@ -327,7 +327,7 @@ impl Path {
             #[cfg(target_arch = "x86_64")]
             Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
-            Path::OneVnni => format!("one_vnni {t}·{act} (fast, avx512-vnni)"),
+            Path::Q5One => format!("q5_0_one {t}·{act} (fast, avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", one_isa(ty)),
@@ -777,14 +777,14 @@ fn matmuls_in(
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]
-                    Path::OneVnni => {
+                    Path::Q5One => {
                         let a = acts[0]
                             .q8_0()
                             .expect("a Q5_0 product's activations are Q8_0");
-                        // SAFETY: the path needs what `one_vnni::available` asks
+                        // SAFETY: the path needs what `q5_0_one::available` asks
                         // (`Path::choose`); the task's rows are `out_rows(0)`'s.
                         unsafe {
-                            crate::quant::x86::one_vnni::rows_q5_0_one(rows, rb, a, out_rows(0))
+                            crate::quant::x86::q5_0_one::rows_q5_0_one(rows, rb, a, out_rows(0))
                         };
                         return;
                     }

@@ -1,18 +1,18 @@
-//! One token against Q5_0 rows in the file's layout under `fast` numerics, on AVX-512 VNNI
+//! One token against Q5_0 rows in the file's layout under `fast` numerics on AVX-512 VNNI
 //! (256-bit, AVX-512 VL): a decode step's Q5_0 products (a q4_k_m Qwen2.5-0.5b's Q, K, gate and
 //! up: 896 columns are no multiple of 256), which otherwise take the exact row dot, one row and
 //! one float chain at a time, and at one thread use less of the memory's rate than the core's
 //! arithmetic.
 //!
-//! Four rows a step share each activation block's load and its bias. A row's block is made its
-//! stored 5-bit values (the level plus 16: the nibbles, the fifth bits added under a mask taken
-//! straight from `qh`), and `vpdpbusd` adds their products with the activations to a start of
-//! minus the activations' lane sums times 16 (`BlockQ8_0::sums16`): the exact integer lane sums
-//! of the signed products in one instruction, where AVX2 takes a `maddubs`, a `madd` and a
-//! subtraction. Each block's lanes then take one fused multiply-add by `d_w * d_a` into the
-//! row's float lanes, summed at the end: the float order of `fast_rows::rows_q8_0_one`, not the
-//! exact row's. (Q8_0 rows the same way, their levels plus 128, ran slower than
-//! `rows_q8_0_one` on a Zen 4, a row or four at a time, and are left to it.)
+//! Four rows a step share each activation block's loads. A row's block is made its stored 5-bit
+//! values (the level plus 16; the fifth bits added under a mask taken straight from `qh`), and
+//! one `vpdpbusd` started at minus 16 times the activations' four-value lane sums
+//! (`BlockQ8_0::sums16`) leaves the exact integer lane sums of the signed products, where AVX2
+//! takes a `maddubs`, a `madd` and a subtraction. Each block's lanes then take one fused
+//! multiply-add by `d_w * d_a` into the row's float lanes, summed at the end: the float order
+//! of `fast_rows::rows_q8_0_one`, not the exact row's. (The same four-row step on AVX2 ran no
+//! faster than the exact row dot on a Zen 4, and Q8_0 rows on VNNI, their levels plus 128,
+//! slower than `rows_q8_0_one`; neither is here.)
 
 use std::arch::x86_64::*;
 
@@ -23,7 +23,7 @@ use crate::quant::blocks::BlockQ8_0;
 /// Bytes of a Q5_0 block: d, qh (32 fifth bits), 16 bytes of nibbles.
 const BYTES: usize = 22;
 
-/// Whether the CPU runs these kernels (cached by std after the first call).
+/// Whether the CPU runs this kernel (cached by std after the first call).
 pub fn available() -> bool {
     super::features::available()
         && is_x86_feature_detected!("avx512f")
@@ -67,7 +67,9 @@ pub unsafe fn rows_q5_0_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8_0], out:
     }
 }
 
-/// The block at `b` as its 32 stored 5-bit values (level plus 16), weight order.
+/// The block at `b` as its 32 stored 5-bit values (level plus 16), weight order: the 16
+/// nibble bytes in both halves, the high half shifted right by 4 (low nibbles are weights
+/// 0..15, high nibbles 16..31), then 16 added where `qh` has the weight's fifth bit.
 #[inline(always)]
 unsafe fn unsigned(b: *const u8) -> __m256i {
     // SAFETY: the caller passes a whole block: d, qh at 2..6, qs at 6..22.
@@ -77,8 +79,6 @@ unsafe fn unsigned(b: *const u8) -> __m256i {
             _mm_loadu_si128(b.add(6) as *const __m128i),
         )
     };
-    // Low nibbles are weights 0..15, high nibbles 16..31: both halves hold the bytes and the
-    // high half is shifted right by 4.
     let shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     let nib = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(qs), shifts);
     let nib = _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
@@ -104,11 +104,11 @@ unsafe fn group<const R: usize>(p: *const u8, row_bytes: usize, a: &[BlockQ8_0],
             prefetch_ahead(b);
             // SAFETY: a whole block at b; d is its first two bytes, read as four (`f16_bits`
             // says why).
-            let (u, dw) = unsafe {
+            let (lanes, dw) = unsafe {
                 let d = (b as *const u32).read_unaligned();
-                (unsigned(b), f16_bits(d).0)
+                (_mm256_dpbusd_epi32(start, unsigned(b), x), f16_bits(d).0)
             };
-            let lanes = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(start, u, x));
+            let lanes = _mm256_cvtepi32_ps(lanes);
             *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), lanes, *acc);
         }
     }
@@ -150,11 +150,11 @@ mod tests {
                 .flat_map(|y| y.qs.map(|q| q as f32 * y.d))
                 .collect();
             let rb = rows.len() / n_rows;
+            let act = QuantizedAct::Q8_0(a.clone());
+            let mut plain = vec![0f32; cols];
             let mut got = vec![f32::NAN; n_rows];
             // SAFETY: the features were just detected; `a` has a block per 32 columns.
             unsafe { rows_q5_0_one(&rows, rb, &a, &mut got) };
-            let act = QuantizedAct::Q8_0(a.clone());
-            let mut plain = vec![0f32; cols];
             for (r, row) in rows.chunks_exact(rb).enumerate() {
                 let want = vec_dot(GgmlType::Q5_0, row, &act);
                 dequantize_row(GgmlType::Q5_0, row, &mut plain);
