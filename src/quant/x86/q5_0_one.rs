@@ -10,9 +10,8 @@
 //! (`BlockQ8_0::sums16`) leaves the exact integer lane sums of the signed products, where AVX2
 //! takes a `maddubs`, a `madd` and a subtraction. Each block's lanes then take one fused
 //! multiply-add by `d_w * d_a` into the row's float lanes, summed at the end: the float order
-//! of `fast_rows::rows_q8_0_one`, not the exact row's. (The same four-row step on AVX2 ran no
-//! faster than the exact row dot on a Zen 4, and Q8_0 rows on VNNI, their levels plus 128,
-//! slower than `rows_q8_0_one`; neither is here.)
+//! of `fast_rows::rows_q8_0_one`, not the exact row's. AVX2-only CPUs keep the exact row dot,
+//! and Q8_0 rows `rows_q8_0_one` (docs/measurements/cpu-engine.md says why).
 
 use std::arch::x86_64::*;
 
