@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::loads::{f16_bits, hsum};
+use super::loads::{f16_pair, hsum, nibbles, u32_at};
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8_0;
 
@@ -66,22 +66,18 @@ pub unsafe fn rows_q5_0_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8_0], out:
     }
 }
 
-/// The block at `b` as its 32 stored 5-bit values (level plus 16), weight order: the 16
-/// nibble bytes in both halves, the high half shifted right by 4 (low nibbles are weights
-/// 0..15, high nibbles 16..31), then 16 added where `qh` has the weight's fifth bit.
+/// A block (d, qh, qs) as its 32 stored 5-bit values (level plus 16), weight order: the
+/// nibbles (`loads::nibbles`), then 16 added where `qh` has the weight's fifth bit.
 #[inline(always)]
-unsafe fn unsigned(b: *const u8) -> __m256i {
-    // SAFETY: the caller passes a whole block: d, qh at 2..6, qs at 6..22.
-    let (qh, qs) = unsafe {
-        (
-            (b.add(2) as *const u32).read_unaligned(),
-            _mm_loadu_si128(b.add(6) as *const __m128i),
-        )
-    };
-    let shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-    let nib = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(qs), shifts);
-    let nib = _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
-    _mm256_mask_add_epi8(nib, _cvtu32_mask32(qh), nib, _mm256_set1_epi8(0x10))
+unsafe fn unsigned(b: &[u8]) -> __m256i {
+    // SAFETY: the caller's target features; `nibbles` reads qs's 16 bytes.
+    let nib = unsafe { nibbles(&b[6..BYTES]) };
+    _mm256_mask_add_epi8(
+        nib,
+        _cvtu32_mask32(u32_at(b, 2)),
+        nib,
+        _mm256_set1_epi8(0x10),
+    )
 }
 
 /// `R` consecutive rows from `p` against the token, into `out[..R]`.
@@ -99,14 +95,11 @@ unsafe fn group<const R: usize>(p: *const u8, row_bytes: usize, a: &[BlockQ8_0],
         };
         for (k, acc) in acc.iter_mut().enumerate() {
             // SAFETY: block i of row k lies inside the rows the caller passed.
-            let b = unsafe { p.add(k * row_bytes + i * BYTES) };
-            prefetch_ahead(b);
-            // SAFETY: a whole block at b; d is its first two bytes, read as four (`f16_bits`
-            // says why).
-            let (lanes, dw) = unsafe {
-                let d = (b as *const u32).read_unaligned();
-                (_mm256_dpbusd_epi32(start, unsigned(b), x), f16_bits(d).0)
-            };
+            let b = unsafe { std::slice::from_raw_parts(p.add(k * row_bytes + i * BYTES), BYTES) };
+            prefetch_ahead(b.as_ptr());
+            // SAFETY: the caller's target features; a whole block.
+            let (lanes, dw) =
+                unsafe { (_mm256_dpbusd_epi32(start, unsigned(b), x), f16_pair(b, 0).0) };
             let lanes = _mm256_cvtepi32_ps(lanes);
             *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), lanes, *acc);
         }
@@ -120,12 +113,14 @@ unsafe fn group<const R: usize>(p: *const u8, row_bytes: usize, a: &[BlockQ8_0],
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::{dequantize_row, quantize_act, vec_dot, ActType, GgmlType, QuantizedAct};
+    use crate::quant::test_rows::rows_and_acts;
+    use crate::quant::{dequantize_row, vec_dot, GgmlType, QuantizedAct};
     use crate::rng::SplitMix64;
 
-    /// Q5_0 rows (counts that leave every remainder of four) against one token, within float
-    /// reordering of the exact kernel's result: the same integer block sums, other float order,
-    /// so each row's error is bounded by the sum of its blocks' absolute products.
+    /// Q5_0 rows (counts that leave every remainder of four) against each of eight tokens,
+    /// within float reordering of the exact kernel's result: the same integer block sums,
+    /// other float order, so each row's error is bounded by the sum of its blocks' absolute
+    /// products.
     #[test]
     fn one_token_rows_match_the_exact_ones() {
         if !available() {
@@ -133,36 +128,29 @@ mod tests {
             return;
         }
         let mut rng = SplitMix64::new(0x0001_5a11);
-        for (cols, n_rows) in [(32usize, 1usize), (96, 7), (896, 13), (4864, 4)] {
-            // Random blocks (every fifth-bit pattern) with a scale of the size a quantizer makes.
-            let mut rows = Vec::new();
-            for _ in 0..cols * n_rows / 32 {
-                rows.extend(half::f16::from_f32(0.1 * rng.next_signed()).to_le_bytes());
-                rows.extend((0..20).map(|_| rng.next_u64() as u8));
-            }
-            let x: Vec<f32> = (0..cols).map(|_| rng.next_signed()).collect();
-            let QuantizedAct::Q8_0(a) = quantize_act(ActType::Q8_0, &x) else {
-                unreachable!()
-            };
-            let ax: Vec<f32> = a
-                .iter()
-                .flat_map(|y| y.qs.map(|q| q as f32 * y.d))
-                .collect();
-            let rb = rows.len() / n_rows;
-            let act = QuantizedAct::Q8_0(a.clone());
-            let mut plain = vec![0f32; cols];
-            let mut got = vec![f32::NAN; n_rows];
-            // SAFETY: the features were just detected; `a` has a block per 32 columns.
-            unsafe { rows_q5_0_one(&rows, rb, &a, &mut got) };
-            for (r, row) in rows.chunks_exact(rb).enumerate() {
-                let want = vec_dot(GgmlType::Q5_0, row, &act);
-                dequantize_row(GgmlType::Q5_0, row, &mut plain);
-                let scale: f32 = plain.iter().zip(&ax).map(|(w, x)| (w * x).abs()).sum();
-                assert!(
-                    (got[r] - want).abs() <= 1e-5 * scale.max(1.0),
-                    "{cols} columns, row {r}: {} vs {want}",
-                    got[r]
-                );
+        for (blocks, n_rows) in [(1usize, 1usize), (3, 7), (28, 13), (152, 4)] {
+            let (rows, acts) = rows_and_acts(&mut rng, GgmlType::Q5_0, n_rows, blocks);
+            let rb = BYTES * blocks;
+            let mut plain = vec![0f32; 32 * blocks];
+            for a in &acts {
+                let ax: Vec<f32> = a
+                    .iter()
+                    .flat_map(|y| y.qs.map(|q| q as f32 * y.d))
+                    .collect();
+                let act = QuantizedAct::Q8_0(a.clone());
+                let mut got = vec![f32::NAN; n_rows];
+                // SAFETY: the features were just detected; `a` has a block per row block.
+                unsafe { rows_q5_0_one(&rows, rb, a, &mut got) };
+                for (r, row) in rows.chunks_exact(rb).enumerate() {
+                    let want = vec_dot(GgmlType::Q5_0, row, &act);
+                    dequantize_row(GgmlType::Q5_0, row, &mut plain);
+                    let scale: f32 = plain.iter().zip(&ax).map(|(w, x)| (w * x).abs()).sum();
+                    assert!(
+                        (got[r] - want).abs() <= 1e-5 * scale.max(1.0),
+                        "{blocks} blocks, row {r}: {} vs {want}",
+                        got[r]
+                    );
+                }
             }
         }
     }
