@@ -765,26 +765,20 @@ fn matmuls_in(
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]
-                    Path::Q8One => {
+                    path @ (Path::Q8One | Path::Q5One) => {
+                        use crate::quant::x86::{fast_rows, q5_0_one};
                         let a = acts[0]
                             .q8_0()
-                            .expect("a Q8_0 product's activations are Q8_0");
-                        // SAFETY: the path needs AVX2, FMA and F16C (`Path::choose`); the
-                        // rows and the token share their length.
+                            .expect("Q8_0 and Q5_0 products' activations are Q8_0");
+                        // SAFETY: `Path::Q8One` is chosen only where AVX2, FMA and F16C are,
+                        // `Path::Q5One` where `q5_0_one::available` holds (`Path::choose`);
+                        // the rows and the token share their length.
                         unsafe {
-                            crate::quant::x86::fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
-                        };
-                        return;
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    Path::Q5One => {
-                        let a = acts[0]
-                            .q8_0()
-                            .expect("a Q5_0 product's activations are Q8_0");
-                        // SAFETY: the path needs what `q5_0_one::available` asks
-                        // (`Path::choose`); the task's rows are `out_rows(0)`'s.
-                        unsafe {
-                            crate::quant::x86::q5_0_one::rows_q5_0_one(rows, rb, a, out_rows(0))
+                            if path == Path::Q8One {
+                                fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
+                            } else {
+                                q5_0_one::rows_q5_0_one(rows, rb, a, out_rows(0))
+                            }
                         };
                         return;
                     }
