@@ -42,19 +42,28 @@ use std::cell::RefCell;
 
 /// Tasks per thread for one token. A token's product streams its weights from memory once, and
 /// small interleaved tasks (the threads taking 16-row pieces in turn) broke each thread's
-/// stream every few kilobytes, so the hardware prefetchers kept restarting. Two contiguous
-/// tasks per thread keep the streams long and still let a thread that starts late hand over
-/// half its share (docs/measurements/cpu-engine.md has the sweep).
-const TASKS_PER_THREAD_ONE_TOKEN: usize = 2;
+/// stream every few kilobytes, so the hardware prefetchers kept restarting. Up to
+/// `FEW_THREADS` threads, two contiguous tasks per thread keep the streams long and still let
+/// a thread that starts late hand over half its share. With more threads a product waits on
+/// the slowest of many, and four smaller tasks each let the others take over more of a slow
+/// thread's share (docs/measurements/cpu-engine.md has the sweeps).
+fn one_token_tasks(threads: usize) -> usize {
+    const FEW_THREADS: usize = 4;
+    if threads <= FEW_THREADS {
+        2
+    } else {
+        4
+    }
+}
 
 /// Fewest rows in a one-token task.
 const MIN_ROWS_ONE_TOKEN: usize = 16;
 
 /// Rows per task of a one-token (or few-token) product of `rows` rows in a call whose
-/// products have `total` rows: `TASKS_PER_THREAD_ONE_TOKEN` shares of the call's rows per
-/// thread, each product cut into equal pieces of about a share (`MIN_ROWS_ONE_TOKEN` at least).
+/// products have `total` rows: `one_token_tasks` shares of the call's rows per thread, each
+/// product cut into equal pieces of about a share (`MIN_ROWS_ONE_TOKEN` at least).
 fn one_token_rows(total: usize, rows: usize, threads: usize) -> usize {
-    let share = total.div_ceil(threads * TASKS_PER_THREAD_ONE_TOKEN);
+    let share = total.div_ceil(threads * one_token_tasks(threads));
     let pieces = rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
     rows.div_ceil(pieces)
 }
