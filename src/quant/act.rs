@@ -125,8 +125,8 @@ pub fn quantize_act_into(kind: ActType, x: &[f32], out: &mut QuantizedAct) {
             v.clear();
             v.extend_from_slice(x);
         }
-        QuantizedAct::F16(v) => *v = float::round_f16(x),
-        QuantizedAct::BF16(v) => *v = float::round_bf16(x),
+        QuantizedAct::F16(v) => float::round_f16_into(x, v),
+        QuantizedAct::BF16(v) => float::round_bf16_into(x, v),
         QuantizedAct::Q8_0(v) => *v = legacy::quantize_act_q8_0(x),
         QuantizedAct::Q8_1(v) => *v = legacy::quantize_act_q8_1(x),
         QuantizedAct::Q8_K(v) => *v = kquants::quantize_act_q8_k(x),

@@ -43,21 +43,41 @@ pub fn quantize_bf16(src: &[f32], dst: &mut Vec<u8>) {
     dst.extend(src.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()));
 }
 
-/// `x` rounded to the nearest f16, kept as f32. Through `half`'s slice conversions (F16C
-/// eight at a time where the CPU has it, the same rounding to nearest even), since a value at
-/// a time checks the CPU's features for each one.
+/// `x` rounded to the nearest f16, kept as f32 (`round_f16_into`).
 pub fn round_f16(x: &[f32]) -> Vec<f32> {
-    use half::slice::HalfFloatSliceExt;
-    let mut h = vec![f16::ZERO; x.len()];
-    h.convert_from_f32_slice(x);
-    let mut out = vec![0f32; x.len()];
-    h.convert_to_f32_slice(&mut out);
+    let mut out = Vec::new();
+    round_f16_into(x, &mut out);
     out
+}
+
+/// `x` rounded to the nearest f16, kept as f32, into `out` (its buffer reused). Through
+/// `half`'s slice conversions (F16C eight at a time where the CPU has it, the same rounding to
+/// nearest even), since a value at a time checks the CPU's features for each one; a piece at
+/// a time through a buffer on the stack, so nothing is allocated.
+pub fn round_f16_into(x: &[f32], out: &mut Vec<f32>) {
+    use half::slice::HalfFloatSliceExt;
+    const PIECE: usize = 256;
+    out.clear();
+    out.resize(x.len(), 0.0);
+    let mut h = [f16::ZERO; PIECE];
+    for (xs, os) in x.chunks(PIECE).zip(out.chunks_mut(PIECE)) {
+        let h = &mut h[..xs.len()];
+        h.convert_from_f32_slice(xs);
+        h.convert_to_f32_slice(os);
+    }
 }
 
 /// `x` rounded to the nearest bf16, kept as f32.
 pub fn round_bf16(x: &[f32]) -> Vec<f32> {
-    x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect()
+    let mut out = Vec::new();
+    round_bf16_into(x, &mut out);
+    out
+}
+
+/// `x` rounded to the nearest bf16, kept as f32, into `out` (its buffer reused).
+pub fn round_bf16_into(x: &[f32], out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(x.iter().map(|&v| bf16::from_f32(v).to_f32()));
 }
 
 /// f32 dot with eight independent partial sums (the shape of a SIMD accumulator).

@@ -35,8 +35,7 @@ use crate::quant::x86::prompt_rows;
 #[cfg(target_arch = "x86_64")]
 use crate::quant::x86_vnni::{BiasedPair, SignedRows};
 use crate::quant::{
-    has_x4, quantize_act, quantize_act_into, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType,
-    QuantizedAct,
+    has_x4, quantize_act_into, vec_dot_rows, vec_dot_rows_x4, ActType, GgmlType, QuantizedAct,
 };
 use std::cell::RefCell;
 
@@ -1087,26 +1086,19 @@ fn signed_batch_vnni<'o>(
     });
 }
 
-/// Every row of `x` (rows of `cols`) quantized into `kind`, into `rows`: one row into the
-/// buffer `rows` already holds (a decode step), several spread over the pool.
+/// Every row of `x` (rows of `cols`) quantized into `kind`, into the buffers `rows` already
+/// holds (a decode step's one row; a prompt's rows spread over the pool), so that a call of
+/// the shape the last one had allocates nothing.
 fn quantize_rows(kind: ActType, x: &[f32], cols: usize, rows: &mut Vec<QuantizedAct>) {
     let n = x.len() / cols;
+    rows.truncate(n);
+    rows.resize_with(n, || QuantizedAct::F32(Vec::new()));
     if n == 1 {
-        rows.truncate(1);
-        match rows.first_mut() {
-            Some(row) => quantize_act_into(kind, x, row),
-            None => rows.push(quantize_act(kind, x)),
-        }
-        return;
+        return quantize_act_into(kind, x, &mut rows[0]);
     }
-    let mut slots: Vec<Option<QuantizedAct>> = vec![None; n];
-    pool::par_chunks_mut(&mut slots, 1, |t, slot| {
-        slot[0] = Some(quantize_act(kind, &x[t * cols..(t + 1) * cols]));
+    pool::par_chunks_mut(rows, 1, |t, row| {
+        quantize_act_into(kind, &x[t * cols..(t + 1) * cols], &mut row[0])
     });
-    *rows = slots
-        .into_iter()
-        .map(|a| a.expect("every row quantized"))
-        .collect();
 }
 
 /// A task of a `matmuls` call: rows `rows.0..rows.1` of product `product`, against the
@@ -1226,6 +1218,39 @@ mod tests {
             assert!(2 * packed >= 3 * threads, "{name}: {packed} packed tasks");
         }
         eprintln!("{table}");
+    }
+
+    /// A prompt's rows quantized into the last call's buffers: the same values as each row
+    /// quantized alone, and a second call of the same shape keeps every row's buffer.
+    #[test]
+    fn quantize_rows_reuses_the_last_calls_buffers() {
+        let (n, cols) = (5, 256);
+        let mut rng = crate::rng::SplitMix64::new(0x9a7e);
+        let x: Vec<f32> = (0..n * cols).map(|_| rng.next_signed()).collect();
+        for kind in [ActType::F16, ActType::Q8_0] {
+            let mut rows = Vec::new();
+            quantize_rows(kind, &x, cols, &mut rows);
+            let at = |rows: &[QuantizedAct]| -> Vec<usize> {
+                rows.iter()
+                    .map(|r| match r {
+                        QuantizedAct::F16(v) => v.as_ptr() as usize,
+                        QuantizedAct::Q8_0(v) => v.as_ptr() as usize,
+                        other => panic!("{:?}", other.act_type()),
+                    })
+                    .collect()
+            };
+            let first = at(&rows);
+            quantize_rows(kind, &x, cols, &mut rows);
+            assert_eq!(at(&rows), first, "{kind:?}: buffers kept");
+            for (t, row) in rows.iter().enumerate() {
+                let alone = crate::quant::quantize_act(kind, &x[t * cols..(t + 1) * cols]);
+                match (row, &alone) {
+                    (QuantizedAct::F16(a), QuantizedAct::F16(b)) => assert_eq!(a, b),
+                    (QuantizedAct::Q8_0(a), QuantizedAct::Q8_0(b)) => assert_eq!(a, b),
+                    _ => panic!("{kind:?}: another format"),
+                }
+            }
+        }
     }
 
     /// Every (row, panel) pair of a fast float product falls in exactly one task, each task

@@ -194,11 +194,11 @@ pub const PIECE: usize = 256;
 
 impl Panels {
     /// Room for `n` tokens of `cols` values in panels of `width`; `pieces_mut` then fills it.
+    /// `pack_piece` writes every piece whole, so what the last call left is not cleared.
     pub fn resize(&mut self, n: usize, cols: usize, width: usize) {
         self.n = n;
         self.cols = cols;
         self.width = width;
-        self.data.clear();
         self.data.resize(
             n.div_ceil(width) * width * cols.next_multiple_of(PIECE),
             0.0,
