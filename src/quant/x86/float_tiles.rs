@@ -189,25 +189,33 @@ pub struct Panels {
     width: usize,
 }
 
-/// Weights of a panel packed by one `pack_piece` call.
-pub const PIECE: usize = 256;
+/// Weights of a panel packed by one `pack_piece` call: a 4864-weight input's 64-token panel
+/// is 76 pieces, enough to keep sixteen threads busy.
+pub const PIECE: usize = 64;
 
 impl Panels {
     /// Room for `n` tokens of `cols` values in panels of `width`; `pieces_mut` then fills it.
-    /// `pack_piece` writes every piece whole, so what the last call left is not cleared.
+    /// The buffer only grows (a step's products alternate between inputs of two lengths):
+    /// `pack_piece` writes every piece whole, so what an earlier call left is not cleared.
     pub fn resize(&mut self, n: usize, cols: usize, width: usize) {
         self.n = n;
         self.cols = cols;
         self.width = width;
-        self.data.resize(
-            n.div_ceil(width) * width * cols.next_multiple_of(PIECE),
-            0.0,
-        );
+        let len = self.len();
+        if self.data.len() < len {
+            self.data.resize(len, 0.0);
+        }
+    }
+
+    /// Values the packed panels take (`resize`'s shape).
+    fn len(&self) -> usize {
+        self.n.div_ceil(self.width.max(1)) * self.width * self.cols.next_multiple_of(PIECE)
     }
 
     /// The panels' storage and the length of a piece: piece `i` goes to `pack_piece`.
     pub fn pieces_mut(&mut self) -> (&mut [f32], usize) {
-        (&mut self.data, self.width * PIECE)
+        let len = self.len();
+        (&mut self.data[..len], self.width * PIECE)
     }
 
     /// Tokens packed.
