@@ -1087,8 +1087,9 @@ fn signed_batch_vnni<'o>(
 }
 
 /// Every row of `x` (rows of `cols`) quantized into `kind`, into the buffers `rows` already
-/// holds (a decode step's one row; a prompt's rows spread over the pool), so that a call of
-/// the shape the last one had allocates nothing.
+/// holds (a decode step's one row; a prompt's rows spread over the pool), so that on x86,
+/// whose quantizers write into their buffers, a call of the last one's shape allocates
+/// nothing.
 fn quantize_rows(kind: ActType, x: &[f32], cols: usize, rows: &mut Vec<QuantizedAct>) {
     let n = x.len() / cols;
     rows.truncate(n);
