@@ -116,6 +116,7 @@ pub fn quantize_act_into(kind: ActType, x: &[f32], out: &mut QuantizedAct) {
                 QuantizedAct::Q8_0(v) => return super::x86::act::quantize_q8_0(x, v),
                 QuantizedAct::Q8_1(v) => return super::x86::act::quantize_q8_1(x, v),
                 QuantizedAct::Q8_K(v) => return super::x86::act::quantize_q8_k(x, v),
+                QuantizedAct::F16(v) => return super::x86::float::round_f16_into(x, v),
                 _ => {}
             }
         }

@@ -50,16 +50,12 @@ pub fn round_f16(x: &[f32]) -> Vec<f32> {
     out
 }
 
-/// `x` rounded to the nearest f16, kept as f32, into `out` (its buffer reused): on x86 with
-/// F16C eight values a conversion there and back; elsewhere through `half`'s slice
-/// conversions (a value at a time would check the CPU's features for each one), a piece at a
-/// time through a buffer on the stack, so nothing is allocated.
+/// `x` rounded to the nearest f16, kept as f32, into `out` (its buffer reused). Through
+/// `half`'s slice conversions (F16C eight at a time where the CPU has it, the same rounding to
+/// nearest even), since a value at a time checks the CPU's features for each one; a piece at
+/// a time through a buffer on the stack, so nothing is allocated. (`quantize_act_into` takes
+/// `x86::float::round_f16_into` instead where the CPU has F16C: one pass, no piece buffer.)
 pub fn round_f16_into(x: &[f32], out: &mut Vec<f32>) {
-    #[cfg(target_arch = "x86_64")]
-    if super::x86::available() {
-        // SAFETY: AVX2, FMA and F16C were just detected.
-        return unsafe { super::x86::float::round_f16_into(x, out) };
-    }
     use half::slice::HalfFloatSliceExt;
     const PIECE: usize = 256;
     out.clear();
