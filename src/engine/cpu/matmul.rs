@@ -535,7 +535,7 @@ fn matmuls_in(
     }
     let formats = &s.formats;
 
-    // `packed_task`'s Q4_0 kernel takes each activation block with its sum, and its Q8_0
+    // `packed_task`'s Q4_0 and Q5_0 kernels take each activation block with its sum, its Q8_0
     // kernel on AVX-512 VNNI each block offset to unsigned bytes, made once per call here (on
     // the pool, a token a task, for a prompt) where a product takes them.
     #[cfg(target_arch = "x86_64")]
@@ -547,7 +547,7 @@ fn matmuls_in(
             products.iter().any(|(m, _)| {
                 matches!(
                     (packed(m), ty),
-                    (Some(Packed::Q4_0(_)), GgmlType::Q4_0)
+                    (Some(Packed::Q4_0(_) | Packed::Q5_0(_)), GgmlType::Q4_0)
                         | (Some(Packed::Q8_0(_)), GgmlType::Q8_0)
                 )
             })

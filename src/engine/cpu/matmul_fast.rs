@@ -106,8 +106,9 @@ fn pairs_vnni<'o, B: crate::quant::x86::fast_rows_vnni::Pairs>(
 /// `m`'s rows repacked at load, where its `n`-token products under `fast` numerics take them.
 pub(super) fn fast_rows<'r>(fast: Option<&'r Repacked>, m: &Mat, n: usize) -> Option<&'r Packed> {
     match fast?.get(m) {
-        // Q8_0's products of one or two tokens, and Q5_0's of one, read the file's layout
-        // faster than the repacked one (docs/measurements/cpu-engine.md).
+        // Q8_0's products of one or two tokens, and Q5_0's of one (repacked as Q8_0 on AVX-512
+        // VNNI), read the file's layout faster than the repacked one
+        // (docs/measurements/cpu-engine.md).
         #[cfg(target_arch = "x86_64")]
         Some(Packed::Q8_0(_)) if n == 1 || (n == 2 && m.ty == GgmlType::Q8_0) => None,
         p => p,
@@ -196,6 +197,11 @@ pub(super) fn packed_task<'o>(
             } else {
                 groups::<_, 8>(&b[span], per_row, n, &q8_1, &eight);
             }
+        }
+        // Repacked as its own only without AVX-512 VNNI (`Repacked::build`).
+        Packed::Q5_0(b) => {
+            let act = |t: usize| summed[t].as_slice();
+            groups::<_, 8>(&b[span], per_row, n, &act, &eight);
         }
         Packed::Q5_1(b) => {
             if vnni {

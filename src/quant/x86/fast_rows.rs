@@ -1,6 +1,6 @@
-//! Q4_0, Q4_1, Q5_1 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md "Numerics"), on
-//! weights repacked at load eight rows at a time (`repack`): one vector holds a block's four
-//! weights of all eight rows, so one broadcast activation word multiplies them all, and a
+//! Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md
+//! "Numerics"), on weights repacked at load eight rows at a time (`repack`): one vector holds a
+//! block's four weights of all eight rows, so one broadcast activation word multiplies them all, and a
 //! block's eight row sums take one conversion and one fused multiply-add together where the
 //! exact kernels (`legacy`, `prompt_rows`) spend those per row and token. The repacked blocks
 //! are as large as the file's (same bytes, other order), so a decode step streams no more.
@@ -13,10 +13,12 @@
 //! per call, `SummedBlock`); Q4_1's nibbles as they are, each block's minimum times the
 //! activation block's sum (Q8_1's `s`) added by one more fused multiply-add; Q5_1's as Q4_1's
 //! with each weight's fifth bit put back from the rows' high bits (`Q5_1x8::qh`, one shift and
-//! mask a vector); Q8_0's levels with their signs moved onto the activations.
+//! mask a vector), and Q5_0's as Q4_0's with those bits (less sixteen times the sum); Q8_0's
+//! levels with their signs moved onto the activations.
 
 use std::arch::x86_64::*;
 
+use super::loads::u32_at;
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::{round_f16, BlockQ8_0, BlockQ8_1};
 use crate::quant::GgmlType;
@@ -80,6 +82,16 @@ pub struct Q4_1x8 {
 pub struct Q5_1x8 {
     pub(super) d: [u16; 8],
     pub(super) m: [u16; 8],
+    pub(super) qh: [u8; 32],
+    pub(super) q: [[u8; 32]; 4],
+}
+
+/// Q5_0's eight rows on AVX2 without AVX-512 VNNI (which takes Q5_0 as `Q8_0x8`): as `Q4_0x8`,
+/// with the weights' fifth bits in `qh` laid out as `Q5_1x8::qh`. The same bytes as the file's
+/// block (22 a row), so a decode step streams no more.
+#[derive(Clone, Copy, Default)]
+pub struct Q5_0x8 {
+    pub(super) d: [u16; 8],
     pub(super) qh: [u8; 32],
     pub(super) q: [[u8; 32]; 4],
 }
@@ -265,6 +277,69 @@ fn every_fourth_bit(x: u32) -> u8 {
     (x | x >> 12) as u8
 }
 
+/// Rows `8g..8g + 8`'s block `i` fifth bits (the 32-bit field at byte `at` of each block of
+/// `block` bytes) laid out as `Q5_1x8::qh`.
+fn fifth_bits(
+    rows: &[u8],
+    (row_bytes, block, at): (usize, usize, usize),
+    (g, i): (usize, usize),
+) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for r in 0..8 {
+        let qh = u32_at(rows, (8 * g + r) * row_bytes + i * block + at);
+        for j in 0..4 {
+            out[4 * r + j] = every_fourth_bit(qh >> j);
+        }
+    }
+    out
+}
+
+/// The eight rows' integer dots of 5-bit levels (0..=31: `q`'s nibbles, laid out as
+/// `Q4_0x8::q`, with the fifth bits of `qh`, laid out as `Q5_1x8::qh`) with each token's
+/// levels `y`, in eight i32 lanes each.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn five_bit_sums<const T: usize>(
+    q: &[[u8; 32]; 4],
+    qh: &[u8; 32],
+    y: [&[i8; 32]; T],
+) -> [__m256i; T] {
+    // Levels (0..=31) times int8 pairs are within +-7936: four of them fit an i16, so the
+    // sums widen every two vectors.
+    let (mask, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    let ones = _mm256_set1_epi16(1);
+    let qh = load(qh);
+    // Bit 4 of each byte: the low nibbles' fifth bits (`lo_h`) and the high ones' (`hi_h`)
+    // for vector v, each shifted right once a vector.
+    let (mut lo_h, mut hi_h) = (_mm256_slli_epi16::<4>(qh), qh);
+    let mut s32 = [_mm256_setzero_si256(); T];
+    for half in 0..2 {
+        let mut s16 = [_mm256_setzero_si256(); T];
+        for (v, q) in q.iter().enumerate().skip(2 * half).take(2) {
+            let packed = load(q);
+            let lo = _mm256_or_si256(_mm256_and_si256(packed, mask), _mm256_and_si256(lo_h, bit4));
+            let hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
+                _mm256_and_si256(hi_h, bit4),
+            );
+            lo_h = _mm256_srli_epi16::<1>(lo_h);
+            hi_h = _mm256_srli_epi16::<1>(hi_h);
+            for t in 0..T {
+                let p = _mm256_maddubs_epi16(lo, word(y[t], v));
+                let p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, word(y[t], v + 4)));
+                s16[t] = _mm256_add_epi16(s16[t], p);
+            }
+        }
+        // A loop, not a closure: closures do not inherit the caller's target features.
+        for t in 0..T {
+            s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16[t], ones));
+        }
+    }
+    s32
+}
+
 impl Interleaved for Q5_1x8 {
     const TYPE: GgmlType = GgmlType::Q5_1;
     /// A prompt's Q5_1 products are quantized as Q8_1 already: the kernel takes those blocks.
@@ -282,51 +357,13 @@ impl Interleaved for Q5_1x8 {
         let mut b = Q5_1x8::default();
         spread(rows, (row_bytes, 24, 8), (g, i), &mut b.d, &mut b.q);
         b.m = mins_of(rows, (row_bytes, 24), (g, i));
-        for r in 0..8 {
-            let at = (8 * g + r) * row_bytes + i * 24;
-            let qh = u32::from_le_bytes([rows[at + 4], rows[at + 5], rows[at + 6], rows[at + 7]]);
-            for j in 0..4 {
-                b.qh[4 * r + j] = every_fourth_bit(qh >> j);
-            }
-        }
+        b.qh = fifth_bits(rows, (row_bytes, 24, 4), (g, i));
         b
     }
 
     #[inline(always)]
     unsafe fn isums<const T: usize>(&self, y: [&BlockQ8_1; T]) -> [__m256i; T] {
-        // Levels (0..=31) times int8 pairs are within +-7936: four of them fit an i16, so the
-        // sums widen every two vectors.
-        let (mask, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
-        let ones = _mm256_set1_epi16(1);
-        let qh = load(&self.qh);
-        // Bit 4 of each byte: the low nibbles' fifth bits (`lo_h`) and the high ones' (`hi_h`)
-        // for vector v, each shifted right once a vector.
-        let (mut lo_h, mut hi_h) = (_mm256_slli_epi16::<4>(qh), qh);
-        let mut s32 = [_mm256_setzero_si256(); T];
-        for half in 0..2 {
-            let mut s16 = [_mm256_setzero_si256(); T];
-            for v in 2 * half..2 * half + 2 {
-                let packed = load(&self.q[v]);
-                let lo =
-                    _mm256_or_si256(_mm256_and_si256(packed, mask), _mm256_and_si256(lo_h, bit4));
-                let hi = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask),
-                    _mm256_and_si256(hi_h, bit4),
-                );
-                lo_h = _mm256_srli_epi16::<1>(lo_h);
-                hi_h = _mm256_srli_epi16::<1>(hi_h);
-                for t in 0..T {
-                    let p = _mm256_maddubs_epi16(lo, word(&y[t].qs, v));
-                    let p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, word(&y[t].qs, v + 4)));
-                    s16[t] = _mm256_add_epi16(s16[t], p);
-                }
-            }
-            // A loop, not a closure: closures do not inherit the caller's target features.
-            for t in 0..T {
-                s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16[t], ones));
-            }
-        }
-        s32
+        five_bit_sums(&self.q, &self.qh, y.map(|y| &y.qs))
     }
 
     fn scales(&self) -> &[u16; 8] {
@@ -341,6 +378,40 @@ impl Interleaved for Q5_1x8 {
     #[inline(always)]
     fn act_sum(a: &BlockQ8_1) -> f32 {
         a.s
+    }
+}
+
+impl Interleaved for Q5_0x8 {
+    const TYPE: GgmlType = GgmlType::Q5_0;
+    type Act = SummedBlock;
+
+    fn act(a: &BlockQ8_0) -> SummedBlock {
+        Q4_0x8::act(a)
+    }
+
+    fn act_scale(a: &SummedBlock) -> f32 {
+        a.d
+    }
+
+    fn repack(rows: &[u8], row_bytes: usize, g: usize, i: usize) -> Q5_0x8 {
+        let mut b = Q5_0x8::default();
+        spread(rows, (row_bytes, 22, 6), (g, i), &mut b.d, &mut b.q);
+        b.qh = fifth_bits(rows, (row_bytes, 22, 2), (g, i));
+        b
+    }
+
+    #[inline(always)]
+    unsafe fn isums<const T: usize>(&self, y: [&SummedBlock; T]) -> [__m256i; T] {
+        let mut s = five_bit_sums(&self.q, &self.qh, y.map(|y| &y.qs));
+        // The levels are the stored values less 16: twice the activations' `eight_sum` out.
+        for t in 0..T {
+            s[t] = _mm256_sub_epi32(s[t], _mm256_set1_epi32(2 * y[t].eight_sum));
+        }
+        s
+    }
+
+    fn scales(&self) -> &[u16; 8] {
+        &self.d
     }
 }
 

@@ -75,12 +75,21 @@ mod legacy_kernels {
         out
     }
 
-    /// The dot of a Q4_0 or Q8_0 row with `a` in f64, from the same integer block sums and f32
-    /// scale products, and the sum of the blocks' magnitudes (a reordering bound's scale).
+    /// The dot of a Q4_0, Q5_0 or Q8_0 row with `a` in f64, from the same integer block sums and
+    /// f32 scale products, and the sum of the blocks' magnitudes (a reordering bound's scale).
     fn dot_f64(ty: GgmlType, w: &[u8], a: &[BlockQ8_0]) -> (f64, f64) {
         let level = |blk: &[u8], k: usize| match ty {
             GgmlType::Q4_0 if k < 16 => (blk[2 + k] & 15) as i32 - 8,
             GgmlType::Q4_0 => (blk[2 + k - 16] >> 4) as i32 - 8,
+            GgmlType::Q5_0 => {
+                let nibble = if k < 16 {
+                    blk[6 + k] & 15
+                } else {
+                    blk[6 + k - 16] >> 4
+                };
+                let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                (nibble as i32 | (((qh >> k) & 1) << 4) as i32) - 16
+            }
             _ => blk[2 + k] as i8 as i32,
         };
         let (mut sum, mut mag) = (0f64, 0f64);
@@ -139,13 +148,13 @@ mod legacy_kernels {
     /// and of the exact kernel.
     #[test]
     fn interleaved_rows_match_the_reference_within_float_reordering() {
-        use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q4_0x8, Q8_0x8};
+        use crate::quant::x86::fast_rows::{repack, rows8, Interleaved, Q4_0x8, Q5_0x8, Q8_0x8};
         if !available() {
             eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
             return;
         }
         let mut rng = Rng::new(7);
-        for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        for ty in [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0] {
             for per_row in [1usize, 3, 28, 152] {
                 let n_rows = 19; // two groups of eight and three rows left out
                 let w: Vec<u8> = (0..n_rows)
@@ -192,6 +201,9 @@ mod legacy_kernels {
                     let groups = group_outs::<Q8_0x8>(&w, rb, per_row, &q8);
                     vnni_pairs_match::<Q8_0x8>(&w, rb, per_row, &q8, &groups);
                     groups
+                } else if ty == GgmlType::Q5_0 {
+                    // Repacked as its own only without AVX-512 VNNI: no pairs to compare.
+                    group_outs::<Q5_0x8>(&w, rb, per_row, &q8)
                 } else {
                     let groups = group_outs::<Q4_0x8>(&w, rb, per_row, &q8);
                     vnni_pairs_match::<Q4_0x8>(&w, rb, per_row, &q8, &groups);
