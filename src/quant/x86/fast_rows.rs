@@ -1,8 +1,8 @@
 //! Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 products for the CPU's `fast` numerics (docs/DESIGN.md
 //! "Numerics"), on weights repacked at load eight rows at a time (`repack`): one vector holds a
-//! block's four weights of all eight rows, so one broadcast activation word multiplies them all, and a
-//! block's eight row sums take one conversion and one fused multiply-add together where the
-//! exact kernels (`legacy`, `prompt_rows`) spend those per row and token. The repacked blocks
+//! block's four weights of all eight rows, so one broadcast activation word multiplies them all,
+//! and a block's eight row sums take one conversion and one fused multiply-add together where
+//! the exact kernels (`legacy`, `prompt_rows`) spend those per row and token. The repacked blocks
 //! are as large as the file's (same bytes, other order), so a decode step streams no more.
 //!
 //! Each row's sum is one float chain over its blocks in order (the reference keeps eight lane
