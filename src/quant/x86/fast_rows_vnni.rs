@@ -146,7 +146,8 @@ impl Pairs for Q5_1x8 {
     unsafe fn isums16<const T: usize>(b0: &Self, b1: &Self, y: [&BlockQ8_1; T]) -> [__m512i; T] {
         let (mask, bit4) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
         let qh = halves(b0.qh.as_ptr(), b1.qh.as_ptr());
-        // As `Q5_1x8::isums`: bit 4 of each byte holds vector v's fifth bits after v shifts.
+        // As `fast_rows::five_bit_sums`: bit 4 of each byte holds vector v's fifth bits after v
+        // shifts.
         let (mut lo_h, mut hi_h) = (_mm512_slli_epi16::<4>(qh), qh);
         let mut s = [_mm512_setzero_si512(); T];
         for v in 0..4 {
