@@ -76,11 +76,12 @@ fn history_plots_runs_and_compare_flags_only_a_brick_made_slower() {
     }
 
     // Each of the last 10 unchanged runs against the 10 before it: nothing moved. The smallest
-    // effect is generous (30%, the default is 10%): a run measured while something else on
-    // the machine takes the cores (a build beside the tests on a developer's machine) really
-    // is slower, by as much as a fifth here; the slowed brick below more than triples.
+    // effect is generous (150%, the default is 10%): a run measured while something else takes
+    // the machine (a build beside the tests, another guest on a shared host's memory) really is
+    // slower, every brick at once, by three quarters in two CI runs on a 2-core cloud box; the
+    // slowed brick below grows sixfold.
     let judge = |extra: &[&str]| {
-        let mut args = vec!["compare", "--db", dbs, "--min-effect", "30"];
+        let mut args = vec!["compare", "--db", dbs, "--min-effect", "150"];
         args.extend_from_slice(extra);
         cbtop(&args)
     };
@@ -100,14 +101,14 @@ fn history_plots_runs_and_compare_flags_only_a_brick_made_slower() {
         );
     }
 
-    // ffn_down slowed on purpose: 100 us more in each of the 30 layers, several times its
+    // ffn_down slowed on purpose: 500 us more in each of the 30 layers, about six times its
     // own time.
     let o = run_into(
         &db,
         &out,
         &[
             ("CBTOP_COMMIT", "slow"),
-            ("CBTOP_TEST_SLOW_BRICK", "ffn_down:100"),
+            ("CBTOP_TEST_SLOW_BRICK", "ffn_down:500"),
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
