@@ -78,8 +78,7 @@ fn history_plots_runs_and_compare_flags_only_a_brick_made_slower() {
     // Each of the last 10 unchanged runs against the 10 before it: nothing moved. The smallest
     // effect is generous (150%, the default is 10%): a run measured while something else takes
     // the machine (a build beside the tests, another guest on a shared host's memory) really is
-    // slower, every brick at once, by three quarters in two CI runs on a 2-core cloud box; the
-    // slowed brick below grows sixfold.
+    // slower, every brick at once; the slowed brick below grows sixfold.
     let judge = |extra: &[&str]| {
         let mut args = vec!["compare", "--db", dbs, "--min-effect", "150"];
         args.extend_from_slice(extra);
