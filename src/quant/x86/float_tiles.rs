@@ -184,10 +184,16 @@ impl Tiles {
 #[derive(Default)]
 pub struct Panels {
     data: Vec<f32>,
+    /// Values before the first whole cache line of `data`, where the panels start: a token
+    /// vector's load then never spans two lines (a large allocation starts 16 bytes into one).
+    skew: usize,
     n: usize,
     cols: usize,
     width: usize,
 }
+
+/// f32 values in a cache line.
+const LINE_VALUES: usize = 16;
 
 /// Weights of a panel packed by one `pack_piece` call: a 4864-weight input's 64-token panel
 /// is 76 pieces, enough to keep sixteen threads busy.
@@ -202,9 +208,10 @@ impl Panels {
         self.cols = cols;
         self.width = width;
         let len = self.len();
-        if self.data.len() < len {
-            self.data.resize(len, 0.0);
+        if self.data.len() < len + LINE_VALUES {
+            self.data.resize(len + LINE_VALUES, 0.0);
         }
+        self.skew = self.data.as_ptr().align_offset(64).min(LINE_VALUES);
     }
 
     /// Values the packed panels take (`resize`'s shape).
@@ -215,7 +222,10 @@ impl Panels {
     /// The panels' storage and the length of a piece: piece `i` goes to `pack_piece`.
     pub fn pieces_mut(&mut self) -> (&mut [f32], usize) {
         let len = self.len();
-        (&mut self.data[..len], self.width * PIECE)
+        (
+            &mut self.data[self.skew..self.skew + len],
+            self.width * PIECE,
+        )
     }
 
     /// Tokens packed.
@@ -229,7 +239,7 @@ impl Panels {
     }
 
     fn panel(&self, p: usize) -> *const f32 {
-        self.data[p * self.width * self.cols.next_multiple_of(PIECE)..].as_ptr()
+        self.data[self.skew + p * self.width * self.cols.next_multiple_of(PIECE)..].as_ptr()
     }
 }
 
@@ -560,6 +570,25 @@ mod tests {
     use super::*;
     use crate::quant::float;
     use crate::rng::SplitMix64;
+
+    /// The panels start on a cache line, as the buffer grows and whatever the allocator
+    /// returned, so no token vector's load spans two lines.
+    #[test]
+    fn panels_start_on_a_cache_line() {
+        let mut panels = Panels::default();
+        for (n, cols, width) in [(5, 8, 16), (64, 896, 16), (17, 4864, 32), (64, 896, 64)] {
+            panels.resize(n, cols, width);
+            for p in 0..panels.count() {
+                assert_eq!(
+                    panels.panel(p) as usize % 64,
+                    0,
+                    "{n} tokens x {cols}, panel {p}"
+                );
+            }
+            let (data, _) = panels.pieces_mut();
+            assert_eq!(data.as_ptr() as usize % 64, 0);
+        }
+    }
 
     /// Every kernel, with rows not whole tiles, tokens not whole panels and rows longer than a
     /// step and not a multiple of it, within float reordering of an f64 dot.
