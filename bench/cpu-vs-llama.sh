@@ -11,7 +11,9 @@
 # and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
 # cbtop / llama.cpp. The two sides alternate round by round, so a slow phase of a shared
 # machine falls on both (run one side's rounds after the other's and a drop in the machine's
-# memory bandwidth during one side's runs alone moves the ratio by 20% or more).
+# memory bandwidth during one side's runs alone moves the ratio by 20% or more). Each row also
+# shows the largest share of CPU time the hypervisor stole during one run of its rounds, so a
+# row measured while other guests took the cores says so.
 #
 #   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" \
 #       [SHAPES="qwen2.5-0.5b"] [QUANTS="q4_k_m q8_0 ..."] bash bench/cpu-vs-llama.sh
@@ -37,6 +39,14 @@ LLAMA_DIR=${LLAMA_DIR:-/tmp/llama-cpu}
 OUT=${REPORTS:-/tmp/cbtop-cpu-vs-llama}
 mkdir -p "$MODELS" "$OUT"
 
+# The machine's stolen and total CPU time so far, in jiffies (/proc/stat's "cpu" line; "0 0"
+# where there is none): on a shared virtual machine, the time the hypervisor gave its cores to
+# other guests, which slows whichever side runs then.
+cpu_jiffies() {
+    awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $9 "," t; f = 1 }
+         END { if (!f) print "0,0" }' /proc/stat 2>/dev/null || echo "0,0"
+}
+
 . "$(dirname "$0")/llama-peer.sh"
 bench=$(llama_bench cpu "$LLAMA_DIR")
 
@@ -47,12 +57,15 @@ for entry in "${models[@]}"; do
     file=${entry#*=}
     for t in $THREADS; do
         for r in $(seq "$REPS"); do
+            s0=$(cpu_jiffies)
             "$bench" -m "$file" -t "$t" -p 64 -n 64 -r 1 -o json \
                 >"$OUT/$name-t$t-llama-r$r.json" 2>"$OUT/$name-t$t-llama-r$r.log"
+            s1=$(cpu_jiffies)
             "$CBTOP" --headless --json --device cpu --threads "$t" --timing off \
                 --numerics "$NUMERICS" \
                 --model-path "$file" --tokens 64 --prefill 64 --warmup 4 --ctx 200 \
                 >"$OUT/$name-t$t-cbtop-r$r.json"
+            echo "$s0 $s1 $(cpu_jiffies)" >"$OUT/$name-t$t-steal-r$r.txt"
         done
     done
 done
@@ -67,7 +80,20 @@ flags = set(next((l.split(":", 1)[1].split() for l in cpu.splitlines() if l.star
 isa = [f for f in ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16") if f in flags]
 print(f"CPU: {model}; ISA: {' '.join(isa) or 'none of AVX2/AVX-512'}")
 w = max([len(m) for m in models] + [5]) + 2
-print(f"{'model':<{w}}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}")
+print(f"{'model':<{w}}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}{'steal':>8}")
+
+def steal(name, t):
+    """The largest share of CPU time stolen during one side's run of a round, in percent."""
+    shares = []
+    for r in range(1, reps + 1):
+        try:
+            marks = [tuple(map(int, m.split(","))) for m in open(f"{out}/{name}-t{t}-steal-r{r}.txt").read().split()]
+        except (OSError, ValueError):
+            return None
+        for (s0, t0), (s1, t1) in zip(marks, marks[1:]):
+            shares.append(100 * (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0)
+    return max(shares, default=None)
+
 for name in models:
     for t in threads:
         lls = [json.load(open(f"{out}/{name}-t{t}-llama-r{r}.json")) for r in range(1, reps + 1)]
@@ -78,14 +104,18 @@ for name in models:
         runs = [json.load(open(f"{out}/{name}-t{t}-cbtop-r{r}.json"))["throughput"]
                 for r in range(1, reps + 1)]
         mean = lambda k: statistics.mean(c[k] for c in runs) if all(c[k] for c in runs) else None
+        st = steal(name, t)
+        st = "-" if st is None else f"{st:.1f}%"
         for work, a, b in (("decode", peer(0, 64), mean("tokens_per_sec")),
                            ("prefill", peer(64, 0), mean("prefill_tokens_per_sec"))):
             ratio = f"{b / a:.2f}x" if a and b else "-"
-            print(f"{name:<{w}}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}")
+            print(f"{name:<{w}}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}{st:>8}")
 print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama-bench -t T"
       " -p 64 -n 64 -r 1 (plain build of the peer, docs/benchmarks.md; repacking as it defaults); cbtop:"
       f" --headless --device cpu --timing off --numerics {os.environ['NUMERICS']}, 64 decode"
-      " steps after a 64-token prompt")
+      " steps after a 64-token prompt; steal: the most of the machine's CPU time the hypervisor"
+      " gave to other guests during one side's run of a round (/proc/stat; 0 on a machine of"
+      " its own)")
 PY
 
 BRICK_QUANTS=${BRICK_QUANTS-q4_0 q8_0}
