@@ -258,17 +258,19 @@ pub unsafe fn dot_bf16_row(w: &[u8], x: &[f32]) -> f32 {
 /// `dot` under `fast` numerics: four independent fused multiply-add chains of eight lanes, so
 /// a core takes 32 weights per chain latency instead of 8 (the exact dot's one chain of
 /// unfused steps holds a one-token product well under the memory's rate); the sums are
-/// reordered, so the result differs from the reference by float rounding.
+/// reordered, so the result differs from the reference by float rounding. `AHEAD`: whether
+/// it asks for the weights ahead in software (`features::float_rows_prefetch`); the same sums
+/// either way.
 #[inline(always)]
-unsafe fn dot_fast<T: Wide>(w: &[u8], x: &[f32]) -> f32 {
+unsafe fn dot_fast<T: Wide, const AHEAD: bool>(w: &[u8], x: &[f32]) -> f32 {
     let n = x.len().min(w.len() / T::BYTES);
     let mut acc = [_mm256_setzero_ps(); 4];
     let whole = n / 32 * 32;
     for i in (0..whole).step_by(32) {
-        if (i * T::BYTES) % 64 == 0 {
+        if AHEAD && (i * T::BYTES) % 64 == 0 {
             prefetch_ahead(w.as_ptr().add(i * T::BYTES));
         }
-        if T::BYTES == 4 {
+        if AHEAD && T::BYTES == 4 {
             prefetch_ahead(w.as_ptr().add(i * T::BYTES + 64));
         }
         for (k, a) in acc.iter_mut().enumerate() {
@@ -285,7 +287,8 @@ unsafe fn dot_fast<T: Wide>(w: &[u8], x: &[f32]) -> f32 {
 }
 
 /// `out[r] = row r · x` for the F32, F16 or BF16 rows of `rows` (`row_bytes` each) under
-/// `fast` numerics (`dot_fast`); None for another type.
+/// `fast` numerics (`dot_fast`, with the software prefetch where this CPU streams the rows
+/// faster with it); None for another type.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
@@ -299,10 +302,14 @@ pub unsafe fn rows_fast(
 ) -> Option<()> {
     use crate::quant::GgmlType as G;
     let rows = rows.chunks_exact(row_bytes).zip(out);
-    match ty {
-        G::F32 => rows.for_each(|(r, o)| *o = dot_fast::<F32>(r, x)),
-        G::F16 => rows.for_each(|(r, o)| *o = dot_fast::<F16>(r, x)),
-        G::BF16 => rows.for_each(|(r, o)| *o = dot_fast::<BF16>(r, x)),
+    let ahead = super::features::float_rows_prefetch();
+    match (ty, ahead) {
+        (G::F32, true) => rows.for_each(|(r, o)| *o = dot_fast::<F32, true>(r, x)),
+        (G::F32, false) => rows.for_each(|(r, o)| *o = dot_fast::<F32, false>(r, x)),
+        (G::F16, true) => rows.for_each(|(r, o)| *o = dot_fast::<F16, true>(r, x)),
+        (G::F16, false) => rows.for_each(|(r, o)| *o = dot_fast::<F16, false>(r, x)),
+        (G::BF16, true) => rows.for_each(|(r, o)| *o = dot_fast::<BF16, true>(r, x)),
+        (G::BF16, false) => rows.for_each(|(r, o)| *o = dot_fast::<BF16, false>(r, x)),
         _ => return None,
     }
     Some(())
@@ -422,6 +429,20 @@ mod tests {
                         (got - want).abs() <= 1e-5 * scale.max(1.0),
                         "{ty:?} x {cols}, row {r}: {got} vs {want}"
                     );
+                    // SAFETY: as above.
+                    let (ahead, not) = unsafe {
+                        match ty {
+                            G::F32 => both::<F32>(row, &x),
+                            G::F16 => both::<F16>(row, &x),
+                            _ => both::<BF16>(row, &x),
+                        }
+                    };
+                    assert_eq!(
+                        ahead.to_bits(),
+                        not.to_bits(),
+                        "prefetching or not, one sum"
+                    );
+                    assert_eq!(ahead.to_bits(), out[r].to_bits());
                 }
             }
         }
@@ -429,6 +450,12 @@ mod tests {
         // SAFETY: as above.
         let other = unsafe { rows_fast(G::Q8_0, &[0u8; 34], 34, &[0.0; 32], &mut out) };
         assert!(other.is_none(), "only the float types");
+    }
+
+    /// A row's `dot_fast` with and without the software prefetch.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn both<T: Wide>(row: &[u8], x: &[f32]) -> (f32, f32) {
+        (dot_fast::<T, true>(row, x), dot_fast::<T, false>(row, x))
     }
 
     #[test]
