@@ -259,7 +259,7 @@ pub unsafe fn dot_bf16_row(w: &[u8], x: &[f32]) -> f32 {
 /// a core takes 32 weights per chain latency instead of 8 (the exact dot's one chain of
 /// unfused steps holds a one-token product well under the memory's rate); the sums are
 /// reordered, so the result differs from the reference by float rounding. `AHEAD`: whether
-/// it asks for the weights ahead in software (`features::float_rows_prefetch`); the same sums
+/// it asks for the weights ahead in software (`features::f16_rows_prefetch`); the same sums
 /// either way.
 #[inline(always)]
 unsafe fn dot_fast<T: Wide, const AHEAD: bool>(w: &[u8], x: &[f32]) -> f32 {
@@ -287,8 +287,8 @@ unsafe fn dot_fast<T: Wide, const AHEAD: bool>(w: &[u8], x: &[f32]) -> f32 {
 }
 
 /// `out[r] = row r · x` for the F32, F16 or BF16 rows of `rows` (`row_bytes` each) under
-/// `fast` numerics (`dot_fast`, with the software prefetch where this CPU streams the rows
-/// faster with it); None for another type.
+/// `fast` numerics (`dot_fast`; F16 rows with the software prefetch only where this CPU
+/// streams them faster with it); None for another type.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
@@ -302,14 +302,13 @@ pub unsafe fn rows_fast(
 ) -> Option<()> {
     use crate::quant::GgmlType as G;
     let rows = rows.chunks_exact(row_bytes).zip(out);
-    let ahead = super::features::float_rows_prefetch();
-    match (ty, ahead) {
-        (G::F32, true) => rows.for_each(|(r, o)| *o = dot_fast::<F32, true>(r, x)),
-        (G::F32, false) => rows.for_each(|(r, o)| *o = dot_fast::<F32, false>(r, x)),
-        (G::F16, true) => rows.for_each(|(r, o)| *o = dot_fast::<F16, true>(r, x)),
-        (G::F16, false) => rows.for_each(|(r, o)| *o = dot_fast::<F16, false>(r, x)),
-        (G::BF16, true) => rows.for_each(|(r, o)| *o = dot_fast::<BF16, true>(r, x)),
-        (G::BF16, false) => rows.for_each(|(r, o)| *o = dot_fast::<BF16, false>(r, x)),
+    match ty {
+        G::F32 => rows.for_each(|(r, o)| *o = dot_fast::<F32, true>(r, x)),
+        G::F16 if super::features::f16_rows_prefetch() => {
+            rows.for_each(|(r, o)| *o = dot_fast::<F16, true>(r, x))
+        }
+        G::F16 => rows.for_each(|(r, o)| *o = dot_fast::<F16, false>(r, x)),
+        G::BF16 => rows.for_each(|(r, o)| *o = dot_fast::<BF16, true>(r, x)),
         _ => return None,
     }
     Some(())

@@ -7,8 +7,8 @@
 /// unpacks its blocks keeps the core busy between loads, so its own demand misses leave the
 /// memory bus idle. Each single-row kernel asks for the line this far past every block it
 /// dots, so the requests are spread over the work (one burst per row instead fills the core's
-/// miss buffers and stalls its own loads). The one-token float rows ask only where that is
-/// faster (`features::float_rows_prefetch`).
+/// miss buffers and stalls its own loads). The one-token F16 rows ask only where that is
+/// faster (`features::f16_rows_prefetch`).
 #[cfg(target_arch = "x86_64")]
 pub(crate) const PREFETCH_AHEAD: usize = 16 << 10;
 
