@@ -3,10 +3,11 @@
 //! level, where the CPU has AVX-512 VNNI, whose kernels take Q8_0's groups in pairs, else in its
 //! own layout), so decode and prompt products take eight rows per broadcast activation word
 //! without reordering bytes on every call. Built once per engine, on the pool; the file's own
-//! bytes stay mapped for everything else (the embedding lookup, the rows past a matrix's last whole group, the
-//! exact kernels). The output matrix is repacked too: a batch step takes it for every sequence (a
-//! prompt, only for its last token), and against the file's layout it was the largest share of such
-//! a step; its copy is the largest of a small model's (the report shows the bytes and seconds).
+//! bytes stay mapped for everything else (the embedding lookup, the rows past a matrix's last
+//! whole group, the exact kernels). The output matrix is repacked too: a batch step takes it for
+//! every sequence (a prompt, only for its last token), and against the file's layout it was the
+//! largest share of such a step; its copy is the largest of a small model's (the report shows
+//! the bytes and seconds).
 
 use std::collections::HashMap;
 use std::time::Instant;
