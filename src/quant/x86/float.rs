@@ -263,32 +263,75 @@ pub unsafe fn dot_bf16_row(w: &[u8], x: &[f32]) -> f32 {
 /// either way.
 #[inline(always)]
 unsafe fn dot_fast<T: Wide, const AHEAD: bool>(w: &[u8], x: &[f32]) -> f32 {
-    let n = x.len().min(w.len() / T::BYTES);
-    let mut acc = [_mm256_setzero_ps(); 4];
+    dots_fast::<T, AHEAD, 1>([w], x)[0]
+}
+
+/// `dot_fast` of `N` rows at once, each row's sums in the single row's order (the same bits),
+/// their loads interleaved step by step.
+#[inline(always)]
+unsafe fn dots_fast<T: Wide, const AHEAD: bool, const N: usize>(
+    w: [&[u8]; N],
+    x: &[f32],
+) -> [f32; N] {
+    let n = w.iter().fold(x.len(), |n, w| n.min(w.len() / T::BYTES));
+    let mut acc = [[_mm256_setzero_ps(); 4]; N];
     let whole = n / 32 * 32;
     for i in (0..whole).step_by(32) {
-        if AHEAD && (i * T::BYTES) % 64 == 0 {
-            prefetch_ahead(w.as_ptr().add(i * T::BYTES));
+        for w in w {
+            if AHEAD && (i * T::BYTES) % 64 == 0 {
+                prefetch_ahead(w.as_ptr().add(i * T::BYTES));
+            }
+            if AHEAD && T::BYTES == 4 {
+                prefetch_ahead(w.as_ptr().add(i * T::BYTES + 64));
+            }
         }
-        if AHEAD && T::BYTES == 4 {
-            prefetch_ahead(w.as_ptr().add(i * T::BYTES + 64));
-        }
-        for (k, a) in acc.iter_mut().enumerate() {
-            let wv = T::load8(w.as_ptr().add((i + 8 * k) * T::BYTES));
+        for k in 0..4 {
             let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * k));
-            *a = _mm256_fmadd_ps(wv, xv, *a);
+            for (w, acc) in w.iter().zip(acc.iter_mut()) {
+                let wv = T::load8(w.as_ptr().add((i + 8 * k) * T::BYTES));
+                acc[k] = _mm256_fmadd_ps(wv, xv, acc[k]);
+            }
         }
     }
-    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
-    let tail: f32 = (whole..n).map(|i| T::one(w, i) * x[i]).sum();
-    lanes.iter().sum::<f32>() + tail
+    let mut sums = [0f32; N];
+    for ((w, acc), s) in w.iter().zip(acc).zip(sums.iter_mut()) {
+        let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
+        let tail: f32 = (whole..n).map(|i| T::one(w, i) * x[i]).sum();
+        *s = lanes.iter().sum::<f32>() + tail;
+    }
+    sums
+}
+
+/// `out[r] = dot_fast(row r, x)` for the rows of `rows`, taken as two streams: the first half
+/// of the rows beside the second, a row of each per step. A single stream of rows dotted one
+/// after another read memory at two thirds of what the two halves read together on an AMD
+/// EPYC (docs/measurements/cpu-engine.md); the rows' sums are the same bits either way.
+#[inline(always)]
+unsafe fn rows_two_streams<T: Wide, const AHEAD: bool>(
+    rows: &[u8],
+    row_bytes: usize,
+    x: &[f32],
+    out: &mut [f32],
+) {
+    let n = out.len().min(rows.len() / row_bytes);
+    let (first, second) = rows[..n * row_bytes].split_at(n / 2 * row_bytes);
+    let (out_first, out_second) = out[..n].split_at_mut(n / 2);
+    let pairs = first
+        .chunks_exact(row_bytes)
+        .zip(second.chunks_exact(row_bytes));
+    for ((a, b), (oa, ob)) in pairs.zip(out_first.iter_mut().zip(out_second.iter_mut())) {
+        [*oa, *ob] = dots_fast::<T, AHEAD, 2>([a, b], x);
+    }
+    if n % 2 == 1 {
+        out_second[n / 2] = dot_fast::<T, AHEAD>(&second[n / 2 * row_bytes..], x);
+    }
 }
 
 /// `out[r] = row r · x` for the F32, F16 or BF16 rows of `rows` (`row_bytes` each) under
-/// `fast` numerics (`dot_fast`; F16 rows with the software prefetch only where this CPU
-/// streams them faster with it); None for another type.
+/// `fast` numerics (`dot_fast`, two streams of rows; F16 rows with the software prefetch only
+/// where this CPU streams them faster with it); None for another type.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C (`x86::available()`).
@@ -301,14 +344,13 @@ pub unsafe fn rows_fast(
     out: &mut [f32],
 ) -> Option<()> {
     use crate::quant::GgmlType as G;
-    let rows = rows.chunks_exact(row_bytes).zip(out);
     match ty {
-        G::F32 => rows.for_each(|(r, o)| *o = dot_fast::<F32, true>(r, x)),
+        G::F32 => rows_two_streams::<F32, true>(rows, row_bytes, x, out),
         G::F16 if super::features::f16_rows_prefetch() => {
-            rows.for_each(|(r, o)| *o = dot_fast::<F16, true>(r, x))
+            rows_two_streams::<F16, true>(rows, row_bytes, x, out)
         }
-        G::F16 => rows.for_each(|(r, o)| *o = dot_fast::<F16, false>(r, x)),
-        G::BF16 => rows.for_each(|(r, o)| *o = dot_fast::<BF16, true>(r, x)),
+        G::F16 => rows_two_streams::<F16, false>(rows, row_bytes, x, out),
+        G::BF16 => rows_two_streams::<BF16, true>(rows, row_bytes, x, out),
         _ => return None,
     }
     Some(())
@@ -386,7 +428,8 @@ mod tests {
     }
 
     /// The fast one-token rows of each float type (lengths with and without a tail past the
-    /// 32-weight step) within float reordering of an f64 dot of the same values.
+    /// 32-weight step; odd and even counts of rows, which `rows_two_streams` pairs) within
+    /// float reordering of an f64 dot of the same values, each row the bits of its own dot.
     #[test]
     fn fast_float_rows_match_an_f64_dot() {
         use crate::quant::GgmlType as G;
@@ -396,8 +439,7 @@ mod tests {
         }
         let mut rng = SplitMix64::new(0xf1_0a75);
         for ty in [G::F32, G::F16, G::BF16] {
-            for cols in [32usize, 96, 101, 896] {
-                let n_rows = 5;
+            for (cols, n_rows) in [(32usize, 1usize), (96, 4), (101, 5), (896, 5), (896, 6)] {
                 let vals: Vec<f32> = (0..cols * n_rows).map(|_| rng.next_signed()).collect();
                 let x: Vec<f32> = (0..cols).map(|_| rng.next_signed()).collect();
                 let bytes: Vec<u8> = vals
