@@ -259,6 +259,47 @@ fn a_prompt_batch_equals_its_tokens_one_by_one_bit_for_bit() {
     }
 }
 
+/// A prompt evaluated for its last logits only (the last layer then runs only its last row
+/// past the attention) gives, under `exact`, the bits of the last row of the same prompt's
+/// logits at every position, and under `fast` stays within llama.cpp's bound at that position.
+/// Biases (qwen2), post-norms (gemma3), a fused QKV (phi3) and the tiled attention's 72 tokens.
+#[test]
+fn a_prompt_wanting_its_last_logits_gets_the_last_row_of_all() {
+    let names = [
+        "conf-qwen2-Q4_K_M",
+        "conf-llama-Q8_0",
+        "conf-qwen2-F16",
+        "synth-gemma3-Q4_K_M",
+        "synth-phi3-F16",
+        "synth-long-qwen3-F32",
+    ];
+    for name in names {
+        let (model, reference, bound) = common::conformance_case(name);
+        let prompt = common::ids(&reference["prompt_ids"]);
+        let eval = |numerics, want| {
+            let mut engine = CpuEngine::new(model.clone(), 128).with_numerics(numerics);
+            engine.eval(&prompt, want).unwrap()
+        };
+        let all = eval(Numerics::Exact, LogitsFor::All);
+        let last = eval(Numerics::Exact, LogitsFor::Last);
+        assert_eq!(last.len(), 1, "{name}: one row of logits");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert!(
+            bits(&last[0]) == bits(&all[prompt.len() - 1]),
+            "{name}: the last row alone differs (max {})",
+            max_abs_diff(&last[0], &all[prompt.len() - 1])
+        );
+        let fast = eval(Numerics::Fast, LogitsFor::Last);
+        let theirs = common::floats(&reference["prompt_logits"][prompt.len() - 1]);
+        let diff = max_abs_diff(&fast[0], &theirs);
+        let bound = common::fast_bound(name, bound);
+        assert!(
+            diff <= bound,
+            "{name}: fast, last row alone: {diff} > {bound}"
+        );
+    }
+}
+
 /// The GPU tests hold fast numerics to llama.cpp's own CUDA-vs-CPU spread where it is wider
 /// than their bound: every synthesized conformance model has it recorded, as a finite,
 /// non-negative figure.

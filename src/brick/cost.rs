@@ -200,12 +200,15 @@ impl Shapes {
 
     /// Cost of `brick` for a prompt of `n` tokens evaluated at once from an empty cache:
     /// weights read once, activations and FLOPs `n` times (attention's at the prompt's mean
-    /// context length); the output norm, head and pick run for the last token only. The
+    /// context length), except that the last layer runs its bricks past the attention for
+    /// `tail` rows (the CPU engine's for the last token only, `n` where every row runs); the
+    /// output norm, head and pick run for the last token only. The
     /// bytes are what the work must move at least: the attention reads the prompt's cached K
     /// and V rows once (a tiled kernel keeps them on chip across queries), not once per query
     /// as a decode step does, which had put a 512-token prompt's attention at 4.6 TB/s.
-    pub fn prefill_cost(&self, brick: Brick, n: usize) -> Cost {
-        let n = n.max(1) as f64;
+    pub fn prefill_cost(&self, brick: Brick, n: usize, tail: usize) -> Cost {
+        let (n, tail) = (n.max(1) as f64, tail.clamp(1, n.max(1)) as f64);
+        let layers = self.n_layers.max(1) as f64;
         brick
             .covers()
             .into_iter()
@@ -214,6 +217,12 @@ impl Shapes {
                 if matches!(b, BrickId::FinalNorm | BrickId::LmHead | BrickId::Sample) {
                     return one;
                 }
+                // Rows per layer, the last layer's past its attention `tail` (every layer's
+                // shapes are the same, so the rows' mean over the layers scales the cost).
+                let n = match b.past_attention() {
+                    true => (n * (layers - 1.0) + tail) / layers,
+                    false => n,
+                };
                 let w = self.weight_bytes(b);
                 let cache = if b == BrickId::Attention {
                     // Per query the mean context's rows; the prompt's rows once in all.
@@ -585,7 +594,7 @@ mod tests {
     fn a_prompt_reads_its_cached_rows_once() {
         let s = shapes();
         let n = 100usize;
-        let p = s.prefill_cost(BrickId::Attention.into(), n);
+        let p = s.prefill_cost(BrickId::Attention.into(), n, 1);
         let none = s.cost(BrickId::Attention.into(), 0.0);
         // 100 tokens' own q, k, v reads plus the 100 cache rows once: 2 layers x 100 x 32
         // x 2 (K and V) x 2 bytes.
@@ -653,7 +662,29 @@ mod tests {
         let a = s.cost(BrickId::Attention.into(), 10.0);
         assert_eq!(a.resident, a.bytes() - 2.0 * 2.0 * 10.0 * 32.0 * 2.0);
         // A prompt's bricks: all but the weights.
-        let p = s.prefill_cost(BrickId::Qkv.into(), 64);
+        let p = s.prefill_cost(BrickId::Qkv.into(), 64, 1);
         assert_eq!(p.resident, p.bytes() - 2000.0);
+    }
+
+    #[test]
+    fn a_prompts_last_layer_past_its_attention_costs_its_tail_rows() {
+        let s = shapes();
+        let (n, layers) = (64usize, 2.0);
+        for brick in [BrickId::AttnOut, BrickId::FfnGateUp, BrickId::FfnResidual] {
+            let one = s.cost(brick.into(), 0.0);
+            let all = s.prefill_cost(brick.into(), n, n);
+            let tail = s.prefill_cost(brick.into(), n, 1);
+            assert!((all.flops - n as f64 * one.flops).abs() < 1e-6 * all.flops);
+            // One layer of two for 64 rows, the last for one: 32.5 rows' worth.
+            let rows = (n as f64 * (layers - 1.0) + 1.0) / layers;
+            assert!(
+                (tail.flops - rows * one.flops).abs() < 1e-6 * all.flops,
+                "{brick:?}"
+            );
+            assert!(tail.bytes_written < all.bytes_written, "{brick:?}");
+        }
+        // The attention and the products before it run every row of every layer.
+        let qkv = |tail| s.prefill_cost(BrickId::Qkv.into(), n, tail);
+        assert_eq!(qkv(1), qkv(n));
     }
 }

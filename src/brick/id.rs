@@ -106,6 +106,25 @@ impl BrickId {
     pub fn order(self) -> usize {
         self as usize
     }
+
+    /// A layer's brick after its attention: it works on the attention's output only, so a
+    /// prompt's last layer may run it for the rows whose logits are wanted alone.
+    pub fn past_attention(self) -> bool {
+        use BrickId as B;
+        matches!(
+            self,
+            B::AttnOut
+                | B::PostAttnNorm
+                | B::AttnResidual
+                | B::FfnNorm
+                | B::FfnGateUp
+                | B::FfnAct
+                | B::FfnGeglu
+                | B::FfnDown
+                | B::PostFfnNorm
+                | B::FfnResidual
+        )
+    }
 }
 
 /// What a span is recorded under: one logical brick, or a fused kernel covering several

@@ -300,6 +300,7 @@ struct Measured {
     numerics: Numerics,
     repacked: Option<(usize, f64)>,
     prompt_on_tensor_cores: bool,
+    prompt_tail_rows: usize,
     nvml_bus_gbps: Option<f64>,
     telemetry: Option<RunTelemetry>,
     run: RunResult,
@@ -335,6 +336,7 @@ fn measure(
     let (backend, gpu, numerics) = (engine.name(), engine.gpu_info(), engine.numerics());
     let repacked = engine.repacked();
     let prompt_on_tensor_cores = engine.prompt_on_tensor_cores(prompt.len());
+    let prompt_tail_rows = engine.prompt_tail_rows(prompt.len());
     let nvml = nvml_index(device);
     let nvml_bus_gbps =
         nvml.and_then(|i| GpuProbe::open(i).and_then(|p| p.peak_bandwidth_gbps()).ok());
@@ -371,6 +373,7 @@ fn measure(
         numerics,
         repacked,
         prompt_on_tensor_cores,
+        prompt_tail_rows,
         nvml_bus_gbps,
         telemetry,
         run,
@@ -415,6 +418,7 @@ fn run_info<'a>(
         nvml_bus_gbps: m.nvml_bus_gbps,
         telemetry: m.telemetry.as_ref().map(|t| t.summary.clone()),
         prompt_on_tensor_cores: m.prompt_on_tensor_cores,
+        prompt_tail_rows: m.prompt_tail_rows,
         kernels: &m.kernels,
     }
 }

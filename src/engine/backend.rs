@@ -156,6 +156,15 @@ impl Backend {
         }
     }
 
+    /// Rows of a prompt of `n` tokens its last layer runs past the attention when only the
+    /// last logits are wanted: the CPU engine's last row alone, every row on the GPU.
+    pub fn prompt_tail_rows(&self, n: usize) -> usize {
+        match self {
+            Backend::Cpu(_) => n.min(1),
+            Backend::Cuda(_) => n,
+        }
+    }
+
     /// The numerics the engine runs with: `exact` on the CPU (the reference) whatever was
     /// asked, the CUDA engine's own setting on the GPU.
     pub fn numerics(&self) -> Numerics {

@@ -149,14 +149,15 @@ fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// Judge a profiled prompt evaluation of `tokens` tokens against the roofline of `peaks`
-/// (its compute roof the tensor cores' when `tensor_cores`: `MeasuredPeaks::prefill_roof`).
+/// Judge a profiled prompt evaluation of `tokens` tokens, its last layer past the attention
+/// on `tail` of them (`Shapes::prefill_cost`), against the roofline of `peaks` (its compute
+/// roof the tensor cores' when `tensor_cores`: `MeasuredPeaks::prefill_roof`).
 /// The bricks covering one of `int8_products` (products whose weights are quantized, on the
 /// CPU) take the int8 dot peak as their compute roof where it was measured: their dots are
 /// integer multiply-adds, which the FMA peak understates.
 pub fn analyze_prefill(
     sample: &TokenSample,
-    tokens: usize,
+    (tokens, tail): (usize, usize),
     n_layers: usize,
     shapes: &Shapes,
     peaks: &MeasuredPeaks,
@@ -177,7 +178,7 @@ pub fn analyze_prefill(
         .iter()
         .map(|b| {
             let us = b.per_token.mean_us();
-            let cost = shapes.prefill_cost(b.brick, tokens);
+            let cost = shapes.prefill_cost(b.brick, tokens, tail);
             let compute = compute_of(b.brick);
             let roofline_us = peaks.roof_with(compute).time_us(&cost);
             PrefillRow {

@@ -37,6 +37,8 @@ pub struct RunInfo<'a> {
     pub telemetry: Option<Telemetry>,
     /// The prompt's products ran on tensor cores, whose peak then bounds its bricks.
     pub prompt_on_tensor_cores: bool,
+    /// Rows the prompt's last layer ran past its attention (`Backend::prompt_tail_rows`).
+    pub prompt_tail_rows: usize,
     /// The kernels the engine named for its bricks.
     pub kernels: &'a Catalogue,
 }
@@ -125,7 +127,8 @@ fn analysis(info: &RunInfo, run: &RunResult, budgets: &Budgets) -> Analysis {
         let int8 = quantized_products(&model.weights);
         let layers = model.config.n_layers;
         let tensor = info.prompt_on_tensor_cores;
-        analyze_prefill(s, run.prefill.tokens, layers, &shapes, peaks, tensor, &int8)
+        let rows = (run.prefill.tokens, info.prompt_tail_rows);
+        analyze_prefill(s, rows, layers, &shapes, peaks, tensor, &int8)
     });
     a
 }

@@ -201,6 +201,8 @@ pub fn forward_batch_rows(
     // the global layers' and the sliding layers' (`Config::layer_rope`). On the stack, so a
     // decode step allocates no more than one table's.
     let mut tables: [Option<(RopeParams, Vec<RopeTable>)>; 2] = [None, None];
+    // Rows that ran the last layer to its end (`keep_last_rows`).
+    let mut kept = n;
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l);
         rec.time(B::AttnNorm, layer, || {
@@ -323,6 +325,17 @@ pub fn forward_batch_rows(
             }
             kernels.op(rec, B::Attention, layer, name, None);
         }
+        // The last layer's rows past its attention feed only the logits (their K and V are
+        // cached above): where only each sequence's last row is wanted, the rest stop here.
+        let m = match want {
+            LogitsFor::Last if l + 1 == w.layers.len() => {
+                keep_last_rows(&starts, seqs, n, (x, e), (att, qd))
+            }
+            _ => n,
+        };
+        kept = m;
+        let (x, h, att) = (&mut x[..m * e], &mut h[..m * e], &mut att[..m * qd]);
+        let (o, gate, up) = (&mut o[..m * e], &mut gate[..m * ff], &mut up[..m * ff]);
         rec.time(B::AttnOut, layer, || matmul(w, &lw.wo, att, &mut *o, fast));
         kernels.products(rec, B::AttnOut, layer, &[&lw.wo]);
         if let Some(pn) = &lw.post_attn_norm {
@@ -383,15 +396,19 @@ pub fn forward_batch_rows(
         kv.advance(tokens.len());
     }
 
-    // The rows whose logits are wanted, sequence by sequence.
-    let rows: Vec<usize> = seqs
-        .iter()
-        .zip(&starts)
-        .flat_map(|((_, tokens), &(r0, _))| match want {
-            LogitsFor::Last => r0 + tokens.len() - 1..r0 + tokens.len(),
-            LogitsFor::All => r0..r0 + tokens.len(),
-        })
-        .collect();
+    // The rows whose logits are wanted, sequence by sequence (the first `kept` where the last
+    // layer kept only those).
+    let rows: Vec<usize> = if kept < n {
+        (0..kept).collect()
+    } else {
+        seqs.iter()
+            .zip(&starts)
+            .flat_map(|((_, tokens), &(r0, _))| match want {
+                LogitsFor::Last => r0 + tokens.len() - 1..r0 + tokens.len(),
+                LogitsFor::All => r0..r0 + tokens.len(),
+            })
+            .collect()
+    };
     let normed = sized(normed, rows.len() * e);
     rec.time(B::FinalNorm, None, || {
         for (hr, &t) in normed.chunks_exact_mut(e).zip(&rows) {
@@ -413,6 +430,29 @@ pub fn forward_batch_rows(
         kernels.op(rec, B::LmHead, None, cap, None);
     }
     rows.len()
+}
+
+/// Moves each sequence's last row of the residual stream `x` and of the attention output `att`
+/// (rows of `e` and `qd` values) to the front, in sequence order, and returns how many there
+/// are: the rows the last layer then runs to its end. `starts` holds each sequence's first
+/// row among the `n`.
+fn keep_last_rows(
+    starts: &[(usize, usize)],
+    seqs: &[(&mut KvCache, &[u32])],
+    n: usize,
+    (x, e): (&mut [f32], usize),
+    (att, qd): (&mut [f32], usize),
+) -> usize {
+    if seqs.len() == n {
+        return n;
+    }
+    for (i, ((_, tokens), &(r0, _))) in seqs.iter().zip(starts).enumerate() {
+        // Rows only move forward (`i <= r`), so no row is overwritten before it moves.
+        let r = r0 + tokens.len() - 1;
+        x.copy_within(r * e..(r + 1) * e, i * e);
+        att.copy_within(r * qd..(r + 1) * qd, i * qd);
+    }
+    seqs.len()
 }
 
 #[cfg(test)]
