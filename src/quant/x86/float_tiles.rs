@@ -163,13 +163,7 @@ impl Tiles {
         part: (usize, usize),
         out: &mut [&mut [f32]],
     ) {
-        assert_eq!(
-            tokens.width,
-            self.width(),
-            "panels packed for another kernel"
-        );
-        let end = part.1.min(tokens.count());
-        let part = (part.0.min(end), end);
+        let part = self.panels_of(tokens, part);
         match self {
             Tiles::Avx2 => rows_avx2(ty, Src::Rows(rows), cols, (tokens, part), out),
             Tiles::Avx512 => rows_avx512(ty, rows, cols, (tokens, part), out),
@@ -203,15 +197,22 @@ impl Tiles {
             first.is_multiple_of(AVX2_ROWS) && first + n_rows <= m.rows,
             "rows of the matrix, from a tile's first"
         );
+        let part = self.panels_of(tokens, part);
+        let src = Src::StepMajor(m, first, n_rows);
+        rows_avx2(ty, src, m.cols, (tokens, part), out)
+    }
+}
+
+impl Tiles {
+    /// Panels `part` of `tokens`, cut to those packed; the panels must be this kernel's.
+    fn panels_of(self, tokens: &Panels, part: (usize, usize)) -> (usize, usize) {
         assert_eq!(
             tokens.width,
             self.width(),
             "panels packed for another kernel"
         );
         let end = part.1.min(tokens.count());
-        let part = (part.0.min(end), end);
-        let src = Src::StepMajor(m, first, n_rows);
-        rows_avx2(ty, src, m.cols, (tokens, part), out)
+        (part.0.min(end), end)
     }
 }
 
