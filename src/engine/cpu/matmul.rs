@@ -755,8 +755,7 @@ fn matmuls_in(
                             let p = panels.iter().find(|(k, _)| *k == kind).map(|(_, p)| p);
                             (t, p.expect("packed above"), part)
                         });
-                        let steps = fast.and_then(|r| r.step_major(m)).map(|s| (s, r0));
-                        return widened_batch(m.ty, (rows, steps), m.cols, acts, tiles, &out_rows);
+                        return widened_batch(m.ty, rows, m.cols, acts, tiles, &out_rows);
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::KquantFast => {
@@ -909,10 +908,7 @@ fn unpacked_batch<'o>(
 #[cfg(target_arch = "x86_64")]
 fn widened_batch<'o>(
     ty: GgmlType,
-    (rows, steps): (
-        &[u8],
-        Option<(&crate::quant::x86::float_tiles::StepMajor, usize)>,
-    ),
+    rows: &[u8],
     cols: usize,
     acts: &[QuantizedAct],
     tiles: Option<(
@@ -923,7 +919,6 @@ fn widened_batch<'o>(
     out_rows: &impl Fn(usize) -> &'o mut [f32],
 ) {
     use crate::quant::x86::float::{rows_wide_x4, widen};
-    use crate::quant::x86::float_tiles::Tiles;
     thread_local! {
         static WIDE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
@@ -933,16 +928,8 @@ fn widened_batch<'o>(
         debug_assert_eq!(panels.tokens(), n);
         let (t0, t1) = (part.0 * tiles.width(), (part.1 * tiles.width()).min(n));
         let mut outs: Vec<&mut [f32]> = (t0..t1).map(out_rows).collect();
-        let n_rows = rows.len() / (2 * cols);
-        match steps {
-            // SAFETY: `Tiles::pick` found the kernel's features; a float task's rows start
-            // at a whole number of tiles (`float_tasks`).
-            Some((m, first)) if tiles == Tiles::Avx2 => unsafe {
-                tiles.run_step_major(ty, m, (first, n_rows), panels, part, &mut outs)
-            },
-            // SAFETY: `Tiles::pick` found the kernel's features.
-            _ => unsafe { tiles.run(ty, rows, cols, panels, part, &mut outs) },
-        }
+        // SAFETY: `Tiles::pick` found the kernel's features.
+        unsafe { tiles.run(ty, rows, cols, panels, part, &mut outs) };
         return;
     }
     let mut wide = WIDE.take();

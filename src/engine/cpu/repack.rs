@@ -7,9 +7,7 @@
 //! whole group, the exact kernels). The output matrix is repacked too: a batch step takes it for
 //! every sequence (a prompt, only for its last token), and against the file's layout it was the
 //! largest share of such a step; its copy is the largest of a small model's (the report shows
-//! the bytes and seconds). Where the prompt's F16/BF16 tiles are AVX2's, the layers' F16/BF16
-//! matrices are also held in the order those tiles read them (`float_tiles::StepMajor`); a
-//! token's products keep reading the file's rows.
+//! the bytes and seconds).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -36,9 +34,6 @@ pub enum Packed {
 #[derive(Default)]
 pub struct Repacked {
     mats: HashMap<usize, Packed>,
-    /// F16/BF16 matrices laid out for the AVX2 prompt tiles.
-    #[cfg(target_arch = "x86_64")]
-    steps: HashMap<usize, crate::quant::x86::float_tiles::StepMajor>,
     /// Bytes held by the repacked copies.
     pub bytes: usize,
     /// Wall time the repacking took, seconds.
@@ -94,25 +89,6 @@ impl Repacked {
             for l in &w.layers {
                 mats.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
             }
-            // A prompt's float products; the output head's is one token's (a prompt's last).
-            use crate::quant::x86::float_tiles::{StepMajor, Tiles};
-            if Tiles::pick() == Some(Tiles::Avx2) {
-                for m in &mats[1..] {
-                    let float = matches!(m.ty, GgmlType::F16 | GgmlType::BF16);
-                    if !float || out.steps.contains_key(&m.offset()) {
-                        continue;
-                    }
-                    let rows = w.bytes(m);
-                    let packed = StepMajor::pack(rows, m.rows, m.cols, |steps| {
-                        use rayon::prelude::*;
-                        steps
-                            .into_par_iter()
-                            .for_each(|s| StepMajor::fill_step(rows, m.cols, s))
-                    });
-                    out.bytes += packed.bytes();
-                    out.steps.insert(m.offset(), packed);
-                }
-            }
             for m in mats {
                 if m.rows < 8 || out.mats.contains_key(&m.offset()) {
                     continue;
@@ -164,11 +140,5 @@ impl Repacked {
     /// `m`'s repacked rows, if it has them.
     pub fn get(&self, m: &Mat) -> Option<&Packed> {
         self.mats.get(&m.offset())
-    }
-
-    /// `m` laid out for the AVX2 prompt tiles, if it is.
-    #[cfg(target_arch = "x86_64")]
-    pub fn step_major(&self, m: &Mat) -> Option<&crate::quant::x86::float_tiles::StepMajor> {
-        self.steps.get(&m.offset())
     }
 }

@@ -163,183 +163,17 @@ impl Tiles {
         part: (usize, usize),
         out: &mut [&mut [f32]],
     ) {
-        let part = self.panels_of(tokens, part);
-        match self {
-            Tiles::Avx2 => rows_avx2(ty, Src::Rows(rows), cols, (tokens, part), out),
-            Tiles::Avx512 => rows_avx512(ty, rows, cols, (tokens, part), out),
-            Tiles::Avx512Wide => rows_avx512_wide(ty, rows, cols, (tokens, part), out),
-        }
-    }
-}
-
-impl Tiles {
-    /// `run` on rows `first..first + n_rows` of a matrix laid out for the AVX2 tiles
-    /// (`StepMajor`), `first` a whole number of tiles; the same bits as on the file's rows.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2, FMA and F16C (`Tiles::Avx2`, the one kernel this layout is for).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn run_step_major(
-        self,
-        ty: GgmlType,
-        m: &StepMajor,
-        (first, n_rows): (usize, usize),
-        tokens: &Panels,
-        part: (usize, usize),
-        out: &mut [&mut [f32]],
-    ) {
-        assert_eq!(
-            self,
-            Tiles::Avx2,
-            "the step-major layout is the AVX2 tiles'"
-        );
-        assert!(
-            first.is_multiple_of(AVX2_ROWS) && first + n_rows <= m.rows,
-            "rows of the matrix, from a tile's first"
-        );
-        let part = self.panels_of(tokens, part);
-        let src = Src::StepMajor(m, first, n_rows);
-        rows_avx2(ty, src, m.cols, (tokens, part), out)
-    }
-}
-
-impl Tiles {
-    /// Panels `part` of `tokens`, cut to those packed; the panels must be this kernel's.
-    fn panels_of(self, tokens: &Panels, part: (usize, usize)) -> (usize, usize) {
         assert_eq!(
             tokens.width,
             self.width(),
             "panels packed for another kernel"
         );
         let end = part.1.min(tokens.count());
-        (part.0.min(end), end)
-    }
-}
-
-/// Rows of a tile of the AVX2 kernel, the step-major layout's tile height.
-pub const AVX2_ROWS: usize = 6;
-
-/// A matrix's F16/BF16 rows in the order the AVX2 tiles read them: step by step of `STEP`
-/// weights, in each step tile by tile of `AVX2_ROWS` rows (the last tile padded with zero
-/// rows), in each tile its rows' runs of the step one after another. A task's tiles of a step
-/// are then one run of memory read in order, where the file's layout gives each tile six runs of
-/// a step's 512 bytes a row apart, which the hardware prefetchers do not follow.
-pub struct StepMajor {
-    data: Vec<u8>,
-    rows: usize,
-    cols: usize,
-}
-
-impl StepMajor {
-    /// `rows` (`n_rows` rows of `cols` 2-byte weights) laid out step-major; each step's block
-    /// is filled by `fill`, which gets the block's steps as `(k0, kc, block)` and may run them in
-    /// parallel (`StepMajor::fill_step` fills one).
-    pub fn pack(
-        rows: &[u8],
-        n_rows: usize,
-        cols: usize,
-        fill: impl FnOnce(Vec<(usize, usize, &mut [u8])>),
-    ) -> StepMajor {
-        assert_eq!(rows.len(), 2 * n_rows * cols, "rows of 2-byte weights");
-        let padded = n_rows.next_multiple_of(AVX2_ROWS);
-        let mut data = vec![0u8; 2 * padded * cols];
-        let mut steps = Vec::with_capacity(cols.div_ceil(STEP));
-        let mut rest = data.as_mut_slice();
-        for k0 in (0..cols).step_by(STEP) {
-            let kc = STEP.min(cols - k0);
-            let (block, tail) = rest.split_at_mut(2 * padded * kc);
-            steps.push((k0, kc, block));
-            rest = tail;
-        }
-        fill(steps);
-        StepMajor {
-            data,
-            rows: n_rows,
-            cols,
-        }
-    }
-
-    /// Fills step `k0` (`kc` weights) of `rows` (`cols` weights each) into its `block`.
-    pub fn fill_step(rows: &[u8], cols: usize, (k0, kc, block): (usize, usize, &mut [u8])) {
-        let row_bytes = 2 * cols;
-        for (r, row) in rows.chunks_exact(row_bytes).enumerate() {
-            let at = 2 * kc * ((r / AVX2_ROWS) * AVX2_ROWS + r % AVX2_ROWS);
-            block[at..at + 2 * kc].copy_from_slice(&row[2 * k0..2 * (k0 + kc)]);
-        }
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Byte offset of tile `tile`'s runs of step `k0` (`kc` weights).
-    fn at(&self, tile: usize, k0: usize, kc: usize) -> usize {
-        let padded = self.rows.next_multiple_of(AVX2_ROWS);
-        2 * (k0 * padded + tile * AVX2_ROWS * kc)
-    }
-}
-
-/// Where a task's rows come from: the file's rows, or rows `first..first + n` of a step-major
-/// matrix.
-#[derive(Clone, Copy)]
-enum Src<'a> {
-    Rows(&'a [u8]),
-    StepMajor(&'a StepMajor, usize, usize),
-}
-
-impl Src<'_> {
-    /// Rows of the task.
-    fn rows(&self, cols: usize) -> usize {
-        match *self {
-            Src::Rows(rows) => rows.len() / (2 * cols),
-            Src::StepMajor(_, _, n) => n,
-        }
-    }
-
-    /// Row `r`'s run of step `k0` (`kc` weights); `r0` the first row of its tile of `mr`.
-    #[inline(always)]
-    fn run(
-        &self,
-        cols: usize,
-        (r, r0, mr): (usize, usize, usize),
-        (k0, kc): (usize, usize),
-    ) -> &[u8] {
-        match *self {
-            Src::Rows(rows) => {
-                let at = 2 * (r * cols + k0);
-                &rows[at..at + 2 * kc]
-            }
-            Src::StepMajor(m, first, _) => {
-                debug_assert_eq!(mr, AVX2_ROWS);
-                let at = m.at((first + r0) / AVX2_ROWS, k0, kc) + 2 * (r - r0) * kc;
-                &m.data[at..at + 2 * kc]
-            }
-        }
-    }
-
-    /// `Ahead` for tile `r0`'s runs (of `mr` rows) of step `k0`, `n_rows` in the task.
-    fn ahead(&self, cols: usize, (r0, mr, n_rows): (usize, usize, usize), k0: usize) -> Ahead {
-        let lines = mr.min(n_rows.saturating_sub(r0)) * RUN_LINES;
-        match *self {
-            Src::Rows(rows) => Ahead {
-                at: rows.as_ptr().wrapping_add(2 * (r0 * cols + k0)),
-                row_bytes: 2 * cols,
-                lines,
-                first: 0,
-            },
-            // One run of memory: the tile's lines one after another (a short last step's
-            // tile asks for some of the next tile's too).
-            Src::StepMajor(m, first, _) => Ahead {
-                at: m.data.as_ptr().wrapping_add(m.at(
-                    (first + r0) / AVX2_ROWS,
-                    k0,
-                    STEP.min(cols.saturating_sub(k0)).max(1),
-                )),
-                row_bytes: 2 * STEP,
-                lines,
-                first: 0,
-            },
+        let part = (part.0.min(end), end);
+        match self {
+            Tiles::Avx2 => rows_avx2(ty, rows, cols, (tokens, part), out),
+            Tiles::Avx512 => rows_avx512(ty, rows, cols, (tokens, part), out),
+            Tiles::Avx512Wide => rows_avx512_wide(ty, rows, cols, (tokens, part), out),
         }
     }
 }
@@ -552,13 +386,14 @@ thread_local! {
 #[inline(always)]
 unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     ty: GgmlType,
-    src: Src,
+    rows: &[u8],
     cols: usize,
     (tokens, (p0, p1)): (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
+    let row_bytes = 2 * cols;
     let (t0, t1) = (p0 * tokens.width, (p1 * tokens.width).min(tokens.n));
-    let (n_rows, n) = (src.rows(cols), t1.saturating_sub(t0));
+    let (n_rows, n) = (rows.len() / row_bytes, t1.saturating_sub(t0));
     assert!(
         tokens.cols == cols && tokens.width == TV * V::N,
         "panels' shape"
@@ -576,7 +411,12 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     wide.clear();
     wide.resize(MR * STEP, 0.0);
     // Tile `r0`'s runs of step `k0`, as `Ahead` asks for them.
-    let runs = |r0: usize, k0: usize| src.ahead(cols, (r0, MR, n_rows), k0);
+    let runs = |r0: usize, k0: usize| Ahead {
+        at: rows.as_ptr().wrapping_add(r0 * row_bytes + 2 * k0),
+        row_bytes,
+        lines: MR.min(n_rows.saturating_sub(r0)) * RUN_LINES,
+        first: 0,
+    };
     let first = runs(0, 0);
     for line in 0..first.lines {
         first.line(line);
@@ -585,8 +425,9 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
         let kc = STEP.min(cols - k0);
         for r0 in (0..padded).step_by(MR) {
             for r in r0..n_rows.min(r0 + MR) {
+                let at = r * row_bytes + 2 * k0;
                 let into = &mut wide[(r - r0) * STEP..];
-                V::widen(ty, src.run(cols, (r, r0, MR), (k0, kc)), into);
+                V::widen(ty, &rows[at..at + 2 * kc], into);
             }
             let next = match r0 + MR < padded {
                 true => runs(r0 + MR, k0),
@@ -686,12 +527,12 @@ unsafe fn transpose_out(acc: &[f32], stride: usize, n_rows: usize, out: &mut [&m
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn rows_avx2(
     ty: GgmlType,
-    rows: Src,
+    rows: &[u8],
     cols: usize,
     tokens: (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
-    all::<__m256, AVX2_ROWS, 2>(ty, rows, cols, tokens, out)
+    all::<__m256, 6, 2>(ty, rows, cols, tokens, out)
 }
 
 /// `Tiles::Avx512`'s products.
@@ -706,7 +547,7 @@ unsafe fn rows_avx512(
     tokens: (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
-    all::<__m512, 12, 2>(ty, Src::Rows(rows), cols, tokens, out)
+    all::<__m512, 12, 2>(ty, rows, cols, tokens, out)
 }
 
 /// `Tiles::Avx512Wide`'s products.
@@ -721,7 +562,7 @@ unsafe fn rows_avx512_wide(
     tokens: (&Panels, (usize, usize)),
     out: &mut [&mut [f32]],
 ) {
-    all::<__m512, 6, 4>(ty, Src::Rows(rows), cols, tokens, out)
+    all::<__m512, 6, 4>(ty, rows, cols, tokens, out)
 }
 
 #[cfg(test)]
@@ -828,90 +669,6 @@ mod tests {
                         );
                     }
                 }
-            }
-        }
-    }
-
-    /// The AVX2 tiles on a step-major matrix give the bits they give on the file's rows, for
-    /// tasks starting at any whole tile (rows not whole tiles, rows longer than a step and not
-    /// a multiple of it, tokens not whole panels), and the layout holds every weight once.
-    #[test]
-    fn step_major_rows_give_the_file_rows_bits() {
-        if Tiles::pick().is_none() {
-            eprintln!("skipped: this CPU lacks AVX2, FMA or F16C");
-            return;
-        }
-        let mut rng = SplitMix64::new(12);
-        for (n_rows, cols, n, ty) in [
-            (7, 37, 5, GgmlType::F16),
-            (25, 300, 33, GgmlType::BF16),
-            (50, 600, 20, GgmlType::F16),
-            (12, 896, 64, GgmlType::F16),
-        ] {
-            let v: Vec<f32> = (0..n_rows * cols).map(|_| rng.next_signed()).collect();
-            let mut bytes = Vec::new();
-            if ty == GgmlType::F16 {
-                float::quantize_f16(&v, &mut bytes);
-            } else {
-                float::quantize_bf16(&v, &mut bytes);
-            }
-            let m = StepMajor::pack(&bytes, n_rows, cols, |steps| {
-                steps
-                    .into_iter()
-                    .for_each(|s| StepMajor::fill_step(&bytes, cols, s))
-            });
-            assert_eq!(m.bytes(), 2 * n_rows.next_multiple_of(AVX2_ROWS) * cols);
-            for r in 0..n_rows {
-                for k0 in (0..cols).step_by(STEP) {
-                    let kc = STEP.min(cols - k0);
-                    let tile = (r / AVX2_ROWS) * AVX2_ROWS;
-                    let src = Src::StepMajor(&m, 0, n_rows);
-                    let run = src.run(cols, (r, tile, AVX2_ROWS), (k0, kc));
-                    assert_eq!(run, &bytes[2 * (r * cols + k0)..2 * (r * cols + k0 + kc)]);
-                }
-            }
-            let x: Vec<Vec<f32>> = (0..n)
-                .map(|_| (0..cols).map(|_| rng.next_signed()).collect())
-                .collect();
-            let xs: Vec<&[f32]> = x.iter().map(|t| t.as_slice()).collect();
-            let mut panels = Panels::default();
-            panels.resize(n, cols, Tiles::Avx2.width());
-            let (data, len) = panels.pieces_mut();
-            for (i, piece) in data.chunks_mut(len).enumerate() {
-                pack_piece(&xs, cols, Tiles::Avx2.width(), i, piece);
-            }
-            for first in (0..n_rows).step_by(2 * AVX2_ROWS) {
-                let last = (first + 2 * AVX2_ROWS + 1).min(n_rows);
-                let task = &bytes[2 * first * cols..2 * last * cols];
-                let run = |packed: bool| {
-                    let mut out = vec![vec![f32::NAN; last - first]; n];
-                    let mut outs: Vec<&mut [f32]> =
-                        out.iter_mut().map(|o| o.as_mut_slice()).collect();
-                    let all = (0, usize::MAX);
-                    // SAFETY: `pick` found AVX2, FMA and F16C; the task starts at a tile.
-                    unsafe {
-                        match packed {
-                            true => Tiles::Avx2.run_step_major(
-                                ty,
-                                &m,
-                                (first, last - first),
-                                &panels,
-                                all,
-                                &mut outs,
-                            ),
-                            false => Tiles::Avx2.run(ty, task, cols, &panels, all, &mut outs),
-                        }
-                    };
-                    out
-                };
-                let bits = |o: Vec<Vec<f32>>| -> Vec<u32> {
-                    o.iter().flatten().map(|v| v.to_bits()).collect()
-                };
-                assert_eq!(
-                    bits(run(true)),
-                    bits(run(false)),
-                    "{ty} {n_rows}x{cols}, {n} tokens, rows {first}..{last}"
-                );
             }
         }
     }
