@@ -249,9 +249,8 @@ fn a_prompt_batch_equals_its_tokens_one_by_one_bit_for_bit() {
                 .unwrap()
                 .pop()
                 .unwrap();
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert!(
-                bits(&one) == bits(&batch[pos]),
+                common::bits(&one) == common::bits(&batch[pos]),
                 "{name}: position {pos}: batch and one-by-one logits differ (max {})",
                 max_abs_diff(&one, &batch[pos])
             );
@@ -283,9 +282,8 @@ fn a_prompt_wanting_its_last_logits_gets_the_last_row_of_all() {
         let all = eval(Numerics::Exact, LogitsFor::All);
         let last = eval(Numerics::Exact, LogitsFor::Last);
         assert_eq!(last.len(), 1, "{name}: one row of logits");
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert!(
-            bits(&last[0]) == bits(&all[prompt.len() - 1]),
+            common::bits(&last[0]) == common::bits(&all[prompt.len() - 1]),
             "{name}: the last row alone differs (max {})",
             max_abs_diff(&last[0], &all[prompt.len() - 1])
         );

@@ -36,10 +36,9 @@ fn the_sliding_window_changes_the_logits() {
     };
     let d = max_abs_diff(&windowed, &with_window(1 << 20));
     assert!(d > 0.05, "the window changed the last logits by only {d}");
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(
-        bits(&with_window(prompt.len())),
-        bits(&with_window(1 << 20)),
+        common::bits(&with_window(prompt.len())),
+        common::bits(&with_window(1 << 20)),
         "a window as wide as the prompt is no window"
     );
 }

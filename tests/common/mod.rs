@@ -83,6 +83,11 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
+/// The bit patterns of `v`, to compare two vectors of floats bit for bit (NaNs included).
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
 /// The largest |a[i] - b[i]| (the vectors must be as long).
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "logit vector lengths differ");
