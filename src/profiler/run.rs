@@ -83,17 +83,17 @@ pub fn run_until(
     stop: impl Fn() -> bool,
 ) -> Result<RunResult, EngineError> {
     let total = plan.steps();
+    // With warm-up steps asked for, an untimed prompt runs first, so a process's first-touch
+    // costs (buffers growing, pages faulting in) stay out of the profiled prompt's bricks, as
+    // llama-bench's warm-up run keeps them out of its; the timed prompt runs warm either way.
+    if plan.warmup > 0 {
+        session.prefill()?;
+    }
     let prefill_profile = if plan.profiled {
         Some(session.profile_prefill()?)
     } else {
         None
     };
-    // The timed prompt runs warm either way: after the profiled one, or (with warm-up steps
-    // asked for) after an untimed one, so a process's first-touch costs (buffers growing,
-    // pages faulting in) stay out of it, as llama-bench's warm-up run keeps them out of its.
-    if prefill_profile.is_none() && plan.warmup > 0 {
-        session.prefill()?;
-    }
     let prefill = session.prefill()?;
     let overhead = plan.profiled && plan.measure_overhead;
     // Every step in order (profiled or not), so each can tell the engine what the next one is
