@@ -332,9 +332,10 @@ impl Ahead {
 
 /// One tile: rows `MR` from `rows` (a row every `cols`) against a panel's `TV` vectors of
 /// tokens (`panel`, `width` a weight), over `kc` weights, adding into `acc` (a row every
-/// `stride`), asking for a line of `ahead` a weight until it has asked for them all.
+/// `stride`; with `FIRST`, the first step's, writing over it), asking for a line of `ahead` a
+/// weight until it has asked for them all.
 #[inline(always)]
-unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
+unsafe fn tile<V: Lanes, const MR: usize, const TV: usize, const FIRST: bool>(
     rows: *const f32,
     cols: usize,
     panel: *const f32,
@@ -345,9 +346,11 @@ unsafe fn tile<V: Lanes, const MR: usize, const TV: usize>(
 ) {
     let width = TV * V::N;
     let mut a = [[V::zero(); TV]; MR];
-    for (r, a) in a.iter_mut().enumerate() {
-        for (v, a) in a.iter_mut().enumerate() {
-            *a = V::load(acc.add(r * stride + v * V::N));
+    if !FIRST {
+        for (r, a) in a.iter_mut().enumerate() {
+            for (v, a) in a.iter_mut().enumerate() {
+                *a = V::load(acc.add(r * stride + v * V::N));
+            }
         }
     }
     for k in 0..kc {
@@ -405,8 +408,14 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
     let padded = n_rows.next_multiple_of(MR);
     let stride = (p1 - p0) * tokens.width;
     let (mut acc, mut wide) = ACC.take();
-    acc.clear();
-    acc.resize(padded * stride, 0.0);
+    // The first step writes every result over whatever an earlier task left (rows without
+    // weights have no step: their zeros are written here).
+    if acc.len() < padded * stride {
+        acc.resize(padded * stride, 0.0);
+    }
+    if cols == 0 {
+        acc.fill(0.0);
+    }
     // The rows past the task's last stay zero: only live rows are widened into it.
     wide.clear();
     wide.resize(MR * STEP, 0.0);
@@ -440,7 +449,11 @@ unsafe fn all<V: Lanes, const MR: usize, const TV: usize>(
                     first: (p - p0) * kc,
                     ..next
                 };
-                tile::<V, MR, TV>(wide.as_ptr(), STEP, panel, kc, at, stride, ahead);
+                let w = wide.as_ptr();
+                match k0 {
+                    0 => tile::<V, MR, TV, true>(w, STEP, panel, kc, at, stride, ahead),
+                    _ => tile::<V, MR, TV, false>(w, STEP, panel, kc, at, stride, ahead),
+                }
             }
         }
     }
