@@ -13,6 +13,7 @@ pub mod decode;
 pub mod expf;
 pub mod forward;
 pub mod geglu;
+pub mod huge;
 pub mod kernel_names;
 pub mod kv_cache;
 pub mod matmul;

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use super::huge::HugeSlice;
 use super::pool;
 use crate::model::weights::{Mat, Weights};
 use crate::quant::GgmlType;
@@ -19,15 +20,15 @@ use crate::quant::GgmlType;
 /// One matrix's repacked rows: whole groups of eight, group g's block i at `g * per_row + i`.
 pub enum Packed {
     #[cfg(target_arch = "x86_64")]
-    Q4_0(Vec<crate::quant::x86::fast_rows::Q4_0x8>),
+    Q4_0(HugeSlice<crate::quant::x86::fast_rows::Q4_0x8>),
     #[cfg(target_arch = "x86_64")]
-    Q4_1(Vec<crate::quant::x86::fast_rows::Q4_1x8>),
+    Q4_1(HugeSlice<crate::quant::x86::fast_rows::Q4_1x8>),
     #[cfg(target_arch = "x86_64")]
-    Q5_0(Vec<crate::quant::x86::fast_rows::Q5_0x8>),
+    Q5_0(HugeSlice<crate::quant::x86::fast_rows::Q5_0x8>),
     #[cfg(target_arch = "x86_64")]
-    Q5_1(Vec<crate::quant::x86::fast_rows::Q5_1x8>),
+    Q5_1(HugeSlice<crate::quant::x86::fast_rows::Q5_1x8>),
     #[cfg(target_arch = "x86_64")]
-    Q8_0(Vec<crate::quant::x86::fast_rows::Q8_0x8>),
+    Q8_0(HugeSlice<crate::quant::x86::fast_rows::Q8_0x8>),
 }
 
 /// Every repacked matrix of a model, by its offset in the file, with what building them cost.
@@ -55,25 +56,25 @@ impl Repacked {
             };
             out.kernels = true;
             /// `m`'s whole groups repacked on the pool, a group per piece.
-            fn groups<B: Interleaved>(w: &Weights, m: &Mat) -> Vec<B> {
+            fn groups<B: Interleaved>(w: &Weights, m: &Mat) -> Option<HugeSlice<B>> {
                 let (rb, per_row) = (m.row_bytes(), m.row_bytes() / B::TYPE.block_bytes());
                 let rows = w.bytes(m);
-                let mut blocks = vec![B::default(); m.rows / 8 * per_row];
+                let mut blocks = HugeSlice::new(m.rows / 8 * per_row).ok()?;
                 pool::par_chunks_mut(&mut blocks, per_row * 16, |p, chunk| {
                     for (k, b) in chunk.iter_mut().enumerate() {
                         let at = p * per_row * 16 + k;
                         *b = B::repack(rows, rb, at / per_row, at % per_row);
                     }
                 });
-                blocks
+                Some(blocks)
             }
             /// A Q5_0 matrix's whole groups as Q8_0 ones (`fast_rows::q5_0_as_q8_0`), a group
             /// per piece.
-            fn q5_0_groups(w: &Weights, m: &Mat) -> Vec<Q8_0x8> {
+            fn q5_0_groups(w: &Weights, m: &Mat) -> Option<HugeSlice<Q8_0x8>> {
                 use crate::quant::x86::fast_rows::q5_0_as_q8_0;
                 let (rb, per_row) = (m.row_bytes(), m.row_bytes() / 22);
                 let rows = w.bytes(m);
-                let mut blocks = vec![Q8_0x8::default(); m.rows / 8 * per_row];
+                let mut blocks = HugeSlice::new(m.rows / 8 * per_row).ok()?;
                 pool::par_chunks_mut(&mut blocks, per_row, |g, group| {
                     let q8: Vec<u8> = rows[8 * g * rb..(8 * g + 8) * rb]
                         .chunks_exact(22)
@@ -83,7 +84,7 @@ impl Repacked {
                         *b = Q8_0x8::repack(&q8, per_row * 34, 0, i);
                     }
                 });
-                blocks
+                Some(blocks)
             }
             let mut mats: Vec<&Mat> = vec![&w.output];
             for l in &w.layers {
@@ -95,34 +96,47 @@ impl Repacked {
                 }
                 let packed = match m.ty {
                     GgmlType::Q4_0 => {
-                        let blocks = groups::<Q4_0x8>(w, m);
+                        // Without the memory for a copy, the matrix keeps its file layout's kernels.
+                        let Some(blocks) = groups::<Q4_0x8>(w, m) else {
+                            continue;
+                        };
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q4_0(blocks)
                     }
                     GgmlType::Q4_1 => {
-                        let blocks = groups::<Q4_1x8>(w, m);
+                        let Some(blocks) = groups::<Q4_1x8>(w, m) else {
+                            continue;
+                        };
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q4_1(blocks)
                     }
                     GgmlType::Q5_1 => {
-                        let blocks = groups::<Q5_1x8>(w, m);
+                        let Some(blocks) = groups::<Q5_1x8>(w, m) else {
+                            continue;
+                        };
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q5_1(blocks)
                     }
                     GgmlType::Q8_0 => {
-                        let blocks = groups::<Q8_0x8>(w, m);
+                        let Some(blocks) = groups::<Q8_0x8>(w, m) else {
+                            continue;
+                        };
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q8_0(blocks)
                     }
                     // Without AVX-512 VNNI in its own layout: the AVX2 kernels take a Q5_0
                     // group with less work than a Q8_0 one, and stream two thirds the bytes.
                     GgmlType::Q5_0 if !crate::quant::x86::fast_rows_vnni::available() => {
-                        let blocks = groups::<Q5_0x8>(w, m);
+                        let Some(blocks) = groups::<Q5_0x8>(w, m) else {
+                            continue;
+                        };
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q5_0(blocks)
                     }
                     GgmlType::Q5_0 => {
-                        let blocks = q5_0_groups(w, m);
+                        let Some(blocks) = q5_0_groups(w, m) else {
+                            continue;
+                        };
                         out.bytes += std::mem::size_of_val(&blocks[..]);
                         Packed::Q8_0(blocks)
                     }
