@@ -21,8 +21,9 @@ pub struct HugeSlice<T> {
     _values: PhantomData<T>,
 }
 
-impl<T: Copy + Default> HugeSlice<T> {
-    /// `len` defaults, or the map's error (the system is out of address space or memory).
+impl<T: Copy + Default + Send> HugeSlice<T> {
+    /// `len` defaults, written on the pool a 2 MB page a task (so the pages fault in on every
+    /// thread), or the map's error (the system is out of address space or memory).
     pub fn new(len: usize) -> std::io::Result<HugeSlice<T>> {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
@@ -34,11 +35,22 @@ impl<T: Copy + Default> HugeSlice<T> {
         // Only advice: ordinary pages hold the same values.
         #[cfg(target_os = "linux")]
         let _ = map.advise_range(memmap2::Advice::HugePage, skew, bytes);
-        let at = map.as_mut_ptr().wrapping_add(skew).cast::<T>();
-        for i in 0..len {
-            // SAFETY: value i lies within the map's `skew + bytes` bytes, aligned for T.
-            unsafe { at.add(i).write(T::default()) };
-        }
+        // SAFETY: the map holds `skew + bytes` bytes, `skew` aligns them for T, and any bytes
+        // are a `MaybeUninit<T>`; the slice is the only borrow of the map until it returns.
+        let values = unsafe {
+            std::slice::from_raw_parts_mut(
+                map.as_mut_ptr()
+                    .add(skew)
+                    .cast::<std::mem::MaybeUninit<T>>(),
+                len,
+            )
+        };
+        let per = (HUGE_PAGE / std::mem::size_of::<T>().max(1)).max(1);
+        super::pool::par_chunks_mut(values, per, |_, chunk| {
+            for v in chunk {
+                v.write(T::default());
+            }
+        });
         Ok(HugeSlice {
             map,
             skew,

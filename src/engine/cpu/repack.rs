@@ -31,6 +31,20 @@ pub enum Packed {
     Q8_0(HugeSlice<crate::quant::x86::fast_rows::Q8_0x8>),
 }
 
+#[cfg(target_arch = "x86_64")]
+impl Packed {
+    /// Bytes the copy holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Packed::Q4_0(b) => std::mem::size_of_val(&b[..]),
+            Packed::Q4_1(b) => std::mem::size_of_val(&b[..]),
+            Packed::Q5_0(b) => std::mem::size_of_val(&b[..]),
+            Packed::Q5_1(b) => std::mem::size_of_val(&b[..]),
+            Packed::Q8_0(b) => std::mem::size_of_val(&b[..]),
+        }
+    }
+}
+
 /// Every repacked matrix of a model, by its offset in the file, with what building them cost.
 #[derive(Default)]
 pub struct Repacked {
@@ -95,53 +109,23 @@ impl Repacked {
                     continue;
                 }
                 let packed = match m.ty {
-                    GgmlType::Q4_0 => {
-                        // Without the memory for a copy, the matrix keeps its file layout's kernels.
-                        let Some(blocks) = groups::<Q4_0x8>(w, m) else {
-                            continue;
-                        };
-                        out.bytes += std::mem::size_of_val(&blocks[..]);
-                        Packed::Q4_0(blocks)
-                    }
-                    GgmlType::Q4_1 => {
-                        let Some(blocks) = groups::<Q4_1x8>(w, m) else {
-                            continue;
-                        };
-                        out.bytes += std::mem::size_of_val(&blocks[..]);
-                        Packed::Q4_1(blocks)
-                    }
-                    GgmlType::Q5_1 => {
-                        let Some(blocks) = groups::<Q5_1x8>(w, m) else {
-                            continue;
-                        };
-                        out.bytes += std::mem::size_of_val(&blocks[..]);
-                        Packed::Q5_1(blocks)
-                    }
-                    GgmlType::Q8_0 => {
-                        let Some(blocks) = groups::<Q8_0x8>(w, m) else {
-                            continue;
-                        };
-                        out.bytes += std::mem::size_of_val(&blocks[..]);
-                        Packed::Q8_0(blocks)
-                    }
+                    GgmlType::Q4_0 => groups::<Q4_0x8>(w, m).map(Packed::Q4_0),
+                    GgmlType::Q4_1 => groups::<Q4_1x8>(w, m).map(Packed::Q4_1),
+                    GgmlType::Q5_1 => groups::<Q5_1x8>(w, m).map(Packed::Q5_1),
+                    GgmlType::Q8_0 => groups::<Q8_0x8>(w, m).map(Packed::Q8_0),
                     // Without AVX-512 VNNI in its own layout: the AVX2 kernels take a Q5_0
                     // group with less work than a Q8_0 one, and stream two thirds the bytes.
                     GgmlType::Q5_0 if !crate::quant::x86::fast_rows_vnni::available() => {
-                        let Some(blocks) = groups::<Q5_0x8>(w, m) else {
-                            continue;
-                        };
-                        out.bytes += std::mem::size_of_val(&blocks[..]);
-                        Packed::Q5_0(blocks)
+                        groups::<Q5_0x8>(w, m).map(Packed::Q5_0)
                     }
-                    GgmlType::Q5_0 => {
-                        let Some(blocks) = q5_0_groups(w, m) else {
-                            continue;
-                        };
-                        out.bytes += std::mem::size_of_val(&blocks[..]);
-                        Packed::Q8_0(blocks)
-                    }
+                    GgmlType::Q5_0 => q5_0_groups(w, m).map(Packed::Q8_0),
                     _ => continue,
                 };
+                // Without the memory for a copy, the matrix keeps its file layout's kernels.
+                let Some(packed) = packed else {
+                    continue;
+                };
+                out.bytes += packed.bytes();
                 out.mats.insert(m.offset(), packed);
             }
         }
