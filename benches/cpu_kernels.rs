@@ -434,6 +434,44 @@ fn q8_0_one(hot: usize, cold: usize, reps: usize) {
     }
 }
 
+/// One token against Q2_K and Q3_K rows in the file's layout under `fast` numerics
+/// (`x86::kquants_one`), in L2 and streamed. Prints GB/s of weights on one thread.
+#[cfg(target_arch = "x86_64")]
+fn kquant_one(hot: usize, cold: usize, reps: usize) {
+    use cbtop::quant::x86::{self, kquants_one};
+    if !x86::available() {
+        return;
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let cols = 4864;
+    let QuantizedAct::Q8_K(a) = random_acts(ActType::Q8_K, cols, 1, &mut rng).remove(0) else {
+        unreachable!("Q8_K activations")
+    };
+    for ty in [GgmlType::Q2_K, GgmlType::Q3_K] {
+        let row_bytes = cols / 256 * ty.block_bytes();
+        for (label, bytes) in [("hot", hot), ("cold", cold)] {
+            let rows = bytes / row_bytes;
+            let m = matrix(ty, rows, cols, &mut rng);
+            let mut out = vec![0f32; rows];
+            let t = best_cpu(reps, || {
+                // SAFETY: AVX2/FMA/F16C were just detected; every row holds `a.len()` blocks.
+                unsafe {
+                    match ty {
+                        GgmlType::Q2_K => kquants_one::rows_q2_k_one(&m, row_bytes, &a, &mut out),
+                        _ => kquants_one::rows_q3_k_one(&m, row_bytes, &a, &mut out),
+                    }
+                };
+                out.iter().sum()
+            });
+            println!(
+                "{ty} one token fast {label:<4} {:>6.1} MB: {:>5.1} GB/s",
+                m.len() as f64 / 1e6,
+                m.len() as f64 / t / 1e9
+            );
+        }
+    }
+}
+
 /// One token against a matrix streamed from memory (`bytes`) under `fast` numerics: the rows
 /// repacked (not timed) on `rows16` (AVX-512 VNNI) or `rows8`, beside the exact row loop
 /// (`vec_dot_rows`) on the file's layout. Prints GB/s of weights on one thread.
@@ -798,6 +836,8 @@ fn main() {
         (GgmlType::Q4_1, 576),
         (GgmlType::Q5_0, 896),
         (GgmlType::Q8_0, 896),
+        (GgmlType::Q2_K, 4864),
+        (GgmlType::Q3_K, 4864),
         (GgmlType::Q4_K, 4864),
         (GgmlType::Q5_K, 4864),
         (GgmlType::Q6_K, 4864),
@@ -811,6 +851,7 @@ fn main() {
     #[cfg(target_arch = "x86_64")]
     if only.iter().any(|o| o.eq_ignore_ascii_case("fast")) {
         q8_0_one(hot, cold, reps);
+        kquant_one(hot, cold, reps);
         fast_decode(cold, reps.min(5));
         fast_prompt(reps);
     }

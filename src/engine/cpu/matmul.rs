@@ -186,6 +186,10 @@ enum Path {
     /// (`x86::fast_rows::rows_q8_0_one`).
     #[cfg(target_arch = "x86_64")]
     Q8One,
+    /// One token against Q2_K/Q3_K rows in the file's layout under `fast` on AVX2
+    /// (`x86::kquants_one`).
+    #[cfg(target_arch = "x86_64")]
+    KquantOne,
     /// One token against Q5_0 rows in the file's layout under `fast` on AVX-512 VNNI
     /// (`x86::q5_0_one::rows_q5_0_one`).
     #[cfg(target_arch = "x86_64")]
@@ -253,6 +257,8 @@ impl Path {
                 return Path::Q5One;
             } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
                 return Path::Q8One;
+            } else if n == 1 && had.float_one && avx2 && kquant_one(ty) {
+                return Path::KquantOne;
             } else if had.kquant_fast && kquant_unpacks(ty) && n >= 4 && !few_dots(ty, n) {
                 return Path::KquantFast;
             } else if prompt_rows::unpacks(ty) && n >= 8 && avx2 {
@@ -335,6 +341,8 @@ impl Path {
             #[cfg(target_arch = "x86_64")]
             Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
+            Path::KquantOne => format!("kquant_one {t}·{act} (fast, avx2)"),
+            #[cfg(target_arch = "x86_64")]
             Path::Q5One => format!("q5_0_one {t}·{act} (fast, avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
@@ -345,6 +353,17 @@ impl Path {
                 format!("vec_dot_rows{x4} {t}·{act} ({isa})")
             }
         }
+    }
+}
+
+/// Whether one token's `ty` product under `fast` takes `x86::kquants_one`: Q2_K, and Q3_K
+/// where no AVX-512 row kernel (`x86::kquants512`) takes it.
+#[cfg(target_arch = "x86_64")]
+fn kquant_one(ty: GgmlType) -> bool {
+    match ty {
+        GgmlType::Q2_K => true,
+        GgmlType::Q3_K => !crate::quant::x86::kquants512::available(),
+        _ => false,
     }
 }
 
@@ -770,6 +789,21 @@ fn matmuls_in(
                             crate::quant::x86::float::rows_fast(m.ty, rows, rb, x, out_rows(0))
                         };
                         debug_assert!(ran.is_some(), "a float type");
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Path::KquantOne => {
+                        use crate::quant::x86::kquants_one;
+                        let a = acts[0].q8_k().expect("k-quant activations are Q8_K");
+                        // SAFETY: `Path::KquantOne` is chosen only where AVX2, FMA and F16C
+                        // are (`Path::choose`); the rows and the token share their length.
+                        unsafe {
+                            if m.ty == GgmlType::Q2_K {
+                                kquants_one::rows_q2_k_one(rows, rb, a, out_rows(0))
+                            } else {
+                                kquants_one::rows_q3_k_one(rows, rb, a, out_rows(0))
+                            }
+                        };
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]

@@ -1,4 +1,4 @@
-//! A prompt's Q4_K, Q5_K and Q6_K products under `fast` numerics. The exact kernels
+//! A prompt's Q2_K, Q3_K, Q4_K, Q5_K and Q6_K products under `fast` numerics. The exact kernels
 //! (`kquants`) keep ggml's eight float lane sums per block; here each block's integer sum
 //! is one `maddubs` and one `madd` with the sub-block scales per 32 weights and token, and
 //! the float work is two fused multiply-adds per block and token (the scales' and the
@@ -15,10 +15,13 @@
 
 use std::arch::x86_64::*;
 
-use super::kquant_core::{q45_levels, q6_levels};
+use super::kquant_core::{q3_levels, q45_levels, q6_levels};
+use super::kquants::q3_scales_words;
 use super::loads::{f16_one, f16_pair, halves, hsum};
 use crate::quant::blocks::BlockQ8K;
-use crate::quant::kquants::{scale_min_k4, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES};
+use crate::quant::kquants::{
+    scale_min_k4, Q2_K_BYTES, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES,
+};
 use crate::quant::GgmlType;
 
 /// One row's 256-weight block, unpacked for `rows`.
@@ -48,7 +51,10 @@ impl KBlock {
 
 /// Whether `ty` has a kernel here.
 pub fn unpacks(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+    matches!(
+        ty,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+    )
 }
 
 /// `rows` (whole rows of `ty`, `rb` bytes each) unpacked into `out`, row after row.
@@ -58,6 +64,8 @@ pub fn unpacks(ty: GgmlType) -> bool {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<KBlock>) {
     let bytes = match ty {
+        GgmlType::Q2_K => Q2_K_BYTES,
+        GgmlType::Q3_K => Q3_K_BYTES,
         GgmlType::Q4_K => Q4_K_BYTES,
         GgmlType::Q5_K => Q5_K_BYTES,
         GgmlType::Q6_K => Q6_K_BYTES,
@@ -69,6 +77,41 @@ pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<KBlock>) {
         let mut lv = [0i8; 256];
         let mut s16 = [0i16; 16];
         match ty {
+            GgmlType::Q2_K => {
+                // Weights `128n + 32j + i`: bits `2j..2j + 2` of `qs[32n + i]`, levels 0..3.
+                let m2 = _mm256_set1_epi8(3);
+                for n in 0..2 {
+                    let qs = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * n) as *const __m256i);
+                    for j in 0..4 {
+                        let shift = _mm_cvtsi32_si128(2 * j as i32);
+                        let u = _mm256_and_si256(_mm256_srl_epi16(qs, shift), m2);
+                        let at = k.u.as_mut_ptr().add(128 * n + 32 * j);
+                        _mm256_storeu_si256(at as *mut __m256i, u);
+                    }
+                }
+                for (g, &packed) in b[..16].iter().enumerate() {
+                    s16[g] = (packed & 0x0F) as i16;
+                    k.mins[g] = (packed >> 4) as i16;
+                }
+                let (d, dmin) = f16_pair(b, 80);
+                k.d = d;
+                k.m = -dmin;
+            }
+            GgmlType::Q3_K => {
+                q3_levels(b, &mut lv);
+                let bias = _mm256_set1_epi8(4);
+                for c in 0..8 {
+                    let v = _mm256_loadu_si256(lv.as_ptr().add(32 * c) as *const __m256i);
+                    let u = _mm256_add_epi8(v, bias);
+                    _mm256_storeu_si256(k.u.as_mut_ptr().add(32 * c) as *mut __m256i, u);
+                }
+                for (g, &sc) in q3_scales_words(&b[96..108]).iter().enumerate() {
+                    s16[g] = sc as i16;
+                }
+                k.mins = s16;
+                k.d = f16_one(b, 108);
+                k.m = -4.0 * k.d;
+            }
             GgmlType::Q6_K => {
                 q6_levels(b, &mut lv);
                 let bias = _mm256_set1_epi8(32);
@@ -270,20 +313,33 @@ mod tests {
                 .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
                 .collect()
         };
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+        for ty in [
+            GgmlType::Q2_K,
+            GgmlType::Q3_K,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ] {
             let w = rand(&mut rng, cols * n_rows);
             let mut bytes = Vec::new();
             match ty {
                 GgmlType::Q4_K => quantize_q4_k(&w, &mut bytes),
                 GgmlType::Q6_K => quantize_q6_k(&w, &mut bytes),
                 _ => {
-                    bytes = (0..cols / 256 * n_rows * Q5_K_BYTES)
+                    // Random bytes with finite, modest scales: d (and dmin) small f16 values.
+                    let (per, d_at, dmin_at) = match ty {
+                        GgmlType::Q2_K => (Q2_K_BYTES, 80, Some(82)),
+                        GgmlType::Q3_K => (Q3_K_BYTES, 108, None),
+                        _ => (Q5_K_BYTES, 0, Some(2)),
+                    };
+                    bytes = (0..cols / 256 * n_rows * per)
                         .map(|_| rng.next_u64() as u8)
                         .collect();
-                    // Finite, modest scales: d and dmin as small f16 values.
-                    for b in bytes.chunks_exact_mut(Q5_K_BYTES) {
-                        b[..2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
-                        b[2..4].copy_from_slice(&half::f16::from_f32(0.02).to_le_bytes());
+                    for b in bytes.chunks_exact_mut(per) {
+                        b[d_at..d_at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+                        if let Some(at) = dmin_at {
+                            b[at..at + 2].copy_from_slice(&half::f16::from_f32(0.02).to_le_bytes());
+                        }
                     }
                 }
             }

@@ -219,6 +219,25 @@ pub(super) fn q3_scales_words(b: &[u8]) -> [i8; 16] {
     std::array::from_fn(|j| (words[j / 4].to_le_bytes()[j % 4] as i8).wrapping_sub(32))
 }
 
+/// `q3_scales_words` as the bytes of one vector, built from four words in registers (bytes
+/// stored one by one and loaded back as a vector wait on the stores).
+///
+/// # Safety
+/// SSE2 must be available (every x86-64 CPU has it).
+#[inline(always)]
+pub(super) unsafe fn q3_scales_vec(b: &[u8]) -> __m128i {
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let [a0, a1, top] = words3(b, 0);
+    let v = _mm_setr_epi32(
+        ((a0 & LOW4) | ((top & LOW2) << 4)) as i32,
+        ((a1 & LOW4) | (((top >> 2) & LOW2) << 4)) as i32,
+        (((a0 >> 4) & LOW4) | (((top >> 4) & LOW2) << 4)) as i32,
+        (((a1 >> 4) & LOW4) | (((top >> 6) & LOW2) << 4)) as i32,
+    );
+    _mm_sub_epi8(v, _mm_set1_epi8(32))
+}
+
 /// A Q3_K block: 32 bytes of high bits (`hmask`), 64 of 2-bit levels (`qs`), 12 scale bytes,
 /// `d`. Half `n`, chunk `j` (weights `128n + 32j ..`): bits `2j..2j + 2` of `qs[32n ..]`,
 /// plus 4 where bit `4n + j` of `hmask` is set (the stored level less 4 is the weight's).
@@ -238,10 +257,9 @@ unsafe fn unpack_q3_k(b: &[u8]) -> Unpacked {
             levels[4 * n + j] = _mm256_or_si256(low, _mm256_and_si256(set, four));
         }
     }
-    let sc = q3_scales_words(&b[96..108]);
     Unpacked {
         levels,
-        scales: scales16(_mm_loadu_si128(sc.as_ptr() as *const __m128i)),
+        scales: scales16(q3_scales_vec(&b[96..108])),
         mins: _mm_setzero_si128(),
         d: f16_one(b, 108),
         dmin: 0.0,

@@ -28,6 +28,7 @@ pub mod float_tiles;
 mod kquant_core;
 pub mod kquants;
 pub mod kquants512;
+pub mod kquants_one;
 pub mod kquants_vnni;
 mod legacy;
 mod loads;

@@ -1,0 +1,235 @@
+//! A decode step's Q2_K and Q3_K products under `fast` numerics on AVX2: one token against
+//! rows in the file's layout, each block's levels built in registers 32 at a time and taken
+//! against the token's bytes in weight order (`maddubs`, then `madd` by the 16-weight
+//! groups' scales), the block's min or offset term from the token's group sums (`bsums`),
+//! and one float step per block into eight lanes summed at the row's end. The exact kernels
+//! (`kquants`, `q2k`) unpack each block into the reference's lane order first and fold its
+//! floats per block as the reference does; here the integer sums are the same and only the
+//! float order differs.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use super::kquants::q3_scales_vec;
+use super::loads::{f16_one, f16_pair, hsum};
+use super::prefetch::prefetch_ahead;
+use crate::quant::blocks::BlockQ8K;
+use crate::quant::kquants::{Q2_K_BYTES, Q3_K_BYTES};
+
+/// `pshufb` masks that spread 16-bit scale `2k` over the low 128 bits and scale `2k + 1`
+/// over the high 128 bits of a vector whose halves both hold scales `0..8` (`k` 0..4).
+#[inline(always)]
+unsafe fn scale_masks() -> [__m256i; 4] {
+    std::array::from_fn(|k| {
+        let (lo, hi) = (4 * k as i8, 4 * k as i8 + 2);
+        let half = |s: i8| _mm_set1_epi16(((s + 1) as i16) << 8 | s as i16);
+        _mm256_set_m128i(half(hi), half(lo))
+    })
+}
+
+/// The 16 group scales (16-bit, group `g` in lane `g`) as each 32-weight chunk's scale
+/// vector: chunk `c`'s first 16 weights take group `2c`, its last 16 group `2c + 1`.
+#[inline(always)]
+unsafe fn chunk_scales(s: __m256i, masks: &[__m256i; 4]) -> [__m256i; 8] {
+    let lo = _mm256_permute2x128_si256::<0x00>(s, s);
+    let hi = _mm256_permute2x128_si256::<0x11>(s, s);
+    std::array::from_fn(|c| _mm256_shuffle_epi8(if c < 4 { lo } else { hi }, masks[c % 4]))
+}
+
+/// The 32 bytes at `p`.
+#[inline(always)]
+unsafe fn load(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+/// Asks for every line of a block (`prefetch_ahead`'s distance past it).
+#[inline(always)]
+fn ask(b: &[u8]) {
+    for line in (0..b.len()).step_by(64) {
+        prefetch_ahead(b.as_ptr().wrapping_add(line));
+    }
+}
+
+/// `out[r] = row r · a` for Q3_K rows (`row_bytes` each) and one token's Q8_K row.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available (`x86::available()`); every row holds `a.len()`
+/// blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_q3_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    assert_eq!(
+        row_bytes,
+        a.len() * Q3_K_BYTES,
+        "Q3_K row against Q8_K blocks"
+    );
+    let masks = scale_masks();
+    let m2 = _mm256_set1_epi8(3);
+    let four = _mm256_set1_epi8(4);
+    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for (i, (b, y)) in row.chunks_exact(Q3_K_BYTES).zip(a).enumerate() {
+            ask(b);
+            let p = b.as_ptr();
+            let s = _mm256_cvtepi8_epi16(q3_scales_vec(&b[96..108]));
+            let sc = chunk_scales(s, &masks);
+            let hm = load(p);
+            let mut sum = _mm256_setzero_si256();
+            for n in 0..2 {
+                let qs = load(p.add(32 + 32 * n));
+                for j in 0..4 {
+                    let c = 4 * n + j;
+                    let low =
+                        _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
+                    // Bit `c` of each hmask byte moved to bit 2 (the other bits masked off).
+                    let high = if c >= 2 {
+                        _mm256_srl_epi16(hm, _mm_cvtsi32_si128(c as i32 - 2))
+                    } else {
+                        _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - c as i32))
+                    };
+                    let u = _mm256_or_si256(low, _mm256_and_si256(high, four));
+                    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
+                    let pairs = _mm256_maddubs_epi16(u, q);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, sc[c]));
+                }
+            }
+            // The levels are stored 4 above the weights': less 4 times each group's scaled sum.
+            let bs = load(y.bsums.as_ptr() as *const u8);
+            let offset = _mm256_slli_epi32::<2>(_mm256_madd_epi16(s, bs));
+            let sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset));
+            let d = _mm256_set1_ps(f16_one(b, 108) * y.d);
+            acc[i % 2] = _mm256_fmadd_ps(d, sum, acc[i % 2]);
+        }
+        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
+    }
+}
+
+/// `out[r] = row r · a` for Q2_K rows (`row_bytes` each) and one token's Q8_K row.
+///
+/// # Safety
+/// As `rows_q3_k_one`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_q2_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    assert_eq!(
+        row_bytes,
+        a.len() * Q2_K_BYTES,
+        "Q2_K row against Q8_K blocks"
+    );
+    let masks = scale_masks();
+    let m2 = _mm256_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0F);
+    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for (i, (b, y)) in row.chunks_exact(Q2_K_BYTES).zip(a).enumerate() {
+            ask(b);
+            let p = b.as_ptr();
+            let packed = _mm_loadu_si128(p as *const __m128i);
+            let s = _mm256_cvtepu8_epi16(_mm_and_si128(packed, m4));
+            let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), m4));
+            let sc = chunk_scales(s, &masks);
+            let mut sum = _mm256_setzero_si256();
+            for n in 0..2 {
+                let qs = load(p.add(16 + 32 * n));
+                for j in 0..4 {
+                    let c = 4 * n + j;
+                    let u =
+                        _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
+                    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
+                    let pairs = _mm256_maddubs_epi16(u, q);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, sc[c]));
+                }
+            }
+            let bs = load(y.bsums.as_ptr() as *const u8);
+            let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bs));
+            let (d, dmin) = f16_pair(b, 80);
+            let k = acc[i % 2];
+            let k = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sum), k);
+            acc[i % 2] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * y.d), m, k);
+        }
+        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::kquants::quantize_act_q8_k;
+    use crate::quant::x86::available;
+    use crate::quant::GgmlType;
+    use crate::rng::SplitMix64 as Rng;
+
+    /// Random Q2_K and Q3_K rows (random bytes, small finite scales) against random tokens,
+    /// within float reordering of an f64 dot of the dequantized rows and the Q8_K values.
+    /// The scales built in a vector are `kquants::q3_scales_words`'s.
+    #[test]
+    fn q3_scales_match_the_words() {
+        if !available() {
+            eprintln!("skipped: no AVX2 on this CPU");
+            return;
+        }
+        let mut rng = Rng::new(0x0003_5ca1);
+        for _ in 0..200 {
+            let b: Vec<u8> = (0..Q3_K_BYTES).map(|_| rng.next_u64() as u8).collect();
+            let mut got = [0i8; 16];
+            // SAFETY: AVX2 was just detected; b is a whole Q3_K block.
+            unsafe {
+                _mm_storeu_si128(got.as_mut_ptr() as *mut __m128i, q3_scales_vec(&b[96..108]))
+            };
+            assert_eq!(got, super::super::kquants::q3_scales_words(&b[96..108]));
+        }
+    }
+
+    #[test]
+    fn one_token_rows_match_an_f64_dot() {
+        if !available() {
+            eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = Rng::new(0x0002_0003);
+        let (cols, n_rows) = (768, 11);
+        for ty in [GgmlType::Q2_K, GgmlType::Q3_K] {
+            let bytes_per = if ty == GgmlType::Q2_K {
+                Q2_K_BYTES
+            } else {
+                Q3_K_BYTES
+            };
+            let mut bytes: Vec<u8> = (0..cols / 256 * n_rows * bytes_per)
+                .map(|_| rng.next_u64() as u8)
+                .collect();
+            for b in bytes.chunks_exact_mut(bytes_per) {
+                let d = half::f16::from_f32(0.01).to_le_bytes();
+                match ty {
+                    GgmlType::Q2_K => {
+                        b[80..82].copy_from_slice(&d);
+                        b[82..84].copy_from_slice(&half::f16::from_f32(0.02).to_le_bytes());
+                    }
+                    _ => b[108..110].copy_from_slice(&d),
+                }
+            }
+            let acts: Vec<Vec<BlockQ8K>> = (0..3)
+                .map(|_| {
+                    let x: Vec<f32> = (0..cols)
+                        .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
+                        .collect();
+                    quantize_act_q8_k(&x)
+                })
+                .collect();
+            let rb = bytes.len() / n_rows;
+            let got: Vec<Vec<f32>> = acts
+                .iter()
+                .map(|a| {
+                    let mut o = vec![0f32; n_rows];
+                    // SAFETY: the features were just detected; every row has a.len() blocks.
+                    unsafe {
+                        match ty {
+                            GgmlType::Q2_K => rows_q2_k_one(&bytes, rb, a, &mut o),
+                            _ => rows_q3_k_one(&bytes, rb, a, &mut o),
+                        }
+                    };
+                    o
+                })
+                .collect();
+            super::super::tests::assert_near_f64_dot(ty, &bytes, n_rows, cols, &acts, &got);
+        }
+    }
+}
