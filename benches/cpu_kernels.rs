@@ -434,7 +434,7 @@ fn q8_0_one(hot: usize, cold: usize, reps: usize) {
     }
 }
 
-/// One token against Q2_K and Q3_K rows in the file's layout under `fast` numerics
+/// One token against Q2_K, Q3_K and Q6_K rows in the file's layout under `fast` numerics
 /// (`x86::kquants_one`), in L2 and streamed. Prints GB/s of weights on one thread.
 #[cfg(target_arch = "x86_64")]
 fn kquant_one(hot: usize, cold: usize, reps: usize) {
@@ -447,7 +447,7 @@ fn kquant_one(hot: usize, cold: usize, reps: usize) {
     let QuantizedAct::Q8_K(a) = random_acts(ActType::Q8_K, cols, 1, &mut rng).remove(0) else {
         unreachable!("Q8_K activations")
     };
-    for ty in [GgmlType::Q2_K, GgmlType::Q3_K] {
+    for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q6_K] {
         let row_bytes = cols / 256 * ty.block_bytes();
         for (label, bytes) in [("hot", hot), ("cold", cold)] {
             let rows = bytes / row_bytes;
@@ -458,7 +458,8 @@ fn kquant_one(hot: usize, cold: usize, reps: usize) {
                 unsafe {
                     match ty {
                         GgmlType::Q2_K => kquants_one::rows_q2_k_one(&m, row_bytes, &a, &mut out),
-                        _ => kquants_one::rows_q3_k_one(&m, row_bytes, &a, &mut out),
+                        GgmlType::Q3_K => kquants_one::rows_q3_k_one(&m, row_bytes, &a, &mut out),
+                        _ => kquants_one::rows_q6_k_one(&m, row_bytes, &a, &mut out),
                     }
                 };
                 out.iter().sum()

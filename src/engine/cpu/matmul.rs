@@ -186,7 +186,7 @@ enum Path {
     /// (`x86::fast_rows::rows_q8_0_one`).
     #[cfg(target_arch = "x86_64")]
     Q8One,
-    /// One token against Q2_K/Q3_K rows in the file's layout under `fast` on AVX2
+    /// One token against Q2_K/Q3_K/Q6_K rows in the file's layout under `fast` on AVX2
     /// (`x86::kquants_one`).
     #[cfg(target_arch = "x86_64")]
     KquantOne,
@@ -357,12 +357,12 @@ impl Path {
 }
 
 /// Whether one token's `ty` product under `fast` takes `x86::kquants_one`: Q2_K, and Q3_K
-/// where no AVX-512 row kernel (`x86::kquants512`) takes it.
+/// and Q6_K where no AVX-512 row kernel (`x86::kquants512`) takes them.
 #[cfg(target_arch = "x86_64")]
 fn kquant_one(ty: GgmlType) -> bool {
     match ty {
         GgmlType::Q2_K => true,
-        GgmlType::Q3_K => !crate::quant::x86::kquants512::available(),
+        GgmlType::Q3_K | GgmlType::Q6_K => !crate::quant::x86::kquants512::available(),
         _ => false,
     }
 }
@@ -798,10 +798,14 @@ fn matmuls_in(
                         // SAFETY: `Path::KquantOne` is chosen only where AVX2, FMA and F16C
                         // are (`Path::choose`); the rows and the token share their length.
                         unsafe {
-                            if m.ty == GgmlType::Q2_K {
-                                kquants_one::rows_q2_k_one(rows, rb, a, out_rows(0))
-                            } else {
-                                kquants_one::rows_q3_k_one(rows, rb, a, out_rows(0))
+                            match m.ty {
+                                GgmlType::Q2_K => {
+                                    kquants_one::rows_q2_k_one(rows, rb, a, out_rows(0))
+                                }
+                                GgmlType::Q3_K => {
+                                    kquants_one::rows_q3_k_one(rows, rb, a, out_rows(0))
+                                }
+                                _ => kquants_one::rows_q6_k_one(rows, rb, a, out_rows(0)),
                             }
                         };
                         return;

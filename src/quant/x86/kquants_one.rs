@@ -1,4 +1,4 @@
-//! A decode step's Q2_K and Q3_K products under `fast` numerics on AVX2: one token against
+//! A decode step's Q2_K, Q3_K and Q6_K products under `fast` numerics on AVX2: one token against
 //! rows in the file's layout, each block's levels built in registers 32 at a time and taken
 //! against the token's bytes in weight order (`maddubs`, then `madd` by the 16-weight
 //! groups' scales), the block's min or offset term from the token's group sums (`bsums`),
@@ -15,7 +15,7 @@ use super::kquants::q3_scales_vec;
 use super::loads::{f16_one, f16_pair, hsum};
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8K;
-use crate::quant::kquants::{Q2_K_BYTES, Q3_K_BYTES};
+use crate::quant::kquants::{Q2_K_BYTES, Q3_K_BYTES, Q6_K_BYTES};
 
 /// `pshufb` masks that spread 16-bit scale `2k` over the low 128 bits and scale `2k + 1`
 /// over the high 128 bits of a vector whose halves both hold scales `0..8` (`k` 0..4).
@@ -150,6 +150,63 @@ pub unsafe fn rows_q2_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: 
     }
 }
 
+/// `out[r] = row r · a` for Q6_K rows (`row_bytes` each) and one token's Q8_K row.
+///
+/// # Safety
+/// As `rows_q3_k_one`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_q6_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    assert_eq!(
+        row_bytes,
+        a.len() * Q6_K_BYTES,
+        "Q6_K row against Q8_K blocks"
+    );
+    let masks = scale_masks();
+    let m4 = _mm256_set1_epi8(0x0F);
+    let top = _mm256_set1_epi8(0x30);
+    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for (i, (b, y)) in row.chunks_exact(Q6_K_BYTES).zip(a).enumerate() {
+            ask(b);
+            let p = b.as_ptr();
+            let s = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
+            let sc = chunk_scales(s, &masks);
+            let mut sum = _mm256_setzero_si256();
+            for n in 0..2 {
+                // Half n: chunks 4n + k from the low (k = 0, 1) or high (k = 2, 3) nibbles of
+                // `ql[64n ..]` or `ql[64n + 32 ..]`, and bits 2k..2k + 2 of `qh[32n ..]` as
+                // bits 4 and 5.
+                let ql = [load(p.add(64 * n)), load(p.add(64 * n + 32))];
+                let qh = load(p.add(128 + 32 * n));
+                for k in 0..4 {
+                    let c = 4 * n + k;
+                    let nib = match k {
+                        0 | 1 => _mm256_and_si256(ql[k], m4),
+                        _ => _mm256_and_si256(_mm256_srli_epi16::<4>(ql[k - 2]), m4),
+                    };
+                    let high = match k {
+                        0 => _mm256_slli_epi16::<4>(qh),
+                        1 => _mm256_slli_epi16::<2>(qh),
+                        2 => qh,
+                        _ => _mm256_srli_epi16::<2>(qh),
+                    };
+                    let u = _mm256_or_si256(nib, _mm256_and_si256(high, top));
+                    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
+                    let pairs = _mm256_maddubs_epi16(u, q);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, sc[c]));
+                }
+            }
+            // The levels are stored 32 above the weights'.
+            let bs = load(y.bsums.as_ptr() as *const u8);
+            let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(s, bs));
+            let sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset));
+            let d = _mm256_set1_ps(f16_one(b, 208) * y.d);
+            acc[i % 2] = _mm256_fmadd_ps(d, sum, acc[i % 2]);
+        }
+        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,7 +215,7 @@ mod tests {
     use crate::quant::GgmlType;
     use crate::rng::SplitMix64 as Rng;
 
-    /// Random Q2_K and Q3_K rows (random bytes, small finite scales) against random tokens,
+    /// Random Q2_K, Q3_K and Q6_K rows (random bytes, small finite scales) against random tokens,
     /// within float reordering of an f64 dot of the dequantized rows and the Q8_K values.
     /// The scales built in a vector are `kquants::q3_scales_words`'s.
     #[test]
@@ -187,11 +244,11 @@ mod tests {
         }
         let mut rng = Rng::new(0x0002_0003);
         let (cols, n_rows) = (768, 11);
-        for ty in [GgmlType::Q2_K, GgmlType::Q3_K] {
-            let bytes_per = if ty == GgmlType::Q2_K {
-                Q2_K_BYTES
-            } else {
-                Q3_K_BYTES
+        for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q6_K] {
+            let bytes_per = match ty {
+                GgmlType::Q2_K => Q2_K_BYTES,
+                GgmlType::Q3_K => Q3_K_BYTES,
+                _ => Q6_K_BYTES,
             };
             let mut bytes: Vec<u8> = (0..cols / 256 * n_rows * bytes_per)
                 .map(|_| rng.next_u64() as u8)
@@ -203,7 +260,8 @@ mod tests {
                         b[80..82].copy_from_slice(&d);
                         b[82..84].copy_from_slice(&half::f16::from_f32(0.02).to_le_bytes());
                     }
-                    _ => b[108..110].copy_from_slice(&d),
+                    GgmlType::Q3_K => b[108..110].copy_from_slice(&d),
+                    _ => b[208..210].copy_from_slice(&d),
                 }
             }
             let acts: Vec<Vec<BlockQ8K>> = (0..3)
@@ -223,7 +281,8 @@ mod tests {
                     unsafe {
                         match ty {
                             GgmlType::Q2_K => rows_q2_k_one(&bytes, rb, a, &mut o),
-                            _ => rows_q3_k_one(&bytes, rb, a, &mut o),
+                            GgmlType::Q3_K => rows_q3_k_one(&bytes, rb, a, &mut o),
+                            _ => rows_q6_k_one(&bytes, rb, a, &mut o),
                         }
                     };
                     o
