@@ -43,11 +43,40 @@ unsafe fn load(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
 }
 
-/// Asks for every line of a block (`prefetch_ahead`'s distance past it).
+/// One 32-weight chunk `c`'s levels `u` against the token's bytes, scaled by its two groups'
+/// scales (`sc`): eight 32-bit partial sums.
 #[inline(always)]
-fn ask(b: &[u8]) {
-    for line in (0..b.len()).step_by(64) {
-        prefetch_ahead(b.as_ptr().wrapping_add(line));
+unsafe fn chunk(u: __m256i, y: &BlockQ8K, c: usize, sc: __m256i) -> __m256i {
+    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), sc)
+}
+
+/// `out[r] = row r · a` for rows of `bytes`-byte blocks, `step` adding one block's product
+/// into one of two float accumulators (blocks alternate between them), each block's lines
+/// asked for ahead (`prefetch_ahead`).
+#[inline(always)]
+unsafe fn by_block(
+    rows: &[u8],
+    row_bytes: usize,
+    a: &[BlockQ8K],
+    out: &mut [f32],
+    bytes: usize,
+    step: impl Fn(&[u8], &BlockQ8K, __m256) -> __m256,
+) {
+    assert_eq!(
+        row_bytes,
+        a.len() * bytes,
+        "k-quant row against Q8_K blocks"
+    );
+    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for (i, (b, y)) in row.chunks_exact(bytes).zip(a).enumerate() {
+            for line in (0..bytes).step_by(64) {
+                prefetch_ahead(b.as_ptr().wrapping_add(line));
+            }
+            acc[i % 2] = step(b, y, acc[i % 2]);
+        }
+        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
     }
 }
 
@@ -58,50 +87,37 @@ fn ask(b: &[u8]) {
 /// blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn rows_q3_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
-    assert_eq!(
-        row_bytes,
-        a.len() * Q3_K_BYTES,
-        "Q3_K row against Q8_K blocks"
-    );
     let masks = scale_masks();
     let m2 = _mm256_set1_epi8(3);
     let four = _mm256_set1_epi8(4);
-    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (b, y)) in row.chunks_exact(Q3_K_BYTES).zip(a).enumerate() {
-            ask(b);
-            let p = b.as_ptr();
-            let s = _mm256_cvtepi8_epi16(q3_scales_vec(&b[96..108]));
-            let sc = chunk_scales(s, &masks);
-            let hm = load(p);
-            let mut sum = _mm256_setzero_si256();
-            for n in 0..2 {
-                let qs = load(p.add(32 + 32 * n));
-                for j in 0..4 {
-                    let c = 4 * n + j;
-                    let low =
-                        _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
-                    // Bit `c` of each hmask byte moved to bit 2 (the other bits masked off).
-                    let high = if c >= 2 {
-                        _mm256_srl_epi16(hm, _mm_cvtsi32_si128(c as i32 - 2))
-                    } else {
-                        _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - c as i32))
-                    };
-                    let u = _mm256_or_si256(low, _mm256_and_si256(high, four));
-                    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
-                    let pairs = _mm256_maddubs_epi16(u, q);
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, sc[c]));
-                }
+    by_block(rows, row_bytes, a, out, Q3_K_BYTES, |b, y, acc| {
+        let p = b.as_ptr();
+        let s = _mm256_cvtepi8_epi16(q3_scales_vec(&b[96..108]));
+        let sc = chunk_scales(s, &masks);
+        let hm = load(p);
+        let mut sum = _mm256_setzero_si256();
+        for n in 0..2 {
+            let qs = load(p.add(32 + 32 * n));
+            for j in 0..4 {
+                let c = 4 * n + j;
+                let low =
+                    _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
+                // Bit `c` of each hmask byte moved to bit 2 (the other bits masked off).
+                let high = if c >= 2 {
+                    _mm256_srl_epi16(hm, _mm_cvtsi32_si128(c as i32 - 2))
+                } else {
+                    _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - c as i32))
+                };
+                let u = _mm256_or_si256(low, _mm256_and_si256(high, four));
+                sum = _mm256_add_epi32(sum, chunk(u, y, c, sc[c]));
             }
-            // The levels are stored 4 above the weights': less 4 times each group's scaled sum.
-            let bs = load(y.bsums.as_ptr() as *const u8);
-            let offset = _mm256_slli_epi32::<2>(_mm256_madd_epi16(s, bs));
-            let sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset));
-            let d = _mm256_set1_ps(f16_one(b, 108) * y.d);
-            acc[i % 2] = _mm256_fmadd_ps(d, sum, acc[i % 2]);
         }
-        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
-    }
+        // The levels are stored 4 above the weights': less 4 times each group's scaled sum.
+        let bs = load(y.bsums.as_ptr() as *const u8);
+        let offset = _mm256_slli_epi32::<2>(_mm256_madd_epi16(s, bs));
+        let sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset));
+        _mm256_fmadd_ps(_mm256_set1_ps(f16_one(b, 108) * y.d), sum, acc)
+    })
 }
 
 /// `out[r] = row r · a` for Q2_K rows (`row_bytes` each) and one token's Q8_K row.
@@ -110,44 +126,30 @@ pub unsafe fn rows_q3_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: 
 /// As `rows_q3_k_one`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn rows_q2_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
-    assert_eq!(
-        row_bytes,
-        a.len() * Q2_K_BYTES,
-        "Q2_K row against Q8_K blocks"
-    );
     let masks = scale_masks();
     let m2 = _mm256_set1_epi8(3);
     let m4 = _mm_set1_epi8(0x0F);
-    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (b, y)) in row.chunks_exact(Q2_K_BYTES).zip(a).enumerate() {
-            ask(b);
-            let p = b.as_ptr();
-            let packed = _mm_loadu_si128(p as *const __m128i);
-            let s = _mm256_cvtepu8_epi16(_mm_and_si128(packed, m4));
-            let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), m4));
-            let sc = chunk_scales(s, &masks);
-            let mut sum = _mm256_setzero_si256();
-            for n in 0..2 {
-                let qs = load(p.add(16 + 32 * n));
-                for j in 0..4 {
-                    let c = 4 * n + j;
-                    let u =
-                        _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
-                    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
-                    let pairs = _mm256_maddubs_epi16(u, q);
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, sc[c]));
-                }
+    by_block(rows, row_bytes, a, out, Q2_K_BYTES, |b, y, acc| {
+        let p = b.as_ptr();
+        let packed = _mm_loadu_si128(p as *const __m128i);
+        let s = _mm256_cvtepu8_epi16(_mm_and_si128(packed, m4));
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(packed), m4));
+        let sc = chunk_scales(s, &masks);
+        let mut sum = _mm256_setzero_si256();
+        for n in 0..2 {
+            let qs = load(p.add(16 + 32 * n));
+            for j in 0..4 {
+                let c = 4 * n + j;
+                let u = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * j as i32)), m2);
+                sum = _mm256_add_epi32(sum, chunk(u, y, c, sc[c]));
             }
-            let bs = load(y.bsums.as_ptr() as *const u8);
-            let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bs));
-            let (d, dmin) = f16_pair(b, 80);
-            let k = acc[i % 2];
-            let k = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sum), k);
-            acc[i % 2] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * y.d), m, k);
         }
-        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
-    }
+        let bs = load(y.bsums.as_ptr() as *const u8);
+        let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bs));
+        let (d, dmin) = f16_pair(b, 80);
+        let acc = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sum), acc);
+        _mm256_fmadd_ps(_mm256_set1_ps(-dmin * y.d), m, acc)
+    })
 }
 
 /// `out[r] = row r · a` for Q6_K rows (`row_bytes` each) and one token's Q8_K row.
@@ -156,55 +158,41 @@ pub unsafe fn rows_q2_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: 
 /// As `rows_q3_k_one`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn rows_q6_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: &mut [f32]) {
-    assert_eq!(
-        row_bytes,
-        a.len() * Q6_K_BYTES,
-        "Q6_K row against Q8_K blocks"
-    );
     let masks = scale_masks();
     let m4 = _mm256_set1_epi8(0x0F);
     let top = _mm256_set1_epi8(0x30);
-    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (b, y)) in row.chunks_exact(Q6_K_BYTES).zip(a).enumerate() {
-            ask(b);
-            let p = b.as_ptr();
-            let s = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
-            let sc = chunk_scales(s, &masks);
-            let mut sum = _mm256_setzero_si256();
-            for n in 0..2 {
-                // Half n: chunks 4n + k from the low (k = 0, 1) or high (k = 2, 3) nibbles of
-                // `ql[64n ..]` or `ql[64n + 32 ..]`, and bits 2k..2k + 2 of `qh[32n ..]` as
-                // bits 4 and 5.
-                let ql = [load(p.add(64 * n)), load(p.add(64 * n + 32))];
-                let qh = load(p.add(128 + 32 * n));
-                for k in 0..4 {
-                    let c = 4 * n + k;
-                    let nib = match k {
-                        0 | 1 => _mm256_and_si256(ql[k], m4),
-                        _ => _mm256_and_si256(_mm256_srli_epi16::<4>(ql[k - 2]), m4),
-                    };
-                    let high = match k {
-                        0 => _mm256_slli_epi16::<4>(qh),
-                        1 => _mm256_slli_epi16::<2>(qh),
-                        2 => qh,
-                        _ => _mm256_srli_epi16::<2>(qh),
-                    };
-                    let u = _mm256_or_si256(nib, _mm256_and_si256(high, top));
-                    let q = load(y.qs.as_ptr().add(32 * c) as *const u8);
-                    let pairs = _mm256_maddubs_epi16(u, q);
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, sc[c]));
-                }
+    by_block(rows, row_bytes, a, out, Q6_K_BYTES, |b, y, acc| {
+        let p = b.as_ptr();
+        let s = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
+        let sc = chunk_scales(s, &masks);
+        let mut sum = _mm256_setzero_si256();
+        for n in 0..2 {
+            // Half n: chunks 4n + k from the low (k = 0, 1) or high (k = 2, 3) nibbles of
+            // `ql[64n ..]` or `ql[64n + 32 ..]`, and bits 2k..2k + 2 of `qh[32n ..]` as bits
+            // 4 and 5.
+            let ql = [load(p.add(64 * n)), load(p.add(64 * n + 32))];
+            let qh = load(p.add(128 + 32 * n));
+            for k in 0..4 {
+                let nib = match k {
+                    0 | 1 => _mm256_and_si256(ql[k], m4),
+                    _ => _mm256_and_si256(_mm256_srli_epi16::<4>(ql[k - 2]), m4),
+                };
+                let high = match k {
+                    0 => _mm256_slli_epi16::<4>(qh),
+                    1 => _mm256_slli_epi16::<2>(qh),
+                    2 => qh,
+                    _ => _mm256_srli_epi16::<2>(qh),
+                };
+                let u = _mm256_or_si256(nib, _mm256_and_si256(high, top));
+                sum = _mm256_add_epi32(sum, chunk(u, y, 4 * n + k, sc[4 * n + k]));
             }
-            // The levels are stored 32 above the weights'.
-            let bs = load(y.bsums.as_ptr() as *const u8);
-            let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(s, bs));
-            let sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset));
-            let d = _mm256_set1_ps(f16_one(b, 208) * y.d);
-            acc[i % 2] = _mm256_fmadd_ps(d, sum, acc[i % 2]);
         }
-        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
-    }
+        // The levels are stored 32 above the weights'.
+        let bs = load(y.bsums.as_ptr() as *const u8);
+        let offset = _mm256_slli_epi32::<5>(_mm256_madd_epi16(s, bs));
+        let sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset));
+        _mm256_fmadd_ps(_mm256_set1_ps(f16_one(b, 208) * y.d), sum, acc)
+    })
 }
 
 #[cfg(test)]
