@@ -203,8 +203,6 @@ mod tests {
     use crate::quant::GgmlType;
     use crate::rng::SplitMix64 as Rng;
 
-    /// Random Q2_K, Q3_K and Q6_K rows (random bytes, small finite scales) against random tokens,
-    /// within float reordering of an f64 dot of the dequantized rows and the Q8_K values.
     /// The scales built in a vector are `kquants::q3_scales_words`'s.
     #[test]
     fn q3_scales_match_the_words() {
@@ -224,6 +222,8 @@ mod tests {
         }
     }
 
+    /// Random Q2_K, Q3_K and Q6_K rows (random bytes, small finite scales) against random tokens,
+    /// within float reordering of an f64 dot of the dequantized rows and the Q8_K values.
     #[test]
     fn one_token_rows_match_an_f64_dot() {
         if !available() {
