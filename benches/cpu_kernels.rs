@@ -455,13 +455,7 @@ fn kquant_one(hot: usize, cold: usize, reps: usize) {
             let mut out = vec![0f32; rows];
             let t = best_cpu(reps, || {
                 // SAFETY: AVX2/FMA/F16C were just detected; every row holds `a.len()` blocks.
-                unsafe {
-                    match ty {
-                        GgmlType::Q2_K => kquants_one::rows_q2_k_one(&m, row_bytes, &a, &mut out),
-                        GgmlType::Q3_K => kquants_one::rows_q3_k_one(&m, row_bytes, &a, &mut out),
-                        _ => kquants_one::rows_q6_k_one(&m, row_bytes, &a, &mut out),
-                    }
-                };
+                unsafe { kquants_one::rows_one(ty, &m, row_bytes, &a, &mut out) };
                 out.iter().sum()
             });
             println!(

@@ -794,21 +794,13 @@ fn matmuls_in(
                     }
                     #[cfg(target_arch = "x86_64")]
                     Path::KquantOne => {
-                        use crate::quant::x86::kquants_one;
                         let a = acts[0].q8_k().expect("k-quant activations are Q8_K");
                         // SAFETY: `Path::KquantOne` is chosen only where AVX2, FMA and F16C
                         // are (`Path::choose`); the rows and the token share their length.
-                        unsafe {
-                            match m.ty {
-                                GgmlType::Q2_K => {
-                                    kquants_one::rows_q2_k_one(rows, rb, a, out_rows(0))
-                                }
-                                GgmlType::Q3_K => {
-                                    kquants_one::rows_q3_k_one(rows, rb, a, out_rows(0))
-                                }
-                                _ => kquants_one::rows_q6_k_one(rows, rb, a, out_rows(0)),
-                            }
+                        let ran = unsafe {
+                            crate::quant::x86::kquants_one::rows_one(m.ty, rows, rb, a, out_rows(0))
                         };
+                        debug_assert!(ran.is_some(), "a type `kquant_one` takes");
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]

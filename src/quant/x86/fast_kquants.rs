@@ -99,33 +99,17 @@ pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<KBlock>) {
             }
             GgmlType::Q3_K => {
                 q3_levels(b, &mut lv);
-                let bias = _mm256_set1_epi8(4);
-                for c in 0..8 {
-                    let v = _mm256_loadu_si256(lv.as_ptr().add(32 * c) as *const __m256i);
-                    let u = _mm256_add_epi8(v, bias);
-                    _mm256_storeu_si256(k.u.as_mut_ptr().add(32 * c) as *mut __m256i, u);
-                }
                 for (g, &sc) in q3_scales_words(&b[96..108]).iter().enumerate() {
                     s16[g] = sc as i16;
                 }
-                k.mins = s16;
-                k.d = f16_one(b, 108);
-                k.m = -4.0 * k.d;
+                offset_levels(k, &lv, s16, 4, f16_one(b, 108));
             }
             GgmlType::Q6_K => {
                 q6_levels(b, &mut lv);
-                let bias = _mm256_set1_epi8(32);
-                for c in 0..8 {
-                    let v = _mm256_loadu_si256(lv.as_ptr().add(32 * c) as *const __m256i);
-                    let u = _mm256_add_epi8(v, bias);
-                    _mm256_storeu_si256(k.u.as_mut_ptr().add(32 * c) as *mut __m256i, u);
-                }
                 for (s, sc) in s16.iter_mut().enumerate() {
                     *sc = b[192 + s] as i8 as i16;
                 }
-                k.mins = s16;
-                k.d = f16_one(b, 208);
-                k.m = -32.0 * k.d;
+                offset_levels(k, &lv, s16, 32, f16_one(b, 208));
             }
             _ => {
                 let (qs, qh) = if ty == GgmlType::Q4_K {
@@ -152,6 +136,22 @@ pub unsafe fn unpack(ty: GgmlType, rows: &[u8], out: &mut Vec<KBlock>) {
             sc[8..].fill(s16[2 * c + 1]);
         }
     }
+}
+
+/// A Q3_K or Q6_K block (signed levels `lv`, 16-weight scales `s16`, scale `d`) whose
+/// levels are stored `offset` above the weights': the levels unsigned, and the offset taken
+/// off as a min term, `-offset · d` times each group's scale times its activation sum.
+#[inline(always)]
+unsafe fn offset_levels(k: &mut KBlock, lv: &[i8; 256], s16: [i16; 16], offset: i8, d: f32) {
+    let bias = _mm256_set1_epi8(offset);
+    for c in 0..8 {
+        let v = _mm256_loadu_si256(lv.as_ptr().add(32 * c) as *const __m256i);
+        let u = _mm256_add_epi8(v, bias);
+        _mm256_storeu_si256(k.u.as_mut_ptr().add(32 * c) as *mut __m256i, u);
+    }
+    k.mins = s16;
+    k.d = d;
+    k.m = -f32::from(offset) * d;
 }
 
 /// Rows a pass of `rows` takes together: each block's tokens stay in L1 while these rows'

@@ -16,6 +16,7 @@ use super::loads::{f16_one, f16_pair, hsum};
 use super::prefetch::prefetch_ahead;
 use crate::quant::blocks::BlockQ8K;
 use crate::quant::kquants::{Q2_K_BYTES, Q3_K_BYTES, Q6_K_BYTES};
+use crate::quant::GgmlType;
 
 /// `pshufb` masks that spread 16-bit scale `2k` over the low 128 bits and scale `2k + 1`
 /// over the high 128 bits of a vector whose halves both hold scales `0..8` (`k` 0..4).
@@ -78,6 +79,28 @@ unsafe fn by_block(
         }
         *o = hsum(_mm256_add_ps(acc[0], acc[1]));
     }
+}
+
+/// `out[r] = row r · a` for Q2_K, Q3_K or Q6_K (`ty`) rows (`row_bytes` each) and one token's
+/// Q8_K row; None for another type.
+///
+/// # Safety
+/// As `rows_q3_k_one`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rows_one(
+    ty: GgmlType,
+    rows: &[u8],
+    row_bytes: usize,
+    a: &[BlockQ8K],
+    out: &mut [f32],
+) -> Option<()> {
+    match ty {
+        GgmlType::Q2_K => rows_q2_k_one(rows, row_bytes, a, out),
+        GgmlType::Q3_K => rows_q3_k_one(rows, row_bytes, a, out),
+        GgmlType::Q6_K => rows_q6_k_one(rows, row_bytes, a, out),
+        _ => return None,
+    }
+    Some(())
 }
 
 /// `out[r] = row r · a` for Q3_K rows (`row_bytes` each) and one token's Q8_K row.
@@ -200,7 +223,6 @@ mod tests {
     use super::*;
     use crate::quant::kquants::quantize_act_q8_k;
     use crate::quant::x86::available;
-    use crate::quant::GgmlType;
     use crate::rng::SplitMix64 as Rng;
 
     /// The scales built in a vector are `kquants::q3_scales_words`'s.
@@ -266,13 +288,8 @@ mod tests {
                 .map(|a| {
                     let mut o = vec![0f32; n_rows];
                     // SAFETY: the features were just detected; every row has a.len() blocks.
-                    unsafe {
-                        match ty {
-                            GgmlType::Q2_K => rows_q2_k_one(&bytes, rb, a, &mut o),
-                            GgmlType::Q3_K => rows_q3_k_one(&bytes, rb, a, &mut o),
-                            _ => rows_q6_k_one(&bytes, rb, a, &mut o),
-                        }
-                    };
+                    let ran = unsafe { rows_one(ty, &bytes, rb, a, &mut o) };
+                    assert!(ran.is_some(), "{ty:?} has a one-token kernel");
                     o
                 })
                 .collect();
