@@ -292,6 +292,7 @@ unsafe fn block512<const P: usize>(w: &KBlock, a: [[&BlockQ8K; 2]; P], acc: &mut
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::random_kquant_blocks;
     use super::*;
     use crate::quant::kquants::{quantize_act_q8_k, quantize_q4_k, quantize_q6_k};
     use crate::quant::x86::available;
@@ -325,23 +326,7 @@ mod tests {
             match ty {
                 GgmlType::Q4_K => quantize_q4_k(&w, &mut bytes),
                 GgmlType::Q6_K => quantize_q6_k(&w, &mut bytes),
-                _ => {
-                    // Random bytes with finite, modest scales: d (and dmin) small f16 values.
-                    let (per, d_at, dmin_at) = match ty {
-                        GgmlType::Q2_K => (Q2_K_BYTES, 80, Some(82)),
-                        GgmlType::Q3_K => (Q3_K_BYTES, 108, None),
-                        _ => (Q5_K_BYTES, 0, Some(2)),
-                    };
-                    bytes = (0..cols / 256 * n_rows * per)
-                        .map(|_| rng.next_u64() as u8)
-                        .collect();
-                    for b in bytes.chunks_exact_mut(per) {
-                        b[d_at..d_at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
-                        if let Some(at) = dmin_at {
-                            b[at..at + 2].copy_from_slice(&half::f16::from_f32(0.02).to_le_bytes());
-                        }
-                    }
-                }
+                _ => bytes = random_kquant_blocks(ty, cols / 256 * n_rows, &mut rng),
             }
             let per_row = cols / 256;
             let acts: Vec<Vec<BlockQ8K>> = (0..5)

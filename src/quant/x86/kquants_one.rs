@@ -220,6 +220,7 @@ pub unsafe fn rows_q6_k_one(rows: &[u8], row_bytes: usize, a: &[BlockQ8K], out: 
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::random_kquant_blocks;
     use super::*;
     use crate::quant::kquants::quantize_act_q8_k;
     use crate::quant::x86::available;
@@ -255,25 +256,7 @@ mod tests {
         let mut rng = Rng::new(0x0002_0003);
         let (cols, n_rows) = (768, 11);
         for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q6_K] {
-            let bytes_per = match ty {
-                GgmlType::Q2_K => Q2_K_BYTES,
-                GgmlType::Q3_K => Q3_K_BYTES,
-                _ => Q6_K_BYTES,
-            };
-            let mut bytes: Vec<u8> = (0..cols / 256 * n_rows * bytes_per)
-                .map(|_| rng.next_u64() as u8)
-                .collect();
-            for b in bytes.chunks_exact_mut(bytes_per) {
-                let d = half::f16::from_f32(0.01).to_le_bytes();
-                match ty {
-                    GgmlType::Q2_K => {
-                        b[80..82].copy_from_slice(&d);
-                        b[82..84].copy_from_slice(&half::f16::from_f32(0.02).to_le_bytes());
-                    }
-                    GgmlType::Q3_K => b[108..110].copy_from_slice(&d),
-                    _ => b[208..210].copy_from_slice(&d),
-                }
-            }
+            let bytes = random_kquant_blocks(ty, cols / 256 * n_rows, &mut rng);
             let acts: Vec<Vec<BlockQ8K>> = (0..3)
                 .map(|_| {
                     let x: Vec<f32> = (0..cols)

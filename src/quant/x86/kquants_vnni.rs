@@ -282,6 +282,7 @@ unsafe fn tile<const RR: usize, const TT: usize>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::random_kquant_blocks;
     use super::*;
     use crate::quant::kquants::{quantize_act_q8_k, quantize_q4_k, quantize_q6_k};
     use crate::quant::x86::available as avx2;
@@ -304,7 +305,6 @@ mod tests {
                 .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
                 .collect()
         };
-        let f16 = |v: f32| half::f16::from_f32(v).to_le_bytes();
         for ty in [
             GgmlType::Q2_K,
             GgmlType::Q3_K,
@@ -317,25 +317,7 @@ mod tests {
             match ty {
                 GgmlType::Q4_K => quantize_q4_k(&w, &mut bytes),
                 GgmlType::Q6_K => quantize_q6_k(&w, &mut bytes),
-                _ => {
-                    let bb = ty.block_bytes();
-                    bytes = (0..cols / 256 * n_rows * bb)
-                        .map(|_| rng.next_u64() as u8)
-                        .collect();
-                    for b in bytes.chunks_exact_mut(bb) {
-                        match ty {
-                            GgmlType::Q2_K => {
-                                b[80..82].copy_from_slice(&f16(0.01));
-                                b[82..84].copy_from_slice(&f16(0.02));
-                            }
-                            GgmlType::Q3_K => b[108..110].copy_from_slice(&f16(0.01)),
-                            _ => {
-                                b[..2].copy_from_slice(&f16(0.01));
-                                b[2..4].copy_from_slice(&f16(0.02));
-                            }
-                        }
-                    }
-                }
+                _ => bytes = random_kquant_blocks(ty, cols / 256 * n_rows, &mut rng),
             }
             let per_row = cols / 256;
             let q8: Vec<Vec<BlockQ8K>> = (0..tokens)

@@ -1,6 +1,33 @@
 //! Unit tests of the x86 kernels that compare them with the reference through the dispatch
 //! (`quantize_act`, `vec_dot`, `vec_dot_rows`, `vec_dot_x4`), which sits above the kernels.
 
+/// `blocks` blocks of k-quant `ty` of random bytes but for their scales, small finite f16
+/// values (`d` 0.01, `dmin` 0.02 where the type has one), so every dot stays finite.
+pub(super) fn random_kquant_blocks(
+    ty: crate::quant::GgmlType,
+    blocks: usize,
+    rng: &mut crate::rng::SplitMix64,
+) -> Vec<u8> {
+    use crate::quant::GgmlType;
+    let per = ty.block_bytes();
+    let mut bytes: Vec<u8> = (0..blocks * per).map(|_| rng.next_u64() as u8).collect();
+    let (d_at, dmin_at) = match ty {
+        GgmlType::Q2_K => (80, Some(82)),
+        GgmlType::Q3_K => (108, None),
+        GgmlType::Q4_K | GgmlType::Q5_K => (0, Some(2)),
+        GgmlType::Q6_K => (208, None),
+        _ => panic!("{ty} is not a k-quant"),
+    };
+    let f16 = |v: f32| half::f16::from_f32(v).to_le_bytes();
+    for b in bytes.chunks_exact_mut(per) {
+        b[d_at..d_at + 2].copy_from_slice(&f16(0.01));
+        if let Some(at) = dmin_at {
+            b[at..at + 2].copy_from_slice(&f16(0.02));
+        }
+    }
+    bytes
+}
+
 /// Each token's results `got[t][r]` within float reordering (1e-5 of the sum of |w x|) of the
 /// f64 dot of row r of `bytes` (`n_rows` rows of `cols` values of type `ty`), dequantized, with
 /// the token's Q8_K values `acts[t]`.
