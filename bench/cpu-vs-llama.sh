@@ -9,11 +9,12 @@
 #       --numerics $NUMERICS (default exact, the reference; fast reorders the float sums of a
 #       prompt's Q4_0 and Q8_0 products)
 # and prints decode and prefill tok/s (each side's mean over the rounds) with the ratio
-# cbtop / llama.cpp. The two sides alternate round by round, so a slow phase of a shared
-# machine falls on both (run one side's rounds after the other's and a drop in the machine's
-# memory bandwidth during one side's runs alone moves the ratio by 20% or more). Each row also
-# shows the largest share of CPU time the hypervisor stole during one run of its rounds, so a
-# row measured while other guests took the cores says so.
+# cbtop / llama.cpp, and the lowest and highest ratio of one round's pair of runs (how far a
+# single round moves the ratio). The two sides alternate round by round, so a slow phase of a
+# shared machine falls on both (run one side's rounds after the other's and a drop in the
+# machine's memory bandwidth during one side's runs alone moves the ratio by 20% or more). Each
+# row also shows the largest share of CPU time the hypervisor stole during one run of its
+# rounds, so a row measured while other guests took the cores says so.
 #
 #   CBTOP=path/to/cbtop SMOLLM2=$(bash scripts/fetch-test-model.sh) THREADS="2" \
 #       [SHAPES="qwen2.5-0.5b"] [QUANTS="q4_k_m q8_0 ..."] bash bench/cpu-vs-llama.sh
@@ -80,7 +81,7 @@ flags = set(next((l.split(":", 1)[1].split() for l in cpu.splitlines() if l.star
 isa = [f for f in ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16") if f in flags]
 print(f"CPU: {model}; ISA: {' '.join(isa) or 'none of AVX2/AVX-512'}")
 w = max([len(m) for m in models] + [5]) + 2
-print(f"{'model':<{w}}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}{'steal':>8}")
+print(f"{'model':<{w}}{'threads':>8}{'work':>10}{'llama.cpp':>11}{'cbtop':>9}{'ratio':>8}{'rounds':>12}{'steal':>8}")
 
 def steal(name, t):
     """The largest share of CPU time stolen during one side's run of a round, in percent."""
@@ -100,20 +101,25 @@ for name in models:
         def peer(n_prompt, n_gen):
             ts = [r["avg_ts"] for ll in lls for r in ll
                   if r["n_prompt"] == n_prompt and r["n_gen"] == n_gen]
-            return statistics.mean(ts) if len(ts) == reps else None
+            return ts if len(ts) == reps else None
         runs = [json.load(open(f"{out}/{name}-t{t}-cbtop-r{r}.json"))["throughput"]
                 for r in range(1, reps + 1)]
-        mean = lambda k: statistics.mean(c[k] for c in runs) if all(c[k] for c in runs) else None
+        ours = lambda k: [c[k] for c in runs] if all(c[k] for c in runs) else None
         st = steal(name, t)
         st = "-" if st is None else f"{st:.1f}%"
-        for work, a, b in (("decode", peer(0, 64), mean("tokens_per_sec")),
-                           ("prefill", peer(64, 0), mean("prefill_tokens_per_sec"))):
-            ratio = f"{b / a:.2f}x" if a and b else "-"
-            print(f"{name:<{w}}{t:>8}{work:>10}{a or 0:>11.1f}{b or 0:>9.1f}{ratio:>8}{st:>8}")
+        for work, a, b in (("decode", peer(0, 64), ours("tokens_per_sec")),
+                           ("prefill", peer(64, 0), ours("prefill_tokens_per_sec"))):
+            ma, mb = (statistics.mean(a) if a else None), (statistics.mean(b) if b else None)
+            ratio = f"{mb / ma:.2f}x" if ma and mb else "-"
+            # Each round's ratio of its two adjacent runs: the spread the mean hides.
+            per = [y / x for x, y in zip(a, b) if x] if a and b else []
+            spread = f"{min(per):.2f}-{max(per):.2f}" if per else "-"
+            print(f"{name:<{w}}{t:>8}{work:>10}{ma or 0:>11.1f}{mb or 0:>9.1f}{ratio:>8}{spread:>12}{st:>8}")
 print(f"tok/s, each side's mean over {reps} alternating rounds; llama.cpp: llama-bench -t T"
       " -p 64 -n 64 -r 1 (plain build of the peer, docs/benchmarks.md; repacking as it defaults); cbtop:"
       f" --headless --device cpu --timing off --numerics {os.environ['NUMERICS']}, 64 decode"
-      " steps after a 64-token prompt; steal: the most of the machine's CPU time the hypervisor"
+      " steps after a 64-token prompt; rounds: the lowest and highest ratio of one round's two"
+      " runs; steal: the most of the machine's CPU time the hypervisor"
       " gave to other guests during one side's run of a round (/proc/stat; 0 on a machine of"
       " its own)")
 PY
