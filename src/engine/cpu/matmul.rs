@@ -158,8 +158,8 @@ enum Path {
     /// Repacked rows under `fast` (`packed_task`).
     #[cfg(target_arch = "x86_64")]
     Packed,
-    /// Two to `FEW_TOKENS_MAX` tokens against Q4_0/Q5_0/Q8_0 rows in the file's layout on
-    /// AVX-512 VNNI (`x86::few_vnni`).
+    /// One to `FEW_TOKENS_MAX` tokens against Q4_0/Q5_0/Q8_0 rows in the file's layout on
+    /// AVX-512 VNNI (`x86::few_vnni`), the reference's bits.
     #[cfg(target_arch = "x86_64")]
     FewVnni,
     /// Two and three tokens (below `FEW_KQUANT_EXACT_FROM`) against Q4_K/Q6_K rows in the
@@ -190,10 +190,6 @@ enum Path {
     /// (`x86::kquants_one`).
     #[cfg(target_arch = "x86_64")]
     KquantOne,
-    /// One token against Q5_0 rows in the file's layout under `fast` on AVX-512 VNNI
-    /// (`x86::q5_0_one::rows_q5_0_one`).
-    #[cfg(target_arch = "x86_64")]
-    Q5One,
     /// Legacy prompt rows unpacked once per task.
     #[cfg(target_arch = "x86_64")]
     Unpacked,
@@ -225,7 +221,9 @@ impl Path {
             let few = (2..=FEW_TOKENS_MAX).contains(&n);
             if had.packed {
                 return Path::Packed;
-            } else if vnni && few {
+            } else if vnni && (few || n == 1) {
+                // One token too: two rows a 512-bit register streamed more of the memory's
+                // rate at 4 and 16 threads than the one-token row kernels.
                 return Path::FewVnni;
             } else if few
                 && n < FEW_KQUANT_EXACT_FROM
@@ -249,12 +247,6 @@ impl Path {
                 && avx2
             {
                 return Path::FloatOne;
-            } else if ty == GgmlType::Q5_0
-                && n == 1
-                && had.float_one
-                && crate::quant::x86::q5_0_one::available()
-            {
-                return Path::Q5One;
             } else if ty == GgmlType::Q8_0 && n == 1 && had.float_one && avx2 {
                 return Path::Q8One;
             } else if n == 1 && had.float_one && avx2 && kquant_one(ty) {
@@ -342,8 +334,6 @@ impl Path {
             Path::Q8One => format!("q8_0_one {t}·{act} (fast, {})", simd(false)),
             #[cfg(target_arch = "x86_64")]
             Path::KquantOne => format!("kquant_one {t}·{act} (fast, avx2)"),
-            #[cfg(target_arch = "x86_64")]
-            Path::Q5One => format!("q5_0_one {t}·{act} (fast, avx512-vnni)"),
             #[cfg(target_arch = "x86_64")]
             Path::Unpacked => format!("unpacked_batch {t}·{act} ({})", simd(false)),
             Path::FewTokens => format!("few_tokens {t}·{act} x{n} ({})", one_isa(ty)),
@@ -804,20 +794,12 @@ fn matmuls_in(
                         return;
                     }
                     #[cfg(target_arch = "x86_64")]
-                    path @ (Path::Q8One | Path::Q5One) => {
-                        use crate::quant::x86::{fast_rows, q5_0_one};
-                        let a = acts[0]
-                            .q8_0()
-                            .expect("Q8_0 and Q5_0 products' activations are Q8_0");
-                        // SAFETY: `Path::Q8One` is chosen only where AVX2, FMA and F16C are,
-                        // `Path::Q5One` where `q5_0_one::available` holds (`Path::choose`);
-                        // the rows and the token share their length.
+                    Path::Q8One => {
+                        let a = acts[0].q8_0().expect("Q8_0 products' activations are Q8_0");
+                        // SAFETY: `Path::Q8One` is chosen only where AVX2, FMA and F16C are
+                        // (`Path::choose`); the rows and the token share their length.
                         unsafe {
-                            if path == Path::Q8One {
-                                fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
-                            } else {
-                                q5_0_one::rows_q5_0_one(rows, rb, a, out_rows(0))
-                            }
+                            crate::quant::x86::fast_rows::rows_q8_0_one(rows, rb, a, out_rows(0))
                         };
                         return;
                     }

@@ -5,8 +5,8 @@
 //! `loads` (block field loads and lane arithmetic), `kquant_core` (the k-quant decoders), `legacy`
 //! and `q5_0` (the legacy-quant dots), `prompt_rows` (a prompt's Q4_0/Q5_0/Q8_0 rows unpacked once
 //! per task), `kquants` and `kquants512` (the k-quant dots), `vnni` (those prompt products on
-//! AVX-512 VNNI), `few_vnni` (two to eight tokens against them on AVX-512 VNNI), `few_kquants_exact` (two to eight tokens against the k-quants on AVX-512, the reference's bits), `few_bench` (a measurement of the few-token kernels), `act` (the activation quantizers), `float` (the F32/F16/BF16 dots). `fast_rows`
-//! (with `fast_rows_vnni`), `q5_0_one` (one token against Q5_0 rows on AVX-512 VNNI), `fast_kquants` (with `kquants_vnni`) and `float_tiles` are the
+//! AVX-512 VNNI), `few_vnni` (one to eight tokens against them on AVX-512 VNNI), `few_kquants_exact` (two to eight tokens against the k-quants on AVX-512, the reference's bits), `few_bench` (a measurement of the few-token kernels), `act` (the activation quantizers), `float` (the F32/F16/BF16 dots). `fast_rows`
+//! (with `fast_rows_vnni`), `fast_kquants` (with `kquants_vnni`) and `float_tiles` are the
 //! exceptions: the Q4_0/Q4_1/Q5_0/Q8_0, k-quant and float-weight products of the `fast` numerics, which
 //! reorder float sums.
 
@@ -36,7 +36,6 @@ pub(crate) mod prefetch;
 pub mod prompt_rows;
 pub mod q2k;
 mod q5_0;
-pub mod q5_0_one;
 #[cfg(test)]
 mod tests;
 pub mod vnni;
