@@ -69,15 +69,28 @@ unsafe fn by_block(
         a.len() * bytes,
         "k-quant row against Q8_K blocks"
     );
-    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (b, y)) in row.chunks_exact(bytes).zip(a).enumerate() {
-            for line in (0..bytes).step_by(64) {
-                prefetch_ahead(b.as_ptr().wrapping_add(line));
-            }
-            acc[i % 2] = step(b, y, acc[i % 2]);
+    let ahead = |b: &[u8]| {
+        for line in (0..bytes).step_by(64) {
+            prefetch_ahead(b.as_ptr().wrapping_add(line));
         }
-        *o = hsum(_mm256_add_ps(acc[0], acc[1]));
+    };
+    for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
+        // Two blocks a step, one into each accumulator, so both stay in registers.
+        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let (pairs, ys) = (row.chunks_exact(2 * bytes), a.chunks_exact(2));
+        for (b2, y2) in pairs.zip(ys) {
+            let (b0, b1) = b2.split_at(bytes);
+            ahead(b0);
+            acc0 = step(b0, &y2[0], acc0);
+            ahead(b1);
+            acc1 = step(b1, &y2[1], acc1);
+        }
+        if a.len() % 2 == 1 {
+            let b = &row[(a.len() - 1) * bytes..];
+            ahead(b);
+            acc0 = step(b, &a[a.len() - 1], acc0);
+        }
+        *o = hsum(_mm256_add_ps(acc0, acc1));
     }
 }
 
