@@ -259,7 +259,8 @@ mod tests {
     }
 
     /// Random Q2_K, Q3_K and Q6_K rows (random bytes, small finite scales) against random tokens,
-    /// within float reordering of an f64 dot of the dequantized rows and the Q8_K values.
+    /// within float reordering of an f64 dot of the dequantized rows and the Q8_K values; rows
+    /// of one, three and four blocks (the loop takes blocks in pairs, then an odd last one).
     #[test]
     fn one_token_rows_match_an_f64_dot() {
         if !available() {
@@ -267,8 +268,10 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(0x0002_0003);
-        let (cols, n_rows) = (768, 11);
-        for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q6_K] {
+        let n_rows = 11;
+        let shapes = [256, 768, 1024]
+            .map(|cols| [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q6_K].map(|ty| (cols, ty)));
+        for (cols, ty) in shapes.into_iter().flatten() {
             let bytes = random_kquant_blocks(ty, cols / 256 * n_rows, &mut rng);
             let acts: Vec<Vec<BlockQ8K>> = (0..3)
                 .map(|_| {
