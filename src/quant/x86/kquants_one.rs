@@ -77,18 +77,19 @@ unsafe fn by_block(
     for (row, o) in rows.chunks_exact(row_bytes).zip(out) {
         // Two blocks a step, one into each accumulator, so both stay in registers.
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let (pairs, ys) = (row.chunks_exact(2 * bytes), a.chunks_exact(2));
-        for (b2, y2) in pairs.zip(ys) {
+        let (mut pairs, mut ys) = (row.chunks_exact(2 * bytes), a.chunks_exact(2));
+        for (b2, y2) in pairs.by_ref().zip(ys.by_ref()) {
             let (b0, b1) = b2.split_at(bytes);
             ahead(b0);
             acc0 = step(b0, &y2[0], acc0);
             ahead(b1);
             acc1 = step(b1, &y2[1], acc1);
         }
-        if a.len() % 2 == 1 {
-            let b = &row[(a.len() - 1) * bytes..];
+        // An odd last block (rows and token share their block count, asserted above).
+        if let [y] = ys.remainder() {
+            let b = pairs.remainder();
             ahead(b);
-            acc0 = step(b, &a[a.len() - 1], acc0);
+            acc0 = step(b, y, acc0);
         }
         *o = hsum(_mm256_add_ps(acc0, acc1));
     }
