@@ -6,11 +6,14 @@
 //! once per format and all their rows are split into tasks of one parallel region
 //! (`pool.rs`), so a layer has fewer regions to wait at.
 //!
-//! A task is a range of rows of one matrix. For one token it is a long contiguous range (the
-//! weights stream from memory once), and so for a step of 2 to 8 tokens (sequences decoding
-//! together), whose products take few-token kernels that read each block once for all the
-//! tokens (`x86::few_vnni`, `x86::few_kquants`, `x86::few_kquants_exact`, or the one-token
-//! dots from L1 in `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
+//! A task is a range of rows of one matrix. For one token the weights stream from memory once:
+//! the call's rows are cut into units of about 16 KB, each thread takes a contiguous range of
+//! them front to back, and a thread that runs out takes the back half of what another has
+//! left (`ranges`), so the streams stay long and no thread waits out another's slow moment.
+//! The same goes for a step of 2 to 8 tokens (sequences decoding together), whose products take
+//! few-token kernels that read each block once for all the tokens (`x86::few_vnni`,
+//! `x86::few_kquants`, `x86::few_kquants_exact`, or the one-token dots from L1 in
+//! `few_tokens`). For a batch (a prompt) it is a few rows, unpacked once
 //! per task where the type's unpacking is a real share of a block's work (Q4_0, Q5_0, Q8_0,
 //! Q4_1, Q5_1: `quant::x86::prompt_rows`, several tokens per block load; on AVX-512 VNNI the
 //! Q8_0-activation types sixteen tokens, two per register, `quant::x86_vnni`), widened to f32
@@ -39,13 +42,14 @@ use crate::quant::{
 };
 use std::cell::RefCell;
 
-/// Tasks per thread for one token. A token's product streams its weights from memory once, and
-/// small interleaved tasks (the threads taking 16-row pieces in turn) broke each thread's
-/// stream every few kilobytes, so the hardware prefetchers kept restarting. Up to
-/// `FEW_THREADS` threads, two contiguous tasks per thread keep the streams long and still let
-/// a thread that starts late hand over half its share. With more threads a product waits on
-/// the slowest of many, and four smaller tasks each let the others take over more of a slow
-/// thread's share (docs/measurements/cpu-engine.md has the sweeps).
+/// Tasks per thread for a one-token product in a call that also has batch products (a call of
+/// one-token products alone takes `ranges` instead). A token's product streams its weights
+/// from memory once, and small interleaved tasks (the threads taking 16-row pieces in turn)
+/// broke each thread's stream every few kilobytes, so the hardware prefetchers kept
+/// restarting. Up to `FEW_THREADS` threads, two contiguous tasks per thread keep the streams
+/// long and still let a thread that starts late hand over half its share. With more threads a
+/// product waits on the slowest of many, and four smaller tasks each let the others take over
+/// more of a slow thread's share (docs/measurements/cpu-engine.md has the sweeps).
 fn one_token_tasks(threads: usize) -> usize {
     const FEW_THREADS: usize = 4;
     if threads <= FEW_THREADS {
@@ -65,6 +69,19 @@ fn one_token_rows(total: usize, rows: usize, threads: usize) -> usize {
     let share = total.div_ceil(threads * one_token_tasks(threads));
     let pieces = rows.div_ceil(share.max(MIN_ROWS_ONE_TOKEN));
     rows.div_ceil(pieces)
+}
+
+/// Weight bytes of a unit of a one-token call's `ranges`: a thread claims up to eight at once
+/// from the front of its range, so what is left when the first thread runs out is a few units
+/// a thread, and each unit is one kernel call or part of one.
+const UNIT_BYTES: usize = 16 << 10;
+
+/// Rows of a unit of a one-token call's `ranges` for rows of `row_bytes`, in whole multiples
+/// of `align` rows (`few_vnni`'s row tile; then whole repacked groups where rows are repacked).
+fn unit_rows(row_bytes: usize, align: usize) -> usize {
+    (UNIT_BYTES / row_bytes.max(1))
+        .max(1)
+        .next_multiple_of(align.max(1))
 }
 
 /// Weight bytes of a batch task's rows: small enough to stay in L1 beside four tokens'
@@ -448,6 +465,8 @@ struct Scratch {
     #[cfg(target_arch = "x86_64")]
     panels: Vec<(ActType, crate::quant::x86::float_tiles::Panels)>,
     tasks: Vec<Task>,
+    /// The threads' ranges of `tasks` where a call takes them that way.
+    ranges: super::ranges::Ranges,
     outs: Vec<SendPtr>,
     /// The last call's kernel and weight type per product, and its token count.
     paths: Vec<Path>,
@@ -641,11 +660,9 @@ fn matmuls_in(
     // Tasks: (product, first row, end row).
     let threads = pool::global().threads();
     let total_rows: usize = products.iter().map(|p| p.0.rows).sum();
-    let tasks = &mut s.tasks;
-    tasks.clear();
-    for (p, (m, _)) in products.iter().enumerate() {
-        // A few tokens (`few_tokens`, `few_vnni`, `few_kquants`, repacked groups) split like
-        // one token.
+    // A few tokens (`few_tokens`, `few_vnni`, `few_kquants`, repacked groups) split like one
+    // token.
+    let split_as_one = |p: usize| {
         #[cfg(target_arch = "x86_64")]
         let few = matches!(
             s.paths[p],
@@ -653,14 +670,32 @@ fn matmuls_in(
         ) || (s.paths[p] == Path::Packed && n <= FEW_TOKENS_MAX);
         #[cfg(not(target_arch = "x86_64"))]
         let few = s.paths[p] == Path::FewTokens;
-        let per = if n == 1 || few {
-            let per = one_token_rows(total_rows, m.rows, threads);
-            // Whole groups of eight repacked rows (`packed_task`).
-            if packed(m).is_some() {
-                per.next_multiple_of(group_rows(m))
-            } else {
-                per
-            }
+        n == 1 || few
+    };
+    // A call whose products all split like one token's takes its rows in units, a contiguous
+    // range of them per thread, the threads that run out first taking the back half of what
+    // another has left (`ranges`); otherwise each task is a pool chunk (and so on one thread,
+    // with nobody to take from, where a claim a few units long would only add calls).
+    let in_ranges = threads > 1 && (0..products.len()).all(split_as_one);
+    let tasks = &mut s.tasks;
+    tasks.clear();
+    for (p, (m, _)) in products.iter().enumerate() {
+        // Whole groups of eight repacked rows (`packed_task`).
+        let group = |per: usize| match packed(m) {
+            Some(_) => per.next_multiple_of(group_rows(m)),
+            None => per,
+        };
+        let per = if in_ranges {
+            #[cfg(target_arch = "x86_64")]
+            let align = match s.paths[p] {
+                Path::FewVnni => crate::quant::x86::few_vnni::tile_rows(n),
+                _ => 1,
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let align = 1;
+            group(unit_rows(m.row_bytes(), align))
+        } else if split_as_one(p) {
+            group(one_token_rows(total_rows, m.rows, threads))
         } else if let (true, Some(t)) = (matches!(m.ty, GgmlType::F16 | GgmlType::BF16), tiles) {
             float_tasks(m.rows, t.panels(n), threads, p, tasks);
             continue;
@@ -689,15 +724,18 @@ fn matmuls_in(
             .iter_mut()
             .map(|(_, out)| SendPtr(out.as_mut_ptr())),
     );
+    if in_ranges {
+        s.ranges.split(s.tasks.len(), threads);
+    }
     let (tasks, outs, products) = (&s.tasks, &s.outs, &*products);
     let paths = &s.paths;
 
-    pool::global().run(tasks.len(), &|i| {
+    let task = |task: Task| {
         let Task {
             product: p,
             rows: (r0, r1),
             panels: part,
-        } = tasks[i];
+        } = task;
         let m = products[p].0;
         let kind = ActType::for_weights(m.ty);
         let acts = &formats
@@ -826,6 +864,26 @@ fn matmuls_in(
                 }
             },
         )
+    };
+    if !in_ranges {
+        return pool::global().run(tasks.len(), &|i| task(tasks[i]));
+    }
+    let ranges = &s.ranges;
+    pool::global().run(ranges.parts(), &|part| {
+        // A claimed run of units, one call per product it spans (its units of one product
+        // are contiguous rows).
+        ranges.work(part, |units| {
+            let mut run = tasks[units.start];
+            for &next in &tasks[units.start + 1..units.end] {
+                if next.product == run.product && next.rows.0 == run.rows.1 {
+                    run.rows.1 = next.rows.1;
+                } else {
+                    task(run);
+                    run = next;
+                }
+            }
+            task(run);
+        })
     });
 }
 
@@ -1137,11 +1195,70 @@ unsafe impl Sync for SendPtr {}
 mod tests {
     use super::*;
 
+    /// One token's calls of Qwen2.5-0.5B (q4_k_m's Q5_0, Q8_0 and Q6_K; q8_0; q4_0 repacked)
+    /// in `ranges` at 16 threads: a unit or more for every thread in every call, each unit in
+    /// whole `few_vnni` row tiles and repacked groups where its product takes them, and none
+    /// past `UNIT_BYTES` by more than its alignment.
+    #[test]
+    fn one_token_units_cover_sixteen_threads() {
+        use crate::quant::x86::few_vnni;
+        use GgmlType as T;
+        /// A call's name, input length and products' (rows, type).
+        type Call<'a> = (&'a str, usize, &'a [(usize, GgmlType)]);
+        let calls: [Call; 5] = [
+            (
+                "qkv",
+                896,
+                &[(896, T::Q5_0), (128, T::Q5_0), (128, T::Q8_0)],
+            ),
+            ("attn_out", 896, &[(896, T::Q5_0)]),
+            ("ffn_gate_up", 896, &[(4864, T::Q5_0), (4864, T::Q5_0)]),
+            ("ffn_down", 4864, &[(896, T::Q6_K)]),
+            ("lm_head", 896, &[(151936, T::Q8_0)]),
+        ];
+        let threads = 16;
+        for (name, cols, products) in calls {
+            for packed in [false, true] {
+                let mut units = 0;
+                for &(rows, ty) in products {
+                    let ty = if packed { T::Q4_0 } else { ty };
+                    let rb = cols / ty.block_size() * ty.block_bytes();
+                    for n in 1..=FEW_TOKENS_MAX {
+                        let tile = if few_vnni::takes(ty) {
+                            few_vnni::tile_rows(n)
+                        } else {
+                            1
+                        };
+                        let mut per = unit_rows(rb, tile);
+                        if packed {
+                            per = per.next_multiple_of(16);
+                        }
+                        assert_eq!(
+                            per % tile,
+                            0,
+                            "{name} {ty} x{n}: {per} rows, tiles of {tile}"
+                        );
+                        let align = if packed { 16 } else { tile };
+                        assert!(
+                            (per - align) * rb < UNIT_BYTES,
+                            "{name} {ty} x{n}: {per} rows of {rb} bytes"
+                        );
+                        if n == 1 {
+                            units += rows.div_ceil(per);
+                        }
+                    }
+                }
+                assert!(units >= threads, "{name} (packed {packed}): {units} units");
+            }
+        }
+    }
+
     /// A decode step of 2 to 8 sequences of Qwen2.5-0.5B (q4_k_m's Q5_0, Q8_0, Q4_K and Q6_K;
     /// q8_0; q4_0) takes a few-token kernel in every product on AVX-512 VNNI (or, q4_0's under
-    /// `fast`, its repacked groups), so every call splits like one token's: at 16 threads each call has two tasks a thread or more (none
-    /// idle while others take two), and its tasks differ by at most one row's share of work
-    /// (a product's pieces are equal; pieces of different products of a call within 20%).
+    /// `fast`, its repacked groups). In a call that also has batch products those products take
+    /// fixed tasks (`one_token_rows`): at 16 threads each call has two tasks a thread or more
+    /// (none idle while others take two), and its tasks differ by at most one row's share of
+    /// work (a product's pieces are equal; pieces of different products of a call within 20%).
     #[test]
     fn few_token_steps_split_over_sixteen_threads() {
         if !crate::quant::x86_vnni::available() {

@@ -22,6 +22,7 @@ pub mod ops;
 #[cfg(target_arch = "x86_64")]
 pub mod ops_x86;
 pub mod pool;
+pub mod ranges;
 pub mod repack;
 
 pub use batch::CpuBatch;
