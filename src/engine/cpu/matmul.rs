@@ -675,8 +675,15 @@ fn matmuls_in(
     // A call whose products all split like one token's takes its rows in units, a contiguous
     // range of them per thread, the threads that run out first taking the back half of what
     // another has left (`ranges`); otherwise each task is a pool chunk (and so on one thread,
-    // with nobody to take from, where a claim a few units long would only add calls).
-    let in_ranges = threads > 1 && (0..products.len()).all(split_as_one);
+    // with nobody to take from, where claims a few units long would only add calls).
+    // One token's float rows (`Path::FloatOne`) go through their call's rows as two streams
+    // (`float::rows_fast`), which claims of a few units would cut short: such a call keeps
+    // fixed tasks too.
+    #[cfg(target_arch = "x86_64")]
+    let two_streams = s.paths.contains(&Path::FloatOne);
+    #[cfg(not(target_arch = "x86_64"))]
+    let two_streams = false;
+    let in_ranges = threads > 1 && !two_streams && (0..products.len()).all(split_as_one);
     let tasks = &mut s.tasks;
     tasks.clear();
     for (p, (m, _)) in products.iter().enumerate() {
