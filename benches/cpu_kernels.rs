@@ -224,7 +224,7 @@ fn float_prompt(reps: usize) {
         let task_bytes = TASK_ROWS * 2 * cols;
         let mut big =
             cbtop::engine::cpu::huge::HugeSlice::<u8>::new((mb << 20) / task_bytes * task_bytes)
-                .expect("a 64 MB map");
+                .expect("the matrix's map");
         for (chunk, from) in big
             .chunks_mut(task_bytes)
             .zip(std::iter::repeat(&one[..task_bytes]))
