@@ -1231,21 +1231,25 @@ mod tests {
                     let ty = if packed { T::Q4_0 } else { ty };
                     let rb = cols / ty.block_size() * ty.block_bytes();
                     for n in 1..=FEW_TOKENS_MAX {
-                        let tile = if few_vnni::takes(ty) {
+                        // As `run` aligns a unit: repacked rows in whole groups, rows of a
+                        // `few_vnni` product in whole tiles.
+                        let align = if packed {
+                            super::super::matmul_fast::group_rows_of(ty)
+                        } else if few_vnni::takes(ty) {
                             few_vnni::tile_rows(n)
                         } else {
                             1
                         };
-                        let mut per = unit_rows(rb, tile);
-                        if packed {
-                            per = per.next_multiple_of(16);
-                        }
+                        let per = if packed {
+                            unit_rows(rb, 1).next_multiple_of(align)
+                        } else {
+                            unit_rows(rb, align)
+                        };
                         assert_eq!(
-                            per % tile,
+                            per % align,
                             0,
-                            "{name} {ty} x{n}: {per} rows, tiles of {tile}"
+                            "{name} {ty} x{n}: {per} rows, in whole units of {align}"
                         );
-                        let align = if packed { 16 } else { tile };
                         assert!(
                             (per - align) * rb < UNIT_BYTES,
                             "{name} {ty} x{n}: {per} rows of {rb} bytes"
