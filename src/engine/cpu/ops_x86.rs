@@ -9,7 +9,8 @@ use std::arch::x86_64::*;
 use crate::quant::simd_order::silu;
 
 /// `simd_order::expf` on eight lanes: the same fused multiply-adds, and the final `j * 2^n`
-/// as its f64 product of `j` and `2^n` built from exponent bits, rounded once to f32; lanes
+/// as its f64 product of `j` and `2^n` built from exponent bits, rounded once to f32 (or,
+/// where every lane's n keeps it normal, the exact f32 product, the same value); lanes
 /// with `|n| > 192` give 0 (n <= 0) or infinity, as the scalar's early return.
 #[inline(always)]
 pub(super) unsafe fn expf8(x: __m256) -> __m256 {
@@ -33,9 +34,19 @@ pub(super) unsafe fn expf8(x: __m256) -> __m256 {
         u,
         _mm256_fmadd_ps(c(0x3f7f_fff6), b, _mm256_set1_ps(1.0)),
     );
+    let ni = _mm256_cvtps_epi32(n);
+    // With -125 <= n <= 126 in every lane (almost every call), 2^n is a normal f32 and so is
+    // j * 2^n (j is within [0.70, 1.42]): the f32 product is exact, the f64 path's bits.
+    let in_range = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_GE_OQ>(n, _mm256_set1_ps(-125.0)),
+        _mm256_cmp_ps::<_CMP_LE_OQ>(n, _mm256_set1_ps(126.0)),
+    );
+    if _mm256_movemask_ps(in_range) == 0xff {
+        let pow2 = _mm256_slli_epi32::<23>(_mm256_add_epi32(ni, _mm256_set1_epi32(127)));
+        return _mm256_mul_ps(j, _mm256_castsi256_ps(pow2));
+    }
     // 2^n per lane as f64: (n + 1023) << 52, n a whole number (garbage where |n| > 192,
     // replaced below).
-    let ni = _mm256_cvtps_epi32(n);
     let bias = _mm256_set1_epi64x(1023);
     let p_lo = _mm256_slli_epi64::<52>(_mm256_add_epi64(
         _mm256_cvtepi32_epi64(_mm256_castsi256_si128(ni)),
@@ -86,6 +97,58 @@ pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+
+    /// `expf8` lane for lane against `simd_order::expf`: a sample of every stretch of floats
+    /// from 0 to ±110 (past both cut-offs) and every float near the ends of its f32 scaling
+    /// (n = -125 and 126, where it hands over to the f64 one).
+    #[test]
+    fn expf8_equals_the_scalar_expf_bit_for_bit() {
+        use crate::quant::simd_order::expf;
+        if !crate::quant::x86::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut xs: Vec<f32> = Vec::new();
+        for sign in [0u32, 0x8000_0000] {
+            xs.extend(
+                (0..110f32.to_bits())
+                    .step_by(997)
+                    .map(|b| f32::from_bits(b | sign)),
+            );
+        }
+        for edge in [-125.5f32, -124.5, 125.5, 126.5] {
+            let mid = edge * std::f32::consts::LN_2;
+            let lo = (mid - 0.01).to_bits().min((mid + 0.01).to_bits());
+            let hi = (mid - 0.01).to_bits().max((mid + 0.01).to_bits());
+            xs.extend((lo..=hi).map(f32::from_bits));
+        }
+        xs.extend([
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN,
+            1e-40,
+            -1e-40,
+        ]);
+        // Each x beside its neighbours (one lane out of range sends the vector to the f64
+        // path) and alone in a vector of zeros (the f32 path where x allows it).
+        for chunk in xs.chunks(8) {
+            let mut lanes = [0f32; 8];
+            lanes[..chunk.len()].copy_from_slice(chunk);
+            let mut alone = vec![[0f32; 8]; chunk.len()];
+            for (k, a) in alone.iter_mut().enumerate() {
+                a[k] = chunk[k];
+            }
+            for v in std::iter::once(lanes).chain(alone) {
+                let mut got = [0f32; 8];
+                // SAFETY: the features were just detected; both arrays hold eight f32.
+                unsafe { _mm256_storeu_ps(got.as_mut_ptr(), expf8(_mm256_loadu_ps(v.as_ptr()))) };
+                for (x, g) in v.iter().zip(got) {
+                    assert_eq!(g.to_bits(), expf(*x).to_bits(), "expf({x})");
+                }
+            }
+        }
+    }
 
     /// Random values over the whole range that matters (and past expf's cut-offs, and
     /// special values): each lane gives the scalar loop's bits.
