@@ -689,7 +689,7 @@ fn matmuls_in(
     for (p, (m, _)) in products.iter().enumerate() {
         // Whole groups of eight repacked rows (`packed_task`).
         let group = |per: usize| match packed(m) {
-            Some(_) => per.next_multiple_of(group_rows(m)),
+            Some(_) => per.next_multiple_of(group_rows(m.ty)),
             None => per,
         };
         let per = if in_ranges {
@@ -713,7 +713,7 @@ fn matmuls_in(
             // tasks read them less often.
             LANE_TASK_ROWS
         } else if packed(m).is_some() {
-            let g = group_rows(m);
+            let g = group_rows(m.ty);
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(g, 2 * g) / g * g
         } else {
             (BATCH_TASK_BYTES / m.row_bytes()).clamp(1, 16)
@@ -1234,7 +1234,7 @@ mod tests {
                         // As `run` aligns a unit: repacked rows in whole groups, rows of a
                         // `few_vnni` product in whole tiles.
                         let align = if packed {
-                            super::super::matmul_fast::group_rows_of(ty)
+                            group_rows(ty)
                         } else if few_vnni::takes(ty) {
                             few_vnni::tile_rows(n)
                         } else {

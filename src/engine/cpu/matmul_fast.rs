@@ -40,12 +40,7 @@ pub(super) fn act_rows<'s, A: Send>(
 
 /// Rows a fast task's row count is a multiple of: two repacked groups where the Q4_0, Q4_1,
 /// Q5_1 and Q8_0 kernels take them side by side (AVX-512 VNNI; Q5_0 is repacked as Q8_0), else one.
-pub(super) fn group_rows(m: &Mat) -> usize {
-    group_rows_of(m.ty)
-}
-
-/// `group_rows` for a matrix of type `ty`.
-pub(super) fn group_rows_of(ty: GgmlType) -> usize {
+pub(super) fn group_rows(ty: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
     if matches!(
         ty,
